@@ -1,0 +1,30 @@
+"""The paste-able commands hermetic-hunt prints (one form everywhere).
+
+Every finding ends in ``pytest --hermetic-replay-db=PATH::ID``, quoted with
+:func:`shlex.join` so that any path or id survives a copy into a shell.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+
+def display_path(path: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None) -> str:
+    """``path`` relative to ``cwd`` when it is inside it, else absolute."""
+    resolved = Path(path).resolve()
+    base = Path(cwd or os.getcwd()).resolve()
+    try:
+        return str(resolved.relative_to(base))
+    except ValueError:
+        return str(resolved)
+
+
+def replay_argv(db_path: str | os.PathLike[str], ref: str, cwd: str | None = None) -> list[str]:
+    return ["pytest", f"--hermetic-replay-db={display_path(db_path, cwd)}::{ref}"]
+
+
+def replay_command(db_path: str | os.PathLike[str], ref: str, cwd: str | None = None) -> str:
+    """``pytest --hermetic-replay-db=flakes.db::F3``, shell-quoted."""
+    return shlex.join(replay_argv(db_path, ref, cwd))

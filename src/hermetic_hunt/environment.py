@@ -1,0 +1,98 @@
+"""Facts about the machine and the code a hunt ran on (stored with each run).
+
+Replays compare them with the replaying machine to warn about anything that
+makes a replay less than faithful.
+"""
+
+from __future__ import annotations
+
+import locale
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from typing import Any
+
+_PACKAGES = (
+    "pytest",
+    "pytest-xdist",
+    "hermetic-sandbox",
+    "hermetic-hunt",
+    "pytest-randomly",
+    "pytest-rerunfailures",
+)
+
+
+def git_sha(directory: str) -> str | None:
+    """``git rev-parse HEAD`` in ``directory`` (None outside a repository)."""
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = result.stdout.strip()
+    return sha if result.returncode == 0 and len(sha) in (40, 64) else None
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for name in _PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def collect(rootdir: str) -> dict[str, Any]:
+    try:
+        current_locale = locale.setlocale(locale.LC_ALL)
+    except locale.Error:
+        current_locale = None
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "executable": sys.executable,
+        "git_sha": git_sha(rootdir),
+        "tz": os.environ.get("TZ"),
+        "tzname": list(time.tzname),
+        "locale": current_locale,
+        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+        "versions": versions(),
+    }
+
+
+def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What differs between a recorded environment and this one, as sentences."""
+    labels = (
+        ("python", "Python"),
+        ("implementation", "Python implementation"),
+        ("platform", "platform"),
+        ("tz", "TZ"),
+        ("locale", "locale"),
+        ("git_sha", "git commit"),
+    )
+    lines = []
+    for key, label in labels:
+        old, new = recorded.get(key), current.get(key)
+        if old != new and (old is not None or key in ("tz",)):
+            lines.append(f"{label} differs: recorded {old!r}, here {new!r}")
+    old_versions = recorded.get("versions") or {}
+    new_versions = current.get("versions") or {}
+    if isinstance(old_versions, dict):
+        for name in ("hermetic-sandbox", "pytest"):
+            if old_versions.get(name) and old_versions.get(name) != new_versions.get(name):
+                lines.append(
+                    f"{name} differs: recorded {old_versions.get(name)!r}, "
+                    f"here {new_versions.get(name)!r}"
+                )
+    return lines

@@ -1,0 +1,206 @@
+"""Running each attempt inside its own sandbox (the process that runs tests).
+
+Registered on the single process of a ``-n 0`` hunt and on every xdist
+worker. Whoever drives the loop tells the executor which *attempt slot* an
+item's protocol belongs to (the ``-n 0`` loop directly; a worker decodes it
+from the index xdist's controller sent). Each execution of the protocol --
+the scheduled one and any pytest-rerunfailures rerun -- gets its own seed
+and virtual start time and runs setup, call and teardown in one sandbox.
+
+What happened is attached to the reports as ``report.hermetic_hunt`` (plain
+JSON-able values, so xdist ships it to the controller unchanged).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from hermetic_hunt import journal as journal_format
+from hermetic_hunt.errors import HuntError
+from hermetic_hunt.sandbox import AttemptFacts, Engine, SandboxSpec, spec_from_marker
+from hermetic_hunt.seeds import attempt_now, attempt_seed
+
+_PERF = time.perf_counter  # real, captured before any sandbox patches time
+REPORT_ATTR = "hermetic_hunt"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Which scheduled attempt a protocol call is: ``key`` is unique per run."""
+
+    key: int
+    round_no: int
+
+
+@dataclass(frozen=True)
+class ExecSettings:
+    base_seed: int
+    mode: str
+    integration_marker: str
+
+
+def process_hash_seed() -> int | None:
+    """This interpreter's PYTHONHASHSEED, when it is known."""
+    value = os.environ.get("PYTHONHASHSEED", "")
+    return int(value) if value.isdigit() else None
+
+
+class RepeatGuard:
+    """pytest plugin: lets the same test run twice in a row.
+
+    A hunt can schedule a test right after itself (the end of one round and
+    the start of the next). pytest would then keep the test's function-scoped
+    fixtures alive in between (``nextitem`` is the item itself), and the
+    second run fails with ``KeyError: 'tmp_path'``. Passing the item's parent
+    instead tears the function down and keeps module/class fixtures.
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        if nextitem is item:
+            return item.ihook.pytest_runtest_protocol(item=item, nextitem=item.parent)
+        return None
+
+
+class AttemptExecutor:
+    """pytest plugin: one sandbox per execution of a scheduled attempt."""
+
+    def __init__(self, settings: ExecSettings, locate: Callable[[pytest.Item], Slot | None]) -> None:
+        self.settings = settings
+        self.locate = locate
+        self.engine = Engine() if settings.mode != "off" else None
+        self.hash_seed = process_hash_seed()
+        self.handle: Any = None
+        self._slot: Slot | None = None
+        self._execution = 0
+        self._seed: int | None = None
+        self._now: float | None = None
+        self._mode = settings.mode
+        self._failed = False
+        self._started = 0.0
+        self._facts: AttemptFacts | None = None
+
+    # -- hooks ----------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
+        self._slot = self.locate(item)
+        self._execution = 0
+        try:
+            return (yield)
+        finally:
+            # An interrupt between setup and teardown skips our teardown hook.
+            self._close()
+            self._slot = None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        if self._slot is not None:
+            self._open(item, self._slot)
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        except BaseException:
+            self._failed = True
+            raise
+        finally:
+            self._close()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if self._slot is None:
+            return report
+        data: dict[str, Any] = {
+            "key": self._slot.key,
+            "round": self._slot.round_no,
+            "execution": self._execution,
+        }
+        if report.failed:
+            self._failed = True
+            if call.excinfo is not None:
+                data["exc_type"] = call.excinfo.typename
+        if report.when == "teardown":
+            data.update(self._final_facts())
+        setattr(report, REPORT_ATTR, data)
+        return report
+
+    # -- attempt lifecycle ----------------------------------------------------
+
+    def _open(self, item: pytest.Item, slot: Slot) -> None:
+        self._close()
+        self._execution += 1
+        self._failed = False
+        self._facts = None
+        self._started = _PERF()
+        seed = attempt_seed(self.settings.base_seed, item.nodeid, slot.round_no, self._execution)
+        self._seed, self._now, self._mode = seed, attempt_now(seed), self.settings.mode
+        if self.engine is None:
+            self._seed = self._now = None
+            return
+        spec = self.spec_for(item, seed, self._now)
+        if spec is None:
+            self._seed, self._now, self._mode = None, None, "off"
+            return
+        self._seed, self._now = spec.seed, spec.now
+        self.handle = self.engine.enter(spec)
+
+    def spec_for(self, item: pytest.Item, seed: int, now: float) -> SandboxSpec | None:
+        """The sandbox of this execution (None: not sandboxed)."""
+        base = SandboxSpec(seed=seed, now=now, mode=self.settings.mode, test_id=item.nodeid)
+        if item.get_closest_marker(self.settings.integration_marker) is not None:
+            base = SandboxSpec(
+                seed=seed, now=now, mode=self.settings.mode, test_id=item.nodeid, network="off"
+            )
+        marker = item.get_closest_marker("hermetic")
+        if marker is None:
+            return base
+        if marker.args:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.hermetic takes keyword arguments only, "
+                "e.g. hermetic(seed=7, network='off')"
+            )
+        try:
+            return spec_from_marker(base, marker.kwargs)
+        except HuntError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+
+    def _close(self) -> None:
+        if self.engine is not None and self.engine.active:
+            self._facts = self.engine.exit(keep_journal=self._failed)
+            self.handle = None
+
+    def _final_facts(self) -> dict[str, Any]:
+        facts = self._facts
+        self._facts = None
+        data: dict[str, Any] = {
+            "seed": self._seed,
+            "now": self._now,
+            "mode": self._mode,
+            "hash_seed": self.hash_seed,
+            "duration": _PERF() - self._started,
+        }
+        if facts is not None:
+            data["counts"] = facts.counts or None
+            data["violations"] = [[v.op, v.host, v.port, v.detail] for v in facts.violations]
+            if facts.warnings:
+                data["warnings"] = facts.warnings
+            if facts.journal is not None:
+                data["journal"] = journal_format.encode(facts.journal)
+                data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"
+        return data

@@ -1,0 +1,87 @@
+"""Turning a failing pytest report into a :class:`~hermetic_hunt.models.Failure`.
+
+The signature of a failure is the exception type and the location where it
+was raised (``path:line`` relative to the rootdir). The message is kept but
+normalised -- memory addresses, temporary directories and object ids masked
+-- so the same failure compares equal across attempts and machines.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hermetic_hunt.models import Failure
+
+#: Bytes of failure text kept per failing attempt (the tail: where it broke).
+EXCERPT_LIMIT = 4000
+MESSAGE_LIMIT = 500
+
+_MASKS = (
+    (re.compile(r"0x[0-9a-fA-F]{6,}"), "0x…"),
+    (re.compile(r"/(?:tmp|var/folders)/[^\s'\"]*pytest-of-[^\s'\"/]+/pytest-\d+"), "<tmp>"),
+    (re.compile(r"/tmp/[A-Za-z0-9_.-]{6,}"), "<tmp>"),
+    (re.compile(r"\bid=\d+"), "id=…"),
+)
+
+
+def normalise(message: str) -> str:
+    text = message.strip()
+    for pattern, replacement in _MASKS:
+        text = pattern.sub(replacement, text)
+    if len(text) > MESSAGE_LIMIT:
+        text = text[: MESSAGE_LIMIT - 1] + "…"
+    return text
+
+
+def _split_crash_message(message: str) -> tuple[str, str]:
+    """``"KeyError: 'sku'"`` -> ``("KeyError", "'sku'")``."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    head, sep, rest = first.partition(": ")
+    if sep and re.fullmatch(r"[A-Za-z_][\w.]*", head):
+        remainder = "\n".join([rest, *message.strip().splitlines()[1:]]).strip()
+        return head.rsplit(".", 1)[-1], remainder
+    if re.fullmatch(r"[A-Za-z_][\w.]*", first):
+        return first.rsplit(".", 1)[-1], ""
+    return "Failed", message.strip()
+
+
+def from_report(report: Any, rootdir: str | None = None) -> Failure:
+    """Build the failure of ``report`` (a failed ``TestReport``).
+
+    The executing process names the exception type (``exc_type`` in the
+    report's hunt data); the message is the first line of the crash message.
+    """
+    longrepr = report.longrepr
+    data = getattr(report, "hermetic_hunt", None)
+    known_type = data.get("exc_type") if isinstance(data, dict) else None
+    crash = getattr(longrepr, "reprcrash", None)
+    text = str(getattr(report, "longreprtext", "") or longrepr or "")
+    excerpt = text[-EXCERPT_LIMIT:]
+    if crash is not None:
+        exc_type, message = _split_crash_message(str(crash.message))
+        path = str(crash.path)
+        if rootdir and path.startswith(rootdir.rstrip("/") + "/"):
+            path = path[len(rootdir.rstrip("/")) + 1 :]
+        location = f"{path}:{crash.lineno}"
+    elif isinstance(longrepr, tuple) and len(longrepr) == 3:
+        exc_type, message, location = "Skipped", str(longrepr[2]), f"{longrepr[0]}:{longrepr[1]}"
+    else:
+        lines = [line for line in text.strip().splitlines() if line.strip()]
+        exc_type, message = _split_crash_message(lines[-1] if lines else "")
+        location = ""
+    if isinstance(known_type, str) and known_type:
+        if exc_type != known_type and message.startswith(f"{known_type}: "):
+            message = message[len(known_type) + 2 :]
+        elif exc_type not in (known_type, "Failed", "Skipped"):
+            message = f"{exc_type}: {message}" if message else exc_type
+        exc_type = known_type
+    message = message.strip().splitlines()[0] if message.strip() else ""
+    if getattr(report, "wasxfail", None) is not None and report.passed:
+        exc_type, message = "XPASS", str(report.wasxfail)
+    return Failure(
+        exc_type=exc_type or "Failed",
+        message=normalise(message),
+        location=location,
+        excerpt=excerpt,
+    )

@@ -1,0 +1,153 @@
+"""Plain data passed between the layers (frozen where shared).
+
+No pytest, click, SQLite or hermetic imports: these are the values the hooks
+produce and the core consumes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermetic_hunt.schedule import Shard
+
+#: Sandbox modes of a hunt (``--hermetic-hunt-mode``).
+MODES = ("seeded", "record", "off")
+#: Attempt outcomes stored in ``attempts.outcome``.
+OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "crashed")
+#: Flake kinds, exactly as stored and reported.
+KINDS = (
+    "victim",
+    "brittle",
+    "self-polluting",
+    "random",
+    "time",
+    "hash-order",
+    "network",
+    "concurrency",
+    "unexplained",
+)
+
+
+@dataclass(frozen=True)
+class HuntSettings:
+    """A hunt's configuration, resolved once on the controller.
+
+    Exactly one of ``rounds`` / ``budget_seconds`` is set.
+    """
+
+    rounds: int | None
+    budget_seconds: float | None
+    base_seed: int
+    mode: str = "seeded"
+    order: str = "auto"
+    db_path: Path = Path("flakes.db")
+    isolate: bool = True
+    isolate_budget: int = 200
+    probe_timeout: float = 120.0
+    integration_marker: str = "integration"
+    shard: Shard = field(default_factory=Shard)
+
+    @property
+    def describe_length(self) -> str:
+        if self.rounds is not None:
+            return f"{self.rounds} round{'s' if self.rounds != 1 else ''}"
+        return f"a {format_seconds(self.budget_seconds or 0)} budget"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What one failing attempt looked like.
+
+    The *signature* of a failure is ``(exc_type, location)``; ``message`` is
+    normalised (memory addresses and temporary paths masked) so that equal
+    failures compare equal across attempts and machines.
+    """
+
+    exc_type: str
+    message: str
+    location: str
+    excerpt: str
+
+    @property
+    def signature(self) -> str:
+        return f"{self.exc_type} at {self.location}" if self.location else self.exc_type
+
+    def describe(self) -> str:
+        text = f"{self.exc_type} {self.message}".strip() if self.message else self.exc_type
+        return f"{text} at {self.location}" if self.location else text
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A network operation the guard blocked."""
+
+    op: str
+    host: str
+    port: int | None
+    detail: str = ""
+
+    def describe(self) -> str:
+        where = self.host if self.port is None else f"{self.host}:{self.port}"
+        return f"{self.op} {where}"
+
+
+@dataclass
+class AttemptRecord:
+    """One execution of one test, as stored in ``attempts``.
+
+    ``execution`` is 1 for the scheduled run and 2, 3... for reruns made by
+    pytest-rerunfailures inside the same attempt slot.
+    """
+
+    run_id: int
+    round_no: int
+    worker: str
+    position: int
+    nodeid: str
+    execution: int
+    outcome: str
+    phase: str | None
+    duration: float
+    seed: int | None
+    now: float | None
+    mode: str
+    hash_seed: int | None
+    counts: dict[str, Any] | None = None
+    violations: list[Violation] = field(default_factory=list)
+    failure: Failure | None = None
+    journal: bytes | None = None
+    journal_format: str | None = None
+    attempt_id: int | None = None  # set once stored
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Facts about a hunt stored in ``runs`` when it starts."""
+
+    uuid: str
+    argv: list[str]
+    invocation_dir: str
+    rootdir: str
+    settings: HuntSettings
+    workers: int
+    worker_spec: list[str]
+    environment: dict[str, Any]
+
+
+def format_seconds(seconds: float) -> str:
+    """``75`` -> ``1m15s``; ``3600`` -> ``1h``; ``0.5`` -> ``0.5s``."""
+    if seconds < 60:
+        return f"{seconds:g}s"
+    whole = int(round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = ""
+    if hours:
+        text += f"{hours}h"
+    if minutes:
+        text += f"{minutes}m"
+    if secs:
+        text += f"{secs}s"
+    return text

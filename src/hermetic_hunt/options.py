@@ -1,0 +1,111 @@
+"""Parsing and validating option values (pure; the plugin registers them).
+
+Each parser returns a value or raises :class:`~hermetic_hunt.errors.BadOption`
+with a message that shows the bad value and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hermetic_hunt.errors import BadOption
+from hermetic_hunt.models import MODES
+from hermetic_hunt.schedule import ORDERS, Shard
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs)\s*$", re.I)
+_UNITS = {"s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0}
+_UNITS.update({"h": 3600.0, "hr": 3600.0, "hrs": 3600.0})
+MAX_ROUNDS = 1_000_000
+
+
+def parse_duration(text: str) -> float | None:
+    """``"90s"`` -> 90.0, ``"10m"`` -> 600.0, ``"1h"`` -> 3600.0; else None."""
+    match = _DURATION.match(text)
+    if not match:
+        return None
+    return float(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def parse_hunt(text: str) -> tuple[int | None, float | None]:
+    """``--hermetic-hunt`` value -> ``(rounds, None)`` or ``(None, seconds)``."""
+    value = text.strip()
+    if value.isdigit():
+        rounds = int(value)
+        if not 1 <= rounds <= MAX_ROUNDS:
+            raise BadOption(
+                f"--hermetic-hunt: expected between 1 and {MAX_ROUNDS:,} rounds, got {text!r}"
+            )
+        return rounds, None
+    seconds = parse_duration(value)
+    if seconds is None:
+        raise BadOption(
+            "--hermetic-hunt: expected a number of rounds or a duration like 90s, "
+            f"10m or 1h, got {text!r}"
+        )
+    if seconds <= 0:
+        raise BadOption(f"--hermetic-hunt: the time budget must be positive, got {text!r}")
+    return None, seconds
+
+
+def parse_choice(option: str, text: str, choices: tuple[str, ...]) -> str:
+    value = text.strip().lower()
+    if value not in choices:
+        raise BadOption(f"{option}: expected one of {', '.join(choices)}, got {text!r}")
+    return value
+
+
+def parse_mode(text: str) -> str:
+    return parse_choice("--hermetic-hunt-mode", text, MODES)
+
+
+def parse_order(text: str) -> str:
+    return parse_choice("--hermetic-hunt-order", text, ORDERS)
+
+
+def parse_isolate(text: str) -> bool:
+    return parse_choice("--hermetic-hunt-isolate", text, ("on", "off")) == "on"
+
+
+def parse_shard(text: str) -> Shard:
+    """``"2/4"`` -> ``Shard(2, 4)``."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise BadOption(f"--hermetic-hunt-shard: expected K/M such as 1/4, got {text!r}")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise BadOption(
+            f"--hermetic-hunt-shard: K must be between 1 and M (got {text!r}); "
+            "shards are numbered 1/M ... M/M"
+        )
+    return Shard(index, count)
+
+
+def parse_positive_int(option: str, text: str) -> int:
+    value = text.strip()
+    if not value.isdigit() or int(value) < 1:
+        raise BadOption(f"{option}: expected a positive whole number, got {text!r}")
+    return int(value)
+
+
+def parse_seconds(option: str, text: str) -> float:
+    """A duration (``30s``, ``2m``) or plain seconds (``30``)."""
+    value = text.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        parsed = parse_duration(value)
+        if parsed is None:
+            raise BadOption(
+                f"{option}: expected seconds or a duration like 30s or 2m, got {text!r}"
+            ) from None
+        seconds = parsed
+    if seconds <= 0:
+        raise BadOption(f"{option}: expected a positive duration, got {text!r}")
+    return seconds
+
+
+def parse_marker_name(option: str, text: str) -> str:
+    value = text.strip()
+    if not value.isidentifier():
+        raise BadOption(f"{option}: expected a marker name such as integration, got {text!r}")
+    return value

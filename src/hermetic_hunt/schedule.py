@@ -1,0 +1,158 @@
+"""Which test runs where and when: rounds x orders x workers -> plans.
+
+A hunt is a sequence of rounds. Each round runs every selected test exactly
+once, in an order derived from the base seed and the round number, split into
+one contiguous, balanced slice per worker. Everything here is a pure function
+of ``(base_seed, tests, workers, round, strategy)``: timing never changes what
+a worker runs, so two hunts with the same base seed produce the same
+per-worker sequences.
+
+Attributes of a :class:`RoundPlan` (its invariants):
+
+* ``order`` is a permutation of ``range(len(tests))``.
+* ``slices`` partitions ``order`` into ``workers`` contiguous runs whose sizes
+  differ by at most one (the earlier slices get the extra test).
+* ``round_no`` is the *global* round: shard K of M runs rounds
+  K-1, K-1+M, K-1+2M, ... so shards never repeat each other's rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hermetic_hunt.seeds import round_key
+
+#: Strategy names accepted by ``--hermetic-hunt-order``.
+ORDERS = ("auto", "shuffle", "grouped", "reversed")
+#: What ``auto`` cycles through: a test-level shuffle, the exact reverse of
+#: that shuffle (every pair of tests met in both orders), then a grouped
+#: shuffle (module -> class -> function, cheaper module/class fixtures).
+AUTO_CYCLE = ("shuffle", "reversed", "grouped")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count`` machines hunting one suite."""
+
+    index: int = 1
+    count: int = 1
+
+    def global_round(self, local_round: int) -> int:
+        return local_round * self.count + (self.index - 1)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    round_no: int
+    strategy: str
+    order: tuple[int, ...]
+    slices: tuple[tuple[int, ...], ...]
+
+
+def strategy_for(order: str, round_no: int) -> str:
+    """The concrete strategy of ``round_no`` under ``--hermetic-hunt-order``."""
+    if order == "auto":
+        return AUTO_CYCLE[round_no % len(AUTO_CYCLE)]
+    return order
+
+
+def _split_nodeid(nodeid: str) -> tuple[str, str, str]:
+    """(module path, class path, function name without parameters)."""
+    path, _, rest = nodeid.partition("::")
+    parts = rest.split("::") if rest else [""]
+    function = parts[-1].split("[", 1)[0]
+    return path, "::".join(parts[:-1]), function
+
+
+def shuffled(base_seed: int, round_no: int, tests: Sequence[str]) -> list[int]:
+    """Test-level shuffle: sort by a digest of (seed, round, nodeid).
+
+    Sorting on a stable per-test key (as pytest-randomly does) means any
+    subset of the tests keeps its relative order.
+    """
+    return sorted(range(len(tests)), key=lambda i: (round_key(base_seed, round_no, tests[i]), i))
+
+
+def grouped(base_seed: int, round_no: int, tests: Sequence[str]) -> list[int]:
+    """Shuffle modules, then classes within a module, then functions, then ids."""
+
+    def key(i: int) -> tuple[int, int, int, int, int]:
+        module, cls, function = _split_nodeid(tests[i])
+        return (
+            round_key(base_seed, round_no, "m", module),
+            round_key(base_seed, round_no, "c", module, cls),
+            round_key(base_seed, round_no, "f", module, cls, function),
+            round_key(base_seed, round_no, "t", tests[i]),
+            i,
+        )
+
+    return sorted(range(len(tests)), key=key)
+
+
+def round_order(base_seed: int, round_no: int, tests: Sequence[str], order: str) -> list[int]:
+    """The order of ``round_no``: indices into ``tests``.
+
+    ``reversed`` is the exact reverse of the previous round's order (of the
+    collection order for round 0), so a reversed round meets every pair of
+    tests the other way round.
+    """
+    strategy = strategy_for(order, round_no)
+    if strategy == "shuffle":
+        return shuffled(base_seed, round_no, tests)
+    if strategy == "grouped":
+        return grouped(base_seed, round_no, tests)
+    if strategy == "reversed":
+        # Walk back to the nearest non-reversed round (bounded: under "auto"
+        # it is the previous round; under "reversed" it is the collection).
+        depth = 0
+        earlier = round_no - 1
+        while earlier >= 0 and strategy_for(order, earlier) == "reversed":
+            depth += 1
+            earlier -= 1
+        if earlier < 0:
+            base = list(range(len(tests)))
+        else:
+            base = round_order(base_seed, earlier, tests, order)
+        return base[::-1] if depth % 2 == 0 else base
+    raise ValueError(f"unknown order strategy {strategy!r}")
+
+
+def split(order: Sequence[int], workers: int) -> tuple[tuple[int, ...], ...]:
+    """Contiguous, balanced slices of ``order``: one per worker."""
+    size, extra = divmod(len(order), workers)
+    slices = []
+    start = 0
+    for w in range(workers):
+        end = start + size + (1 if w < extra else 0)
+        slices.append(tuple(order[start:end]))
+        start = end
+    return tuple(slices)
+
+
+def rotate(slices: tuple[tuple[int, ...], ...], round_no: int) -> tuple[tuple[int, ...], ...]:
+    """Hand slice ``(w + round) % workers`` to worker ``w``.
+
+    With contiguous slices the same part of the order would otherwise always
+    land on the first worker (e.g. under grouped shuffles of few modules).
+    """
+    n = len(slices)
+    return tuple(slices[(w + round_no) % n] for w in range(n))
+
+
+def plan_round(
+    base_seed: int, round_no: int, tests: Sequence[str], workers: int, order: str
+) -> RoundPlan:
+    """The full plan of one (global) round."""
+    if workers < 1:
+        raise ValueError("workers must be >= 1")
+    ordering = round_order(base_seed, round_no, tests, order)
+    return RoundPlan(
+        round_no=round_no,
+        strategy=strategy_for(order, round_no),
+        order=tuple(ordering),
+        slices=rotate(split(ordering, workers), round_no),
+    )

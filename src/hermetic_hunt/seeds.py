@@ -1,0 +1,172 @@
+"""Seeds, start times and hash seeds, derived from stable digests.
+
+Everything here is a pure function of its arguments (BLAKE2b digests, never
+``hash()`` or an unseeded ``random``), so any attempt's seed and virtual start
+time can be re-derived from the run's base seed, the test's nodeid, the round
+and the execution number -- on the controller, on a worker, or years later
+from the database.
+
+Seeds are 63-bit so they fit SQLite's signed 64-bit INTEGER.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+import os
+from datetime import datetime, timedelta, timezone
+
+MAX_SEED = (1 << 63) - 1
+#: Virtual start times are drawn from [2001-01-01, 2037-12-31]: wide enough for
+#: leap years and DST rule changes, short of the 2038 32-bit time_t edge.
+FIRST_YEAR = 2001
+LAST_YEAR = 2037
+
+
+def digest_int(*parts: object) -> int:
+    """A 64-bit unsigned integer digest of ``parts`` (stable across runs)."""
+    text = "\x1f".join(str(part) for part in parts).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
+
+
+def new_base_seed() -> int:
+    """A fresh 32-bit base seed from real entropy (short enough to type)."""
+    return int.from_bytes(os.urandom(4), "big")
+
+
+def attempt_seed(base_seed: int, nodeid: str, round_no: int, execution: int = 1) -> int:
+    """The sandbox seed of one execution of ``nodeid`` in ``round_no``.
+
+    ``execution`` counts executions within the attempt (1, then 2, 3... for
+    pytest-rerunfailures reruns), so a rerun explores a new seed.
+    """
+    return digest_int("attempt", base_seed, nodeid, round_no, execution) & MAX_SEED
+
+
+def round_key(base_seed: int, round_no: int, *parts: object) -> int:
+    """Sort key for shuffling within one round (see :mod:`schedule`)."""
+    return digest_int("order", base_seed, round_no, *parts)
+
+
+def worker_hash_seed(base_seed: int, worker_slot: int, incarnation: int = 0) -> int:
+    """PYTHONHASHSEED for a hunt worker: distinct per worker, re-derivable."""
+    return digest_int("hashseed", base_seed, worker_slot, incarnation) % 4294967296
+
+
+def probe_hash_seed(base: int, index: int) -> int:
+    """The ``index``-th alternative PYTHONHASHSEED an isolation probe tries."""
+    return digest_int("probe-hashseed", base, index) % 4294967296
+
+
+class _Stream:
+    """A tiny deterministic number stream over BLAKE2b (no ``random`` module)."""
+
+    def __init__(self, *key: object) -> None:
+        self._key = key
+        self._counter = 0
+
+    def below(self, n: int) -> int:
+        self._counter += 1
+        return digest_int(*self._key, self._counter) % n
+
+    def unit(self) -> float:
+        self._counter += 1
+        return digest_int(*self._key, self._counter) / 2**64
+
+
+def _last_day(year: int, month: int) -> int:
+    return calendar.monthrange(year, month)[1]
+
+
+def _nth_weekday(year: int, month: int, weekday: int, n: int) -> datetime:
+    """The n-th (1-based; -1 = last) ``weekday`` (Mon=0) of a month, at 00:00 UTC."""
+    if n > 0:
+        first = datetime(year, month, 1, tzinfo=timezone.utc)
+        shift = (weekday - first.weekday()) % 7
+        return first + timedelta(days=shift + 7 * (n - 1))
+    last = datetime(year, month, _last_day(year, month), tzinfo=timezone.utc)
+    return last - timedelta(days=(last.weekday() - weekday) % 7)
+
+
+def _leap_years() -> list[int]:
+    return [y for y in range(FIRST_YEAR, LAST_YEAR + 1) if calendar.isleap(y)]
+
+
+#: Kinds of instants a virtual start time is drawn from, with weights. Date
+#: code breaks at these edges; plain instants keep the draw honest.
+EDGE_WEIGHTS: tuple[tuple[str, int], ...] = (
+    ("month-end", 16),
+    ("year-end", 8),
+    ("leap-day", 8),
+    ("midnight", 12),
+    ("dst", 10),
+    ("weekend", 12),
+    ("uniform", 34),
+)
+
+
+def attempt_now(seed: int) -> float:
+    """The virtual start time (UTC epoch seconds) of the attempt with ``seed``.
+
+    Two thirds of the draws land on instants where date code breaks: the last
+    day of a month, New Year's Eve, Feb 29, a second before midnight, a US or
+    EU daylight-saving change, a weekend; the rest are uniform over
+    2001-2037. Always a whole number of milliseconds.
+    """
+    return now_for(seed)[1]
+
+
+def now_for(seed: int) -> tuple[str, float]:
+    """``(edge kind, epoch seconds)`` for ``seed``; see :func:`attempt_now`."""
+    stream = _Stream("now", seed)
+    total = sum(weight for _, weight in EDGE_WEIGHTS)
+    pick = stream.below(total)
+    for kind, weight in EDGE_WEIGHTS:
+        if pick < weight:
+            break
+        pick -= weight
+    year = FIRST_YEAR + stream.below(LAST_YEAR - FIRST_YEAR + 1)
+    month = 1 + stream.below(12)
+    if kind == "month-end":
+        day = datetime(year, month, _last_day(year, month), tzinfo=timezone.utc)
+        instant = day + timedelta(seconds=12 * 3600 + stream.below(12 * 3600))
+    elif kind == "year-end":
+        instant = datetime(year, 12, 31, 23, 59, tzinfo=timezone.utc) + timedelta(
+            seconds=stream.below(60)
+        )
+    elif kind == "leap-day":
+        leap = _leap_years()
+        leap_year = leap[stream.below(len(leap))]
+        start = datetime(leap_year, 2, 28, 12, tzinfo=timezone.utc)
+        instant = start + timedelta(seconds=stream.below(36 * 3600))
+    elif kind == "midnight":
+        day = datetime(year, month, 1 + stream.below(_last_day(year, month)), tzinfo=timezone.utc)
+        instant = day + timedelta(days=1) - timedelta(seconds=1 + stream.below(3))
+    elif kind == "dst":
+        # US: second Sunday of March / first Sunday of November, 2:00 local
+        # (~07:00-10:00 UTC); EU: last Sunday of March / October, 01:00 UTC.
+        rule = stream.below(4)
+        if rule == 0:
+            base = _nth_weekday(year, 3, 6, 2) + timedelta(hours=7)
+        elif rule == 1:
+            base = _nth_weekday(year, 11, 6, 1) + timedelta(hours=6)
+        elif rule == 2:
+            base = _nth_weekday(year, 3, 6, -1) + timedelta(hours=1)
+        else:
+            base = _nth_weekday(year, 10, 6, -1) + timedelta(hours=1)
+        instant = base + timedelta(seconds=stream.below(4 * 3600) - 2 * 3600)
+    elif kind == "weekend":
+        saturday = _nth_weekday(year, month, 5, 1 + stream.below(4))
+        instant = saturday + timedelta(seconds=stream.below(2 * 86400))
+    else:
+        start = datetime(FIRST_YEAR, 1, 1, tzinfo=timezone.utc).timestamp()
+        end = datetime(LAST_YEAR, 12, 31, tzinfo=timezone.utc).timestamp()
+        instant = datetime.fromtimestamp(start + stream.unit() * (end - start), timezone.utc)
+    millis = stream.below(1000)
+    epoch = instant.timestamp()
+    return kind, float(int(epoch)) + millis / 1000.0
+
+
+def iso(epoch: float) -> str:
+    """ISO-8601 UTC text of an epoch, for humans and the database views."""
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds")

@@ -1,0 +1,263 @@
+"""Opening, validating and migrating a database; the hunt's write path."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from hermetic_hunt.errors import BadDatabase
+from hermetic_hunt.models import AttemptRecord, RunInfo
+from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+# Captured at import, before any sandbox can patch the clock: stored
+# timestamps are always real.
+_REAL_TIME = time.time
+
+
+def real_now_iso() -> str:
+    return datetime.fromtimestamp(_REAL_TIME(), timezone.utc).isoformat(timespec="seconds")
+
+
+def _check_file(path: Path, *, create: bool) -> None:
+    if path.is_dir():
+        raise BadDatabase(f"{path} is a directory, not a database file")
+    if path.exists():
+        if not os.access(path, os.R_OK):
+            raise BadDatabase(f"{path} is not readable: check its permissions")
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+        if header and header != _SQLITE_HEADER:
+            raise BadDatabase(
+                f"{path} is not an SQLite database: pass a new path or a flakes.db "
+                "written by hermetic-hunt"
+            )
+        if create and not os.access(path, os.W_OK):
+            raise BadDatabase(f"{path} is not writable: check its permissions")
+        return
+    if not create:
+        raise BadDatabase(f"{path} does not exist: run a hunt first (pytest --hermetic-hunt=N)")
+    parent = path.parent
+    if not parent.is_dir():
+        raise BadDatabase(f"cannot create {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise BadDatabase(f"cannot create {path}: directory {parent} is not writable")
+
+
+class Store:
+    """A validated, migrated hermetic-hunt database."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+
+    # -- opening ---------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, create: bool = True) -> Store:
+        """Open (and, with ``create``, create) the database at ``path``.
+
+        Raises :class:`BadDatabase` for anything that is not a hermetic-hunt
+        database this version can read. Older schemas are migrated forward.
+        """
+        resolved = Path(path).expanduser().resolve()
+        _check_file(resolved, create=create)
+        try:
+            conn = sqlite3.connect(str(resolved), timeout=30.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise BadDatabase(f"cannot open {resolved}: {exc}") from None
+        store = cls(resolved, conn)
+        try:
+            store._prepare()
+        except BadDatabase:
+            conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise BadDatabase(f"{resolved} is not a usable SQLite database: {exc}") from None
+        return store
+
+    def _prepare(self) -> None:
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        tables = set(self.db.table_names())
+        applied = self._applied_names(tables)
+        if tables and not applied:
+            shown = ", ".join(sorted(tables)[:5])
+            raise BadDatabase(
+                f"{self.path} is not a hermetic-hunt database (it holds tables: {shown}); "
+                "pass another path"
+            )
+        unknown = [name for name in applied if name not in NAMES]
+        if unknown:
+            raise BadDatabase(
+                f"{self.path} was written by a newer hermetic-hunt (schema "
+                f"{len(applied)}, this version reads up to {SCHEMA_VERSION}): upgrade with "
+                "'pip install -U hermetic-hunt' or use another database"
+            )
+        if len(applied) < SCHEMA_VERSION:
+            migrations.apply(self.db)
+            self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
+
+    def _applied_names(self, tables: set[str]) -> list[str]:
+        if migrations.migrations_table not in tables:
+            return []
+        rows = self.conn.execute(
+            f"SELECT name FROM {migrations.migrations_table} "  # noqa: S608 - constant
+            "WHERE migration_set = ? ORDER BY rowid",
+            (MIGRATION_SET,),
+        )
+        return [row[0] for row in rows]
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing a hunt ----------------------------------------------------
+
+    def _begin(self) -> None:
+        # IMMEDIATE takes the write lock up front: under WAL a deferred
+        # transaction that upgrades later can fail with "database is locked".
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def start_run(self, info: RunInfo) -> int:
+        settings = info.settings
+        row = {
+            "uuid": info.uuid,
+            "started_at": real_now_iso(),
+            "status": "running",
+            "argv": json.dumps(info.argv),
+            "invocation_dir": info.invocation_dir,
+            "rootdir": info.rootdir,
+            "base_seed": settings.base_seed,
+            "rounds_planned": settings.rounds,
+            "budget_seconds": settings.budget_seconds,
+            "workers": info.workers,
+            "worker_spec": json.dumps(info.worker_spec),
+            "mode": settings.mode,
+            "order_strategy": settings.order,
+            "shard": str(settings.shard),
+            "environment": json.dumps(info.environment, sort_keys=True),
+        }
+        self._begin()
+        try:
+            cursor = self.conn.execute(
+                f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",  # noqa: S608
+                list(row.values()),
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def set_run_tests(self, run_id: int, count: int) -> None:
+        self.conn.execute("UPDATE runs SET tests = ? WHERE id = ?", (count, run_id))
+
+    def test_ids(self, nodeids: Iterable[str]) -> dict[str, int]:
+        """Ids of ``nodeids`` in ``tests``, inserting the ones not seen before."""
+        wanted = list(dict.fromkeys(nodeids))
+        self._begin()
+        try:
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", [(n,) for n in wanted]
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        ids: dict[str, int] = {}
+        for chunk_start in range(0, len(wanted), 500):
+            chunk = wanted[chunk_start : chunk_start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row_id, nodeid in self.conn.execute(
+                f"SELECT id, nodeid FROM tests WHERE nodeid IN ({marks})",  # noqa: S608
+                chunk,
+            ):
+                ids[nodeid] = row_id
+        return ids
+
+    def add_attempts(self, records: Sequence[AttemptRecord], test_ids: dict[str, int]) -> list[int]:
+        """Store a batch of attempts (and their failures, violations, journals)."""
+        if not records:
+            return []
+        self._begin()
+        try:
+            (last,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()
+            ids = list(range(last + 1, last + 1 + len(records)))
+            attempts: list[tuple[Any, ...]] = []
+            failures: list[tuple[Any, ...]] = []
+            violations: list[tuple[Any, ...]] = []
+            journals: list[tuple[Any, ...]] = []
+            for attempt_id, rec in zip(ids, records):
+                attempts.append(
+                    (
+                        attempt_id, rec.run_id, rec.round_no, rec.worker, rec.position,
+                        test_ids[rec.nodeid], rec.execution, rec.outcome, rec.phase,
+                        round(rec.duration, 6), rec.seed, rec.now, rec.mode, rec.hash_seed,
+                        json.dumps(rec.counts, separators=(",", ":")) if rec.counts else None,
+                        len(rec.violations),
+                    )
+                )
+                if rec.failure is not None:
+                    f = rec.failure
+                    failures.append((attempt_id, f.exc_type, f.message, f.location, f.excerpt))
+                for v in rec.violations:
+                    violations.append((attempt_id, v.op, v.host, v.port, v.detail))
+                if rec.journal is not None:
+                    journals.append(
+                        (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
+                    )
+            self.conn.executemany(
+                "INSERT INTO attempts (id, run_id, round, worker, position, test_id, execution, "
+                "outcome, phase, duration, seed, now, mode, hash_seed, counts, violations) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                attempts,
+            )
+            if failures:
+                self.conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
+            if violations:
+                self.conn.executemany(
+                    "INSERT INTO violations (attempt_id, op, host, port, detail) "
+                    "VALUES (?,?,?,?,?)",
+                    violations,
+                )
+            if journals:
+                self.conn.executemany(
+                    "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)",
+                    journals,
+                )
+            self.conn.execute(
+                "UPDATE runs SET attempts = attempts + ? WHERE id = ?",
+                (len(records), records[0].run_id),
+            )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return ids
+
+    def finish_run(self, run_id: int, *, status: str, rounds_done: int, exit_status: int) -> None:
+        self.conn.execute(
+            "UPDATE runs SET status = ?, finished_at = ?, rounds_done = ?, exit_status = ? "
+            "WHERE id = ?",
+            (status, real_now_iso(), rounds_done, exit_status, run_id),
+        )
+
+    def set_rounds_done(self, run_id: int, rounds_done: int) -> None:
+        self.conn.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))

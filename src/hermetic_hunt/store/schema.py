@@ -1,0 +1,194 @@
+"""The database schema, as forward-only migrations.
+
+Each migration is applied once, in order, inside a transaction (sqlite-utils
+``Migrations``); ``PRAGMA user_version`` mirrors the number applied so the
+schema version is visible from the ``sqlite3`` shell. A database that has a
+migration this version does not know was written by a newer hermetic-hunt
+and is refused rather than guessed at.
+
+Never edit a released migration: add a new one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlite_utils import Migrations
+
+MIGRATION_SET = "hermetic_hunt"
+migrations = Migrations(MIGRATION_SET)
+#: Names of the migrations this version knows, in order.
+NAMES: list[str] = []
+
+
+def _migration(name: str) -> Any:
+    NAMES.append(name)
+    return migrations(name=name)
+
+
+@_migration("0001_initial")
+def _initial(db: Any) -> None:
+    db.executescript(
+        """
+        CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            uuid TEXT NOT NULL UNIQUE,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            status TEXT NOT NULL,              -- running | complete | interrupted
+            argv TEXT NOT NULL,                -- JSON list
+            invocation_dir TEXT NOT NULL,
+            rootdir TEXT NOT NULL,
+            base_seed INTEGER NOT NULL,
+            rounds_planned INTEGER,            -- NULL for a time budget
+            budget_seconds REAL,
+            rounds_done INTEGER NOT NULL DEFAULT 0,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            tests INTEGER NOT NULL DEFAULT 0,
+            workers INTEGER NOT NULL,
+            worker_spec TEXT NOT NULL,         -- JSON list of xdist specs, or ["main"]
+            mode TEXT NOT NULL,                -- seeded | record | off
+            order_strategy TEXT NOT NULL,
+            shard TEXT NOT NULL DEFAULT '1/1',
+            environment TEXT NOT NULL,         -- JSON: python, platform, git sha, versions...
+            exit_status INTEGER
+        );
+        CREATE TABLE tests (
+            id INTEGER PRIMARY KEY,
+            nodeid TEXT NOT NULL UNIQUE
+        );
+        CREATE TABLE attempts (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            round INTEGER NOT NULL,
+            worker TEXT NOT NULL,              -- xdist gateway id (gw0...) or 'main'
+            position INTEGER NOT NULL,         -- index in that worker process's sequence
+            test_id INTEGER NOT NULL REFERENCES tests(id),
+            execution INTEGER NOT NULL DEFAULT 1,  -- 2, 3... = rerunfailures reruns
+            outcome TEXT NOT NULL,             -- passed failed skipped xfailed xpassed crashed
+            phase TEXT,                        -- failing phase: setup | call | teardown
+            duration REAL NOT NULL,
+            seed INTEGER,                      -- 63-bit sandbox seed
+            now REAL,                          -- virtual start time, UTC epoch seconds
+            mode TEXT NOT NULL,
+            hash_seed INTEGER,                 -- PYTHONHASHSEED of the process, if known
+            counts TEXT,                       -- JSON {source: reads}, NULL if none
+            violations INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX attempts_test ON attempts(test_id, outcome);
+        CREATE INDEX attempts_sequence ON attempts(run_id, worker, position);
+        CREATE TABLE failures (
+            attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id),
+            exc_type TEXT NOT NULL,
+            message TEXT NOT NULL,
+            location TEXT NOT NULL,
+            excerpt TEXT NOT NULL
+        );
+        CREATE TABLE violations (
+            id INTEGER PRIMARY KEY,
+            attempt_id INTEGER NOT NULL REFERENCES attempts(id),
+            op TEXT NOT NULL,
+            host TEXT NOT NULL,
+            port INTEGER,
+            detail TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX violations_attempt ON violations(attempt_id);
+        CREATE TABLE journals (
+            attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id),
+            format TEXT NOT NULL,
+            size INTEGER NOT NULL,             -- stored (compressed) bytes
+            data BLOB NOT NULL                 -- gzip-compressed JSON
+        );
+        CREATE TABLE flakes (
+            id INTEGER PRIMARY KEY,
+            flake_id TEXT NOT NULL UNIQUE,     -- F1, F2, ...
+            test_id INTEGER NOT NULL UNIQUE REFERENCES tests(id),
+            first_run_id INTEGER REFERENCES runs(id),
+            last_run_id INTEGER REFERENCES runs(id),
+            kinds TEXT NOT NULL DEFAULT '[]',  -- JSON list of kinds
+            status TEXT NOT NULL DEFAULT 'pending',  -- pending | isolated | partial | skipped
+            evidence TEXT NOT NULL DEFAULT '{}',
+            reproducer TEXT,                   -- JSON (see docs/database.md)
+            polluters TEXT NOT NULL DEFAULT '[]',     -- JSON list of minimal sets
+            cleaners TEXT NOT NULL DEFAULT '[]',
+            state_setters TEXT NOT NULL DEFAULT '[]',
+            confirmed INTEGER,                 -- 1 / 0 / NULL (not tried)
+            probes INTEGER NOT NULL DEFAULT 0,
+            probe_seconds REAL NOT NULL DEFAULT 0,
+            note TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE isolation_steps (
+            id INTEGER PRIMARY KEY,
+            flake_id INTEGER NOT NULL REFERENCES flakes(id),
+            run_id INTEGER REFERENCES runs(id),
+            step INTEGER NOT NULL,
+            purpose TEXT NOT NULL,
+            sequence TEXT NOT NULL,            -- JSON list of nodeids, in order
+            environment TEXT NOT NULL,         -- JSON: seed, now, hash_seed, mode
+            outcome TEXT NOT NULL,             -- passed | failed | timeout | error
+            detail TEXT NOT NULL DEFAULT '',
+            duration REAL NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX isolation_steps_flake ON isolation_steps(flake_id, step);
+        CREATE TABLE replays (
+            id INTEGER PRIMARY KEY,
+            target TEXT NOT NULL,              -- F3, A1207 or a nodeid as given
+            flake_id INTEGER REFERENCES flakes(id),
+            attempt_id INTEGER REFERENCES attempts(id),
+            started_at TEXT NOT NULL,
+            outcome TEXT NOT NULL,             -- reproduced | not-reproduced | failed-differently
+            detail TEXT NOT NULL DEFAULT '',
+            environment TEXT NOT NULL DEFAULT '{}'
+        );
+
+        CREATE VIEW attempts_view AS
+        SELECT a.id, 'A' || a.id AS attempt_ref, a.run_id, a.round, a.worker, a.position,
+               t.nodeid, a.execution, a.outcome, a.phase, a.duration, a.seed,
+               a.now, strftime('%Y-%m-%dT%H:%M:%fZ', a.now, 'unixepoch') AS now_iso,
+               a.mode, a.hash_seed, a.counts, a.violations,
+               f.exc_type, f.message, f.location
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        LEFT JOIN failures f ON f.attempt_id = a.id;
+
+        CREATE VIEW test_stats AS
+        SELECT a.run_id, t.nodeid,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
+               sum(a.outcome = 'skipped') AS skipped,
+               sum(a.outcome = 'crashed') AS crashed,
+               sum(a.violations > 0) AS with_violations,
+               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
+                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        GROUP BY a.run_id, t.nodeid;
+
+        CREATE VIEW test_stats_all AS
+        SELECT t.nodeid,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
+               sum(a.outcome = 'skipped') AS skipped,
+               sum(a.outcome = 'crashed') AS crashed,
+               sum(a.violations > 0) AS with_violations,
+               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
+                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        GROUP BY t.nodeid;
+
+        CREATE VIEW flaky_tests AS
+        SELECT * FROM test_stats_all WHERE passed > 0 AND failed > 0;
+
+        CREATE VIEW flakes_view AS
+        SELECT fl.flake_id, t.nodeid, fl.kinds, fl.status, fl.confirmed, fl.polluters,
+               fl.cleaners, fl.state_setters, fl.reproducer, fl.probes, fl.probe_seconds,
+               fl.first_run_id, fl.last_run_id, fl.note
+        FROM flakes fl JOIN tests t ON t.id = fl.test_id;
+        """
+    )
+
+
+SCHEMA_VERSION = len(NAMES)

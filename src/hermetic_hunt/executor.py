@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import HuntError
+from hermetic_hunt.journal import Journal
 from hermetic_hunt.sandbox import AttemptFacts, Engine, SandboxSpec, spec_from_marker
 from hermetic_hunt.seeds import attempt_now, attempt_seed
 
@@ -32,10 +33,21 @@ REPORT_ATTR = "hermetic_hunt"
 
 @dataclass(frozen=True)
 class Slot:
-    """Which scheduled attempt a protocol call is: ``key`` is unique per run."""
+    """Which attempt a protocol call is: ``key`` is unique per run.
+
+    A hunt's slots derive seed and start time from the base seed, the test
+    and the round. Replays and isolation probes give them explicitly: then
+    ``seed``/``now`` are used as they are, ``mode`` overrides the session's
+    mode (``off`` runs the attempt unsandboxed) and ``journal`` replays a
+    record-mode journal.
+    """
 
     key: int
     round_no: int
+    seed: int | None = None
+    now: float | None = None
+    mode: str | None = None
+    journal: Journal | None = None
 
 
 @dataclass(frozen=True)
@@ -148,25 +160,34 @@ class AttemptExecutor:
         self._failed = False
         self._facts = None
         self._started = _PERF()
-        seed = attempt_seed(self.settings.base_seed, item.nodeid, slot.round_no, self._execution)
-        self._seed, self._now, self._mode = seed, attempt_now(seed), self.settings.mode
-        if self.engine is None:
+        if slot.seed is not None and self._execution == 1:
+            seed = slot.seed
+            now = slot.now if slot.now is not None else attempt_now(seed)
+        else:
+            base = slot.seed if slot.seed is not None else self.settings.base_seed
+            seed = attempt_seed(base, item.nodeid, slot.round_no, self._execution)
+            now = attempt_now(seed)
+        mode = slot.mode or self.settings.mode
+        self._seed, self._now, self._mode = seed, now, mode
+        if mode == "off":
             self._seed = self._now = None
             return
-        spec = self.spec_for(item, seed, self._now)
+        if self.engine is None:
+            self.engine = Engine()
+        spec = self.spec_for(item, seed, now, mode)
         if spec is None:
             self._seed, self._now, self._mode = None, None, "off"
             return
+        if slot.journal is not None and self._execution == 1:
+            spec = replace(spec, mode="replay", replay=slot.journal)
         self._seed, self._now = spec.seed, spec.now
         self.handle = self.engine.enter(spec)
 
-    def spec_for(self, item: pytest.Item, seed: int, now: float) -> SandboxSpec | None:
+    def spec_for(self, item: pytest.Item, seed: int, now: float, mode: str) -> SandboxSpec | None:
         """The sandbox of this execution (None: not sandboxed)."""
-        base = SandboxSpec(seed=seed, now=now, mode=self.settings.mode, test_id=item.nodeid)
+        base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid)
         if item.get_closest_marker(self.settings.integration_marker) is not None:
-            base = SandboxSpec(
-                seed=seed, now=now, mode=self.settings.mode, test_id=item.nodeid, network="off"
-            )
+            base = replace(base, network="off")
         marker = item.get_closest_marker("hermetic")
         if marker is None:
             return base

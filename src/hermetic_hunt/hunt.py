@@ -309,7 +309,11 @@ class HuntController:
                 kept.append(report)
         if repeats:
             terminal.stats["failed"] = kept
-            terminal.stats.setdefault("repeated failures", []).extend(repeats)
+            add_stats = getattr(terminal, "_add_stats", None)  # keeps its colour cache right
+            if add_stats is not None:
+                add_stats("repeated failures", repeats)
+            else:
+                terminal.stats.setdefault("repeated failures", []).extend(repeats)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for text in self.summary_lines():

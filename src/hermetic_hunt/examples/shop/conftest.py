@@ -1,0 +1,60 @@
+"""Safety net: no test in this suite may reach the network, whatever happens.
+
+Installed before any test runs: an audit hook refuses every non-loopback
+socket operation (connect, sendto, sendmsg, DNS and reverse lookups) before
+the system call is made. hermetic-hunt's guard stops these calls first; this
+hook only matters if the guard is off (``--hermetic-hunt-mode=off``) or has a
+bug -- then the call fails here instead of sending a packet.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+
+_EVENTS = (
+    "socket.connect",
+    "socket.sendto",
+    "socket.sendmsg",
+    "socket.getaddrinfo",
+    "socket.gethostbyname",
+    "socket.gethostbyaddr",
+    "socket.getnameinfo",
+)
+
+
+def _is_local(host: object) -> bool:
+    if host is None or host in ("", b""):
+        return True
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    text = str(host).strip("[]").lower()
+    if text in ("localhost", "ip6-localhost") or text.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _safety_net(event: str, args: tuple) -> None:
+    if event not in _EVENTS:
+        return
+    if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
+        address = args[1]
+        if not isinstance(address, tuple):
+            return  # unix sockets and other local families
+        host = address[0]
+    elif event == "socket.getnameinfo":
+        host = args[0][0] if isinstance(args[0], tuple) and args[0] else args[0]
+    else:
+        host = args[0]
+    if not _is_local(host):
+        raise ConnectionRefusedError(
+            f"example safety net: refused {event} to {host!r} before it left the machine"
+        )
+
+
+if not getattr(sys, "_hermetic_hunt_example_net", False):
+    sys.addaudithook(_safety_net)
+    sys._hermetic_hunt_example_net = True

@@ -1,0 +1,9 @@
+from shop import tags
+
+
+def test_tags_are_listed_in_order():
+    assert tags.render("tea") == "organic, fair-trade"
+
+
+def test_single_tag():
+    assert tags.render("mug") == "handmade"

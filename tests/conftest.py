@@ -1,0 +1,93 @@
+"""Shared fixtures, and the network safety net installed before anything else.
+
+The safety net is an audit hook that refuses any non-loopback socket
+operation (connect, sendto, sendmsg, DNS and reverse lookups) *before* the
+system call, and counts it. Tests of the network guard assert that the guard
+stopped a call and that the safety net was never reached: nothing in this
+suite may send a packet or a DNS query.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+_EVENTS = frozenset(
+    {
+        "socket.connect",
+        "socket.sendto",
+        "socket.sendmsg",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.getnameinfo",
+    }
+)
+#: Every refused call, as (event, host): tests assert it stays empty.
+SAFETY_NET_TRIPS: list[tuple[str, str]] = []
+
+
+def _is_local(host: object) -> bool:
+    if host is None or host in ("", b""):
+        return True
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    text = str(host).strip("[]").lower()
+    if text in ("localhost", "ip6-localhost") or text.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _safety_net(event: str, args: tuple) -> None:
+    if event not in _EVENTS:
+        return
+    if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
+        address = args[1]
+        if not isinstance(address, tuple):
+            return
+        host = address[0]
+    elif event == "socket.getnameinfo":
+        host = args[0][0] if isinstance(args[0], tuple) and args[0] else args[0]
+    else:
+        host = args[0]
+    if not _is_local(host):
+        SAFETY_NET_TRIPS.append((event, str(host)))
+        raise ConnectionAbortedError(f"test safety net: refused {event} to {host!r}")
+
+
+sys.addaudithook(_safety_net)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "src" / "hermetic_hunt" / "examples" / "shop"
+
+
+@pytest.fixture
+def safety_net() -> list[tuple[str, str]]:
+    """The safety net's record of refused calls, cleared for this test."""
+    SAFETY_NET_TRIPS.clear()
+    return SAFETY_NET_TRIPS
+
+
+@pytest.fixture
+def example_suite(tmp_path: Path) -> Path:
+    """A private copy of the bundled example suite (its counter file included)."""
+    target = tmp_path / "shop"
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__", ".scheduler-hint"))
+    return target
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_hunt_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Our own suite runs under xdist: never let a worker's hash seed or
+    # PYTEST_ADDOPTS leak into the pytest sessions a test starts.
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("HERMETIC_HUNT_EXAMPLE_STATE", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_TESTRUNUID", raising=False)

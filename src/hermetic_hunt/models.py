@@ -151,3 +151,105 @@ def format_seconds(seconds: float) -> str:
     if secs:
         text += f"{secs}s"
     return text
+
+
+@dataclass(frozen=True)
+class ReproStep:
+    """One attempt of a reproducer: which test, with what seed / start time.
+
+    ``attempt_id`` names the stored attempt whose journal a ``record``-mode
+    step replays (NULL in seeded mode: the seed is the reproducer).
+    """
+
+    nodeid: str
+    seed: int | None
+    now: float | None
+    mode: str = "seeded"
+    attempt_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    """The smallest sequence that reproduces a flake, and what it should do.
+
+    ``steps`` run in order in one fresh process: polluters or state-setters
+    first, the flaky test last (twice for a self-polluting test). The last
+    step is expected to fail with ``exc_type`` at ``location``.
+    Stored as JSON in ``flakes.reproducer`` (see ``docs/database.md``).
+    """
+
+    steps: tuple[ReproStep, ...]
+    hash_seed: int | None
+    exc_type: str
+    location: str
+    message: str = ""
+    run_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": [
+                {"nodeid": s.nodeid, "seed": s.seed, "now": s.now, "mode": s.mode,
+                 "attempt_id": s.attempt_id}  # fmt: skip
+                for s in self.steps
+            ],
+            "hash_seed": self.hash_seed,
+            "signature": {
+                "exc_type": self.exc_type,
+                "location": self.location,
+                "message": self.message,
+            },
+            "run_id": self.run_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Reproducer:
+        """Parse stored JSON (untrusted): ValueError on anything malformed."""
+
+        def opt_int(value: Any) -> int | None:
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError("expected an integer")
+            return value
+
+        def opt_float(value: Any) -> float | None:
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError("expected a number")
+            return float(value)
+
+        if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+            raise ValueError("reproducer must be an object with a list of steps")
+        if not data["steps"] or len(data["steps"]) > 10_000:
+            raise ValueError("reproducer must have between 1 and 10,000 steps")
+        steps = []
+        for raw in data["steps"]:
+            if not isinstance(raw, dict) or not isinstance(raw.get("nodeid"), str):
+                raise ValueError("each step needs a nodeid")
+            mode = raw.get("mode", "seeded")
+            if mode not in MODES:
+                raise ValueError(f"unknown step mode {mode!r}")
+            steps.append(
+                ReproStep(
+                    nodeid=raw["nodeid"],
+                    seed=opt_int(raw.get("seed")),
+                    now=opt_float(raw.get("now")),
+                    mode=mode,
+                    attempt_id=opt_int(raw.get("attempt_id")),
+                )
+            )
+        signature = data.get("signature") or {}
+        if not isinstance(signature, dict):
+            raise ValueError("signature must be an object")
+        texts = [signature.get(k, "") for k in ("exc_type", "location", "message")]
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("signature fields must be text")
+        return cls(
+            steps=tuple(steps),
+            hash_seed=opt_int(data.get("hash_seed")),
+            exc_type=texts[0],
+            location=texts[1],
+            message=texts[2],
+            run_id=opt_int(data.get("run_id")),
+        )

@@ -133,6 +133,15 @@ def _initial(db: Any) -> None:
             created_at TEXT NOT NULL
         );
         CREATE INDEX isolation_steps_flake ON isolation_steps(flake_id, step);
+        CREATE TABLE test_checks (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            test_id INTEGER NOT NULL REFERENCES tests(id),
+            check_name TEXT NOT NULL,          -- e.g. 'sandbox-off' for always-failing tests
+            outcome TEXT NOT NULL,             -- passed | failed | timeout | error
+            detail TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL
+        );
         CREATE TABLE replays (
             id INTEGER PRIMARY KEY,
             target TEXT NOT NULL,              -- F3, A1207 or a nodeid as given

@@ -89,6 +89,13 @@ class HuntController:
         self.run_id = self.store.start_run(info)
         self.recorder = Recorder(self.run_id, self.settings.base_seed, self.settings.mode, rootdir)
         self._started = _PERF()
+        terminal = config.pluginmanager.getplugin("terminalreporter")
+        if terminal is not None:
+            # A file name per attempt and a percentage that passes 100% in the
+            # first round say nothing in a hunt: the progress lines replace them.
+            terminal.showfspath = False
+            if hasattr(terminal, "_show_progress_info"):
+                terminal._show_progress_info = False
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -241,6 +248,9 @@ class HuntController:
             budget=self.settings.budget_seconds,
             tests=len(self.tests),
         )
+        writer = self.config.get_terminal_writer()
+        if writer.width_of_current_line:
+            writer.line()  # after the F of a failed attempt
         terminal.write_line(line(progress))
 
     # -- terminal -----------------------------------------------------------

@@ -1,0 +1,327 @@
+"""The hunt: shuffled, repeated, sandboxed rounds, every attempt stored."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import one, rows, sequences
+
+SUITE = """
+import random
+import pytest
+
+CACHE = []
+
+def test_fill_cache():
+    CACHE.append("stale")
+
+def test_cache_starts_empty():
+    assert CACHE == []
+
+def test_lucky_draw():
+    assert random.random() < 0.6
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_square(n):
+    assert n * n == n ** 2
+
+class TestMath:
+    def test_add(self):
+        assert 1 + 1 == 2
+"""
+TESTS = 7
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_shop=SUITE)
+    return pytester
+
+
+def hunt(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:randomly", "--hermetic-seed=2", *args)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"], ["-p", "no:xdist"]], ids=["n0", "n2", "no-xdist"])
+def test_a_hunt_stores_every_attempt_of_every_round(suite, workers):
+    result = hunt(suite, "--hermetic-hunt=4", "--hermetic-hunt-isolate=off", *workers)
+    db = suite.path / "flakes.db"
+    assert result.ret == 1
+    assert one(db, "SELECT count(*) FROM attempts") == 4 * TESTS
+    per_round = rows(db, "SELECT round, count(*), count(DISTINCT test_id) FROM attempts GROUP BY round")
+    assert per_round == [(r, TESTS, TESTS) for r in range(4)]
+    status, rounds_done, planned, workers_n, base_seed, mode = one(
+        db, "SELECT status, rounds_done, rounds_planned, workers, base_seed, mode FROM runs"
+    )
+    assert (status, rounds_done, planned, base_seed, mode) == ("complete", 4, 4, 2, "seeded")
+    assert workers_n == (2 if workers == ["-n", "2"] else 1)
+    seeds = [s for (s,) in rows(db, "SELECT seed FROM attempts")]
+    assert len(set(seeds)) == len(seeds) and all(0 <= s < 2**63 for s in seeds)
+    assert one(db, "SELECT count(*) FROM attempts WHERE now IS NULL") == 0
+    environment = json.loads(one(db, "SELECT environment FROM runs"))
+    assert {"python", "platform", "git_sha", "versions"} <= set(environment)
+    # positions are each worker's sequence, without gaps
+    for worker, (count, low, high) in {
+        w: (c, lo, hi)
+        for w, c, lo, hi in rows(db, "SELECT worker, count(*), min(position), max(position) FROM attempts GROUP BY worker")
+    }.items():
+        assert (low, high) == (0, count - 1), worker
+
+
+def test_rounds_run_in_different_orders(suite):
+    hunt(suite, "--hermetic-hunt=6", "--hermetic-hunt-isolate=off")
+    db = suite.path / "flakes.db"
+    orders = {}
+    for round_no, nodeid in rows(
+        db,
+        "SELECT a.round, t.nodeid FROM attempts a JOIN tests t ON t.id = a.test_id ORDER BY a.position",
+    ):
+        orders.setdefault(round_no, []).append(nodeid)
+    assert len({tuple(o) for o in orders.values()}) == 6
+    assert orders[1] == orders[0][::-1]  # auto: shuffle, then its exact reverse
+
+
+def test_the_same_base_seed_gives_the_same_worker_sequences(suite):
+    db = suite.path / "flakes.db"
+    for seed in ("5", "5", "6"):
+        suite.runpytest_subprocess(
+            "-p", "no:randomly", f"--hermetic-seed={seed}", "--hermetic-hunt=3", "-n", "2",
+            "--hermetic-hunt-isolate=off",
+        )  # fmt: skip
+    first, second, third = (sequences(db, run) for run in (1, 2, 3))
+    assert set(first) == {"gw0", "gw1"}
+    assert first == second
+    assert first != third
+
+
+def test_pytest_randomly_does_not_change_the_schedule(suite):
+    pytest.importorskip("pytest_randomly")
+    db = suite.path / "flakes.db"
+    for randomly_seed in ("1", "2"):
+        suite.runpytest_subprocess(
+            f"-p", "randomly", f"--randomly-seed={randomly_seed}", "--hermetic-seed=5",
+            "--hermetic-hunt=3", "--hermetic-hunt-isolate=off",
+        )  # fmt: skip
+    assert sequences(db, 1) == sequences(db, 2)
+    draws = rows(
+        db,
+        "SELECT a.run_id, a.round, a.outcome FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "WHERE t.nodeid LIKE '%lucky_draw' ORDER BY a.run_id, a.round",
+    )
+    assert [d[1:] for d in draws if d[0] == 1] == [d[1:] for d in draws if d[0] == 2]
+
+
+def test_the_terminal_shows_the_header_progress_and_a_summary_with_replay_commands(suite):
+    result = hunt(suite, "--hermetic-hunt=3", "--hermetic-hunt-isolate=off")
+    out = result.stdout
+    out.fnmatch_lines(
+        [
+            "hermetic-hunt: run 1 · 3 rounds · mode seeded · order auto · base seed 2 "
+            "(--hermetic-seed=2) · database flakes.db",
+            "hermetic-hunt: round 1/3 [[]shuffle[]] · 7 attempts · * failed · * flaky so far · ETA *",
+            "hermetic-hunt: round 2/3 [[]reversed[]] · 14 attempts*",
+            "hermetic-hunt: round 3/3 [[]grouped[]] · 21 attempts*",
+        ]
+    )
+    out.fnmatch_lines(
+        [
+            "hermetic-hunt: run 1 · 3 round(s) · 21 attempts in * · * failed · * flaky · * broken · 0 with network violations · flakes.db",
+            "flaky tests (passed and failed on the same code):",
+            "  test_shop.py::test_cache_starts_empty  failed */3",
+            "      AssertionError assert [[]'stale'* == [[][]] at test_shop.py:*",
+            "      replay: pytest --hermetic-replay-db=flakes.db::A*",
+        ]
+    )
+    assert result.ret == 1
+    # passing attempts print no dots; the summary line counts every attempt
+    assert "......" not in out.str()
+
+
+def test_a_time_budget_runs_whole_rounds_until_it_is_spent(suite):
+    result = hunt(suite, "--hermetic-hunt=1s", "--hermetic-hunt-isolate=off")
+    db = suite.path / "flakes.db"
+    rounds_done, budget, planned = one(db, "SELECT rounds_done, budget_seconds, rounds_planned FROM runs")
+    assert rounds_done >= 1 and budget == 1.0 and planned is None
+    assert one(db, "SELECT count(*) FROM attempts") == rounds_done * TESTS
+    result.stdout.fnmatch_lines(["hermetic-hunt: run 1 · a 1s budget *", "*round 1/? *left*"])
+
+
+def test_a_time_budget_under_xdist_sends_whole_rounds(suite):
+    hunt(suite, "--hermetic-hunt=2s", "-n", "2", "--hermetic-hunt-isolate=off")
+    db = suite.path / "flakes.db"
+    rounds_done = one(db, "SELECT rounds_done FROM runs")
+    assert rounds_done >= 2
+    assert one(db, "SELECT count(*) FROM attempts") == rounds_done * TESTS
+
+
+def test_several_hunts_accumulate_in_one_database(suite):
+    hunt(suite, "--hermetic-hunt=2", "--hermetic-hunt-isolate=off")
+    hunt(suite, "--hermetic-hunt=3", "--hermetic-hunt-isolate=off")
+    db = suite.path / "flakes.db"
+    assert rows(db, "SELECT id, rounds_done FROM runs ORDER BY id") == [(1, 2), (2, 3)]
+    assert one(db, "SELECT count(*) FROM attempts") == 5 * TESTS
+    assert one(db, "SELECT count(*) FROM tests") == TESTS
+
+
+def test_any_gateway_spec_works_not_only_dash_n(suite):
+    result = hunt(suite, "--hermetic-hunt=2", "--tx", "2*popen", "--dist=load", "--hermetic-hunt-isolate=off")
+    db = suite.path / "flakes.db"
+    assert result.ret == 1
+    assert one(db, "SELECT count(*) FROM attempts") == 2 * TESTS
+    assert one(db, "SELECT worker_spec FROM runs") == '["popen", "popen"]'
+
+
+def test_workers_get_distinct_recorded_hash_seeds(suite):
+    hunt(suite, "--hermetic-hunt=2", "-n", "2", "--hermetic-hunt-isolate=off")
+    db = suite.path / "flakes.db"
+    seeds = rows(db, "SELECT worker, count(DISTINCT hash_seed), min(hash_seed) FROM attempts GROUP BY worker")
+    assert len(seeds) == 2
+    assert all(count == 1 and seed is not None for _, count, seed in seeds)
+    assert seeds[0][2] != seeds[1][2]
+
+
+CRASHING = """
+import os
+from pathlib import Path
+
+def test_steady():
+    pass
+
+def test_dies_on_its_third_run():
+    counter = Path(__file__).with_name("runs.txt")
+    runs = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(runs + 1))
+    if runs == 2:
+        os._exit(1)
+
+def test_also_steady():
+    pass
+"""
+
+
+def test_a_worker_that_dies_costs_its_current_attempt_and_the_hunt_goes_on(pytester):
+    pytester.makepyfile(test_crash=CRASHING)
+    result = hunt(pytester, "--hermetic-hunt=5", "-n", "2", "--hermetic-hunt-isolate=off")
+    db = pytester.path / "flakes.db"
+    assert one(db, "SELECT count(*) FROM attempts") == 15
+    crashed = rows(
+        db,
+        "SELECT t.nodeid, a.round FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "WHERE a.outcome = 'crashed'",
+    )
+    assert len(crashed) == 1 and crashed[0][0].endswith("test_dies_on_its_third_run")
+    assert one(db, "SELECT exc_type FROM failures") == "WorkerCrashed"
+    assert one(db, "SELECT status FROM runs") == "complete"
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*replacing crashed worker*"])
+
+
+INTERRUPTED = """
+from pathlib import Path
+
+def test_a():
+    pass
+
+def test_interrupts_on_its_third_run():
+    counter = Path(__file__).with_name("runs.txt")
+    runs = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(runs + 1))
+    if runs == 2:
+        raise KeyboardInterrupt
+
+def test_b():
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
+def test_an_interrupted_hunt_keeps_every_finished_attempt(pytester, workers):
+    pytester.makepyfile(test_stop=INTERRUPTED)
+    result = hunt(pytester, "--hermetic-hunt=10", "--hermetic-hunt-isolate=off", *workers)
+    db = pytester.path / "flakes.db"
+    assert result.ret == 2
+    assert one(db, "SELECT status FROM runs") == "interrupted"
+    stored = one(db, "SELECT count(*) FROM attempts")
+    # two full rounds before the interrupting attempt at least, never more than all
+    assert 6 <= stored < 30
+    assert one(db, "SELECT attempts FROM runs") == stored
+
+
+RERUN = """
+from pathlib import Path
+
+def test_fails_every_other_time():
+    counter = Path(__file__).with_name("runs.txt")
+    runs = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(runs + 1))
+    assert runs % 2 == 1
+"""
+
+
+def test_with_rerunfailures_every_rerun_is_an_attempt_and_failures_are_kept(pytester):
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(test_rerun=RERUN)
+    hunt(pytester, "--hermetic-hunt=3", "--reruns=1", "--hermetic-hunt-isolate=off")
+    db = pytester.path / "flakes.db"
+    attempts = rows(db, "SELECT round, execution, outcome, seed FROM attempts ORDER BY id")
+    # every round: the first execution fails, its rerun passes; both are stored
+    assert [(r, e, o) for r, e, o, _ in attempts] == [
+        (0, 1, "failed"), (0, 2, "passed"), (1, 1, "failed"), (1, 2, "passed"),
+        (2, 1, "failed"), (2, 2, "passed"),
+    ]  # fmt: skip
+    assert len({seed for *_, seed in attempts}) == 6  # a rerun explores a new seed
+
+
+def test_with_rerunfailures_under_xdist_reruns_are_attempts_too(pytester):
+    pytest.importorskip("pytest_rerunfailures")
+    pytester.makepyfile(test_rerun=RERUN)
+    hunt(pytester, "--hermetic-hunt=4", "--reruns=1", "-n", "2", "--hermetic-hunt-isolate=off")
+    db = pytester.path / "flakes.db"
+    assert one(db, "SELECT count(*) FROM attempts WHERE execution = 1") == 4
+    assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'failed'") >= 2
+
+
+VIOLATION = """
+import socket
+
+def test_swallows_a_blocked_call():
+    try:
+        socket.getaddrinfo("api.example.invalid", 443)
+    except OSError:
+        pass
+"""
+
+
+def test_a_blocked_network_call_fails_the_hunt_even_when_the_test_passes(pytester):
+    pytester.makepyfile(test_net=VIOLATION)
+    result = hunt(pytester, "--hermetic-hunt=2", "--hermetic-hunt-isolate=off")
+    db = pytester.path / "flakes.db"
+    assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'passed'") == 2
+    assert rows(db, "SELECT DISTINCT op, host, port FROM violations") == [
+        ("getaddrinfo", "api.example.invalid", 443)
+    ]
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["network violations (outbound calls the guard blocked):",
+         "  test_net.py::test_swallows_a_blocked_call  in 2 attempt(s)"]  # fmt: skip
+    )
+
+
+def test_a_test_that_always_fails_is_broken_not_flaky(pytester):
+    pytester.makepyfile(test_broken="def test_broken():\n    assert 1 == 2\n")
+    result = hunt(pytester, "--hermetic-hunt=3", "--hermetic-hunt-isolate=off")
+    result.stdout.fnmatch_lines(["broken tests (failed in every attempt):", "  test_broken.py::test_broken"])
+    assert "flaky tests" not in result.stdout.str()
+
+
+def test_verbose_output_lists_every_attempt(suite):
+    result = hunt(suite, "--hermetic-hunt=2", "-v", "--hermetic-hunt-isolate=off")
+    assert result.stdout.str().count("test_shop.py::TestMath::test_add PASSED") == 2
+
+
+def test_repeated_failures_are_shown_once_and_counted(suite):
+    result = hunt(suite, "--hermetic-hunt=4", "--hermetic-hunt-isolate=off")
+    text = result.stdout.str()
+    assert text.count("_ test_cache_starts_empty _") == 1
+    result.stdout.re_match_lines([r".*\d+ failed, \d+ passed, \d+ repeated failures in .*"])

@@ -1,0 +1,93 @@
+"""Installed but not asked: hermetic-hunt changes nothing about a pytest run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CORE_MODULES = [
+    "hermetic_hunt.seeds",
+    "hermetic_hunt.schedule",
+    "hermetic_hunt.models",
+    "hermetic_hunt.options",
+    "hermetic_hunt.errors",
+    "hermetic_hunt.journal",
+    "hermetic_hunt.progress",
+    "hermetic_hunt.commands",
+    "hermetic_hunt.failures",
+]
+
+SUITE = """
+import os, random, time
+
+def test_a(tmp_path):
+    (tmp_path / "f").write_text("x")
+
+def test_b():
+    assert time.time() > 1_700_000_000  # the real clock
+    random.random()
+
+def test_c():
+    assert False, "a plain failure"
+"""
+
+
+def _tree(root):
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts
+    )
+
+
+def test_a_plain_run_creates_no_file_and_reports_as_without_the_plugin(tmp_path):
+    runs = {}
+    for name, extra in (("with", []), ("without", ["-p", "no:hermetic_hunt"])):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "test_plain.py").write_text(SUITE)
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+             *extra],
+            cwd=folder, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        runs[name] = (result, _tree(folder))
+    (with_plugin, with_tree), (without, without_tree) = runs["with"], runs["without"]
+    assert with_tree == without_tree == ["test_plain.py"]
+    assert with_plugin.returncode == without.returncode == 1
+    assert with_plugin.stdout.splitlines()[-1].split(" in ")[0] == "1 failed, 2 passed"
+    assert without.stdout.splitlines()[-1].split(" in ")[0] == "1 failed, 2 passed"
+    assert "hermetic-hunt" not in with_plugin.stdout
+
+
+def test_the_plugin_registers_only_its_options_until_asked(pytester: pytest.Pytester):
+    pytester.makeconftest(
+        """
+        def pytest_sessionfinish(session):
+            names = sorted(n for n, p in session.config.pluginmanager.list_name_plugin()
+                           if n and n.startswith("hermetic-hunt"))
+            print("HUNT-PLUGINS:", names)
+        """
+    )
+    pytester.makepyfile(test_one="def test_one(): pass")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+    result.stdout.fnmatch_lines(["*HUNT-PLUGINS: []*"])
+
+
+def test_a_hunt_option_without_a_hunt_is_a_usage_error(pytester: pytest.Pytester):
+    pytester.makepyfile(test_one="def test_one(): pass")
+    result = pytester.runpytest_subprocess("--hermetic-hunt-mode=record")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--hermetic-hunt-mode only applies to a hunt: add --hermetic-hunt=N*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize("module", CORE_MODULES)
+def test_the_pure_core_imports_no_framework(module: str):
+    code = (
+        "import sys, importlib; importlib.import_module(%r); "
+        "bad = [m for m in ('pytest', '_pytest', 'click', 'sqlite3', 'sqlite_utils', 'hermetic', "
+        "'xdist') if m in sys.modules]; print(bad)" % module
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,92 @@
+"""The schedule is a pure, balanced function of (seed, tests, workers, round)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermetic_hunt.schedule import (
+    AUTO_CYCLE,
+    Shard,
+    grouped,
+    plan_round,
+    round_order,
+    shuffled,
+    split,
+    strategy_for,
+)
+
+TESTS = [f"tests/test_{m}.py::{c}test_{f}[{p}]" for m in "abc" for c in ("", "TestK::")
+         for f in "xyz" for p in (1, 2)]  # fmt: skip
+
+
+def test_a_round_runs_every_test_exactly_once():
+    for round_no in range(6):
+        plan = plan_round(42, round_no, TESTS, 3, "auto")
+        assert sorted(plan.order) == list(range(len(TESTS)))
+        flat = [i for piece in plan.slices for i in piece]
+        assert sorted(flat) == list(range(len(TESTS)))
+
+
+def test_slices_are_balanced_within_one_test():
+    for workers in (1, 2, 3, 5, 7):
+        sizes = [len(s) for s in split(list(range(len(TESTS))), workers)]
+        assert max(sizes) - min(sizes) <= 1
+        assert sum(sizes) == len(TESTS)
+
+
+def test_the_same_seed_gives_the_same_plan_and_another_seed_another():
+    assert plan_round(7, 3, TESTS, 2, "shuffle") == plan_round(7, 3, TESTS, 2, "shuffle")
+    assert plan_round(7, 3, TESTS, 2, "shuffle").order != plan_round(8, 3, TESTS, 2, "shuffle").order
+
+
+def test_rounds_differ_in_order():
+    orders = {tuple(round_order(1, r, TESTS, "shuffle")) for r in range(10)}
+    assert len(orders) == 10
+
+
+def test_auto_cycles_shuffle_reversed_grouped():
+    assert [strategy_for("auto", r) for r in range(6)] == list(AUTO_CYCLE) * 2
+
+
+def test_a_reversed_round_is_the_exact_reverse_of_the_round_before():
+    first = round_order(5, 0, TESTS, "auto")
+    assert round_order(5, 1, TESTS, "auto") == first[::-1]
+
+
+def test_reversed_order_alternates_collection_order_and_its_reverse():
+    assert round_order(5, 0, TESTS, "reversed") == list(range(len(TESTS)))[::-1]
+    assert round_order(5, 1, TESTS, "reversed") == list(range(len(TESTS)))
+
+
+def test_a_grouped_round_keeps_modules_and_classes_together():
+    order = [TESTS[i] for i in grouped(3, 0, TESTS)]
+    modules = [nodeid.split("::")[0] for nodeid in order]
+    # each module appears as one contiguous run
+    runs = [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]
+    assert len(runs) == len(set(modules))
+    classes = [nodeid.rsplit("::", 1)[0] for nodeid in order]
+    class_runs = [c for i, c in enumerate(classes) if i == 0 or classes[i - 1] != c]
+    assert len(class_runs) == len(set(classes))
+
+
+def test_a_shuffle_keeps_the_relative_order_of_any_subset():
+    subset = TESTS[::3]
+    full = [TESTS[i] for i in shuffled(11, 2, TESTS)]
+    assert [t for t in full if t in subset] == [subset[i] for i in shuffled(11, 2, subset)]
+
+
+def test_shards_run_distinct_rounds():
+    rounds = {s: [Shard(s, 3).global_round(local) for local in range(4)] for s in (1, 2, 3)}
+    flat = [r for rs in rounds.values() for r in rs]
+    assert len(flat) == len(set(flat)) == 12
+    assert rounds[1] == [0, 3, 6, 9]
+
+
+def test_workers_get_a_different_part_of_the_order_each_round():
+    firsts = {plan_round(9, r, TESTS, 2, "grouped").slices[0][0] for r in range(6)}
+    assert len(firsts) > 1
+
+
+def test_zero_workers_is_refused():
+    with pytest.raises(ValueError, match="workers"):
+        plan_round(1, 0, TESTS, 0, "auto")

@@ -1,0 +1,62 @@
+"""The bundled example suite, hunted end to end (the hunt issue's acceptance test)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import one, rows
+
+FLAKY = {
+    "tests/test_settings.py::test_default_currency_is_usd",
+    "tests/test_flags.py::test_price_display_shows_vat_once",
+    "tests/test_catalog.py::test_catalog_lists_core_products",
+    "tests/test_pricing.py::test_convert_to_eur",
+    "tests/test_plugins.py::test_register_builtin_plugins",
+    "tests/test_orders.py::test_order_ids_are_unique",
+    "tests/test_billing.py::test_next_billing_date",
+    "tests/test_tags.py::test_tags_are_listed_in_order",
+    "tests/test_checkout.py::test_checkout_reports_metrics",
+    "tests/test_inventory.py::test_concurrent_reservations_keep_stock_consistent",
+}
+SWALLOWS_NETWORK = "tests/test_health.py::test_health_check_degrades_gracefully"
+
+
+@pytest.mark.slow
+def test_a_hunt_of_the_example_suite_shows_every_flaky_test_both_ways(example_suite):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7",
+         "-p", "no:randomly", "--hermetic-hunt-isolate=off", "-p", "no:cacheprovider"],
+        cwd=example_suite, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    db = example_suite / "flakes.db"
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    tests = one(db, "SELECT tests FROM runs")
+    assert one(db, "SELECT count(*) FROM attempts") == 30 * tests
+    orders = {}
+    for round_no, worker, nodeid in rows(
+        db,
+        "SELECT a.round, a.worker, t.nodeid FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "ORDER BY a.round, a.worker, a.position",
+    ):
+        orders.setdefault(round_no, []).append((worker, nodeid))
+    assert len({tuple(order) for order in orders.values()}) == 30
+    outcomes = {
+        nodeid: (passed, failed)
+        for nodeid, passed, failed in rows(db, "SELECT nodeid, passed, failed FROM test_stats_all")
+    }
+    both_ways = {nodeid for nodeid, (passed, failed) in outcomes.items() if passed and failed}
+    assert both_ways == FLAKY
+    assert outcomes[SWALLOWS_NETWORK] == (30, 0)
+    violations = {
+        nodeid
+        for (nodeid,) in rows(
+            db,
+            "SELECT DISTINCT t.nodeid FROM violations v JOIN attempts a ON a.id = v.attempt_id "
+            "JOIN tests t ON t.id = a.test_id",
+        )
+    }
+    assert violations == {SWALLOWS_NETWORK, "tests/test_checkout.py::test_checkout_reports_metrics"}
+    # the guard stopped every call before the example's own safety net saw it
+    assert one(db, "SELECT count(*) FROM failures WHERE excerpt LIKE '%safety net%'") == 0

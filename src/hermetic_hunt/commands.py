@@ -21,10 +21,34 @@ def display_path(path: str | os.PathLike[str], cwd: str | os.PathLike[str] | Non
         return str(resolved)
 
 
-def replay_argv(db_path: str | os.PathLike[str], ref: str, cwd: str | None = None) -> list[str]:
-    return ["pytest", f"--hermetic-replay-db={display_path(db_path, cwd)}::{ref}"]
+def replay_argv(
+    db_path: str | os.PathLike[str],
+    ref: str,
+    cwd: str | None = None,
+    *,
+    rootdir: str | os.PathLike[str] | None = None,
+) -> list[str]:
+    """The replay command as an argv list (see :func:`replay_command`)."""
+    argv = ["pytest", f"--hermetic-replay-db={display_path(db_path, cwd)}::{ref}"]
+    if rootdir is not None:
+        where = display_path(rootdir, cwd)
+        if where != ".":
+            argv.append(f"./{where}" if where.startswith("-") else where)
+    return argv
 
 
-def replay_command(db_path: str | os.PathLike[str], ref: str, cwd: str | None = None) -> str:
-    """``pytest --hermetic-replay-db=flakes.db::F3``, shell-quoted."""
-    return shlex.join(replay_argv(db_path, ref, cwd))
+def replay_command(
+    db_path: str | os.PathLike[str],
+    ref: str,
+    cwd: str | None = None,
+    *,
+    rootdir: str | os.PathLike[str] | None = None,
+) -> str:
+    """``pytest --hermetic-replay-db=flakes.db::F3``, shell-quoted.
+
+    Nodeids in the database are relative to the rootdir the hunt ran with:
+    pass ``rootdir`` when the command is printed for a directory other than
+    that rootdir (``pytest --hermetic-replay-db=flakes.db::F3 shop``) so
+    pytest finds the same rootdir again.
+    """
+    return shlex.join(replay_argv(db_path, ref, cwd, rootdir=rootdir))

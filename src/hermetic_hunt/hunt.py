@@ -358,7 +358,10 @@ class HuntController:
                 if first is not None and first.failure is not None:
                     out.append(f"      {first.failure.describe()}")
                 if first is not None and first.attempt_id is not None:
-                    out.append(f"      replay: {commands.replay_command(self.store.path, f'A{first.attempt_id}', cwd)}")
+                    command = commands.replay_command(
+                        self.store.path, f"A{first.attempt_id}", cwd, rootdir=self.config.rootpath
+                    )
+                    out.append(f"      replay: {command}")
         if broken:
             out.append("broken tests (failed in every attempt):")
             out.extend(f"  {nodeid}" for nodeid in broken)

@@ -14,8 +14,8 @@ from hermetic_hunt.isolate import (
     Oracle,
     bisect,
     ddmin,
-    find_culprits,
     find_cleaners,
+    find_culprits,
     linear_scan,
     repeats_for,
 )

@@ -12,6 +12,7 @@ error with a documented exit status (see ``docs/cli.md``):
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -61,3 +62,219 @@ def main() -> None:
     Hunts run inside pytest (``pytest --hermetic-hunt=N``); these commands
     read, explain and replay what a hunt stored in its database.
     """
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("ref", metavar="ID")
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- PYTEST_ARGS]...")
+@click.option(
+    "--db", default="flakes.db", show_default=True, metavar="PATH", help="The database to read."
+)
+@click.option("--run", is_flag=True, help="Run the command (PYTEST_ARGS appended); don't print it.")
+@user_errors
+def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
+    """Print (or --run) the pytest command that replays a flake or an attempt.
+
+    ID is a flake id (F3), an attempt id (A1207) or a test's nodeid (its
+    newest flake). The command is `pytest --hermetic-replay-db=PATH::ID`.
+    """
+    import os
+    import subprocess
+    import sys
+
+    from hermetic_hunt import commands
+    from hermetic_hunt.store.replay import prepare_command
+
+    cwd = os.getcwd()
+    canonical, rootdir = prepare_command(db, ref, cwd)
+    text = commands.replay_command(db, canonical, cwd, rootdir=rootdir)
+    if not run:
+        if pytest_args:
+            raise click.UsageError("pytest arguments after ID only apply with --run")
+        click.echo(text)
+        return
+    argv = commands.replay_argv(db, canonical, cwd, rootdir=rootdir)
+    click.echo(f"$ {shlex.join([*argv, *pytest_args])}", err=True)
+    sys.exit(subprocess.call([sys.executable, "-m", "pytest", *argv[1:], *pytest_args]))
+
+
+# -- reading a database: report, list, show, merge, demo ---------------------------------
+
+_DB_OPTION = click.option(
+    "--db", default="flakes.db", show_default=True, metavar="PATH", help="The database to read."
+)
+_RUN_OPTION = click.option(
+    "--run",
+    "run_id",
+    type=click.IntRange(min=1),
+    metavar="R",
+    help="Only run R of the database (default: every run in it).",
+)
+
+
+def _examples(*lines: str) -> str:
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines) + "\n"
+
+
+def _finish(found: bool, exit_zero: bool = False) -> None:
+    if found and not exit_zero:
+        click.get_current_context().exit(EXIT_FOUND)
+
+
+@main.command(
+    epilog=_examples(
+        "hermetic-hunt report                                # text, every run",
+        "hermetic-hunt report --run 3 --db ci.db              # one run of ci.db",
+        "hermetic-hunt report --format markdown >> \"$GITHUB_STEP_SUMMARY\"",
+        "hermetic-hunt report --format html                  # reports/hermetic-hunt.html",
+        "hermetic-hunt report --format json -o report.json",
+    )
+)
+@_DB_OPTION
+@_RUN_OPTION
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown", "html", "json"]),
+    default="text",
+    show_default=True,
+    help="text for a terminal, markdown for a CI step summary, html for one "
+    "self-contained page, json for other tools (docs/json-format.md).",
+)
+@click.option(
+    "-o",
+    "--output",
+    metavar="PATH",
+    help="Write the report to PATH instead of stdout (html: default reports/hermetic-hunt.html).",
+)
+@click.option(
+    "--exit-zero", is_flag=True, help="Exit 0 even when flaky tests or violations were found."
+)
+@user_errors
+def report(db: str, run_id: int | None, fmt: str, output: str | None, exit_zero: bool) -> None:
+    """What is flaky, why, how sure we are, and how to replay it.
+
+    Flaky tests ranked by how surely they fail (fail rate with a 95% Wilson
+    interval), with their kinds, polluters, cleaners and state-setters and a
+    replay command; broken and sandbox-incompatible tests; network
+    violations; and, for tests that never failed, the flake rate their clean
+    attempts rule out. Exit status 1 when anything was found.
+    """
+    from hermetic_hunt.report_load import write_report
+
+    outcome = write_report(db, run=run_id, fmt=fmt, output=output)
+    if outcome.text is not None:
+        click.echo(outcome.text, nl=False)
+    else:
+        click.echo(f"wrote {outcome.path} · {outcome.summary}")
+    _finish(outcome.findings, exit_zero)
+
+
+@main.command(
+    "list",
+    epilog=_examples(
+        "hermetic-hunt list",
+        "hermetic-hunt list --db shards/merged.db --run 2",
+    ),
+)
+@_DB_OPTION
+@_RUN_OPTION
+@user_errors
+def list_flakes(db: str, run_id: int | None) -> None:
+    """One line per flake: id, kinds, fail rate, test, replay command.
+
+    Flaky tests that were not isolated (--hermetic-hunt-isolate=off) are
+    listed with '-' for an id and replay their first failing attempt. Exit
+    status 1 when anything is listed.
+    """
+    from hermetic_hunt.report_load import list_flakes as list_lines
+
+    lines, found = list_lines(db, run=run_id)
+    click.echo("\n".join(lines))
+    _finish(found)
+
+
+@main.command(
+    epilog=_examples(
+        "hermetic-hunt show F3           # a flake: kinds, polluters, reproducer, probes",
+        "hermetic-hunt show A1207        # an attempt: seed, now, failure, journal",
+    )
+)
+@click.argument("ref", metavar="ID")
+@_DB_OPTION
+@user_errors
+def show(ref: str, db: str) -> None:
+    """Everything stored about a flake (F3) or an attempt (A1207).
+
+    Includes the journal comparison between a failing and a passing attempt
+    of the same test (what each read from clocks and entropy sources) and
+    the replay command.
+    """
+    from hermetic_hunt.report_load import show as show_text
+
+    click.echo(show_text(db, ref), nl=False)
+
+
+@main.command(
+    epilog=_examples(
+        "hermetic-hunt merge shard-1.db shard-2.db shard-3.db -o flakes.db",
+        "hermetic-hunt merge new.db -o flakes.db     # fold one database into another",
+    )
+)
+@click.argument("inputs", nargs=-1, required=True, metavar="A.db [B.db]...")
+@click.option(
+    "-o", "--output", required=True, metavar="OUT.db", help="Database to merge into (created)."
+)
+@user_errors
+def merge(inputs: tuple[str, ...], output: str) -> None:
+    """Combine databases from several machines (CI shards) into OUT.db.
+
+    Runs are identified by their uuid: none is lost or stored twice, so
+    merging the same database again changes nothing. Attempt and flake ids
+    are renumbered in OUT.db; a test flaky on several shards gets one flake.
+    """
+    from hermetic_hunt.store.merge import merge_databases
+
+    for line in merge_databases(list(inputs), output).lines():
+        click.echo(line)
+
+
+@main.command(
+    epilog=_examples(
+        "hermetic-hunt demo",
+        "hermetic-hunt demo --rounds 60 --seed 11 -n 2 --dir ./demo",
+    )
+)
+@click.option(
+    "--rounds", type=click.IntRange(1, 10_000), default=30, show_default=True, help="Rounds to hunt."
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**63 - 1),
+    default=7,
+    show_default=True,
+    help="--hermetic-seed of the hunt (fixed: the demo finds the same flakes every time).",
+)
+@click.option(
+    "-n", "--workers", default="auto", show_default=True, help="pytest-xdist workers (-n)."
+)
+@click.option(
+    "--dir",
+    "directory",
+    metavar="PATH",
+    help="Where to copy the example suite (must not exist or be empty; default: a new "
+    "temporary directory, kept so you can replay what the demo found).",
+)
+@user_errors
+def demo(rounds: int, seed: int, workers: str, directory: str | None) -> None:
+    """Hunt the bundled example flaky suite end to end and print the report.
+
+    Copies the example suite (a small shop app whose tests flake in every
+    way hermetic-hunt knows) to a directory, runs `pytest --hermetic-hunt`
+    on it in a subprocess, and prints the report. Exit status 0 when the
+    demo ran (finding flakes is the point), 1 when the hunt itself failed.
+    """
+    from hermetic_hunt.demo import run_demo
+
+    click.get_current_context().exit(run_demo(rounds=rounds, seed=seed, workers=workers,
+                                              directory=directory, echo=click.echo))  # fmt: skip

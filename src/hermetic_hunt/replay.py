@@ -63,14 +63,22 @@ def parse_target(value: str) -> Target:
     path, sep, ref = value.partition("::")
     if not sep or not path.strip() or not ref.strip():
         raise BadOption(f"{_USAGE}; got {value!r}")
+    return parse_ref(path, ref, shown=value)
+
+
+def parse_ref(path: str, ref: str, *, shown: str | None = None) -> Target:
+    """The target ``ref`` (``F3``, ``A1207`` or a nodeid) in the database at ``path``."""
+    shown = shown if shown is not None else ref
+    if not ref.strip():
+        raise BadOption(f"{_USAGE}; got an empty ID")
     if ref != ref.strip() or "\x00" in ref or "\n" in ref:
-        raise BadOption(f"{_USAGE}; got {value!r} (the ID has stray whitespace)")
+        raise BadOption(f"{_USAGE}; got {shown!r} (the ID has stray whitespace)")
     if match := _FLAKE_REF.fullmatch(ref):
         return Target(path, f"F{int(match.group(1))}", "flake", int(match.group(1)))
     if match := _ATTEMPT_REF.fullmatch(ref):
         return Target(path, f"A{int(match.group(1))}", "attempt", int(match.group(1)))
     if re.fullmatch(r"[FfAa][0-9]*", ref):
-        raise BadOption(f"{_USAGE}; got {value!r} ({ref!r} is not a valid id)")
+        raise BadOption(f"{_USAGE}; got {shown!r} ({ref!r} is not a valid id)")
     return Target(path, ref, "nodeid")
 
 

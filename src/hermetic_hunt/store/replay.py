@@ -10,12 +10,14 @@ they are fetched, so an oversized blob is never read into memory.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from hermetic_hunt.errors import BadDatabase, BadJournal
 from hermetic_hunt.journal import MAX_COMPRESSED
-from hermetic_hunt.replay import AttemptInfo, FlakeInfo
+from hermetic_hunt.replay import AttemptInfo, FlakeInfo, location_arg, parse_ref, resolve
 from hermetic_hunt.store.core import Store, real_now_iso
 
 _ATTEMPT_SQL = """
@@ -184,3 +186,20 @@ def add_replay(
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid
+
+
+def prepare_command(db_path: str, ref: str, cwd: str) -> tuple[str, str | None]:
+    """Check ``ref`` against the database; its canonical form and the rootdir argument.
+
+    What ``hermetic-hunt replay`` prints: the target is resolved (so an
+    unknown id or a corrupt journal is said now, not when the command runs)
+    and, when the hunt's rootdir is a directory below ``cwd``, that directory
+    becomes the command's argument (see :func:`hermetic_hunt.replay.location_arg`).
+    """
+    path = Path(cwd, os.path.expanduser(db_path)).resolve()
+    with Store.open(path, create=False) as store:
+        source = ReplaySource(store)
+        plan = resolve(parse_ref(str(db_path), ref), source)
+        where = source.run_location(plan.run_id) if plan.run_id is not None else None
+    location = location_arg(where[0], where[1], cwd) if where else None
+    return plan.target.ref, str(Path(cwd, location)) if location else None

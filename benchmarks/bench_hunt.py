@@ -1,0 +1,144 @@
+"""What a hunt costs, measured side by side in one run (not a test).
+
+Prints, for generated suites:
+
+* hunt wall time / ``pytest-repeat --count=N`` wall time, same ``-n``
+  (2,000 trivial tests with ~1,500 modules imported; 200 tests of ~5 ms);
+* the ``-n 2`` vs ``-n 0`` speed-up of a hunt of the 5 ms suite;
+* database bytes per attempt.
+
+Usage: python benchmarks/bench_hunt.py [--rounds N] [--quick]
+Targets (issue 2): <= 1.5x on trivial tests, <= 1.05x on 5 ms tests at -n 0,
+-n 2 >= 1.7x faster than -n 0 on the 5 ms suite, <= 300 bytes per passing attempt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PLAIN = ["-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-p", "no:rerunfailures"]
+
+
+def write_modules(root: Path, count: int) -> None:
+    """``count`` importable modules, one in ten holding ``from datetime import datetime``."""
+    package = root / "bulk"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for i in range(count):
+        body = "from datetime import datetime, date\n" if i % 10 == 0 else ""
+        body += f"VALUE = {i}\n\ndef f(x):\n    return x + VALUE\n"
+        (package / f"m{i:04d}.py").write_text(body)
+    imports = "\n".join(f"import bulk.m{i:04d}" for i in range(count))
+    (root / "conftest.py").write_text(imports + "\n")
+
+
+def trivial_suite(root: Path, tests: int, modules: int) -> None:
+    root.mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    write_modules(root, modules)
+    per_file = 50
+    for f in range(tests // per_file):
+        body = "\n".join(f"def test_{i}():\n    assert {i} >= 0\n" for i in range(per_file))
+        (root / f"test_t{f:03d}.py").write_text(body)
+
+
+def five_ms_suite(root: Path, tests: int) -> None:
+    root.mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    # CPU work, not sleep: a hunt's virtual clock would make sleep free.
+    (root / "conftest.py").write_text(
+        "import time\n"
+        "def _calibrate():\n"
+        "    n, start = 0, time.perf_counter()\n"
+        "    while time.perf_counter() - start < 0.05:\n"
+        "        sum(range(1000)); n += 1\n"
+        "    return max(1, n // 10)\n"
+        "LOOPS = _calibrate()\n"
+        "def busy():\n"
+        "    for _ in range(LOOPS):\n"
+        "        sum(range(1000))\n"
+    )
+    per_file = 20
+    for f in range(tests // per_file):
+        body = "from conftest import busy\n\n" + "\n".join(
+            f"def test_{i}():\n    busy()\n" for i in range(per_file)
+        )
+        (root / f"test_w{f:03d}.py").write_text(body)
+
+
+def run(cwd: Path, *args: str) -> float:
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *PLAIN, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    elapsed = time.perf_counter() - start
+    if result.returncode not in (0, 1):
+        print(result.stdout[-2000:], result.stderr[-2000:], file=sys.stderr)
+        raise SystemExit(f"pytest failed ({result.returncode}): {args}")
+    return elapsed
+
+
+def best(times: int, cwd: Path, *args: str) -> float:
+    return min(run(cwd, *args) for _ in range(times))
+
+
+def db_bytes_per_attempt(db: Path) -> tuple[float, int]:
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        attempts = conn.execute("SELECT count(*) FROM attempts").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    return pages * size / max(1, attempts), attempts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=2, help="best of N runs per figure")
+    parser.add_argument("--quick", action="store_true", help="smaller suites")
+    opts = parser.parse_args()
+    rounds = opts.rounds
+    trivial_tests, modules, slow_tests = (2000, 1500, 200) if not opts.quick else (500, 300, 60)
+    with tempfile.TemporaryDirectory(prefix="hh-bench-") as tmp:
+        root = Path(tmp)
+        trivial = root / "trivial"
+        trivial_suite(trivial, trivial_tests, modules)
+        slow = root / "five_ms"
+        five_ms_suite(slow, slow_tests)
+        hunt = [f"--hermetic-hunt={rounds}", "--hermetic-hunt-isolate=off", "--hermetic-seed=1"]
+        count = [f"--count={rounds}"]
+        print(f"rounds={rounds}; trivial suite: {trivial_tests} tests, {modules} modules; "
+              f"5 ms suite: {slow_tests} tests; best of {opts.repeat}")  # fmt: skip
+        rows = []
+        for label, suite in (("trivial", trivial), ("5 ms", slow)):
+            for workers in ("0", "2"):
+                repeat_s = best(opts.repeat, suite, "-n", workers, *count)
+                db = suite / f"bench-{workers}.db"
+                hunt_s = best(opts.repeat, suite, "-n", workers, *hunt, f"--hermetic-hunt-db={db}")
+                rows.append((label, workers, hunt_s, repeat_s))
+                print(f"{label:8s} -n {workers}: hunt {hunt_s:7.2f}s  pytest-repeat {repeat_s:7.2f}s"
+                      f"  ratio {hunt_s / repeat_s:5.2f}x")  # fmt: skip
+        hunt_n0 = next(r[2] for r in rows if r[0] == "5 ms" and r[1] == "0")
+        hunt_n2 = next(r[2] for r in rows if r[0] == "5 ms" and r[1] == "2")
+        print(f"5 ms suite: hunt -n 2 is {hunt_n0 / hunt_n2:.2f}x faster than -n 0")
+        per_attempt, attempts = db_bytes_per_attempt(trivial / "bench-0.db")
+        print(f"database: {per_attempt:.0f} bytes per attempt ({attempts:,} attempts, "
+              f"best-of runs accumulate in one file)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -285,7 +285,12 @@ class HuntController:
         self._finished = True
         self.flush()
         rec = self.recorder
-        interrupted = self._interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
+        interrupted = (
+            self._interrupted
+            or exitstatus == pytest.ExitCode.INTERRUPTED
+            or bool(session.shouldfail)
+            or bool(session.shouldstop)
+        )
         if rec is not None and not interrupted and (rec.failed_attempts or rec.violation_attempts):
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -121,8 +121,10 @@ def main() -> None:
         five_ms_suite(slow, slow_tests)
         hunt = [f"--hermetic-hunt={rounds}", "--hermetic-hunt-isolate=off", "--hermetic-seed=1"]
         count = [f"--count={rounds}"]
-        print(f"rounds={rounds}; trivial suite: {trivial_tests} tests, {modules} modules; "
-              f"5 ms suite: {slow_tests} tests; best of {opts.repeat}")  # fmt: skip
+        print(
+            f"rounds={rounds}; trivial suite: {trivial_tests} tests, {modules} modules; "
+            f"5 ms suite: {slow_tests} tests; best of {opts.repeat}"
+        )
         rows = []
         for label, suite in (("trivial", trivial), ("5 ms", slow)):
             for workers in ("0", "2"):
@@ -130,14 +132,18 @@ def main() -> None:
                 db = suite / f"bench-{workers}.db"
                 hunt_s = best(opts.repeat, suite, "-n", workers, *hunt, f"--hermetic-hunt-db={db}")
                 rows.append((label, workers, hunt_s, repeat_s))
-                print(f"{label:8s} -n {workers}: hunt {hunt_s:7.2f}s  pytest-repeat {repeat_s:7.2f}s"
-                      f"  ratio {hunt_s / repeat_s:5.2f}x")  # fmt: skip
+                print(
+                    f"{label:8s} -n {workers}: hunt {hunt_s:7.2f}s  pytest-repeat {repeat_s:7.2f}s"
+                    f"  ratio {hunt_s / repeat_s:5.2f}x"
+                )
         hunt_n0 = next(r[2] for r in rows if r[0] == "5 ms" and r[1] == "0")
         hunt_n2 = next(r[2] for r in rows if r[0] == "5 ms" and r[1] == "2")
         print(f"5 ms suite: hunt -n 2 is {hunt_n0 / hunt_n2:.2f}x faster than -n 0")
         per_attempt, attempts = db_bytes_per_attempt(trivial / "bench-0.db")
-        print(f"database: {per_attempt:.0f} bytes per attempt ({attempts:,} attempts, "
-              f"best-of runs accumulate in one file)")  # fmt: skip
+        print(
+            f"database: {per_attempt:.0f} bytes per attempt ({attempts:,} attempts, "
+            f"best-of runs accumulate in one file)"
+        )
 
 
 if __name__ == "__main__":

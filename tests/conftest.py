@@ -79,7 +79,9 @@ def safety_net() -> list[tuple[str, str]]:
 def example_suite(tmp_path: Path) -> Path:
     """A private copy of the bundled example suite (its counter file included)."""
     target = tmp_path / "shop"
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__", ".scheduler-hint"))
+    shutil.copytree(
+        EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__", ".scheduler-hint")
+    )
     return target
 
 

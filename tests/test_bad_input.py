@@ -5,10 +5,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from helpers import one
 
 from hermetic_hunt.store import Store
-
-from helpers import one
 
 
 @pytest.fixture
@@ -27,7 +26,10 @@ def _usage_error(result: pytest.RunResult, message: str) -> None:
 @pytest.mark.parametrize(
     "value, message",
     [
-        ("abc", "--hermetic-hunt: expected a number of rounds or a duration like 90s, 10m or 1h, got 'abc'"),
+        (
+            "abc",
+            "--hermetic-hunt: expected a number of rounds or a duration like 90s, 10m or 1h, got 'abc'",
+        ),
         ("0", "--hermetic-hunt: expected between 1 and 1,000,000 rounds, got '0'"),
         ("-3", "--hermetic-hunt: expected a number of rounds or a duration like*got '-3'"),
         ("10x", "*got '10x'"),
@@ -41,14 +43,35 @@ def test_a_bad_hunt_value_is_a_usage_error(suite, value, message):
 @pytest.mark.parametrize(
     "option, message",
     [
-        ("--hermetic-hunt-mode=fuzzy", "--hermetic-hunt-mode: expected one of seeded, record, off, got 'fuzzy'"),
-        ("--hermetic-hunt-order=random", "--hermetic-hunt-order: expected one of auto, shuffle, grouped, reversed, got 'random'"),
+        (
+            "--hermetic-hunt-mode=fuzzy",
+            "--hermetic-hunt-mode: expected one of seeded, record, off, got 'fuzzy'",
+        ),
+        (
+            "--hermetic-hunt-order=random",
+            "--hermetic-hunt-order: expected one of auto, shuffle, grouped, reversed, got 'random'",
+        ),
         ("--hermetic-hunt-shard=3/2", "--hermetic-hunt-shard: K must be between 1 and M*"),
-        ("--hermetic-hunt-shard=half", "--hermetic-hunt-shard: expected K/M such as 1/4, got 'half'"),
-        ("--hermetic-hunt-isolate=maybe", "--hermetic-hunt-isolate: expected one of on, off, got 'maybe'"),
-        ("--hermetic-hunt-isolate-budget=lots", "--hermetic-hunt-isolate-budget: expected a positive whole number, got 'lots'"),
-        ("--hermetic-hunt-probe-timeout=soon", "--hermetic-hunt-probe-timeout: expected seconds or a duration*"),
-        ("--hermetic-hunt-integration-marker=not a marker", "--hermetic-hunt-integration-marker: expected a marker name*"),
+        (
+            "--hermetic-hunt-shard=half",
+            "--hermetic-hunt-shard: expected K/M such as 1/4, got 'half'",
+        ),
+        (
+            "--hermetic-hunt-isolate=maybe",
+            "--hermetic-hunt-isolate: expected one of on, off, got 'maybe'",
+        ),
+        (
+            "--hermetic-hunt-isolate-budget=lots",
+            "--hermetic-hunt-isolate-budget: expected a positive whole number, got 'lots'",
+        ),
+        (
+            "--hermetic-hunt-probe-timeout=soon",
+            "--hermetic-hunt-probe-timeout: expected seconds or a duration*",
+        ),
+        (
+            "--hermetic-hunt-integration-marker=not a marker",
+            "--hermetic-hunt-integration-marker: expected a marker name*",
+        ),
     ],
 )
 def test_an_unknown_option_value_is_a_usage_error(suite, option, message):
@@ -57,7 +80,9 @@ def test_an_unknown_option_value_is_a_usage_error(suite, option, message):
 
 def test_an_ini_value_is_validated_like_the_option(suite):
     suite.makeini("[pytest]\nhermetic_hunt_mode = sometimes\n")
-    _usage_error(suite.runpytest_subprocess("--hermetic-hunt=2"), "--hermetic-hunt-mode: *got 'sometimes'")
+    _usage_error(
+        suite.runpytest_subprocess("--hermetic-hunt=2"), "--hermetic-hunt-mode: *got 'sometimes'"
+    )
 
 
 def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(suite):
@@ -124,12 +149,24 @@ def test_a_directory_as_database_is_refused(suite):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--hermetic-all"], "--hermetic-hunt cannot be combined with --hermetic-all: a hunt sandboxes every attempt itself"),
-        (["--hermetic-record=journals"], "--hermetic-hunt cannot be combined with --hermetic-record: use --hermetic-hunt-mode=record instead"),
+        (
+            ["--hermetic-all"],
+            "--hermetic-hunt cannot be combined with --hermetic-all: a hunt sandboxes every attempt itself",
+        ),
+        (
+            ["--hermetic-record=journals"],
+            "--hermetic-hunt cannot be combined with --hermetic-record: use --hermetic-hunt-mode=record instead",
+        ),
         (["--count=3"], "--hermetic-hunt cannot be combined with --count (pytest-repeat)*"),
-        (["-n", "2", "--dist=loadscope"], "--hermetic-hunt cannot be combined with --dist=loadscope*"),
+        (
+            ["-n", "2", "--dist=loadscope"],
+            "--hermetic-hunt cannot be combined with --dist=loadscope*",
+        ),
         (["--stepwise"], "--hermetic-hunt cannot be combined with --stepwise*"),
-        (["--hermetic-replay-db=flakes.db::F1"], "--hermetic-hunt and --hermetic-replay-db cannot be combined*"),
+        (
+            ["--hermetic-replay-db=flakes.db::F1"],
+            "--hermetic-hunt and --hermetic-replay-db cannot be combined*",
+        ),
     ],
 )
 def test_options_a_hunt_cannot_honour_are_named(suite, extra, message):

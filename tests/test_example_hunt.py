@@ -26,10 +26,25 @@ def test_a_hunt_of_the_example_suite_shows_every_flaky_test_both_ways(example_su
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7",
-         "-p", "no:randomly", "--hermetic-hunt-isolate=off", "-p", "no:cacheprovider"],
-        cwd=example_suite, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--hermetic-hunt=30",
+            "-n",
+            "2",
+            "--hermetic-seed=7",
+            "-p",
+            "no:randomly",
+            "--hermetic-hunt-isolate=off",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=example_suite,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     db = example_suite / "flakes.db"
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     tests = one(db, "SELECT tests FROM runs")

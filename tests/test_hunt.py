@@ -43,13 +43,17 @@ def hunt(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:randomly", "--hermetic-seed=2", *args)
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"], ["-p", "no:xdist"]], ids=["n0", "n2", "no-xdist"])
+@pytest.mark.parametrize(
+    "workers", [[], ["-n", "2"], ["-p", "no:xdist"]], ids=["n0", "n2", "no-xdist"]
+)
 def test_a_hunt_stores_every_attempt_of_every_round(suite, workers):
     result = hunt(suite, "--hermetic-hunt=4", "--hermetic-hunt-isolate=off", *workers)
     db = suite.path / "flakes.db"
     assert result.ret == 1
     assert one(db, "SELECT count(*) FROM attempts") == 4 * TESTS
-    per_round = rows(db, "SELECT round, count(*), count(DISTINCT test_id) FROM attempts GROUP BY round")
+    per_round = rows(
+        db, "SELECT round, count(*), count(DISTINCT test_id) FROM attempts GROUP BY round"
+    )
     assert per_round == [(r, TESTS, TESTS) for r in range(4)]
     status, rounds_done, planned, workers_n, base_seed, mode = one(
         db, "SELECT status, rounds_done, rounds_planned, workers, base_seed, mode FROM runs"
@@ -64,7 +68,10 @@ def test_a_hunt_stores_every_attempt_of_every_round(suite, workers):
     # positions are each worker's sequence, without gaps
     for worker, (count, low, high) in {
         w: (c, lo, hi)
-        for w, c, lo, hi in rows(db, "SELECT worker, count(*), min(position), max(position) FROM attempts GROUP BY worker")
+        for w, c, lo, hi in rows(
+            db,
+            "SELECT worker, count(*), min(position), max(position) FROM attempts GROUP BY worker",
+        )
     }.items():
         assert (low, high) == (0, count - 1), worker
 
@@ -86,9 +93,14 @@ def test_the_same_base_seed_gives_the_same_worker_sequences(suite):
     db = suite.path / "flakes.db"
     for seed in ("5", "5", "6"):
         suite.runpytest_subprocess(
-            "-p", "no:randomly", f"--hermetic-seed={seed}", "--hermetic-hunt=3", "-n", "2",
+            "-p",
+            "no:randomly",
+            f"--hermetic-seed={seed}",
+            "--hermetic-hunt=3",
+            "-n",
+            "2",
             "--hermetic-hunt-isolate=off",
-        )  # fmt: skip
+        )
     first, second, third = (sequences(db, run) for run in (1, 2, 3))
     assert set(first) == {"gw0", "gw1"}
     assert first == second
@@ -100,9 +112,13 @@ def test_pytest_randomly_does_not_change_the_schedule(suite):
     db = suite.path / "flakes.db"
     for randomly_seed in ("1", "2"):
         suite.runpytest_subprocess(
-            f"-p", "randomly", f"--randomly-seed={randomly_seed}", "--hermetic-seed=5",
-            "--hermetic-hunt=3", "--hermetic-hunt-isolate=off",
-        )  # fmt: skip
+            "-p",
+            "randomly",
+            f"--randomly-seed={randomly_seed}",
+            "--hermetic-seed=5",
+            "--hermetic-hunt=3",
+            "--hermetic-hunt-isolate=off",
+        )
     assert sequences(db, 1) == sequences(db, 2)
     draws = rows(
         db,
@@ -141,7 +157,9 @@ def test_the_terminal_shows_the_header_progress_and_a_summary_with_replay_comman
 def test_a_time_budget_runs_whole_rounds_until_it_is_spent(suite):
     result = hunt(suite, "--hermetic-hunt=1s", "--hermetic-hunt-isolate=off")
     db = suite.path / "flakes.db"
-    rounds_done, budget, planned = one(db, "SELECT rounds_done, budget_seconds, rounds_planned FROM runs")
+    rounds_done, budget, planned = one(
+        db, "SELECT rounds_done, budget_seconds, rounds_planned FROM runs"
+    )
     assert rounds_done >= 1 and budget == 1.0 and planned is None
     assert one(db, "SELECT count(*) FROM attempts") == rounds_done * TESTS
     result.stdout.fnmatch_lines(["hermetic-hunt: run 1 · a 1s budget *", "*round 1/? *left*"])
@@ -165,7 +183,9 @@ def test_several_hunts_accumulate_in_one_database(suite):
 
 
 def test_any_gateway_spec_works_not_only_dash_n(suite):
-    result = hunt(suite, "--hermetic-hunt=2", "--tx", "2*popen", "--dist=load", "--hermetic-hunt-isolate=off")
+    result = hunt(
+        suite, "--hermetic-hunt=2", "--tx", "2*popen", "--dist=load", "--hermetic-hunt-isolate=off"
+    )
     db = suite.path / "flakes.db"
     assert result.ret == 1
     assert one(db, "SELECT count(*) FROM attempts") == 2 * TESTS
@@ -175,7 +195,9 @@ def test_any_gateway_spec_works_not_only_dash_n(suite):
 def test_workers_get_distinct_recorded_hash_seeds(suite):
     hunt(suite, "--hermetic-hunt=2", "-n", "2", "--hermetic-hunt-isolate=off")
     db = suite.path / "flakes.db"
-    seeds = rows(db, "SELECT worker, count(DISTINCT hash_seed), min(hash_seed) FROM attempts GROUP BY worker")
+    seeds = rows(
+        db, "SELECT worker, count(DISTINCT hash_seed), min(hash_seed) FROM attempts GROUP BY worker"
+    )
     assert len(seeds) == 2
     assert all(count == 1 and seed is not None for _, count, seed in seeds)
     assert seeds[0][2] != seeds[1][2]
@@ -267,9 +289,13 @@ def test_with_rerunfailures_every_rerun_is_an_attempt_and_failures_are_kept(pyte
     attempts = rows(db, "SELECT round, execution, outcome, seed FROM attempts ORDER BY id")
     # every round: the first execution fails, its rerun passes; both are stored
     assert [(r, e, o) for r, e, o, _ in attempts] == [
-        (0, 1, "failed"), (0, 2, "passed"), (1, 1, "failed"), (1, 2, "passed"),
-        (2, 1, "failed"), (2, 2, "passed"),
-    ]  # fmt: skip
+        (0, 1, "failed"),
+        (0, 2, "passed"),
+        (1, 1, "failed"),
+        (1, 2, "passed"),
+        (2, 1, "failed"),
+        (2, 2, "passed"),
+    ]
     assert len({seed for *_, seed in attempts}) == 6  # a rerun explores a new seed
 
 
@@ -303,15 +329,19 @@ def test_a_blocked_network_call_fails_the_hunt_even_when_the_test_passes(pyteste
     ]
     assert result.ret == 1
     result.stdout.fnmatch_lines(
-        ["network violations (outbound calls the guard blocked):",
-         "  test_net.py::test_swallows_a_blocked_call  in 2 attempt(s)"]  # fmt: skip
+        [
+            "network violations (outbound calls the guard blocked):",
+            "  test_net.py::test_swallows_a_blocked_call  in 2 attempt(s)",
+        ]
     )
 
 
 def test_a_test_that_always_fails_is_broken_not_flaky(pytester):
     pytester.makepyfile(test_broken="def test_broken():\n    assert 1 == 2\n")
     result = hunt(pytester, "--hermetic-hunt=3", "--hermetic-hunt-isolate=off")
-    result.stdout.fnmatch_lines(["broken tests (failed in every attempt):", "  test_broken.py::test_broken"])
+    result.stdout.fnmatch_lines(
+        ["broken tests (failed in every attempt):", "  test_broken.py::test_broken"]
+    )
     assert "flaky tests" not in result.stdout.str()
 
 

@@ -35,9 +35,7 @@ def test_c():
 
 
 def _tree(root):
-    return sorted(
-        str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts
-    )
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
 
 
 def test_a_plain_run_creates_no_file_and_reports_as_without_the_plugin(tmp_path):
@@ -47,10 +45,22 @@ def test_a_plain_run_creates_no_file_and_reports_as_without_the_plugin(tmp_path)
         folder.mkdir()
         (folder / "test_plain.py").write_text(SUITE)
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-             *extra],
-            cwd=folder, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:randomly",
+                "-p",
+                "no:cacheprovider",
+                *extra,
+            ],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         runs[name] = (result, _tree(folder))
     (with_plugin, with_tree), (without, without_tree) = runs["with"], runs["without"]
     assert with_tree == without_tree == ["test_plain.py"]
@@ -78,16 +88,18 @@ def test_a_hunt_option_without_a_hunt_is_a_usage_error(pytester: pytest.Pytester
     pytester.makepyfile(test_one="def test_one(): pass")
     result = pytester.runpytest_subprocess("--hermetic-hunt-mode=record")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*--hermetic-hunt-mode only applies to a hunt: add --hermetic-hunt=N*"])
+    result.stderr.fnmatch_lines(
+        ["*--hermetic-hunt-mode only applies to a hunt: add --hermetic-hunt=N*"]
+    )
     assert "Traceback" not in result.stderr.str()
 
 
 @pytest.mark.parametrize("module", CORE_MODULES)
 def test_the_pure_core_imports_no_framework(module: str):
     code = (
-        "import sys, importlib; importlib.import_module(%r); "
+        f"import sys, importlib; importlib.import_module({module!r}); "
         "bad = [m for m in ('pytest', '_pytest', 'click', 'sqlite3', 'sqlite_utils', 'hermetic', "
-        "'xdist') if m in sys.modules]; print(bad)" % module
+        "'xdist') if m in sys.modules]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

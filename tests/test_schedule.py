@@ -15,8 +15,13 @@ from hermetic_hunt.schedule import (
     strategy_for,
 )
 
-TESTS = [f"tests/test_{m}.py::{c}test_{f}[{p}]" for m in "abc" for c in ("", "TestK::")
-         for f in "xyz" for p in (1, 2)]  # fmt: skip
+TESTS = [
+    f"tests/test_{m}.py::{c}test_{f}[{p}]"
+    for m in "abc"
+    for c in ("", "TestK::")
+    for f in "xyz"
+    for p in (1, 2)
+]
 
 
 def test_a_round_runs_every_test_exactly_once():
@@ -36,7 +41,9 @@ def test_slices_are_balanced_within_one_test():
 
 def test_the_same_seed_gives_the_same_plan_and_another_seed_another():
     assert plan_round(7, 3, TESTS, 2, "shuffle") == plan_round(7, 3, TESTS, 2, "shuffle")
-    assert plan_round(7, 3, TESTS, 2, "shuffle").order != plan_round(8, 3, TESTS, 2, "shuffle").order
+    assert (
+        plan_round(7, 3, TESTS, 2, "shuffle").order != plan_round(8, 3, TESTS, 2, "shuffle").order
+    )
 
 
 def test_rounds_differ_in_order():

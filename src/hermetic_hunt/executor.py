@@ -83,7 +83,9 @@ class RepeatGuard:
 class AttemptExecutor:
     """pytest plugin: one sandbox per execution of a scheduled attempt."""
 
-    def __init__(self, settings: ExecSettings, locate: Callable[[pytest.Item], Slot | None]) -> None:
+    def __init__(
+        self, settings: ExecSettings, locate: Callable[[pytest.Item], Slot | None]
+    ) -> None:
         self.settings = settings
         self.locate = locate
         self.engine = Engine() if settings.mode != "off" else None

@@ -20,7 +20,7 @@ MESSAGE_LIMIT = 500
 _MASKS = (
     (re.compile(r"0x[0-9a-fA-F]{6,}"), "0x…"),
     (re.compile(r"/(?:tmp|var/folders)/[^\s'\"]*pytest-of-[^\s'\"/]+/pytest-\d+"), "<tmp>"),
-    (re.compile(r"/tmp/[A-Za-z0-9_.-]{6,}"), "<tmp>"),
+    (re.compile(r"/tmp/[A-Za-z0-9_.-]{6,}"), "<tmp>"),  # noqa: S108 - a pattern
     (re.compile(r"\bid=\d+"), "id=…"),
 )
 

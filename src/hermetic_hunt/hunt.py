@@ -224,7 +224,7 @@ class HuntController:
         if self._buffer:
             batch, self._buffer = self._buffer, []
             ids = self.store.add_attempts(batch, self.test_ids)
-            for record, attempt_id in zip(batch, ids):
+            for record, attempt_id in zip(batch, ids, strict=True):
                 record.attempt_id = attempt_id
         self._last_flush = _PERF()
 
@@ -291,9 +291,10 @@ class HuntController:
             or bool(session.shouldfail)
             or bool(session.shouldstop)
         )
-        if rec is not None and not interrupted and (rec.failed_attempts or rec.violation_attempts):
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        found = rec is not None and (rec.failed_attempts or rec.violation_attempts)
+        if found and not interrupted and session.exitstatus == pytest.ExitCode.OK:
+            # Reruns that passed and swallowed network calls leave pytest at 0.
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self._condense_duplicate_failures()
         self.store.finish_run(
             self.run_id,

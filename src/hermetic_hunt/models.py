@@ -140,7 +140,7 @@ def format_seconds(seconds: float) -> str:
     """``75`` -> ``1m15s``; ``3600`` -> ``1h``; ``0.5`` -> ``0.5s``."""
     if seconds < 60:
         return f"{seconds:g}s"
-    whole = int(round(seconds))
+    whole = round(seconds)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     text = ""
@@ -188,8 +188,13 @@ class Reproducer:
     def to_json(self) -> dict[str, Any]:
         return {
             "steps": [
-                {"nodeid": s.nodeid, "seed": s.seed, "now": s.now, "mode": s.mode,
-                 "attempt_id": s.attempt_id}  # fmt: skip
+                {
+                    "nodeid": s.nodeid,
+                    "seed": s.seed,
+                    "now": s.now,
+                    "mode": s.mode,
+                    "attempt_id": s.attempt_id,
+                }
                 for s in self.steps
             ],
             "hash_seed": self.hash_seed,

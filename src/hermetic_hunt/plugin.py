@@ -19,31 +19,62 @@ import pytest
 from hermetic_hunt import options
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.models import HuntSettings
+from hermetic_hunt.schedule import Shard
 from hermetic_hunt.seeds import new_base_seed
 
 #: (option, dest, ini key, help) of every hunt option that takes a value.
 HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
-    ("--hermetic-hunt-db", "hermetic_hunt_db", "hermetic_hunt_db",
-     "SQLite database the hunt writes (default: flakes.db in the invocation directory)."),
-    ("--hermetic-hunt-mode", "hermetic_hunt_mode", "hermetic_hunt_mode",
-     "seeded (default: seeded time and randomness, replay by seed), record (real time "
-     "and entropy, journaled; replay by journal) or off (no sandbox)."),
-    ("--hermetic-hunt-order", "hermetic_hunt_order", "hermetic_hunt_order",
-     "Order of each round: auto (default: shuffle, reversed, grouped in turn), shuffle, "
-     "grouped (module -> class -> function) or reversed."),
-    ("--hermetic-hunt-isolate", "hermetic_hunt_isolate", "hermetic_hunt_isolate",
-     "on (default): after the rounds, isolate why each flaky test flakes; off: skip it."),
-    ("--hermetic-hunt-isolate-budget", "hermetic_hunt_isolate_budget",
-     "hermetic_hunt_isolate_budget", "Most isolation probes per flaky test (default 200)."),
-    ("--hermetic-hunt-probe-timeout", "hermetic_hunt_probe_timeout",
-     "hermetic_hunt_probe_timeout",
-     "Seconds (or 30s, 2m) after which an isolation probe is stopped (default 120)."),
-    ("--hermetic-hunt-integration-marker", "hermetic_hunt_integration_marker",
-     "hermetic_hunt_integration_marker",
-     "Tests with this marker keep real network during a hunt (default: integration)."),
-    ("--hermetic-hunt-shard", "hermetic_hunt_shard", None,
-     "K/M: this machine runs shard K of M; shards' rounds never repeat each other."),
-)  # fmt: skip
+    (
+        "--hermetic-hunt-db",
+        "hermetic_hunt_db",
+        "hermetic_hunt_db",
+        "SQLite database the hunt writes (default: flakes.db in the invocation directory).",
+    ),
+    (
+        "--hermetic-hunt-mode",
+        "hermetic_hunt_mode",
+        "hermetic_hunt_mode",
+        "seeded (default: seeded time and randomness, replay by seed), record (real time "
+        "and entropy, journaled; replay by journal) or off (no sandbox).",
+    ),
+    (
+        "--hermetic-hunt-order",
+        "hermetic_hunt_order",
+        "hermetic_hunt_order",
+        "Order of each round: auto (default: shuffle, reversed, grouped in turn), shuffle, "
+        "grouped (module -> class -> function) or reversed.",
+    ),
+    (
+        "--hermetic-hunt-isolate",
+        "hermetic_hunt_isolate",
+        "hermetic_hunt_isolate",
+        "on (default): after the rounds, isolate why each flaky test flakes; off: skip it.",
+    ),
+    (
+        "--hermetic-hunt-isolate-budget",
+        "hermetic_hunt_isolate_budget",
+        "hermetic_hunt_isolate_budget",
+        "Most isolation probes per flaky test (default 200).",
+    ),
+    (
+        "--hermetic-hunt-probe-timeout",
+        "hermetic_hunt_probe_timeout",
+        "hermetic_hunt_probe_timeout",
+        "Seconds (or 30s, 2m) after which an isolation probe is stopped (default 120).",
+    ),
+    (
+        "--hermetic-hunt-integration-marker",
+        "hermetic_hunt_integration_marker",
+        "hermetic_hunt_integration_marker",
+        "Tests with this marker keep real network during a hunt (default: integration).",
+    ),
+    (
+        "--hermetic-hunt-shard",
+        "hermetic_hunt_shard",
+        None,
+        "K/M: this machine runs shard K of M; shards' rounds never repeat each other.",
+    ),
+)
 
 _STASH = pytest.StashKey[Any]()
 
@@ -113,9 +144,7 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
     isolate = _value(config, "hermetic_hunt_isolate", "hermetic_hunt_isolate")
     budget_probes = _value(config, "hermetic_hunt_isolate_budget", "hermetic_hunt_isolate_budget")
     timeout = _value(config, "hermetic_hunt_probe_timeout", "hermetic_hunt_probe_timeout")
-    marker = _value(
-        config, "hermetic_hunt_integration_marker", "hermetic_hunt_integration_marker"
-    )
+    marker = _value(config, "hermetic_hunt_integration_marker", "hermetic_hunt_integration_marker")
     shard = _value(config, "hermetic_hunt_shard", None)
     db = _value(config, "hermetic_hunt_db", "hermetic_hunt_db") or "flakes.db"
     db_path = Path(config.invocation_params.dir, os.path.expanduser(db)).resolve()
@@ -133,12 +162,10 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
         probe_timeout=options.parse_seconds("--hermetic-hunt-probe-timeout", timeout)
         if timeout
         else 120.0,
-        integration_marker=options.parse_marker_name(
-            "--hermetic-hunt-integration-marker", marker
-        )
+        integration_marker=options.parse_marker_name("--hermetic-hunt-integration-marker", marker)
         if marker
         else "integration",
-        shard=options.parse_shard(shard) if shard else options.Shard(),
+        shard=options.parse_shard(shard) if shard else Shard(),
     )
 
 
@@ -192,8 +219,9 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
         worker = _xdist.XdistWorker(config)
         config.pluginmanager.register(worker, "hermetic-hunt-worker")
         executor = AttemptExecutor(
-            ExecSettings(int(facts["base_seed"]), str(facts["mode"]),
-                         str(facts["integration_marker"])),  # fmt: skip
+            ExecSettings(
+                int(facts["base_seed"]), str(facts["mode"]), str(facts["integration_marker"])
+            ),
             worker.locate,
         )
         _register_executor(config, executor)

@@ -29,7 +29,7 @@ def eta_seconds(p: Progress) -> float | None:
 
 
 def clock(seconds: float) -> str:
-    whole = int(round(seconds))
+    whole = round(seconds)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -114,8 +114,12 @@ class Recorder:
 
     def _finish(self, partial: _Partial, worker: str, data: dict[str, Any]) -> AttemptRecord:
         violations = [
-            Violation(op=str(v[0]), host=str(v[1]), port=v[2] if isinstance(v[2], int) else None,
-                      detail=str(v[3]))  # fmt: skip
+            Violation(
+                op=str(v[0]),
+                host=str(v[1]),
+                port=v[2] if isinstance(v[2], int) else None,
+                detail=str(v[3]),
+            )
             for v in data.get("violations") or []
         ]
         record = AttemptRecord(
@@ -143,9 +147,7 @@ class Recorder:
 
     def crashed(self, worker: str, key: int, round_no: int, nodeid: str) -> AttemptRecord:
         """The attempt a dead worker was running (xdist reported the crash)."""
-        execution = max(
-            [ident[2] for ident in self._open if ident[:2] == (worker, key)], default=1
-        )
+        execution = max([ident[2] for ident in self._open if ident[:2] == (worker, key)], default=1)
         partial = self._open.pop((worker, key, execution), None)
         position = partial.position if partial else self._position(worker, key)
         seed = attempt_seed(self.base_seed, nodeid, round_no, execution)

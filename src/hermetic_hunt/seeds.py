@@ -121,8 +121,10 @@ def now_for(seed: int) -> tuple[str, float]:
     stream = _Stream("now", seed)
     total = sum(weight for _, weight in EDGE_WEIGHTS)
     pick = stream.below(total)
-    for kind, weight in EDGE_WEIGHTS:
+    kind = EDGE_WEIGHTS[-1][0]
+    for name, weight in EDGE_WEIGHTS:
         if pick < weight:
+            kind = name
             break
         pick -= weight
     year = FIRST_YEAR + stream.below(LAST_YEAR - FIRST_YEAR + 1)
@@ -159,9 +161,9 @@ def now_for(seed: int) -> tuple[str, float]:
         saturday = _nth_weekday(year, month, 5, 1 + stream.below(4))
         instant = saturday + timedelta(seconds=stream.below(2 * 86400))
     else:
-        start = datetime(FIRST_YEAR, 1, 1, tzinfo=timezone.utc).timestamp()
-        end = datetime(LAST_YEAR, 12, 31, tzinfo=timezone.utc).timestamp()
-        instant = datetime.fromtimestamp(start + stream.unit() * (end - start), timezone.utc)
+        first = datetime(FIRST_YEAR, 1, 1, tzinfo=timezone.utc)
+        span = datetime(LAST_YEAR, 12, 31, tzinfo=timezone.utc) - first
+        instant = first + span * stream.unit()
     millis = stream.below(1000)
     epoch = instant.timestamp()
     return kind, float(int(epoch)) + millis / 1000.0

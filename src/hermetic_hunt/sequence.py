@@ -87,11 +87,17 @@ class SequenceRunner:
         """Run every step in order (also used by forked isolation probes)."""
         for index, step in enumerate(self.steps):
             item = self.items[step.nodeid]
-            nextitem = self.items[self.steps[index + 1].nodeid] if index + 1 < len(self.steps) else None
+            nextitem = (
+                self.items[self.steps[index + 1].nodeid] if index + 1 < len(self.steps) else None
+            )
             self._slot = Slot(
-                key=index, round_no=0, seed=step.seed, now=step.now, mode=step.mode,
+                key=index,
+                round_no=0,
+                seed=step.seed,
+                now=step.now,
+                mode=step.mode,
                 journal=step.journal,
-            )  # fmt: skip
+            )
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             self._slot = None
             if session.shouldfail:

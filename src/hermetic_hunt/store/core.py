@@ -204,12 +204,23 @@ class Store:
             failures: list[tuple[Any, ...]] = []
             violations: list[tuple[Any, ...]] = []
             journals: list[tuple[Any, ...]] = []
-            for attempt_id, rec in zip(ids, records):
+            for attempt_id, rec in zip(ids, records, strict=True):
                 attempts.append(
                     (
-                        attempt_id, rec.run_id, rec.round_no, rec.worker, rec.position,
-                        test_ids[rec.nodeid], rec.execution, rec.outcome, rec.phase,
-                        round(rec.duration, 6), rec.seed, rec.now, rec.mode, rec.hash_seed,
+                        attempt_id,
+                        rec.run_id,
+                        rec.round_no,
+                        rec.worker,
+                        rec.position,
+                        test_ids[rec.nodeid],
+                        rec.execution,
+                        rec.outcome,
+                        rec.phase,
+                        round(rec.duration, 6),
+                        rec.seed,
+                        rec.now,
+                        rec.mode,
+                        rec.hash_seed,
                         json.dumps(rec.counts, separators=(",", ":")) if rec.counts else None,
                         len(rec.violations),
                     )

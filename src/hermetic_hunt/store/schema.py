@@ -26,7 +26,7 @@ def _migration(name: str) -> Any:
     return migrations(name=name)
 
 
-@_migration("0001_initial")
+@_migration("0001_initial")  # type: ignore[untyped-decorator]
 def _initial(db: Any) -> None:
     db.executescript(
         """

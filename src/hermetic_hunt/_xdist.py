@@ -124,9 +124,11 @@ class HuntScheduling:
         self._top_up()
 
     def mark_test_pending(self, item: str) -> None:
-        # pytest-rerunfailures asks for a crashed test to run again: its key
-        # is already queued for the crashed slot's replacement.
-        return None
+        # pytest-rerunfailures asks to run a crashed test again. A crash is
+        # an attempt of its own (stored as `crashed`); the next round runs
+        # the test again anyway. Saying so makes rerunfailures report the
+        # crash as a failure instead of a silent rerun.
+        raise NotImplementedError("a hunt does not re-run crashed attempts")
 
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
         raise NotImplementedError("the hunt scheduler never steals work")

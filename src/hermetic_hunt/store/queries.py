@@ -1,0 +1,282 @@
+"""Read queries behind ``hermetic-hunt report``, ``list`` and ``show``.
+
+Each function takes an open :class:`~hermetic_hunt.store.core.Store` and
+returns plain rows (:mod:`hermetic_hunt.report_model`,
+:mod:`hermetic_hunt.report_show`); nothing here interprets them. ``runs``
+arguments restrict a query to some runs; ``None`` means every run in the
+database. All values are bound as parameters, never spliced into SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from hermetic_hunt.errors import UnknownId
+from hermetic_hunt.report_model import (
+    CheckRow,
+    FailureRow,
+    RawFlake,
+    RoundCell,
+    RunRow,
+    TestCounts,
+    ViolationRow,
+)
+from hermetic_hunt.report_show import AttemptDetail, StepRow, ViolationDetail
+from hermetic_hunt.store.core import Store
+
+_FAILING = "('failed', 'crashed', 'xpassed')"
+_PASSING = "('passed', 'xfailed')"
+
+
+def _runs_clause(runs: Sequence[int] | None, column: str) -> tuple[str, list[Any]]:
+    if runs is None:
+        return "1", []
+    return f"{column} IN ({','.join('?' * len(runs))})", list(runs)
+
+
+def _argv(text: str) -> tuple[str, ...]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ()
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def run_rows(store: Store, run_id: int | None = None) -> list[RunRow]:
+    """The runs of the database (oldest first), or the one run ``run_id``."""
+    clause, params = _runs_clause(None if run_id is None else [run_id], "id")
+    sql = (
+        "SELECT id, uuid, started_at, finished_at, status, argv, base_seed, rounds_planned, "  # noqa: S608
+        "budget_seconds, rounds_done, attempts, tests, workers, mode, order_strategy, shard, "
+        f"exit_status FROM runs WHERE {clause} ORDER BY id"
+    )
+    rows = store.conn.execute(sql, params).fetchall()
+    if run_id is not None and not rows:
+        known = [r[0] for r in store.conn.execute("SELECT id FROM runs ORDER BY id")]
+        if not known:
+            held = "no runs"
+        elif len(known) == 1:
+            held = f"only run {known[0]}"
+        else:
+            held = f"runs {known[0]}-{known[-1]}"
+        raise UnknownId(
+            f"run {run_id} is not in {store.path.name} (it holds {held}): pass one of "
+            "those to --run, or leave --run out to report every run"
+        )
+    return [_run(r) for r in rows]
+
+
+def _run(r: Any) -> RunRow:
+    return RunRow(
+        id=r[0], uuid=r[1], started_at=r[2], finished_at=r[3], status=r[4], argv=_argv(r[5]),
+        base_seed=r[6], rounds_planned=r[7], budget_seconds=r[8], rounds_done=r[9],
+        attempts=r[10], tests=r[11], workers=r[12], mode=r[13], order=r[14], shard=r[15],
+        exit_status=r[16],
+    )  # fmt: skip
+
+
+def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
+    """Per-test tallies over ``runs``, with each test's first failure."""
+    clause, params = _runs_clause(runs, "a.run_id")
+    rows = store.conn.execute(
+        f"""
+        SELECT t.nodeid,
+               sum(a.outcome IN {_PASSING}),
+               sum(a.outcome IN {_FAILING}),
+               sum(a.outcome = 'skipped'),
+               sum(a.outcome = 'crashed'),
+               sum(a.violations > 0),
+               min(CASE WHEN a.outcome IN {_FAILING} THEN a.id END)
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        WHERE {clause}
+        GROUP BY t.nodeid ORDER BY t.nodeid
+        """,  # noqa: S608 - constants and placeholders only
+        params,
+    ).fetchall()
+    first = failure_rows(store, [r[6] for r in rows if r[6] is not None])
+    return [
+        TestCounts(r[0], r[1], r[2], r[3], r[4], r[5], first.get(r[6]) if r[6] else None)
+        for r in rows
+    ]
+
+
+def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureRow]:
+    out: dict[int, FailureRow] = {}
+    ids = list(attempt_ids)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        sql = (
+            "SELECT a.id, a.run_id, coalesce(f.exc_type, ''), coalesce(f.message, ''), "  # noqa: S608
+            "coalesce(f.location, '') FROM attempts a LEFT JOIN failures f "
+            f"ON f.attempt_id = a.id WHERE a.id IN ({','.join('?' * len(chunk))})"
+        )
+        for attempt_id, run_id, exc_type, message, location in store.conn.execute(sql, chunk):
+            # A failing attempt without a failures row (a crashed worker) keeps
+            # an empty failure: it still has a replayable id.
+            out[attempt_id] = FailureRow(attempt_id, run_id, exc_type, message, location)
+    return out
+
+
+def run_locations(store: Store) -> dict[int, tuple[str, str]]:
+    """``{run id: (rootdir, invocation_dir)}``: where each hunt collected its tests."""
+    return {
+        int(r[0]): (str(r[1]), str(r[2]))
+        for r in store.conn.execute("SELECT id, rootdir, invocation_dir FROM runs")
+    }
+
+
+_FLAKE_COLUMNS = (
+    "fl.flake_id, t.nodeid, fl.kinds, fl.status, fl.evidence, fl.reproducer, fl.polluters, "
+    "fl.cleaners, fl.state_setters, fl.confirmed, fl.probes, fl.probe_seconds, fl.note, "
+    "fl.first_run_id, fl.last_run_id"
+)
+
+
+def raw_flakes(store: Store) -> list[RawFlake]:
+    """Every flake row, as stored (validated by the report model)."""
+    rows = store.conn.execute(
+        f"SELECT {_FLAKE_COLUMNS} FROM flakes fl JOIN tests t ON t.id = fl.test_id "  # noqa: S608
+        "ORDER BY fl.id"
+    ).fetchall()
+    return [RawFlake(*row) for row in rows]
+
+
+def raw_flake(store: Store, flake_id: str) -> RawFlake | None:
+    row = store.conn.execute(
+        f"SELECT {_FLAKE_COLUMNS} FROM flakes fl JOIN tests t ON t.id = fl.test_id "  # noqa: S608
+        "WHERE fl.flake_id = ?",
+        (flake_id,),
+    ).fetchone()
+    return RawFlake(*row) if row else None
+
+
+def flake_ids(store: Store) -> list[str]:
+    return [r[0] for r in store.conn.execute("SELECT flake_id FROM flakes ORDER BY id")]
+
+
+def check_rows(store: Store, runs: Sequence[int] | None) -> list[CheckRow]:
+    """``test_checks`` rows of ``runs``, oldest first."""
+    clause, params = _runs_clause(runs, "c.run_id")
+    sql = (
+        "SELECT c.run_id, t.nodeid, c.check_name, c.outcome, c.detail "  # noqa: S608
+        "FROM test_checks c JOIN tests t ON t.id = c.test_id "
+        f"WHERE {clause} ORDER BY c.id"
+    )
+    rows = store.conn.execute(sql, params).fetchall()
+    return [CheckRow(*row) for row in rows]
+
+
+def violation_rows(store: Store, runs: Sequence[int] | None) -> list[ViolationRow]:
+    """Blocked calls per test and target: how many attempts, and the first one."""
+    clause, params = _runs_clause(runs, "a.run_id")
+    sql = (
+        "SELECT t.nodeid, v.op, v.host, v.port, count(DISTINCT v.attempt_id), "  # noqa: S608
+        "min(v.attempt_id) FROM violations v JOIN attempts a ON a.id = v.attempt_id "
+        f"JOIN tests t ON t.id = a.test_id WHERE {clause} "
+        "GROUP BY t.nodeid, v.op, v.host, v.port"
+    )
+    rows = store.conn.execute(sql, params).fetchall()
+    return [ViolationRow(*row) for row in rows]
+
+
+def round_cells(
+    store: Store, runs: Sequence[int] | None, nodeids: Sequence[str]
+) -> list[RoundCell]:
+    """Outcomes by (run, round) of ``nodeids``: the outcome-by-round view."""
+    if not nodeids:
+        return []
+    clause, params = _runs_clause(runs, "a.run_id")
+    out: list[RoundCell] = []
+    wanted = list(nodeids)
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        sql = (
+            f"SELECT t.nodeid, a.run_id, a.round, sum(a.outcome IN {_PASSING}), "  # noqa: S608
+            f"sum(a.outcome IN {_FAILING}) FROM attempts a JOIN tests t ON t.id = a.test_id "
+            f"WHERE {clause} AND t.nodeid IN ({','.join('?' * len(chunk))}) "
+            "GROUP BY t.nodeid, a.run_id, a.round ORDER BY t.nodeid, a.run_id, a.round"
+        )
+        rows = store.conn.execute(sql, [*params, *chunk]).fetchall()
+        out.extend(RoundCell(*row) for row in rows)
+    return out
+
+
+# -- show ------------------------------------------------------------------------
+
+_ATTEMPT_COLUMNS = (
+    "a.id, a.run_id, a.round, a.worker, a.position, t.nodeid, a.execution, a.outcome, "
+    "a.phase, a.duration, a.seed, a.now, a.mode, a.hash_seed, a.counts, "
+    "f.exc_type, f.message, f.location, f.excerpt, j.format, j.size"
+)
+
+
+def attempt_detail(store: Store, attempt_id: int) -> AttemptDetail | None:
+    row = store.conn.execute(
+        f"SELECT {_ATTEMPT_COLUMNS} FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
+        "LEFT JOIN failures f ON f.attempt_id = a.id "
+        "LEFT JOIN journals j ON j.attempt_id = a.id WHERE a.id = ?",
+        (attempt_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    violations = [
+        ViolationDetail(*v)
+        for v in store.conn.execute(
+            "SELECT op, host, port, detail FROM violations WHERE attempt_id = ? ORDER BY id",
+            (attempt_id,),
+        )
+    ]
+    return AttemptDetail(*row, violations=tuple(violations))  # type: ignore[misc]
+
+
+def journal_data(store: Store, attempt_id: int) -> bytes | None:
+    row = store.conn.execute(
+        "SELECT data FROM journals WHERE attempt_id = ?", (attempt_id,)
+    ).fetchone()
+    if row is None or not isinstance(row[0], (bytes, str)):
+        return None
+    return row[0] if isinstance(row[0], bytes) else row[0].encode()
+
+
+def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int | None:
+    """The attempt of ``nodeid`` nearest to ``near`` that failed (or passed).
+
+    Prefers an attempt of the same run; the comparison in ``show`` is between
+    a failing and a passing attempt of the same test.
+    """
+    outcomes = _FAILING if failing else _PASSING
+    row = store.conn.execute(
+        f"""
+        SELECT a.id FROM attempts a JOIN tests t ON t.id = a.test_id
+        WHERE t.nodeid = ? AND a.outcome IN {outcomes} AND a.id != ?
+        ORDER BY a.run_id != (SELECT run_id FROM attempts WHERE id = ?), abs(a.id - ?)
+        LIMIT 1
+        """,  # noqa: S608 - constants and placeholders only
+        (nodeid, near, near, near),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def first_failing_attempt(store: Store, nodeid: str) -> int | None:
+    row = store.conn.execute(
+        f"SELECT min(a.id) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
+        f"WHERE t.nodeid = ? AND a.outcome IN {_FAILING}",
+        (nodeid,),
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def isolation_steps(store: Store, flake_id: str) -> list[StepRow]:
+    rows = store.conn.execute(
+        "SELECT s.step, s.run_id, s.purpose, s.sequence, s.environment, s.outcome, s.detail, "
+        "s.duration FROM isolation_steps s JOIN flakes fl ON fl.id = s.flake_id "
+        "WHERE fl.flake_id = ? ORDER BY s.step, s.id",
+        (flake_id,),
+    ).fetchall()
+    return [StepRow(*row) for row in rows]
+
+
+def attempt_count(store: Store) -> int:
+    return int(store.conn.execute("SELECT count(*) FROM attempts").fetchone()[0])

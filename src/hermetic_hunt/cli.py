@@ -125,7 +125,7 @@ def _finish(found: bool, exit_zero: bool = False) -> None:
     epilog=_examples(
         "hermetic-hunt report                                # text, every run",
         "hermetic-hunt report --run 3 --db ci.db              # one run of ci.db",
-        "hermetic-hunt report --format markdown >> \"$GITHUB_STEP_SUMMARY\"",
+        'hermetic-hunt report --format markdown >> "$GITHUB_STEP_SUMMARY"',
         "hermetic-hunt report --format html                  # reports/hermetic-hunt.html",
         "hermetic-hunt report --format json -o report.json",
     )
@@ -233,9 +233,11 @@ def merge(inputs: tuple[str, ...], output: str) -> None:
     merging the same database again changes nothing. Attempt and flake ids
     are renumbered in OUT.db; a test flaky on several shards gets one flake.
     """
+    import os
+
     from hermetic_hunt.store.merge import merge_databases
 
-    for line in merge_databases(list(inputs), output).lines():
+    for line in merge_databases(list(inputs), output).lines(os.getcwd()):
         click.echo(line)
 
 
@@ -246,7 +248,11 @@ def merge(inputs: tuple[str, ...], output: str) -> None:
     )
 )
 @click.option(
-    "--rounds", type=click.IntRange(1, 10_000), default=30, show_default=True, help="Rounds to hunt."
+    "--rounds",
+    type=click.IntRange(1, 10_000),
+    default=30,
+    show_default=True,
+    help="Rounds to hunt.",
 )
 @click.option(
     "--seed",

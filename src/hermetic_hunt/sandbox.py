@@ -1,9 +1,10 @@
 """The per-attempt sandbox -- the only module that imports hermetic.
 
 Every attempt of a hunt runs inside one sandbox keyed to its own seed and
-virtual start time. The engine is ours (see ``docs/limitations.md`` and
-``../shared/HERMETIC-SANDBOX-NOTES.md`` for the hermetic-sandbox 0.1 gaps it
-closes) and keeps hermetic-sandbox's public contract for the code under test:
+virtual start time. The engine is ours (``docs/sandbox.md`` says how it
+works, ``docs/limitations.md`` what it cannot do; it closes the
+hermetic-sandbox 0.1 gaps listed in ``../shared/HERMETIC-SANDBOX-NOTES.md``)
+and keeps hermetic-sandbox's public contract for the code under test:
 
 * ``@pytest.mark.hermetic(**kwargs)`` configures the attempt's sandbox with
   hermetic's own keyword arguments;
@@ -13,8 +14,8 @@ closes) and keeps hermetic-sandbox's public contract for the code under test:
 * blocked network calls raise ``hermetic.NetworkBlockedError`` (a
   ``ConnectionRefusedError``), replay divergence ``hermetic.ReplayExhausted``.
 
-Entering and leaving costs a fixed number of attribute swaps: nothing here
-scans ``sys.modules`` per attempt (see :class:`ReferenceIndex`).
+Entering and leaving costs a fixed number of dict updates, whatever the
+number of modules loaded: nothing here scans ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -23,16 +24,16 @@ import os
 import random
 import shutil
 import tempfile
-import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import hermetic
 import hermetic._sandbox as _hermetic_internal  # only for hermetic.current()
 
-from hermetic_hunt._sandbox import datetimes, entropy, netguard
+from hermetic_hunt._sandbox import clock as clock_patch
+from hermetic_hunt._sandbox import datetimes, entropy, netguard, state
 from hermetic_hunt._sandbox.clock import (
     REAL_TIME,
     ClockSource,
@@ -40,10 +41,9 @@ from hermetic_hunt._sandbox.clock import (
     ReplayClock,
     SeededClock,
     Trace,
-    install_time,
 )
 from hermetic_hunt._sandbox.patches import Patches
-from hermetic_hunt.errors import BadOption
+from hermetic_hunt._sandbox.spec import SCRUB_KEEP, SandboxSpec, spec_from_marker, start_time
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Violation
 
@@ -57,8 +57,9 @@ __all__ = [
 ]
 
 HERMETIC_VERSION: str = getattr(hermetic, "__version__", "unknown")
-DEFAULT_TICK = 1e-6
-DEFAULT_SPIN_LIMIT = 1_000_000
+_TIME_NAMESPACE = clock_patch.TIME_NAMESPACE
+_OS_NAMESPACE = vars(os)
+_RANDOM_NAMESPACE = vars(random)
 
 
 class NetworkBlocked(hermetic.NetworkBlockedError):
@@ -66,10 +67,11 @@ class NetworkBlocked(hermetic.NetworkBlockedError):
 
     def __init__(self, address: object, reason: str) -> None:
         super().__init__(address, reason)
+        op, _, why = reason.partition(": ")
         self.args = (
-            f"hermetic-hunt: blocked {reason.split(':', 1)[0]} to {address!r} "
-            f"({reason.split(': ', 1)[-1]}). Mark the test with the integration marker "
-            "(or @pytest.mark.hermetic(network=[...])) if it really needs the network.",
+            f"hermetic-hunt: blocked {op} to {address!r} ({why}). Mark the test with the "
+            "integration marker (or @pytest.mark.hermetic(network=[...])) if it really "
+            "needs the network.",
         )
 
     def __str__(self) -> str:
@@ -92,112 +94,6 @@ def _mismatch(message: str) -> Exception:
     return hermetic.ReplayMismatch(message)
 
 
-@dataclass(frozen=True)
-class SandboxSpec:
-    """How one attempt is sandboxed (hermetic's keyword arguments + ours)."""
-
-    seed: int
-    now: float
-    mode: str = "seeded"  # seeded | record | replay
-    test_id: str = ""
-    tick: float = DEFAULT_TICK
-    clock: str = "virtual"
-    rng: str = "all"
-    network: str | tuple[str, ...] = "block"
-    allow_loopback: bool = True
-    allow_unix: bool = True
-    fs: str = "off"
-    chdir: bool = True
-    env: tuple[tuple[str, str | None], ...] = ()
-    scrub_env: bool = False
-    deep_datetime: bool = True
-    spin_limit: int = DEFAULT_SPIN_LIMIT
-    strict_replay: bool = True
-    replay: Journal | None = None
-
-
-_MARKER_KEYS = {
-    "off", "seed", "now", "tick", "clock", "rng", "network", "allow_loopback", "allow_unix",
-    "fs", "chdir", "env", "scrub_env", "strict_replay", "deep_datetime", "spin_limit",
-}  # fmt: skip
-_SCRUB_KEEP = frozenset(
-    {"PATH", "HOME", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
-     "SHELL", "USER", "PYTHONHASHSEED", "VIRTUAL_ENV", "PYTHONPATH"}
-)  # fmt: skip
-
-
-def _start_time(value: Any) -> float:
-    if isinstance(value, bool):
-        raise BadOption(f"@pytest.mark.hermetic(now=...): cannot use {value!r} as a start time")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, datetime):
-        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return aware.timestamp()
-    if isinstance(value, str):
-        try:
-            return _start_time(datetime.fromisoformat(value))
-        except ValueError:
-            pass
-    raise BadOption(
-        f"@pytest.mark.hermetic(now=...): expected an ISO date, datetime or epoch seconds, "
-        f"got {value!r}"
-    )
-
-
-def spec_from_marker(base: SandboxSpec, kwargs: Mapping[str, Any]) -> SandboxSpec | None:
-    """Apply ``@pytest.mark.hermetic(**kwargs)`` to ``base``; None means ``off=True``."""
-    unknown = sorted(set(kwargs) - _MARKER_KEYS)
-    if unknown:
-        if any(key in ("record", "replay", "test_id") for key in unknown):
-            raise BadOption(
-                f"@pytest.mark.hermetic({unknown[0]}=...) is not allowed during a hunt: "
-                "use --hermetic-hunt-mode=record or --hermetic-replay-db"
-            )
-        raise BadOption(
-            f"@pytest.mark.hermetic got unknown argument(s) {', '.join(unknown)}; "
-            f"expected some of: {', '.join(sorted(_MARKER_KEYS))}"
-        )
-    if kwargs.get("off"):
-        return None
-    changes: dict[str, Any] = {}
-    for key, value in kwargs.items():
-        if key == "off":
-            continue
-        if key == "seed":
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise BadOption(f"@pytest.mark.hermetic(seed=...): expected an int, got {value!r}")
-            changes["seed"] = value & ((1 << 63) - 1)
-        elif key == "now":
-            changes["now"] = _start_time(value)
-        elif key == "network":
-            if isinstance(value, str):
-                if value not in ("block", "off", "allow"):
-                    raise BadOption(
-                        "@pytest.mark.hermetic(network=...): expected 'block', 'off' or a "
-                        f"list of 'host[:port]', got {value!r}"
-                    )
-                changes["network"] = "off" if value == "allow" else value
-            else:
-                changes["network"] = tuple(str(entry) for entry in value)
-        elif key == "env":
-            if not isinstance(value, Mapping):
-                raise BadOption(f"@pytest.mark.hermetic(env=...): expected a dict, got {value!r}")
-            changes["env"] = tuple(
-                (str(k), None if v is None else str(v)) for k, v in value.items()
-            )
-        else:
-            changes[key] = value
-    for key, allowed in (("clock", ("virtual", "off")), ("rng", ("all", "seed", "off")),
-                         ("fs", ("off", "isolate"))):  # fmt: skip
-        if key in changes and changes[key] not in allowed:
-            raise BadOption(
-                f"@pytest.mark.hermetic({key}=...): expected one of {', '.join(allowed)}, "
-                f"got {changes[key]!r}"
-            )
-    return replace(base, **changes)
-
-
 class ClockControl:
     """``sb.clock``: the handle's view of the attempt's clock (hermetic's API)."""
 
@@ -218,7 +114,7 @@ class ClockControl:
         self._require().advance(seconds)
 
     def set(self, when: Any) -> None:
-        self._require().set_wall(_start_time(when))
+        self._require().set_wall(start_time(when))
 
     move_to = set
 
@@ -227,15 +123,21 @@ class ClockControl:
 class FsPaths:
     """``sb.fs`` with ``fs='isolate'``: a fresh tree removed after the attempt."""
 
-    root: str
-    cwd: str
-    home: str
-    tmp: str
+    root: Path
+    cwd: Path
+    home: Path
+    tmp: Path
 
 
 @dataclass
 class AttemptFacts:
-    """What one attempt did, gathered when its sandbox closes."""
+    """What one attempt did, gathered when its sandbox closes.
+
+    ``counts`` maps each source to how often the attempt read it (stored
+    for every attempt), plus ``threads`` when more than one thread read a
+    source and ``leaks`` (what the test changed and left behind, restored by
+    the sandbox). ``warnings`` say how a replay was less than faithful.
+    """
 
     counts: dict[str, Any] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
@@ -244,55 +146,67 @@ class AttemptFacts:
     journal: Journal | None = None
 
 
+_STATIC_FINGERPRINT: dict[str, Any] = {}
+
+
 def fingerprint() -> dict[str, Any]:
     """Facts a replay compares to judge its faithfulness."""
     import locale
     import platform
     import sys
+    import time
 
+    if not _STATIC_FINGERPRINT:
+        _STATIC_FINGERPRINT.update(
+            python=platform.python_version(),
+            implementation=platform.python_implementation(),
+            platform=platform.platform(),
+            hermetic=HERMETIC_VERSION,
+            executable=sys.executable,
+        )
     try:
         current_locale = locale.setlocale(locale.LC_ALL)
     except locale.Error:
         current_locale = None
     return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
+        **_STATIC_FINGERPRINT,
         "tz": os.environ.get("TZ"),
         "tzname": list(time.tzname),
         "locale": current_locale,
         "hash_seed": os.environ.get("PYTHONHASHSEED"),
-        "hermetic": HERMETIC_VERSION,
-        "executable": sys.executable,
     }
 
 
 class _Active:
-    """State of the attempt in progress (one at a time per process)."""
+    """The attempt in progress (one at a time per process)."""
+
+    __slots__ = ("clock", "entropy", "fs", "patches", "policy", "random_seed", "saved",
+                 "spec", "trace")  # fmt: skip
 
     def __init__(self, spec: SandboxSpec) -> None:
         self.spec = spec
+        self.saved = state.Saved()
         self.patches = Patches()
         self.trace = Trace(keep=True)
-        self.env = _environ_snapshot()
-        self.cwd = os.getcwd()
-        self.tz = _tz_state()
-        self.random_state = random.getstate()
-        self.random_seed: str | None = None
+        self.random_seed: int | None = None
         self.clock: ClockSource | None = None
         self.entropy: entropy.Entropy | None = None
         self.policy: netguard.Policy | None = None
         self.fs: FsPaths | None = None
-        self.tempdir = tempfile.tempdir
 
 
-def _environ_snapshot() -> dict[Any, Any]:
-    data = getattr(os.environ, "_data", None)
-    return dict(data) if data is not None else dict(os.environ)
-
-
-def _tz_state() -> tuple[Any, ...]:
-    return (time.tzname, time.timezone, time.altzone, time.daylight)
+def _replayed(spec: SandboxSpec) -> SandboxSpec:
+    """A record journal's configuration wins over the local one (queues line up)."""
+    journal = spec.replay
+    if journal is None or journal.mode != "record":
+        return spec
+    config = journal.config
+    changes: dict[str, Any] = {}
+    if config.get("clock") in ("virtual", "off"):
+        changes["clock"] = config["clock"]
+    if config.get("rng") in ("all", "seed", "off"):
+        changes["rng"] = config["rng"]
+    return replace(spec, **changes) if changes else spec
 
 
 class Engine:
@@ -302,12 +216,6 @@ class Engine:
     """
 
     def __init__(self) -> None:
-        # Modules imported *during* an attempt bind the frozen classes (their
-        # `from datetime import datetime` runs while it is swapped). sqlite3
-        # keys its adapters by class, so import it now, with the real ones.
-        import sqlite3  # noqa: F401
-
-        self._refs = datetimes.ReferenceIndex()
         self._active: _Active | None = None
         netguard.ensure_audit_hook()
 
@@ -318,83 +226,40 @@ class Engine:
     def enter(self, spec: SandboxSpec) -> hermetic.SandboxHandle:
         if self._active is not None:
             raise hermetic.SandboxActiveError("hermetic-hunt: an attempt sandbox is already open")
-        state = _Active(spec)
-        self._active = state
+        active = _Active(_replayed(spec))
+        self._active = active
         try:
-            handle = self._enter(state)
+            return self._enter(active)
         except BaseException:
-            self._restore(state)
             self._active = None
+            self._restore(active)
             raise
-        return handle
 
-    def _enter(self, state: _Active) -> hermetic.SandboxHandle:
-        spec = state.spec
-        patches = state.patches
+    def _enter(self, active: _Active) -> hermetic.SandboxHandle:
+        spec = active.spec
         if spec.fs == "isolate":
-            state.fs = _isolate_fs(spec.chdir)
-        if spec.scrub_env:
-            for key in list(os.environ):
-                if key not in _SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
-                    del os.environ[key]
-        for key, value in spec.env:
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-        trace = state.trace
-        replay = spec.replay
+            active.fs = _isolate_fs(spec.chdir)
+        if spec.scrub_env or spec.env:
+            _apply_env(spec)
         if spec.rng != "off":
-            if spec.mode == "record":
-                state.random_seed = entropy.REAL_URANDOM(16).hex()
-                random.seed(int(state.random_seed, 16))
-            elif replay is not None and replay.random_seed is not None:
-                state.random_seed = replay.random_seed
-                random.seed(int(replay.random_seed, 16))
-            else:
-                random.seed(spec.seed)
-            if spec.rng == "all":
-                seeded = entropy.SeededEntropy(spec.seed, trace)
-                if spec.mode == "record":
-                    state.entropy = entropy.RecordEntropy(trace)
-                elif replay is not None and replay.mode == "record":
-                    state.entropy = entropy.ReplayEntropy(
-                        list(replay.events.get("urandom", [])), seeded, spec.strict_replay,
-                        _exhausted, _mismatch, trace,
-                    )  # fmt: skip
-                else:
-                    state.entropy = seeded
-                entropy.install(patches, state.entropy)
-
+            _enter_rng(active)
         if spec.clock == "virtual":
-            seeded_clock = SeededClock(spec.now, spec.tick, spec.spin_limit, trace, _spin_error)
-            if spec.mode == "record":
-                state.clock = RecordClock(trace)
-            elif replay is not None and replay.mode == "record":
-                queues = {k: v for k, v in replay.events.items() if k in ("time", "monotonic",
-                                                                             "perf_counter")}
-                state.clock = ReplayClock(queues, seeded_clock, spec.strict_replay, _exhausted,
-                                          trace)  # fmt: skip
-            else:
-                state.clock = seeded_clock
-            install_time(patches, state.clock)
-            self._refs.install(patches, spec.deep_datetime)
-            datetimes.set_clock(state.clock)
-
+            _enter_clock(active)
+        else:
+            active.patches.update(_TIME_NAMESPACE, clock_patch.TZSET_PATCH)
         if spec.network != "off":
             allowlist = spec.network if isinstance(spec.network, tuple) else ()
-            state.policy = netguard.Policy(
+            active.policy = netguard.Policy(
                 allowlist, spec.allow_loopback, spec.allow_unix, NetworkBlocked
             )
-            netguard.install(patches, state.policy)
-
+            netguard.install(active.patches, active.policy)
+        # Our clock, paths and policy have hermetic's interface (duck-typed).
         handle = hermetic.SandboxHandle(
             seed=spec.seed,
             mode={"seeded": "deterministic"}.get(spec.mode, spec.mode),
-            clock=ClockControl(state.clock),
-            fs=state.fs,
-            policy=state.policy,
+            clock=ClockControl(active.clock),  # type: ignore[arg-type]
+            fs=active.fs,  # type: ignore[arg-type]
+            policy=active.policy,  # type: ignore[arg-type]
             journal_path=None,
             replay_warnings=[],
         )
@@ -403,106 +268,133 @@ class Engine:
 
     def exit(self, *, keep_journal: bool = False) -> AttemptFacts:
         """Close the attempt's sandbox; ``keep_journal`` builds its journal."""
-        state = self._active
-        if state is None:
+        active = self._active
+        if active is None:
             return AttemptFacts()
         self._active = None
-        facts = AttemptFacts()
-        facts.counts = dict(state.trace.counts)
-        if state.policy is not None:
-            facts.violations = list(state.policy.violations)
-        if len(state.trace.threads) > 1:
-            facts.counts["threads"] = len(state.trace.threads)
-        facts.warnings = _replay_warnings(state)
-        facts.leaks = self._restore(state)
+        trace = active.trace
+        facts = AttemptFacts(counts=dict(trace.counts))
+        if active.policy is not None:
+            facts.violations = list(active.policy.violations)
+        if len(trace.threads) > 1:
+            facts.counts["threads"] = len(trace.threads)
+        facts.warnings = _replay_warnings(active)
+        end_state = (
+            state.random_state() if keep_journal and active.random_seed is not None else None
+        )
+        facts.leaks = self._restore(active)
         if facts.leaks:
             facts.counts["leaks"] = facts.leaks
-        if keep_journal and state.spec.mode in ("seeded", "record"):
-            facts.journal = _journal(state)
+        if keep_journal and active.spec.mode in ("seeded", "record"):
+            facts.journal = _journal(active, end_state)
         return facts
 
-    def _restore(self, state: _Active) -> list[str]:
+    def _restore(self, active: _Active) -> list[str]:
         _hermetic_internal._active_handle = None
         netguard.uninstall()
         datetimes.set_clock(None)
-        state.patches.undo()
-        random.setstate(state.random_state)
-        leaks: list[str] = []
-        current_env = _environ_snapshot()
-        if current_env != state.env:
-            changed = sorted(
-                os.fsdecode(key) if isinstance(key, bytes) else str(key)
-                for key in set(current_env) ^ set(state.env)
-                | {k for k in current_env.keys() & state.env.keys() if current_env[k] != state.env[k]}
-            )
-            expected = {k for k, _ in state.spec.env} | (
-                {"HOME", "TMPDIR", "TEMP", "TMP"} if state.fs else set()
-            )
-            leaks.extend(f"env:{name}" for name in changed if name not in expected
-                         and not state.spec.scrub_env)  # fmt: skip
-            _restore_environ(state.env)
-        if _tz_state() != state.tz and hasattr(time, "tzset"):
-            time.tzset()
-            leaks.append("tz")
-        try:
-            moved = os.getcwd() != state.cwd
-        except OSError:
-            moved = True
-        if moved:
-            try:
-                os.chdir(state.cwd)
-            except OSError:
-                os.chdir(os.path.expanduser("~"))
-            if not (state.fs and state.spec.chdir):
-                leaks.append("cwd")
-        tempfile.tempdir = state.tempdir
-        if state.fs is not None:
-            shutil.rmtree(state.fs.root, ignore_errors=True)
+        clock_patch.activate(None)
+        entropy.activate(None)
+        active.patches.undo()
+        spec = active.spec
+        expected = {name for name, _ in spec.env}
+        if active.fs is not None:
+            expected |= {"HOME", "TMPDIR", "TEMP", "TMP"}
+        leaks = state.restore(
+            active.saved,
+            expected_env=frozenset(expected),
+            moved_cwd=active.fs is not None and spec.chdir,
+        )
+        if spec.scrub_env:
+            leaks = [leak for leak in leaks if not leak.startswith("env:")]
+        if active.fs is not None:
+            shutil.rmtree(active.fs.root, ignore_errors=True)
         return leaks
 
 
-def _restore_environ(snapshot: dict[Any, Any]) -> None:
-    decode = os.fsdecode
-    current = _environ_snapshot()
-    for key in list(current):
-        if key not in snapshot:
-            os.environ.pop(decode(key) if isinstance(key, bytes) else key, None)
-    for key, value in snapshot.items():
-        if current.get(key) != value:
-            os.environ[decode(key) if isinstance(key, bytes) else key] = (
-                decode(value) if isinstance(value, bytes) else value
-            )
+def _apply_env(spec: SandboxSpec) -> None:
+    if spec.scrub_env:
+        for key in list(os.environ):
+            if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
+                del os.environ[key]
+    for key, value in spec.env:
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _enter_rng(active: _Active) -> None:
+    spec, trace, replay = active.spec, active.trace, active.spec.replay
+    if spec.mode == "record":
+        # Fresh real entropy: every record-mode attempt explores its own stream.
+        active.random_seed = int.from_bytes(entropy.REAL_URANDOM(16), "big")
+    elif replay is not None and replay.random_seed is not None:
+        active.random_seed = int(replay.random_seed, 16)
+    else:
+        active.random_seed = spec.seed
+    state.seed_random(active.random_seed)
+    if spec.rng != "all":
+        return
+    seeded = entropy.SeededEntropy(spec.seed, trace)
+    source: entropy.Entropy = seeded
+    if spec.mode == "record":
+        source = entropy.RecordEntropy(trace)
+    elif replay is not None and replay.mode == "record":
+        source = entropy.ReplayEntropy(
+            list(replay.events.get("urandom", [])), seeded, spec.strict_replay,
+            _exhausted, _mismatch, trace,
+        )  # fmt: skip
+    active.entropy = source
+    entropy.activate(source)
+    active.patches.update(_OS_NAMESPACE, entropy.OS_PATCH)
+    active.patches.update(_RANDOM_NAMESPACE, entropy.RANDOM_PATCH)
+
+
+def _enter_clock(active: _Active) -> None:
+    spec, trace, replay = active.spec, active.trace, active.spec.replay
+    seeded = SeededClock(spec.now, spec.tick, spec.spin_limit, trace, _spin_error)
+    source: ClockSource = seeded
+    if spec.mode == "record":
+        source = RecordClock(trace)
+    elif replay is not None and replay.mode == "record":
+        queues = {k: v for k, v in replay.events.items() if k in clock_patch.CLOCK_SOURCES}
+        source = ReplayClock(queues, seeded, spec.strict_replay, _exhausted, trace)
+    active.clock = source
+    clock_patch.activate(source)
+    datetimes.set_clock(source)
+    active.patches.update(_TIME_NAMESPACE, clock_patch.TIME_PATCH)
+    datetimes.install(active.patches)
 
 
 def _isolate_fs(chdir: bool) -> FsPaths:
     saved = tempfile.tempdir
-    root = os.path.realpath(tempfile.mkdtemp(prefix="hermetic-hunt-"))
+    root = Path(tempfile.mkdtemp(prefix="hermetic-hunt-")).resolve()
     tempfile.tempdir = saved
-    paths = FsPaths(root, os.path.join(root, "cwd"), os.path.join(root, "home"),
-                    os.path.join(root, "tmp"))  # fmt: skip
+    paths = FsPaths(root, root / "cwd", root / "home", root / "tmp")
     for path in (paths.cwd, paths.home, paths.tmp):
-        os.mkdir(path)
+        path.mkdir()
     for var in ("TMPDIR", "TEMP", "TMP"):
-        os.environ[var] = paths.tmp
-    os.environ["HOME"] = paths.home
-    tempfile.tempdir = paths.tmp
+        os.environ[var] = str(paths.tmp)
+    os.environ["HOME"] = str(paths.home)
+    tempfile.tempdir = str(paths.tmp)
     if chdir:
         os.chdir(paths.cwd)
     return paths
 
 
-def _replay_warnings(state: _Active) -> list[str]:
+def _replay_warnings(active: _Active) -> list[str]:
     warnings = []
-    clock = state.clock
-    if isinstance(clock, ReplayClock):
-        for source, (used, recorded) in sorted(clock.unconsumed().items()):
+    source = active.clock
+    if isinstance(source, ReplayClock):
+        for name, (used, recorded) in sorted(source.unconsumed().items()):
             warnings.append(
-                f"replay read {source} {used} of {recorded} recorded time(s): the code path "
+                f"replay read {name} {used} of {recorded} recorded time(s): the code path "
                 "consumed less than the recording"
             )
-    source = state.entropy
-    if isinstance(source, entropy.ReplayEntropy):
-        left = source.unconsumed()
+    drawn = active.entropy
+    if isinstance(drawn, entropy.ReplayEntropy):
+        left = drawn.unconsumed()
         if left:
             warnings.append(
                 f"replay drew urandom {left[0]} of {left[1]} recorded time(s): the code path "
@@ -511,23 +403,36 @@ def _replay_warnings(state: _Active) -> list[str]:
     return warnings
 
 
-def _journal(state: _Active) -> Journal:
-    spec = state.spec
-    trace = state.trace
+def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
+    spec = active.spec
+    trace = active.trace
+    counts = dict(trace.counts)
+    if end_state is not None and active.random_seed is not None:
+        words = state.words_consumed(active.random_seed, end_state)
+        if words is not None:
+            counts["random"] = words
     return Journal(
         test=spec.test_id,
         mode="record" if spec.mode == "record" else "seeded",
         seed=spec.seed,
         now=spec.now,
-        random_seed=state.random_seed,
-        config={"clock": spec.clock, "rng": spec.rng, "tick": spec.tick,
-                "network": "off" if spec.network == "off" else "block"},  # fmt: skip
+        random_seed=_hex(active.random_seed) if spec.mode == "record" else None,
+        config={
+            "clock": spec.clock,
+            "rng": spec.rng,
+            "tick": spec.tick,
+            "network": "off" if spec.network == "off" else "block",
+        },
         events={k: list(v) for k, v in trace.values.items()},
-        counts=dict(trace.counts),
+        counts=counts,
         overflow=tuple(sorted(trace.overflow)),
         threads=len(trace.threads),
         fingerprint=fingerprint(),
     )
+
+
+def _hex(value: int | None) -> str | None:
+    return None if value is None else f"{value:x}"
 
 
 def real_time() -> float:

@@ -14,21 +14,23 @@ each attempt) and, when asked, keeps a trace of the values it handed out.
 from __future__ import annotations
 
 import threading
-import time as _time
+import time as _time_module
 from collections.abc import Callable
 from typing import Any
 
-from hermetic_hunt._sandbox.patches import Patches
-
-REAL_TIME = _time.time
-REAL_MONOTONIC = _time.monotonic
-REAL_PERF_COUNTER = _time.perf_counter
-REAL_SLEEP = _time.sleep
-REAL_LOCALTIME = _time.localtime
-REAL_GMTIME = _time.gmtime
-REAL_CTIME = _time.ctime
-REAL_STRFTIME = _time.strftime
-REAL_ASCTIME = _time.asctime
+REAL_TIME = _time_module.time
+REAL_TIME_NS = _time_module.time_ns
+REAL_MONOTONIC = _time_module.monotonic
+REAL_MONOTONIC_NS = _time_module.monotonic_ns
+REAL_PERF_COUNTER = _time_module.perf_counter
+REAL_PERF_COUNTER_NS = _time_module.perf_counter_ns
+REAL_SLEEP = _time_module.sleep
+REAL_LOCALTIME = _time_module.localtime
+REAL_GMTIME = _time_module.gmtime
+REAL_CTIME = _time_module.ctime
+REAL_STRFTIME = _time_module.strftime
+REAL_ASCTIME = _time_module.asctime
+REAL_TZSET: Callable[[], None] | None = getattr(_time_module, "tzset", None)
 
 _MONO_BASE = 10_000.0
 _PERF_BASE = 20_000.0
@@ -36,6 +38,7 @@ _PERF_BASE = 20_000.0
 #: as overflowed (counts stay exact).
 TRACE_CAP = 20_000
 CLOCK_SOURCES = ("time", "monotonic", "perf_counter")
+TIME_NAMESPACE: dict[str, Any] = vars(_time_module)
 
 
 class Trace:
@@ -257,36 +260,118 @@ class ReplayClock(ClockSource):
         }
 
 
-def install_time(patches: Patches, source: ClockSource) -> None:
-    """Point the ``time`` module's clock functions at ``source``."""
-    mod = _time
+_source: ClockSource | None = None
+_tzset_called = False
 
-    def localtime(secs: float | None = None) -> _time.struct_time:
-        return REAL_LOCALTIME(source.wall() if secs is None else secs)
 
-    def gmtime(secs: float | None = None) -> _time.struct_time:
-        return REAL_GMTIME(source.wall() if secs is None else secs)
+# The patched ``time`` functions are created once and read the active source,
+# so entering an attempt is one dict update, not new closures. Called with no
+# attempt active (a reference kept past an attempt), they are the real ones.
 
-    def ctime(secs: float | None = None) -> str:
-        return REAL_CTIME(source.wall() if secs is None else secs)
 
-    omitted: Any = object()
+def _time() -> float:
+    source = _source
+    return REAL_TIME() if source is None else source.wall()
 
-    def strftime(fmt: str, t: Any = omitted) -> str:
-        return REAL_STRFTIME(fmt, REAL_LOCALTIME(source.wall()) if t is omitted else t)
 
-    def asctime(t: Any = omitted) -> str:
-        return REAL_ASCTIME(REAL_LOCALTIME(source.wall()) if t is omitted else t)
+def _time_ns() -> int:
+    source = _source
+    return REAL_TIME_NS() if source is None else int(source.wall() * 1e9)
 
-    patches.set(mod, "time", source.wall)
-    patches.set(mod, "time_ns", lambda: int(source.wall() * 1e9))
-    patches.set(mod, "monotonic", source.monotonic)
-    patches.set(mod, "monotonic_ns", lambda: int(source.monotonic() * 1e9))
-    patches.set(mod, "perf_counter", source.perf_counter)
-    patches.set(mod, "perf_counter_ns", lambda: int(source.perf_counter() * 1e9))
-    patches.set(mod, "sleep", source.sleep)
-    patches.set(mod, "localtime", localtime)
-    patches.set(mod, "gmtime", gmtime)
-    patches.set(mod, "ctime", ctime)
-    patches.set(mod, "strftime", strftime)
-    patches.set(mod, "asctime", asctime)
+
+def _monotonic() -> float:
+    source = _source
+    return REAL_MONOTONIC() if source is None else source.monotonic()
+
+
+def _monotonic_ns() -> int:
+    source = _source
+    return REAL_MONOTONIC_NS() if source is None else int(source.monotonic() * 1e9)
+
+
+def _perf_counter() -> float:
+    source = _source
+    return REAL_PERF_COUNTER() if source is None else source.perf_counter()
+
+
+def _perf_counter_ns() -> int:
+    source = _source
+    return REAL_PERF_COUNTER_NS() if source is None else int(source.perf_counter() * 1e9)
+
+
+def _sleep(seconds: float) -> None:
+    source = _source
+    if source is None:
+        REAL_SLEEP(seconds)
+    else:
+        source.sleep(seconds)
+
+
+def _wall_or(secs: float | None) -> float | None:
+    if secs is not None:
+        return secs
+    source = _source
+    return None if source is None else source.wall()
+
+
+def _localtime(secs: float | None = None) -> _time_module.struct_time:
+    return REAL_LOCALTIME(_wall_or(secs))
+
+
+def _gmtime(secs: float | None = None) -> _time_module.struct_time:
+    return REAL_GMTIME(_wall_or(secs))
+
+
+def _ctime(secs: float | None = None) -> str:
+    return REAL_CTIME(_wall_or(secs))
+
+
+_OMITTED: Any = object()
+
+
+def _strftime(format: str, t: Any = _OMITTED) -> str:
+    return REAL_STRFTIME(format, REAL_LOCALTIME(_wall_or(None)) if t is _OMITTED else t)
+
+
+def _asctime(t: Any = _OMITTED) -> str:
+    return REAL_ASCTIME(REAL_LOCALTIME(_wall_or(None)) if t is _OMITTED else t)
+
+
+def _tzset() -> None:
+    # Noted so the engine re-syncs the C timezone after the attempt.
+    global _tzset_called
+    _tzset_called = True
+    if REAL_TZSET is not None:
+        REAL_TZSET()
+
+
+#: What an attempt with a virtual clock puts into the ``time`` module.
+TIME_PATCH: dict[str, Any] = {
+    "time": _time,
+    "time_ns": _time_ns,
+    "monotonic": _monotonic,
+    "monotonic_ns": _monotonic_ns,
+    "perf_counter": _perf_counter,
+    "perf_counter_ns": _perf_counter_ns,
+    "sleep": _sleep,
+    "localtime": _localtime,
+    "gmtime": _gmtime,
+    "ctime": _ctime,
+    "strftime": _strftime,
+    "asctime": _asctime,
+}
+#: Every attempt (any clock) watches ``time.tzset`` (see :func:`take_tzset_called`).
+TZSET_PATCH: dict[str, Any] = {"tzset": _tzset} if REAL_TZSET is not None else {}
+
+
+def activate(source: ClockSource | None) -> None:
+    """Point the patched functions at ``source`` (None: real time)."""
+    global _source
+    _source = source
+
+
+def take_tzset_called() -> bool:
+    """Whether ``time.tzset()`` ran since the last call (and reset the flag)."""
+    global _tzset_called
+    called, _tzset_called = _tzset_called, False
+    return called

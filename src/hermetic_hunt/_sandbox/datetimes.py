@@ -1,32 +1,40 @@
-"""Frozen ``datetime.datetime.now()`` / ``date.today()`` that libraries accept.
+"""Frozen ``datetime.now()`` / ``date.today()``, patched on the real classes.
 
-``datetime.datetime`` is a C type whose classmethods cannot be patched, so
-while an attempt runs the ``datetime`` module (and every module that did
-``from datetime import datetime``) sees :class:`FrozenDatetime`, a subclass
-whose ``now``/``utcnow``/``today`` read the attempt's clock.
+``datetime.datetime`` is an immutable C type, so freezegun-style tools swap
+the *class*: a subclass goes into the ``datetime`` module and into every
+module that did ``from datetime import datetime``. That costs a scan of
+``sys.modules`` per attempt, and the swap shows: real instances no longer
+pickle ("not the same object as datetime.datetime"), ``type(x) is datetime``
+fails, and a module imported during the swap (``sqlite3``, a registry keyed
+by class) binds the wrong class for good.
 
-Three choices keep it invisible to the code under test:
+Instead, the attempt patches the three classmethods that read the clock --
+``datetime.now``, ``datetime.utcnow`` and ``date.today`` (which
+``datetime.today`` inherits) -- in the types' own dicts. CPython keeps a
+type's attributes in a plain dict behind the read-only mappingproxy
+(``gc.get_referents`` hands it over); after writing it, ``PyType_Modified``
+drops the attribute caches of the type and its subclasses. So:
 
-* Every *instance* is a real ``datetime``/``date``: the constructor and the
-  C classmethods (``fromtimestamp``, ``fromisoformat``, ...) build real
-  objects. So ``sqlite3`` binds them with its default adapters, ``pickle``
-  round-trips them, and ``type(x) is real_datetime`` holds.
-* ``isinstance(x, datetime.datetime)`` stays true for real instances while
-  the frozen class is in place (metaclass ``__instancecheck__``).
-* With no attempt active the classes behave exactly like the real ones, so
-  a reference that outlives an attempt is harmless.
+* every way of reaching the classes -- ``datetime.datetime``, ``from
+  datetime import datetime``, subclasses, C code calling ``now`` by name,
+  modules imported during the attempt -- reads the attempt's clock, for a
+  fixed cost (a few dict writes and two cache flushes per enter and exit)
+  whatever the number of modules loaded;
+* nothing else changes: classes, instances, ``isinstance``, pickling,
+  ``sqlite3`` adapters and class-keyed registries see the real types.
 
-Finding ``from datetime import datetime`` references must not cost a scan
-of every loaded module per attempt: :class:`ReferenceIndex` scans a module
-once, when it first appears in ``sys.modules``, and keeps the places to
-patch; entering an attempt patches just those places.
+Outside an attempt the original descriptors are back in place; a bound
+method kept past an attempt falls through to them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import datetime as _dt
+import gc
 import sys
-from types import ModuleType
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from hermetic_hunt._sandbox.clock import ClockSource
@@ -34,6 +42,11 @@ from hermetic_hunt._sandbox.patches import Patches
 
 real_datetime = _dt.datetime
 real_date = _dt.date
+
+_ORIGINAL_NOW: Any = vars(real_datetime)["now"]
+_ORIGINAL_UTCNOW: Any = vars(real_datetime)["utcnow"]
+_ORIGINAL_TODAY: Any = vars(real_date)["today"]
+_UTCNOW_DEPRECATED = sys.version_info >= (3, 12)
 
 _active: ClockSource | None = None
 
@@ -43,140 +56,98 @@ def set_clock(source: ClockSource | None) -> None:
     _active = source
 
 
-class _FrozenDateMeta(type):
-    def __instancecheck__(cls, obj: object) -> bool:
-        if cls is FrozenDate:
-            return isinstance(obj, real_date)
-        return type.__instancecheck__(cls, obj)
-
-    def __subclasscheck__(cls, sub: type) -> bool:
-        if cls is FrozenDate:
-            return issubclass(sub, real_date)
-        return type.__subclasscheck__(cls, sub)
+def _now(cls: Any, tz: Any = None) -> Any:
+    source = _active
+    if source is None:
+        return _ORIGINAL_NOW.__get__(None, cls)(tz)
+    return cls.fromtimestamp(source.wall(), tz)
 
 
-class _FrozenDatetimeMeta(_FrozenDateMeta):
-    def __instancecheck__(cls, obj: object) -> bool:
-        if cls is FrozenDatetime:
-            return isinstance(obj, real_datetime)
-        return type.__instancecheck__(cls, obj)
-
-    def __subclasscheck__(cls, sub: type) -> bool:
-        if cls is FrozenDatetime:
-            return issubclass(sub, real_datetime)
-        return type.__subclasscheck__(cls, sub)
-
-
-class FrozenDate(real_date, metaclass=_FrozenDateMeta):
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is FrozenDate:
-            return real_date(*args, **kwargs)
-        return real_date.__new__(cls, *args, **kwargs)
-
-    @classmethod
-    def today(cls) -> Any:
-        source = _active
-        if source is None:
-            return real_date.today()
-        return real_date.fromtimestamp(source.wall())
+def _utcnow(cls: Any) -> Any:
+    source = _active
+    if source is None:
+        return _ORIGINAL_UTCNOW.__get__(None, cls)()
+    if _UTCNOW_DEPRECATED:  # as loud as the real one
+        warnings.warn(
+            "datetime.datetime.utcnow() is deprecated and scheduled for removal in a future "
+            "version. Use timezone-aware objects to represent datetimes in UTC: "
+            "datetime.datetime.now(datetime.UTC).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    return cls.fromtimestamp(source.wall(), _dt.timezone.utc).replace(tzinfo=None)
 
 
-class FrozenDatetime(real_datetime, metaclass=_FrozenDatetimeMeta):
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if cls is FrozenDatetime:
-            return real_datetime(*args, **kwargs)
-        return real_datetime.__new__(cls, *args, **kwargs)
-
-    @classmethod
-    def now(cls, tz: Any = None) -> Any:
-        source = _active
-        if source is None:
-            return real_datetime.now(tz)
-        return real_datetime.fromtimestamp(source.wall(), tz)
-
-    @classmethod
-    def utcnow(cls) -> Any:
-        source = _active
-        if source is None:
-            return real_datetime.now(_dt.timezone.utc).replace(tzinfo=None)
-        return real_datetime.fromtimestamp(source.wall(), _dt.timezone.utc).replace(tzinfo=None)
-
-    @classmethod
-    def today(cls) -> Any:
-        return cls.now()
+def _today(cls: Any) -> Any:
+    source = _active
+    if source is None:
+        return _ORIGINAL_TODAY.__get__(None, cls)()
+    return cls.fromtimestamp(source.wall())
 
 
-# Pickling the *class* (pickle.dumps(datetime.datetime)) looks it up by name:
-# keep the real names so it resolves to whatever datetime.datetime is.
-for _cls, _name in ((FrozenDatetime, "datetime"), (FrozenDate, "date")):
-    _cls.__module__ = "datetime"
-    _cls.__qualname__ = _name
-    _cls.__name__ = _name
-
-#: Top-level packages whose references are never rewritten: the datetime
-#: machinery itself and the test runner's own timing (durations stay real).
-SKIP_PACKAGES = frozenset(
-    {
-        "datetime",
-        "_datetime",
-        "_strptime",
-        "hermetic",
-        "hermetic_hunt",
-        "_pytest",
-        "pytest",
-        "pluggy",
-        "xdist",
-        "execnet",
-    }
-)
+def _type_dict(cls: type) -> dict[str, Any] | None:
+    referents = gc.get_referents(cls.__dict__)
+    if len(referents) == 1 and isinstance(referents[0], dict):
+        return referents[0]
+    return None
 
 
-class ReferenceIndex:
-    """Where loaded modules hold ``datetime``/``date`` class references.
+def _type_modified() -> Callable[[type], None] | None:
+    api = getattr(ctypes, "pythonapi", None)
+    function = getattr(api, "PyType_Modified", None)
+    if function is None:
+        return None
+    function.argtypes = [ctypes.py_object]
+    function.restype = None
+    return function  # type: ignore[no-any-return]
 
-    :meth:`refresh` is O(1) while no module was imported since the last call;
-    otherwise it scans only modules it has not seen.
-    """
 
-    def __init__(self) -> None:
-        self._seen: dict[str, int] = {}
-        self._refs: list[tuple[ModuleType, str, bool]] = []
-        self._modules_seen = -1
+_DATETIME_DICT = _type_dict(real_datetime)
+_DATE_DICT = _type_dict(real_date)
+_MODIFIED = _type_modified()
+DATETIME_PATCH: dict[str, Any] = {"now": classmethod(_now), "utcnow": classmethod(_utcnow)}
+DATE_PATCH: dict[str, Any] = {"today": classmethod(_today)}
 
-    def refresh(self) -> None:
-        modules = sys.modules
-        if len(modules) == self._modules_seen:
-            return
-        for name, module in list(modules.items()):
-            if module is None or self._seen.get(name) == id(module):
-                continue
-            self._seen[name] = id(module)
-            if name.partition(".")[0] in SKIP_PACKAGES:
-                continue
-            try:
-                namespace = vars(module)
-            except TypeError:
-                continue
-            for attr, value in list(namespace.items()):
-                if value is real_datetime:
-                    self._refs.append((module, attr, True))
-                elif value is real_date:
-                    self._refs.append((module, attr, False))
-        self._modules_seen = len(modules)
 
-    @property
-    def size(self) -> int:
-        return len(self._refs)
+def _flush() -> None:
+    # datetime is a subclass of date: flushing date drops both caches.
+    assert _MODIFIED is not None
+    _MODIFIED(real_date)
 
-    def install(self, patches: Patches, deep: bool) -> None:
-        patches.set(_dt, "datetime", FrozenDatetime)
-        patches.set(_dt, "date", FrozenDate)
-        if not deep:
-            return
-        self.refresh()
-        for module, attr, is_datetime in self._refs:
-            current = module.__dict__.get(attr)
-            if is_datetime and current is real_datetime:
-                patches.set(module, attr, FrozenDatetime)
-            elif not is_datetime and current is real_date:
-                patches.set(module, attr, FrozenDate)
+
+def _works() -> bool:
+    """Whether patching the type dicts takes effect here (CPython does; checked once)."""
+    if _DATETIME_DICT is None or _DATE_DICT is None or _MODIFIED is None:
+        return False
+    patches = Patches()
+    try:
+        install(patches, checked=False)
+        works = all(
+            getattr(cls, name).__func__ is function  # resolved through the cache
+            for cls, name, function in (
+                (real_datetime, "now", _now),
+                (real_datetime, "today", _today),
+                (real_date, "today", _today),
+            )
+        )
+    except Exception:
+        works = False
+    finally:
+        patches.undo()
+    return works and real_datetime.now == _ORIGINAL_NOW.__get__(None, real_datetime)
+
+
+def install(patches: Patches, *, checked: bool = True) -> bool:
+    """Freeze ``now``/``utcnow``/``today`` until ``patches`` is undone (False: unsupported)."""
+    if checked and not AVAILABLE:
+        return False
+    assert _DATETIME_DICT is not None and _DATE_DICT is not None
+    # Undone newest first: the cache flush rides on the first (undone last).
+    patches.update(_DATE_DICT, DATE_PATCH, after=_flush)
+    patches.update(_DATETIME_DICT, DATETIME_PATCH)
+    _flush()
+    return True
+
+
+AVAILABLE: bool = False
+AVAILABLE = _works()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable
+from typing import Any
 
 from hermetic_hunt._sandbox.clock import Trace
-from hermetic_hunt._sandbox.patches import Patches
 
 REAL_URANDOM = os.urandom
 REAL_RANDOM_URANDOM = random._urandom  # type: ignore[attr-defined]
@@ -33,7 +33,9 @@ class SeededEntropy(Entropy):
 
     def bytes(self, n: int) -> bytes:
         if self._rng is None:
-            self._rng = random.Random(self._seed)
+            # Keyed apart from the attempt's `random` stream (seeded with the
+            # bare seed), so uuid4() values are not the same bits as random().
+            self._rng = random.Random(f"urandom:{self._seed}")  # noqa: S311 - reproducible on purpose
         value = self._rng.randbytes(n)
         self.trace.note("urandom", value.hex())
         return value
@@ -92,7 +94,31 @@ class ReplayEntropy(Entropy):
         return (self._used, len(self._draws)) if self._used < len(self._draws) else None
 
 
-def install(patches: Patches, entropy: Entropy) -> None:
-    draw = entropy.bytes
-    patches.set(os, "urandom", draw)
-    patches.set(random, "_urandom", draw)
+_source: Entropy | None = None
+
+
+def _urandom(size: int) -> bytes:
+    source = _source
+    return REAL_URANDOM(size) if source is None else source.bytes(size)
+
+
+def _getrandom(size: int, flags: int = 0) -> bytes:
+    source = _source
+    if source is None:
+        assert REAL_GETRANDOM is not None  # only installed where it exists
+        return REAL_GETRANDOM(size, flags)
+    return source.bytes(size)
+
+
+#: Installed with ``rng="all"`` (the names ``random`` bound at import included).
+OS_PATCH: dict[str, Any] = {"urandom": _urandom}
+REAL_GETRANDOM: Callable[..., bytes] | None = getattr(os, "getrandom", None)
+if REAL_GETRANDOM is not None:
+    OS_PATCH["getrandom"] = _getrandom
+RANDOM_PATCH: dict[str, Any] = {"_urandom": _urandom}
+
+
+def activate(source: Entropy | None) -> None:
+    """Point the patched functions at ``source`` (None: real entropy)."""
+    global _source
+    _source = source

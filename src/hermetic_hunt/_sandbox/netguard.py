@@ -26,6 +26,7 @@ import errno
 import ipaddress
 import socket as _socket_module
 import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 from hermetic_hunt._sandbox.patches import Patches
 from hermetic_hunt.models import Violation
 
-REAL = {
+REAL: dict[str, Any] = {
     "connect": _socket_module.socket.connect,
     "connect_ex": _socket_module.socket.connect_ex,
     "sendto": _socket_module.socket.sendto,
@@ -47,9 +48,12 @@ REAL = {
     "raw_getaddrinfo": _socket.getaddrinfo,
     "raw_socket": _socket.socket,
 }
+"""The functions the guard protects, as they were at import: the wrappers call
+them through this dict (so a test can put a spy in place and prove that a
+blocked call never reached the real function)."""
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 #: Frames of these modules are skipped when naming the call site.
-_PLUMBING = ("socket", "_socket", "ssl", "hermetic_hunt._sandbox", "urllib", "http", "asyncio")
+_PLUMBING = ("socket", "_socket", "ssl", "hermetic_hunt", "urllib", "http", "asyncio")
 
 
 def _host_text(host: object) -> str:
@@ -67,14 +71,44 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _call_site() -> str:
-    frame = sys._getframe(2)
+_LIBRARY_DIRS = tuple(
+    {path for key in ("stdlib", "platstdlib", "purelib", "platlib")
+     if (path := sysconfig.get_paths().get(key))}
+)  # fmt: skip
+_is_library: dict[str, bool] = {}
+
+
+def _library_file(filename: str) -> bool:
+    known = _is_library.get(filename)
+    if known is None:
+        known = _is_library[filename] = filename.startswith(_LIBRARY_DIRS) or filename.startswith(
+            "<"
+        )
+    return known
+
+
+def _plumbing(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in _PLUMBING)
+
+
+def call_site() -> str:
+    """``file:line`` of the code that made the blocked call.
+
+    The innermost frame outside the standard library and installed packages
+    (the user's code that called ``requests``/``urllib``...); failing that,
+    the innermost frame outside the socket plumbing.
+    """
+    frame: Any = sys._getframe(1)
+    fallback = ""
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if not module.startswith(_PLUMBING):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return ""
+        if not _plumbing(module):
+            filename = frame.f_code.co_filename
+            if not _library_file(filename):
+                return f"{filename}:{frame.f_lineno}"
+            fallback = fallback or f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return fallback
 
 
 class Policy:
@@ -131,7 +165,7 @@ class Policy:
                     self._resolved.add((_host_text(address[0]), port))
 
     def block(self, op: str, host: object, port: int | None, reason: str) -> Exception:
-        violation = Violation(op=op, host=_host_text(host), port=port, detail=_call_site())
+        violation = Violation(op=op, host=_host_text(host), port=port, detail=call_site())
         with self._lock:
             self.violations.append(violation)
         return self._blocked_error((violation.host, port), f"{op}: {reason}")
@@ -140,8 +174,8 @@ class Policy:
         if isinstance(address, tuple) and len(address) >= 2:
             host, port = address[0], address[1]
             if not self.allows(host, port if isinstance(port, int) else None):
-                raise self.block(op, host, port if isinstance(port, int) else None,
-                                 "outbound network is blocked during a hunt")
+                number = port if isinstance(port, int) else None
+                raise self.block(op, host, number, "outbound network is blocked during a hunt")
             return
         if isinstance(address, (str, bytes)):
             if not self.allow_unix:
@@ -273,55 +307,63 @@ def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
 _RawSocket: Any = REAL["raw_socket"]
 
 
-class GuardedRawSocket(_RawSocket):  # type: ignore[misc]
+class _RawSocketMeta(type):
+    # While swapped in as `_socket.socket`, every raw socket (made before the
+    # attempt, or a `socket.socket`) still passes isinstance(x, _socket.socket).
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, _RawSocket)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _RawSocket)
+
+
+class GuardedRawSocket(_RawSocket, metaclass=_RawSocketMeta):  # type: ignore[misc]
     """What ``_socket.socket(...)`` makes during an attempt: guarded like ``socket.socket``."""
 
-    def connect(self, address: Any) -> Any:
-        if _active is not None:
-            _active.check_address("connect", address)
-        return _RawSocket.connect(self, address)
-
-    def connect_ex(self, address: Any) -> Any:
-        if _active is not None:
-            try:
-                _active.check_address("connect_ex", address)
-            except ConnectionRefusedError:
-                return errno.ECONNREFUSED
-        return _RawSocket.connect_ex(self, address)
-
-    def sendto(self, data: Any, *args: Any) -> Any:
-        if _active is not None and args:
-            _active.check_address("sendto", args[-1])
-        return _RawSocket.sendto(self, data, *args)
-
-    def sendmsg(self, buffers: Any, *args: Any) -> Any:
-        if _active is not None and len(args) >= 3:
-            _active.check_address("sendmsg", args[2])
-        return _RawSocket.sendmsg(self, buffers, *args)
+    connect = _connect
+    connect_ex = _connect_ex
+    sendto = _sendto
+    if REAL["sendmsg"] is not None:
+        sendmsg = _sendmsg
 
 
 GuardedRawSocket.__module__ = "_socket"
 GuardedRawSocket.__qualname__ = GuardedRawSocket.__name__ = "socket"
 
+_SOCKET_METHODS: dict[str, Any] = {
+    "connect": _connect,
+    "connect_ex": _connect_ex,
+    "sendto": _sendto,
+}
+if REAL["sendmsg"] is not None:
+    _SOCKET_METHODS["sendmsg"] = _sendmsg
+_RESOLVERS: dict[str, Any] = {
+    "gethostbyname": _gethostbyname,
+    "gethostbyname_ex": _gethostbyname_ex,
+    "gethostbyaddr": _gethostbyaddr,
+    "getnameinfo": _getnameinfo,
+}
+SOCKET_MODULE_PATCH: dict[str, Any] = {
+    **_RESOLVERS,
+    "getaddrinfo": _getaddrinfo,
+    "create_connection": _create_connection,
+}
+# socket's resolvers *are* _socket's (``from _socket import *``): one REAL entry each.
+RAW_MODULE_PATCH: dict[str, Any] = {
+    **_RESOLVERS,
+    "getaddrinfo": _raw_getaddrinfo,
+    "socket": GuardedRawSocket,
+}
+
 
 def install(patches: Patches, policy: Policy) -> None:
-    """Guard the socket module for one attempt (undone with ``patches``)."""
+    """Guard the socket modules for one attempt (undone with ``patches``)."""
     global _active
     sock = _socket_module.socket
-    patches.set(sock, "connect", _connect)
-    patches.set(sock, "connect_ex", _connect_ex)
-    patches.set(sock, "sendto", _sendto)
-    if REAL["sendmsg"] is not None:
-        patches.set(sock, "sendmsg", _sendmsg)
-    for module in (_socket_module, _socket):
-        patches.set(module, "gethostbyname", _gethostbyname)
-        patches.set(module, "gethostbyname_ex", _gethostbyname_ex)
-        patches.set(module, "gethostbyaddr", _gethostbyaddr)
-        patches.set(module, "getnameinfo", _getnameinfo)
-    patches.set(_socket_module, "getaddrinfo", _getaddrinfo)
-    patches.set(_socket, "getaddrinfo", _raw_getaddrinfo)
-    patches.set(_socket_module, "create_connection", _create_connection)
-    patches.set(_socket, "socket", GuardedRawSocket)
+    for name, wrapper in _SOCKET_METHODS.items():
+        patches.setattr(sock, name, wrapper)
+    patches.update(vars(_socket_module), SOCKET_MODULE_PATCH)
+    patches.update(vars(_socket), RAW_MODULE_PATCH)
     _active = policy
 
 

@@ -1,0 +1,153 @@
+"""What one attempt's sandbox is: :class:`SandboxSpec`, and the marker that configures it.
+
+``@pytest.mark.hermetic(**kwargs)`` takes hermetic-sandbox's own keyword
+arguments (see its README); :func:`spec_from_marker` validates them into a
+spec, with a one-line :class:`~hermetic_hunt.errors.BadOption` naming the bad
+value and the accepted ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from hermetic_hunt.errors import BadOption
+from hermetic_hunt.journal import Journal
+
+DEFAULT_TICK = 1e-6
+DEFAULT_SPIN_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """How one attempt is sandboxed (hermetic's keyword arguments + ours)."""
+
+    seed: int
+    now: float
+    mode: str = "seeded"  # seeded | record | replay
+    test_id: str = ""
+    tick: float = DEFAULT_TICK
+    clock: str = "virtual"
+    rng: str = "all"
+    network: str | tuple[str, ...] = "block"
+    allow_loopback: bool = True
+    allow_unix: bool = True
+    fs: str = "off"
+    chdir: bool = True
+    env: tuple[tuple[str, str | None], ...] = ()
+    scrub_env: bool = False
+    deep_datetime: bool = True
+    spin_limit: int = DEFAULT_SPIN_LIMIT
+    strict_replay: bool = True
+    replay: Journal | None = None
+
+    @property
+    def blocks_network(self) -> bool:
+        return self.network != "off"
+
+
+_BOOL_KEYS = ("allow_loopback", "allow_unix", "chdir", "scrub_env", "strict_replay",
+              "deep_datetime")  # fmt: skip
+_CHOICES = {"clock": ("virtual", "off"), "rng": ("all", "seed", "off"), "fs": ("off", "isolate")}
+_MARKER_KEYS = frozenset(
+    {"off", "seed", "now", "tick", "network", "env", "spin_limit", *_BOOL_KEYS, *_CHOICES}
+)
+#: What ``scrub_env=True`` keeps (plus ``PYTEST_*`` and ``HERMETIC*``).
+SCRUB_KEEP = frozenset(
+    {"PATH", "HOME", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
+     "SHELL", "USER", "PYTHONHASHSEED", "VIRTUAL_ENV", "PYTHONPATH"}
+)  # fmt: skip
+#: Start times a datetime can represent (years 1..9999), in epoch seconds.
+_FIRST_INSTANT = -62_135_596_800.0
+_LAST_INSTANT = 253_402_300_799.0
+
+
+def _bad(key: str, expected: str, value: Any) -> BadOption:
+    return BadOption(f"@pytest.mark.hermetic({key}=...): expected {expected}, got {value!r}")
+
+
+def start_time(value: Any) -> float:
+    """An ISO date, ``datetime`` or epoch seconds as epoch seconds (naive = UTC)."""
+    seconds: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        seconds = aware.timestamp()
+    elif isinstance(value, str):
+        try:
+            return start_time(datetime.fromisoformat(value))
+        except ValueError:
+            pass
+    if seconds is None or not _FIRST_INSTANT <= seconds <= _LAST_INSTANT:
+        raise _bad("now", "an ISO date, a datetime or epoch seconds within years 1-9999", value)
+    return seconds
+
+
+def _network(value: Any) -> str | tuple[str, ...]:
+    if isinstance(value, str):
+        if value not in ("block", "off", "allow"):
+            raise _bad("network", "'block', 'off' or a list of 'host[:port]'", value)
+        return "off" if value == "allow" else value
+    if isinstance(value, (list, tuple, set, frozenset)) and all(
+        isinstance(entry, str) and entry for entry in value
+    ):
+        return tuple(sorted(value)) if isinstance(value, (set, frozenset)) else tuple(value)
+    raise _bad("network", "'block', 'off' or a list of 'host[:port]'", value)
+
+
+def _env(value: Any) -> tuple[tuple[str, str | None], ...]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()
+    ):
+        raise _bad("env", "a dict of str to str (or None to unset)", value)
+    return tuple(value.items())
+
+
+def _value(key: str, value: Any) -> Any:
+    if key == "seed":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _bad(key, "a non-negative int", value)
+        return value & ((1 << 63) - 1)
+    if key == "now":
+        return start_time(value)
+    if key == "network":
+        return _network(value)
+    if key == "env":
+        return _env(value)
+    if key == "tick":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise _bad(key, "a non-negative number of seconds", value)
+        return float(value)
+    if key == "spin_limit":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _bad(key, "a non-negative int (0 disables the spin detector)", value)
+        return value
+    if key in _BOOL_KEYS:
+        if not isinstance(value, bool):
+            raise _bad(key, "True or False", value)
+        return value
+    if value not in _CHOICES[key]:
+        raise _bad(key, f"one of {', '.join(map(repr, _CHOICES[key]))}", value)
+    return value
+
+
+def spec_from_marker(base: SandboxSpec, kwargs: Mapping[str, Any]) -> SandboxSpec | None:
+    """Apply ``@pytest.mark.hermetic(**kwargs)`` to ``base``; None means ``off=True``."""
+    unknown = sorted(set(kwargs) - _MARKER_KEYS)
+    if unknown:
+        if any(key in ("record", "replay") for key in unknown):
+            raise BadOption(
+                f"@pytest.mark.hermetic({unknown[0]}=...) is not allowed during a hunt: "
+                "use --hermetic-hunt-mode=record, then --hermetic-replay-db"
+            )
+        raise BadOption(
+            f"@pytest.mark.hermetic got unknown argument(s) {', '.join(unknown)}; "
+            f"expected some of: {', '.join(sorted(_MARKER_KEYS))}"
+        )
+    if kwargs.get("off"):
+        return None
+    changes = {key: _value(key, value) for key, value in kwargs.items() if key != "off"}
+    return replace(base, **changes)

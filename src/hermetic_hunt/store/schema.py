@@ -106,7 +106,7 @@ def _initial(db: Any) -> None:
             first_run_id INTEGER REFERENCES runs(id),
             last_run_id INTEGER REFERENCES runs(id),
             kinds TEXT NOT NULL DEFAULT '[]',  -- JSON list of kinds
-            status TEXT NOT NULL DEFAULT 'pending',  -- pending | isolated | partial | skipped
+            status TEXT NOT NULL DEFAULT 'pending',  -- see docs/isolation.md
             evidence TEXT NOT NULL DEFAULT '{}',
             reproducer TEXT,                   -- JSON (see docs/database.md)
             polluters TEXT NOT NULL DEFAULT '[]',     -- JSON list of minimal sets
@@ -130,6 +130,7 @@ def _initial(db: Any) -> None:
             outcome TEXT NOT NULL,             -- passed | failed | timeout | error
             detail TEXT NOT NULL DEFAULT '',
             duration REAL NOT NULL,
+            journal BLOB,                      -- record-mode probe that failed: its journal
             created_at TEXT NOT NULL
         );
         CREATE INDEX isolation_steps_flake ON isolation_steps(flake_id, step);

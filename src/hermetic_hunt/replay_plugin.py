@@ -57,6 +57,17 @@ _CONFLICTS: tuple[tuple[str, str], ...] = (
 
 def configure_replay(config: pytest.Config, value: str) -> None:
     """Set up a replay session (HuntError -> the caller's pytest.UsageError)."""
+    try:
+        _configure(config, value)
+    except HuntError as exc:
+        text = str(exc)
+        if not text.startswith("--hermetic-replay-db"):
+            raise type(exc)(f"--hermetic-replay-db: {text}") from None
+        raise
+
+
+def _configure(config: pytest.Config, value: str) -> None:
+    _check_conflicts(config)
     target = parse_target(value)
     cwd = str(config.invocation_params.dir)
     db_path = Path(cwd, os.path.expanduser(target.path)).resolve()
@@ -74,7 +85,6 @@ def configure_replay(config: pytest.Config, value: str) -> None:
         raise
     config.add_cleanup(store.close)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
-    _check_conflicts(config)
     _one_process(config)
     from hermetic_hunt.plugin import _hand_seeding_to_the_hunt, _register_executor, _value
 
@@ -91,10 +101,10 @@ def configure_replay(config: pytest.Config, value: str) -> None:
     reporter.warnings = faithfulness_warnings(plan, recorded_env, reporter.current_env)
     from hermetic_hunt.executor import AttemptExecutor, ExecSettings
 
-    config.pluginmanager.register(runner, "hermetic-hunt-replay-runner")
-    # Registered after the runner: among trylast hooks it runs first, so a
-    # missing test gets the replay's own, more specific message.
+    # The reporter first: among trylast hooks the earlier registered runs
+    # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
+    config.pluginmanager.register(runner, "hermetic-hunt-replay-runner")
     modes = [step.mode for step in plan.steps if step.mode != "off"]
     executor = AttemptExecutor(ExecSettings(0, modes[0] if modes else "off", marker), runner.locate)
     _register_executor(config, executor)

@@ -74,13 +74,19 @@ def _attempt(row: tuple[Any, ...]) -> AttemptInfo:
 
 def _flake(row: tuple[Any, ...]) -> FlakeInfo:
     kinds = _json(row[3])
+    reproducer = _json(row[5])
+    if row[5] is not None and reproducer is None:
+        raise BadDatabase(
+            f"the reproducer of {_text(row[1])} is malformed (not JSON): the database is "
+            "damaged or was edited; run a new hunt"
+        )
     return FlakeInfo(
         row_id=int(row[0]),
         flake_id=_text(row[1]),
         nodeid=_text(row[2]),
         kinds=tuple(k for k in kinds if isinstance(k, str)) if isinstance(kinds, list) else (),
         status=_text(row[4]),
-        reproducer=_json(row[5]),
+        reproducer=reproducer,
         last_run_id=_int(row[6]),
     )
 

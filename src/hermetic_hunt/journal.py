@@ -38,9 +38,14 @@ VERSION = 1
 MAX_COMPRESSED = 16 * 1024 * 1024
 MAX_DECOMPRESSED = 64 * 1024 * 1024
 MAX_EVENTS_PER_SOURCE = 100_000
+#: Deepest JSON nesting a valid journal has (fingerprint lists: 3).
+MAX_DEPTH = 4
 CLOCK_EVENTS = ("time", "monotonic", "perf_counter", "sleep")
 SOURCES = (*CLOCK_EVENTS, "urandom")
 _MODES = ("seeded", "record")
+_MAX_SEED = (1 << 63) - 1
+#: Epoch seconds a datetime can represent (years 1..9999).
+_INSTANTS = (-62_135_596_800.0, 253_402_300_799.0)
 
 
 @dataclass(frozen=True)
@@ -80,9 +85,19 @@ def encode(journal: Journal) -> bytes:
     return gzip.compress(payload.encode(), compresslevel=6, mtime=0)
 
 
+def _bytes_of(data: object, where: str) -> bytes:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, str):  # JSON text someone stored as TEXT
+        return data.encode("utf-8", "surrogatepass")
+    raise BadJournal(f"{where}: journal is stored as {type(data).__name__}, expected gzip bytes")
+
+
 def _inflate(data: bytes, where: str) -> bytes:
     if len(data) > MAX_COMPRESSED:
-        raise BadJournal(f"{where}: journal is {len(data):,} bytes, over the {MAX_COMPRESSED:,} limit")
+        raise BadJournal(
+            f"{where}: journal is {len(data):,} bytes, over the {MAX_COMPRESSED:,} limit"
+        )
     if data[:2] != b"\x1f\x8b":
         return data
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
@@ -94,15 +109,27 @@ def _inflate(data: bytes, where: str) -> bytes:
         raise BadJournal(f"{where}: journal expands past {MAX_DECOMPRESSED:,} bytes; refusing it")
     if not inflater.eof:
         raise BadJournal(f"{where}: journal is truncated (gzip stream ends early)")
+    if inflater.unused_data:
+        raise BadJournal(
+            f"{where}: journal has {len(inflater.unused_data):,} byte(s) after its gzip stream"
+        )
     return out
 
 
 def _number(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of a parsed JSON value, counted up to ``limit + 1``."""
+    if limit < 0 or not isinstance(value, (dict, list)):
+        return 0
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(child, limit - 1) for child in children), default=0)
 
 
 def _require(condition: bool, where: str, what: str) -> None:
@@ -110,51 +137,31 @@ def _require(condition: bool, where: str, what: str) -> None:
         raise BadJournal(f"{where}: {what}")
 
 
-def decode(data: bytes, *, where: str, expect_test: str | None = None) -> Journal:
-    """Validate and parse a stored journal; ``where`` names it in errors."""
-    raw = _inflate(data, where)
+def _parse(data: object, where: str) -> dict[str, Any]:
+    raw = _inflate(_bytes_of(data, where), where)
     try:
         obj = json.loads(raw)
     except RecursionError:
         raise BadJournal(f"{where}: journal is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadJournal(f"{where}: journal is not JSON ({exc})") from None
-    _require(isinstance(obj, dict), where, "journal is not a JSON object")
+    if not isinstance(obj, dict):
+        raise BadJournal(f"{where}: journal is not a JSON object")
+    _require(
+        _depth(obj, MAX_DEPTH) <= MAX_DEPTH,
+        where,
+        f"journal is nested deeper than a journal is ({MAX_DEPTH} levels)",
+    )
     _require(obj.get("format") == FORMAT, where, "not a hermetic-hunt journal (format field)")
     _require(
         obj.get("version") == VERSION,
         where,
         f"journal version {obj.get('version')!r} is not supported (this version reads {VERSION})",
     )
-    test = obj.get("test")
-    _require(isinstance(test, str) and test != "", where, "'test' must be a nodeid")
-    if expect_test is not None and test != expect_test:
-        raise BadJournal(f"{where}: journal was recorded for {test!r}, not {expect_test!r}")
-    mode = obj.get("mode")
-    _require(mode in _MODES, where, f"'mode' must be one of {', '.join(_MODES)}")
-    seed = obj.get("seed")
-    _require(
-        seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0),
-        where,
-        "'seed' must be a non-negative integer",
-    )
-    now = obj.get("now")
-    _require(now is None or _number(now), where, "'now' must be a number")
-    random_seed = obj.get("random_seed")
-    _require(
-        random_seed is None
-        or (isinstance(random_seed, str) and len(random_seed) <= 64 and _is_hex(random_seed)),
-        where,
-        "'random_seed' must be hex text",
-    )
-    config = obj.get("config", {})
-    _require(isinstance(config, dict), where, "'config' must be an object")
-    for key, value in config.items():
-        _require(
-            isinstance(key, str) and (value is None or isinstance(value, (str, int, float, bool))),
-            where,
-            "'config' values must be plain scalars",
-        )
+    return obj
+
+
+def _events(obj: dict[str, Any], where: str) -> dict[str, list[Any]]:
     events = obj.get("events", {})
     _require(isinstance(events, dict), where, "'events' must be an object")
     clean: dict[str, list[Any]] = {}
@@ -175,23 +182,76 @@ def decode(data: bytes, *, where: str, expect_test: str | None = None) -> Journa
         else:
             _require(all(_number(v) for v in values), where, f"{source!r} events must be numbers")
         clean[source] = values
+    return clean
+
+
+def _scalars(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_scalars(v) and not isinstance(v, list) for v in value)
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def decode(data: object, *, where: str, expect_test: str | None = None) -> Journal:
+    """Validate and parse a stored journal; ``where`` names it in errors.
+
+    ``expect_test`` is the nodeid the journal must have been recorded for
+    (compared exactly). Every problem is one :class:`BadJournal` line.
+    """
+    obj = _parse(data, where)
+    test = obj.get("test")
+    if not isinstance(test, str) or not test:
+        raise BadJournal(f"{where}: 'test' must be a nodeid, got {test!r}")
+    if expect_test is not None and test != expect_test:
+        raise BadJournal(f"{where}: journal was recorded for {test!r}, not {expect_test!r}")
+    mode = obj.get("mode")
+    if mode not in _MODES:
+        raise BadJournal(f"{where}: 'mode' must be one of {', '.join(_MODES)}, got {mode!r}")
+    seed = obj.get("seed")
+    _require(
+        seed is None or (_count(seed) and seed <= _MAX_SEED),
+        where,
+        f"'seed' must be an integer between 0 and 2**63-1, got {seed!r}",
+    )
+    now = obj.get("now")
+    _require(
+        now is None or (_number(now) and _INSTANTS[0] <= now <= _INSTANTS[1]),
+        where,
+        f"'now' must be epoch seconds within years 1-9999, got {now!r}",
+    )
+    random_seed = obj.get("random_seed")
+    _require(
+        random_seed is None
+        or (isinstance(random_seed, str) and 0 < len(random_seed) <= 64 and _is_hex(random_seed)),
+        where,
+        "'random_seed' must be hex text (at most 64 digits)",
+    )
+    config = obj.get("config", {})
+    _require(
+        isinstance(config, dict) and all(_scalars(v) and not isinstance(v, list)
+                                         for v in config.values()),
+        where,
+        "'config' must be an object of plain values",
+    )  # fmt: skip
     counts = obj.get("counts", {})
     _require(
-        isinstance(counts, dict)
-        and all(isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in counts.items()),
+        isinstance(counts, dict) and all(_count(v) for v in counts.values()),
         where,
         "'counts' must map sources to non-negative integers",
     )
     overflow = obj.get("overflow", [])
     _require(
-        isinstance(overflow, list) and all(isinstance(s, str) for s in overflow),
+        isinstance(overflow, list) and all(s in SOURCES for s in overflow),
         where,
         "'overflow' must be a list of source names",
     )
     threads = obj.get("threads", 1)
-    _require(isinstance(threads, int) and threads >= 0, where, "'threads' must be a count")
+    _require(_count(threads), where, f"'threads' must be a count, got {threads!r}")
     fingerprint = obj.get("fingerprint", {})
-    _require(isinstance(fingerprint, dict), where, "'fingerprint' must be an object")
+    _require(
+        isinstance(fingerprint, dict) and all(_scalars(v) for v in fingerprint.values()),
+        where,
+        "'fingerprint' must be an object of plain values or lists of them",
+    )
     return Journal(
         test=test,
         mode=mode,
@@ -199,11 +259,11 @@ def decode(data: bytes, *, where: str, expect_test: str | None = None) -> Journa
         now=float(now) if now is not None else None,
         random_seed=random_seed,
         config=config,
-        events=clean,
+        events=_events(obj, where),
         counts=counts,
         overflow=tuple(overflow),
         threads=threads,
-        fingerprint={k: v for k, v in fingerprint.items() if isinstance(k, str)},
+        fingerprint=fingerprint,
     )
 
 
@@ -212,27 +272,43 @@ def _is_hex(text: str) -> bool:
         bytes.fromhex(text) if len(text) % 2 == 0 else int(text, 16)
     except ValueError:
         return False
-    return True
+    return text.isascii() and "-" not in text and "_" not in text and " " not in text
 
 
-def compare(failing: Journal | dict[str, int], passing: Journal | dict[str, int]) -> list[str]:
+#: How compare() words each source: (verb, unit); the default is ("read", "time(s)").
+_WORDING = {"sleep": ("slept", "time(s)"), "urandom": ("drew", "time(s)"),
+            "random": ("took", "word(s)")}  # fmt: skip
+
+
+def _counts(side: Journal | dict[str, Any]) -> dict[str, int]:
+    counts = side.counts if isinstance(side, Journal) else side
+    return {k: v for k, v in counts.items() if type(v) is int}
+
+
+def compare(failing: Journal | dict[str, Any], passing: Journal | dict[str, Any]) -> list[str]:
     """Source-by-source differences between two attempts, as sentences.
 
     Accepts full journals or bare per-source counts (what every attempt
-    stores). Values are compared only when both sides kept them.
+    stores), e.g. ``time: read 3 time(s) in the failing attempt, 5 in the
+    passing one`` and ``urandom: first different value at draw 2 (...)``.
+    Values are compared only when both sides kept them.
     """
-    fail_counts = failing.counts if isinstance(failing, Journal) else failing
-    pass_counts = passing.counts if isinstance(passing, Journal) else passing
+    fail_counts, pass_counts = _counts(failing), _counts(passing)
     lines = []
     for source in sorted(set(fail_counts) | set(pass_counts)):
         a, b = fail_counts.get(source, 0), pass_counts.get(source, 0)
         if a != b:
-            lines.append(f"{source}: read {a} time(s) in the failing attempt, {b} in the passing one")
+            verb, unit = _WORDING.get(source, ("read", "time(s)"))
+            lines.append(
+                f"{source}: {verb} {a} {unit} in the failing attempt, {b} in the passing one"
+            )
     if isinstance(failing, Journal) and isinstance(passing, Journal):
         for source in SOURCES:
             left, right = failing.events.get(source, []), passing.events.get(source, [])
-            for index, (x, y) in enumerate(zip(left, right), start=1):
+            for index, (x, y) in enumerate(zip(left, right, strict=False), start=1):
                 if x != y:
-                    lines.append(f"{source}: first different value at draw {index} ({x!r} vs {y!r})")
+                    lines.append(
+                        f"{source}: first different value at draw {index} ({x!r} vs {y!r})"
+                    )
                     break
     return lines

@@ -341,10 +341,9 @@ def _enter_rng(active: _Active) -> None:
     if spec.mode == "record":
         source = entropy.RecordEntropy(trace)
     elif replay is not None and replay.mode == "record":
-        source = entropy.ReplayEntropy(
-            list(replay.events.get("urandom", [])), seeded, spec.strict_replay,
-            _exhausted, _mismatch, trace,
-        )  # fmt: skip
+        strict = spec.strict_replay and "urandom" not in replay.overflow
+        draws = list(replay.events.get("urandom", []))
+        source = entropy.ReplayEntropy(draws, seeded, strict, _exhausted, _mismatch, trace)
     active.entropy = source
     entropy.activate(source)
     active.patches.update(_OS_NAMESPACE, entropy.OS_PATCH)
@@ -359,7 +358,7 @@ def _enter_clock(active: _Active) -> None:
         source = RecordClock(trace)
     elif replay is not None and replay.mode == "record":
         queues = {k: v for k, v in replay.events.items() if k in clock_patch.CLOCK_SOURCES}
-        source = ReplayClock(queues, seeded, spec.strict_replay, _exhausted, trace)
+        source = ReplayClock(queues, seeded, spec.strict_replay, _exhausted, trace, replay.overflow)
     active.clock = source
     clock_patch.activate(source)
     datetimes.set_clock(source)

@@ -34,9 +34,11 @@ REAL_TZSET: Callable[[], None] | None = getattr(_time_module, "tzset", None)
 
 _MONO_BASE = 10_000.0
 _PERF_BASE = 20_000.0
-#: Readings kept per source in a journal; beyond it the source is marked
-#: as overflowed (counts stay exact).
+#: Readings kept per source in a journal, and characters of text values
+#: (urandom draws, as hex) in all; beyond either the source is marked as
+#: overflowed (counts stay exact, a replay takes later values from the seed).
 TRACE_CAP = 20_000
+TRACE_CHARS = 2 * 1024 * 1024
 CLOCK_SOURCES = ("time", "monotonic", "perf_counter")
 TIME_NAMESPACE: dict[str, Any] = vars(_time_module)
 
@@ -44,24 +46,31 @@ TIME_NAMESPACE: dict[str, Any] = vars(_time_module)
 class Trace:
     """Per-source counts (always) and values (when ``keep``), thread-aware."""
 
-    __slots__ = ("counts", "keep", "overflow", "threads", "values")
+    __slots__ = ("chars", "counts", "keep", "overflow", "threads", "values")
 
     def __init__(self, keep: bool) -> None:
         self.counts: dict[str, int] = {}
         self.values: dict[str, list[Any]] = {}
         self.keep = keep
+        self.chars = 0
         self.overflow: set[str] = set()
         self.threads: set[int] = set()
 
     def note(self, source: str, value: Any) -> None:
         self.counts[source] = self.counts.get(source, 0) + 1
         self.threads.add(threading.get_ident())
-        if self.keep:
-            queue = self.values.setdefault(source, [])
-            if len(queue) < TRACE_CAP:
-                queue.append(value)
-            else:
+        if not self.keep or source in self.overflow:
+            return
+        queue = self.values.setdefault(source, [])
+        if type(value) is str:
+            self.chars += len(value)
+            if self.chars > TRACE_CHARS:
                 self.overflow.add(source)
+                return
+        if len(queue) < TRACE_CAP:
+            queue.append(value)
+        else:
+            self.overflow.add(source)
 
 
 class ClockSource:
@@ -209,11 +218,14 @@ class ReplayClock(ClockSource):
         strict: bool,
         exhausted: Callable[[str, int], Exception],
         trace: Trace,
+        overflow: tuple[str, ...] = (),
     ) -> None:
         self._queues = {name: list(values) for name, values in queues.items()}
         self._used = dict.fromkeys(self._queues, 0)
         self._fallback = fallback
         self._strict = strict
+        # A source the recording stopped keeping goes on from the seed.
+        self._lenient = frozenset(overflow)
         self._exhausted = exhausted
         self._lock = threading.Lock()
         self.trace = trace
@@ -228,7 +240,7 @@ class ReplayClock(ClockSource):
                 value = queue[used]
                 self.trace.note(source, value)
                 return value
-        if self._strict:
+        if self._strict and source not in self._lenient:
             raise self._exhausted(source, used)
         self.fell_back.add(source)
         return fallback()

@@ -76,6 +76,16 @@ def _raw_copy_works() -> bool:
 RandomState: Any = RawRandomState if _raw_copy_works() else PortableRandomState
 
 
+def _encoded(name: str) -> Any:
+    encode = getattr(os.environ, "encodekey", None)
+    return encode(name) if encode is not None else name
+
+
+#: Variables pytest itself changes around every test phase: never a leak, and
+#: left as pytest set them.
+_PYTEST_OWNED = tuple(_encoded(name) for name in ("PYTEST_CURRENT_TEST",))
+
+
 def _environ() -> dict[Any, Any]:
     data = getattr(os.environ, "_data", None)
     return dict(data) if data is not None else dict(os.environ)
@@ -158,8 +168,13 @@ def restore(saved: Saved, *, expected_env: frozenset[str], moved_cwd: bool) -> l
     saved.generator.gauss_next = saved.gauss
     tempfile.tempdir = saved.tempdir
     data = getattr(os.environ, "_data", None)
-    env_changed = (data if data is not None else _environ()) != saved.env
-    if env_changed:
+    current = data if data is not None else _environ()
+    for key in _PYTEST_OWNED:
+        if key in current:
+            saved.env[key] = current[key]
+        else:
+            saved.env.pop(key, None)
+    if current != saved.env:
         leaks.extend(f"env:{name}" for name in _changed(saved.env) if name not in expected_env)
         _restore_environ(saved.env)
     tz_now = _tz()

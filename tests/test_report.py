@@ -1,0 +1,311 @@
+"""The report: what it says, in each format, from rows stored the way hunts store them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from report_rows import (
+    BROKEN,
+    CLEANER,
+    INCOMPATIBLE,
+    LONELY,
+    POLLUTER,
+    STABLE,
+    VICTIM,
+    VIOLATOR,
+    Rows,
+    sample,
+)
+
+from hermetic_hunt.errors import BadDatabase, UnknownId
+from hermetic_hunt.models import Failure
+from hermetic_hunt.report import render
+from hermetic_hunt.report_load import load_report
+from hermetic_hunt.report_model import Report
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    rows = sample(tmp_path / "flakes.db")
+    rows.close()
+    return tmp_path / "flakes.db"
+
+
+def report_of(db: Path, run: int | None = None) -> Report:
+    from hermetic_hunt.store import Store
+
+    with Store.open(db, create=False) as store:
+        return load_report(store, run, str(db.parent))
+
+
+def test_each_test_gets_its_status_from_its_attempts_and_its_sandbox_off_check(db):
+    statuses = {t.nodeid: t.status for t in report_of(db).tests}
+    assert statuses == {
+        VICTIM: "flaky",
+        LONELY: "flaky",
+        POLLUTER: "stable",
+        CLEANER: "stable",
+        STABLE: "stable",
+        VIOLATOR: "stable",
+        BROKEN: "broken",
+        INCOMPATIBLE: "sandbox-incompatible",
+        "tests/test_skip.py::test_never_runs": "skipped",
+    }
+
+
+def test_the_text_report_explains_a_flake_and_ends_in_a_replay_command(db):
+    text = render(report_of(db), "text")
+    block = text.split("flaky tests (2), most surely failing first:\n", 1)[1]
+    assert block.startswith(
+        f"  F1  {VICTIM}\n"
+        "      victim · isolated · reproducer confirmed\n"
+        "      failed 7 of 10 attempts: 70% (95% CI 40%–89%)\n"
+        f"      polluters: {POLLUTER}\n"
+        f"      cleaners: {CLEANER}\n"
+        "      failure: AssertionError: assert False at tests/test_settings.py:10\n"
+        "      replay: pytest --hermetic-replay-db=flakes.db::F1\n"
+        f"  -   {LONELY}\n"
+        "      not isolated\n"
+        "      failed 1 of 10 attempts: 10% (95% CI 1.8%–40%)\n"
+    )
+    assert re.search(r"replay: pytest --hermetic-replay-db=flakes\.db::A\d+\n", block)
+    assert "(not isolated: the hunt ran with --hermetic-hunt-isolate=off" in text
+
+
+def test_the_text_report_lists_broken_incompatible_violating_stable_and_skipped_tests(db):
+    text = render(report_of(db), "text")
+    assert (
+        text.splitlines()[0] == "hermetic-hunt report · flakes.db · 1 run · 90 attempts of 9 tests"
+    )
+    assert (
+        "2 flaky · 1 broken · 1 sandbox-incompatible · 4 stable · 1 skipped · 1 with network violations"
+        in text
+    )
+    broken = text.split("broken tests (failed in every attempt, with and without the sandbox):\n")[
+        1
+    ]
+    assert broken.startswith(f"  -   {BROKEN}\n      not isolated\n      failed 10 of 10 attempts")
+    assert "without the sandbox: failed" in broken
+    incompatible = text.split(
+        "sandbox-incompatible tests (fail under the sandbox, pass without it):\n"
+    )[1]
+    assert incompatible.startswith(f"  -   {INCOMPATIBLE}\n")
+    assert "without the sandbox: passed" in incompatible
+    assert (
+        f"  {VIOLATOR}\n      create_connection status.example.invalid:443 in 10 attempt(s), first A"
+        in text
+    )
+    assert (
+        "never failed (how sure that is):\n"
+        "  4 tests: 0/10 failures: flake rate < 26% at 95%; 289 more clean attempts each "
+        "would tighten it to < 1%\n"
+    ) in text
+    assert "skipped in every attempt (1):\n  tests/test_skip.py::test_never_runs\n" in text
+
+
+def test_the_bound_of_fifty_clean_attempts_is_six_percent(tmp_path):
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run(rounds=50)
+    rows.attempts(run, STABLE, "P" * 50)
+    rows.close()
+    report = report_of(tmp_path / "flakes.db")
+    assert not report.findings
+    assert (
+        "  1 test: 0/50 failures: flake rate < 6% at 95%; 249 more clean attempts each would "
+        "tighten it to < 1%" in render(report, "text")
+    )
+
+
+def test_findings_are_flaky_broken_or_incompatible_tests_or_violations(tmp_path):
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run()
+    rows.attempts(run, STABLE, "PPP")
+    rows.close()
+    assert not report_of(tmp_path / "flakes.db").findings
+    rows = Rows(tmp_path / "flakes.db")
+    rows.attempts(run, BROKEN, "FFF")
+    rows.close()
+    assert report_of(tmp_path / "flakes.db").findings
+
+
+def test_flaky_tests_are_ranked_by_how_surely_they_fail(tmp_path):
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run()
+    rows.attempts(run, "t.py::one_of_two", "PF")
+    rows.attempts(run, "t.py::often", "PPPPPFFFFFFFFFFFFFFF")
+    rows.attempts(run, "t.py::rarely", "PPPPPPPPPPPPPPPPPPPF")
+    rows.close()
+    ranked = [t.nodeid for t in report_of(tmp_path / "flakes.db").with_status("flaky")]
+    # 1/2 fails at 50% but says little: its interval starts at 9%.
+    assert ranked == ["t.py::often", "t.py::one_of_two", "t.py::rarely"]
+
+
+def test_a_run_can_be_reported_alone(tmp_path):
+    rows = Rows(tmp_path / "flakes.db")
+    first = rows.run()
+    rows.attempts(first, VICTIM, "PFPF")
+    second = rows.run()
+    rows.attempts(second, VICTIM, "PPPPPP")
+    rows.close()
+    only = report_of(tmp_path / "flakes.db", second)
+    assert [(t.nodeid, t.status, t.attempts) for t in only.tests] == [(VICTIM, "stable", 6)]
+    assert [r.id for r in only.runs] == [second]
+    both = report_of(tmp_path / "flakes.db")
+    assert [(t.status, t.attempts, t.failures) for t in both.tests] == [("flaky", 10, 2)]
+    with pytest.raises(UnknownId, match=r"run 9 is not in flakes\.db \(it holds runs 1-2\)"):
+        report_of(tmp_path / "flakes.db", 9)
+
+
+def test_an_empty_database_says_to_run_a_hunt_first(tmp_path):
+    Rows(tmp_path / "flakes.db").close()
+    with pytest.raises(BadDatabase, match=r"holds no runs yet: run a hunt first"):
+        report_of(tmp_path / "flakes.db")
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        ("polluters", '"tests/a.py::t"', "polluters must be a JSON list of sets of test ids"),
+        ("cleaners", "[1, 2]", "cleaners must be a JSON list of test ids"),
+        ("kinds", '["gremlins"]', "unknown flake kind 'gremlins'"),
+        ("kinds", "{not json", "kinds is not valid JSON"),
+        ("reproducer", '{"steps": []}', "reproducer is malformed"),
+    ],
+)
+def test_a_malformed_flake_row_is_named_in_one_line(db, column, value, message):
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE flakes SET {column} = ?", (value,))
+    with pytest.raises(BadDatabase) as info:
+        report_of(db)
+    assert message in str(info.value)
+    assert str(info.value).startswith("flakes.db: flake F1: ")
+    assert "\n" not in str(info.value)
+
+
+def test_the_json_report_keeps_the_documented_keys(db):
+    data = json.loads(render(report_of(db), "json"))
+    assert data["format"] == "hermetic-hunt-report"
+    assert data["version"] == 1
+    assert {"runs", "tests", "flakes"} <= set(data)
+    assert data["runs"][0]["id"] == 1
+    tests = {t["nodeid"]: t for t in data["tests"]}
+    victim = tests[VICTIM]
+    assert {"nodeid", "attempts", "failures", "rate", "interval", "status"} <= set(victim)
+    assert (victim["attempts"], victim["failures"], victim["rate"], victim["status"]) == (
+        10, 7, 0.7, "flaky",
+    )  # fmt: skip
+    assert victim["interval"] == [pytest.approx(0.3968, abs=1e-4), pytest.approx(0.8922, abs=1e-4)]
+    assert tests[STABLE]["interval"] == [0.0, pytest.approx(0.2775, abs=1e-4)]
+    assert tests[STABLE]["bound"] == pytest.approx(0.2589, abs=1e-4)
+    assert {t["status"] for t in data["tests"]} == {
+        "flaky", "stable", "broken", "sandbox-incompatible", "skipped",
+    }  # fmt: skip
+    (flake,) = data["flakes"]
+    assert {
+        "id", "nodeid", "kinds", "polluters", "state_setters", "cleaners", "reproducer",
+        "confirmed", "replay",
+    } <= set(flake)  # fmt: skip
+    assert flake["id"] == "F1"
+    assert flake["nodeid"] == VICTIM
+    assert flake["kinds"] == ["victim"]
+    assert flake["polluters"] == [[POLLUTER]]
+    assert flake["state_setters"] == []
+    assert flake["cleaners"] == [CLEANER]
+    assert flake["confirmed"] is True
+    assert flake["replay"] == "pytest --hermetic-replay-db=flakes.db::F1"
+    assert [s["nodeid"] for s in flake["reproducer"]["steps"]] == [POLLUTER, VICTIM]
+    assert data["violations"][0]["host"] == "status.example.invalid"
+
+
+def test_the_markdown_report_fits_a_step_summary(db):
+    text = render(report_of(db), "markdown")
+    assert text.startswith(
+        "## hermetic-hunt: 2 flaky · 1 broken · 1 sandbox-incompatible · 4 stable · "
+        "1 skipped · 1 with network violations\n"
+    )
+    assert "### Flaky tests (2)" in text
+    row = next(line for line in text.splitlines() if line.startswith("| F1 |"))
+    assert f"`{VICTIM}`" in row
+    assert "70% (40%–89%)" in row
+    assert "`pytest --hermetic-replay-db=flakes.db::F1`" in row
+    assert "### Broken tests (failed in every attempt) (1)" in text
+    assert "### Network violations (blocked outbound calls)" in text
+    assert "- 4 tests: 0/10 failures: flake rate &lt; 26% at 95%" in text
+
+
+def hostile(tmp_path: Path) -> Path:
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run()
+    nodeid = "tests/test_x.py::test_y[<script>alert(1)</script>|`x`]"
+    rows.attempts(
+        run, nodeid, "PFPF",
+        failure=Failure("AssertionError", "<img src=x onerror=alert(2)> **bold** [a](http://x.invalid)",
+                        "tests/test_x.py:1", "<script>alert(3)</script>"),
+    )  # fmt: skip
+    rows.close()
+    return tmp_path / "flakes.db"
+
+
+def test_markdown_escapes_test_ids_and_failure_text(tmp_path):
+    text = render(report_of(hostile(tmp_path)), "markdown")
+    # Markdown passes HTML through, except inside code spans (shown literally).
+    outside_code = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text)
+    assert "<" not in outside_code.replace("<br>", "")
+    assert "&lt;img src=x onerror=alert(2)&gt; \\*\\*bold\\*\\* \\[a\\](http://x.invalid)" in text
+    row = next(line for line in text.splitlines() if "test_y" in line)
+    # Pipes inside the code span are escaped, so the table keeps its columns.
+    assert row.count(" | ") == 7
+    assert "`` tests/test_x.py::test_y[<script>alert(1)</script>\\|`x`] ``" in row
+
+
+def test_control_characters_in_stored_text_never_reach_the_terminal(tmp_path):
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run()
+    rows.attempts(
+        run, "tests/t.py::test_\x1b[2Jclear", "PF",
+        failure=Failure("AssertionError", "bell\x07 and \u202eevil", "t.py:1", ""),
+    )  # fmt: skip
+    rows.close()
+    text = render(report_of(tmp_path / "flakes.db"), "text")
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "tests/t.py::test_\\x1b[2Jclear" in text
+    assert "bell\\x07 and \\u202eevil" in text
+
+
+def test_the_html_report_escapes_everything_from_the_database(tmp_path):
+    html = render(report_of(hostile(tmp_path)), "html")
+    assert "<script>alert" not in html
+    assert "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html
+    # The page's own script is the only one, and it is the sorting code.
+    assert html.count("<script") == 1
+
+
+def test_the_html_report_is_self_contained(db):
+    html = render(report_of(db), "html")
+    for remote in ("http://", "https://", "//cdn", "@import", "url(", "<link", " src="):
+        assert remote not in html
+    assert "Content-Security-Policy" in html
+    assert "default-src 'none'" in html
+
+
+def test_the_html_report_has_the_charts_and_sortable_tables(db):
+    html = render(report_of(db), "html")
+    assert '<h2 id="chart">Fail rates, with 95% intervals</h2>' in html
+    assert '<h2 id="rounds">Outcome by round</h2>' in html
+    assert html.count('<rect class="bar"') == 4  # flaky, broken and incompatible tests
+    assert html.count('class="whisker"') == 12
+    # One column per round; the victim's row shows its passes and failures in order.
+    victim_row = html.split(f'<td class="mono nodeid">{VICTIM}</td>', 1)[1].split("</tr>", 1)[0]
+    cells = re.findall(r'<rect class="(pass|fail|mixed|skip)"', victim_row)
+    assert "".join(c[0] for c in cells) == "pffpffffpf"
+    # runs, flaky, broken, sandbox-incompatible, violations, all tests
+    assert html.count('class="sortable') == 6
+    assert "F1" in html and "reproducer confirmed" in html
+    assert "pytest --hermetic-replay-db=flakes.db::F1" in html

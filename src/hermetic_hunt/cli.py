@@ -196,6 +196,51 @@ def list_flakes(db: str, run_id: int | None) -> None:
 
 @main.command(
     epilog=_examples(
+        "hermetic-hunt isolate                   # every flaky test of the newest run",
+        "hermetic-hunt isolate F3 F5 --budget 500",
+        "hermetic-hunt isolate --run 2 tests/test_x.py::test_y",
+    )
+)
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option(
+    "--db", default="flakes.db", show_default=True, metavar="PATH", help="The hunt's database."
+)
+@click.option(
+    "--run", "run_id", type=click.IntRange(min=1), metavar="R", help="Run R (default: the newest)."
+)
+@click.option(
+    "--budget", type=click.IntRange(min=1), help="Most probes per flaky test (default: the hunt's)."
+)
+@click.option("--probe-timeout", type=click.FloatRange(min=0.1), help="Seconds per probe.")
+@click.option(
+    "-n", "--workers", type=click.IntRange(min=1), help="Probes at a time (default: the hunt's -n)."
+)
+@user_errors
+def isolate(
+    ids: tuple[str, ...],
+    db: str,
+    run_id: int | None,
+    budget: int | None,
+    probe_timeout: float | None,
+    workers: int | None,
+) -> None:
+    """Find out why each flaky test of a run flakes (what a hunt does at its end).
+
+    IDs are flake ids (F3) or test nodeids; none: every flaky test of the run.
+    Probes run in fresh processes with the recorded seeds, start times and
+    hash seeds, from the directory the hunt ran in. Results go to the
+    database (flakes, isolation_steps) and are printed.
+    """
+    from hermetic_hunt._probe_driver import isolate_database
+
+    lines = isolate_database(
+        db, run_id, ids, budget=budget, timeout=probe_timeout, workers=workers
+    )
+    click.echo("\n".join(lines))
+
+
+@main.command(
+    epilog=_examples(
         "hermetic-hunt show F3           # a flake: kinds, polluters, reproducer, probes",
         "hermetic-hunt show A1207        # an attempt: seed, now, failure, journal",
     )

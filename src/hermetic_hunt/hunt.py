@@ -302,6 +302,19 @@ class HuntController:
             rounds_done=self.rounds_completed,
             exit_status=int(session.exitstatus),
         )
+        if found and self.settings.isolate and not interrupted:
+            self._isolate()
+
+    def _isolate(self) -> None:
+        """Why each flake flakes, in fresh processes (see _probe_driver)."""
+        from hermetic_hunt._probe_driver import isolate_after_hunt
+
+        terminal = self.config.pluginmanager.getplugin("terminalreporter")
+        say = terminal.write_line if terminal is not None else None
+        cwd = str(self.config.invocation_params.dir)
+        self.isolation_lines = isolate_after_hunt(
+            self.store, self.run_id, self.settings, self.workers, cwd, say=say
+        )
 
     def _condense_duplicate_failures(self) -> None:
         """Show one traceback per test and failure location; count the repeats.

@@ -1,0 +1,359 @@
+"""The probes of each classification step (driven by :mod:`hermetic_hunt.classify`).
+
+Every function takes the :class:`~hermetic_hunt.classify.Classifier` of one
+test, runs probes through it (which counts them against the budget and keeps
+them as evidence) and claims a kind only after a probe showed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from hermetic_hunt.classify import (
+    Attempt,
+    Classifier,
+    Probe,
+    ProbeResult,
+    ProbeStep,
+    alternative_hash_seeds,
+    alternative_nows,
+    alternative_seeds,
+    dedupe,
+)
+from hermetic_hunt.isolate import find_cleaners, find_culprits
+from hermetic_hunt.seeds import attempt_now, attempt_seed, iso
+
+
+def numbers(c: Classifier, count: int) -> list[int]:
+    """Step numbers of the latest ``count`` probes."""
+    return list(range(c.step_no() - count + 1, c.step_no() + 1))
+
+
+def names(steps: Sequence[ProbeStep]) -> str:
+    return ", ".join(step.nodeid for step in steps)
+
+
+# -- phase 1 -------------------------------------------------------------------
+
+
+def alone(c: Classifier) -> None:
+    """The failing attempt alone, repeated, with everything it was given."""
+    target = c.target
+    assert target is not None
+    step, hs = ProbeStep.of(target), c.hash_seed_of(target)
+    results = [c.probe("alone", [step], hs) for _ in range(c.settings.alone_runs)]
+    c.alone_numbers = numbers(c, len(results))
+    same = [c.same(r) for r in results]
+    passed = [r.outcome == "passed" for r in results]
+    if all(same):
+        # Found by the first run, confirmed by the others.
+        c.reproduce([step], hs, confirmed=True)
+        sandbox_factors(c, step, hs)
+    elif any(same) and any(passed):
+        concurrency(c, step, hs, results)
+    else:
+        if not any(passed):
+            c.verdict.notes.append(
+                f"alone it fails differently from the hunt: {describe(results[0])}"
+            )
+        c.needs.add("order")
+
+
+def describe(result: ProbeResult) -> str:
+    last = result.last
+    if last is None:
+        return f"{result.status} {result.detail}".strip()
+    text = f"{last.exc_type} at {last.location}" if last.exc_type else last.outcome
+    return text
+
+
+def sandbox_factors(c: Classifier, step: ProbeStep, hs: int) -> None:
+    """Fails alone every time: which single input decides it?"""
+    target = c.target
+    assert target is not None
+    varied = replace(step, mode="seeded", attempt_id=None)
+    found = False
+    if target.seed is None or target.now is None or target.mode == "off":
+        c.verdict.notes.append(
+            "the attempt ran with the sandbox off: its seed and start time cannot be varied"
+        )
+    else:
+        seeds = alternative_seeds(c, c.settings.variations)
+        probes = [Probe("vary seed", (replace(varied, seed=s),), hs) for s in seeds]
+        found |= _varied(c, "random", "seed", probes, [str(s) for s in seeds])
+        nows = alternative_nows(c, c.settings.variations)
+        probes = [Probe("vary start time", (replace(varied, now=t),), hs) for t in nows]
+        found |= _varied(c, "time", "start time", probes, [iso(t) for t in nows])
+    if not found:
+        hash_seeds = alternative_hash_seeds(c, c.settings.variations)
+        probes = [Probe("vary hash seed", (step,), h) for h in hash_seeds]
+        found = _varied(c, "hash-order", "PYTHONHASHSEED", probes, [str(h) for h in hash_seeds])
+    if not found:
+        c.needs.add("brittle")
+
+
+def _varied(c: Classifier, kind: str, label: str, probes: list[Probe], shown: list[str]) -> bool:
+    """Run the variations; a variation that passes twice decides ``kind``."""
+    results = c.probe_many(probes)
+    first = c.step_no() - len(results) + 1
+    for offset, (probe, result, value) in enumerate(zip(probes, results, shown, strict=True)):
+        if result.outcome != "passed":
+            continue
+        again = c.probe(f"{probe.purpose} (again)", probe.steps, probe.hash_seed)
+        if again.outcome == "passed":
+            runs = len(c.alone_numbers)
+            c.claim(
+                kind,
+                f"fails alone in {runs} of {runs} runs; passes twice with {label} {value}, "
+                "everything else the same",
+                [*c.alone_numbers, first + offset, c.step_no()],
+            )
+            return True
+        c.verdict.notes.append(f"{label} {value} passed once, then failed: not decisive")
+    return False
+
+
+def concurrency(c: Classifier, step: ProbeStep, hs: int, results: list[ProbeResult]) -> None:
+    """Identical inputs, different outcomes: rerun more, also in record mode."""
+    reruns = [c.probe("rerun", [step], hs) for _ in range(c.settings.reruns)]
+    rerun_numbers = numbers(c, len(reruns))
+    record = replace(step, mode="record", attempt_id=None)
+    recorded = [c.probe("rerun (record)", [record], hs) for _ in range(c.settings.record_reruns)]
+    record_numbers = numbers(c, len(recorded))
+    seeded = results + reruns
+    failed = sum(c.same(r) for r in seeded)
+    journals = [
+        n for n, r in zip(record_numbers, recorded, strict=True) if r.last and r.last.journal
+    ]
+    why = (
+        f"identical seed, start time and hash seed: failed {failed} of {len(seeded)} runs "
+        f"alone; record mode: failed {sum(c.same(r) for r in recorded)} of {len(recorded)}"
+    )
+    if journals:
+        why += f" (journals in steps {', '.join(map(str, journals))})"
+    c.claim("concurrency", why, [*c.alone_numbers, *rerun_numbers, *record_numbers])
+    c.reproduce([step], hs, confirmed=any(c.same(r) for r in reruns))
+    c.verdict.notes.append(f"the reproducer fails in about {failed / len(seeded):.0%} of runs")
+
+
+# -- phase 2 -------------------------------------------------------------------
+
+
+def sequence_before(
+    c: Classifier, attempt: Attempt, *, exclude_self: bool
+) -> tuple[list[ProbeStep], list[ProbeStep]]:
+    """``(deduplicated, as run)`` steps before ``attempt`` on its worker."""
+    raw = [ProbeStep.of(a) for a in c.history.preceding(attempt)]
+    kept = [s for s in raw if s.nodeid in c.collected]
+    if len(kept) < len(raw):
+        gone = sorted({s.nodeid for s in raw} - {s.nodeid for s in kept})
+        c.verdict.notes.append(f"not collected any more, left out: {', '.join(gone[:5])}")
+    if exclude_self:
+        kept = [s for s in kept if s.nodeid != attempt.nodeid]
+    return dedupe(kept), kept
+
+
+def _first_passed(result: ProbeResult) -> bool:
+    return (
+        result.status == "completed"
+        and len(result.steps) >= 2
+        and (result.steps[0].outcome == "passed")
+    )
+
+
+def order_dependent(c: Classifier) -> None:
+    """Passes alone: self-polluting? a victim? else the last resorts."""
+    target = c.target
+    assert target is not None
+    step, hs = ProbeStep.of(target), c.hash_seed_of(target)
+    twice = [c.probe("twice in one process", [step, step], hs)]
+    if _first_passed(twice[0]) and c.same(twice[0]):
+        twice.append(c.probe("twice in one process (again)", [step, step], hs))
+    self_polluting = len(twice) == 2 and _first_passed(twice[1]) and c.same(twice[1])
+    if self_polluting:
+        c.claim(
+            "self-polluting",
+            "passes on its first run in a fresh process and fails when run again in it "
+            "(twice out of twice)",
+            numbers(c, 2),
+        )
+        c.reproduce([step, step], hs, confirmed=True)
+    seq, raw = sequence_before(c, target, exclude_self=self_polluting)
+    if seq:
+        victim(c, seq, raw, step, hs)
+    elif not self_polluting:
+        c.verdict.notes.append("nothing ran before the failing attempt on its worker")
+    if not c.verdict.kinds:
+        last_resorts(c, step, hs)
+
+
+def _reproducing_sequence(
+    c: Classifier, seq: list[ProbeStep], raw: list[ProbeStep], last: ProbeStep, hs: int,
+    purpose: str, check: Callable[[ProbeResult], bool],
+) -> list[ProbeStep] | None:  # fmt: skip
+    """``seq`` (or, failing that, ``raw``) if it shows the signal before ``last``."""
+    if check(c.probe(purpose, [*seq, last], hs)):
+        return seq
+    if len(seq) < len(raw) <= c.settings.max_raw_sequence and check(
+        c.probe(f"{purpose} (not deduplicated)", [*raw, last], hs)
+    ):
+        return raw
+    return None
+
+
+def victim(
+    c: Classifier, seq: list[ProbeStep], raw: list[ProbeStep], step: ProbeStep, hs: int
+) -> None:
+    """The preceding sequence fails: shrink it to minimal polluter sets."""
+    cands = _reproducing_sequence(c, seq, raw, step, hs, "preceding sequence", c.same)
+    if cands is None:
+        c.verdict.notes.append("the sequence that preceded the failure passes when replayed")
+        return
+    full_no = c.step_no()
+
+    def signal(subset: Sequence[int]) -> bool:
+        return c.same(c.probe("polluter search", [*(cands[i] for i in subset), step], hs))
+
+    search = find_culprits(range(len(cands)), signal, confidence=c.settings.confidence)
+    sets = [[cands[i] for i in found] for found in search.sets]
+    search_numbers = list(range(full_no, c.step_no() + 1))
+    _search_notes(c, search.notes, search.partial, "polluter")
+    own = [s for s in sets if [x.nodeid for x in s] == [step.nodeid]]
+    others = [s for s in sets if s not in own]
+    if own and "self-polluting" not in c.verdict.kinds:
+        c.claim(
+            "self-polluting",
+            "fails right after its own earlier run in the same process (minimal set: itself)",
+            search_numbers,
+        )
+        c.reproduce([*own[0], step], hs, confirmed=search.confirmed)
+    if not others:
+        return
+    minimal = "smallest failing sequence found" if search.partial else "minimal polluter set"
+    c.claim(
+        "victim",
+        f"passes alone, fails after {names(others[0])} ({minimal} among {len(cands)} "
+        f"preceding tests, {search.probes + 1} probes)",
+        [*c.alone_numbers, *search_numbers],
+    )
+    c.verdict.polluters = [[x.nodeid for x in s] for s in others]
+    c.reproduce([*others[0], step], hs, confirmed=search.confirmed)
+    if not search.partial:
+        cleaners(c, others, step, hs, search.repeats)
+
+
+def _search_notes(c: Classifier, notes: list[str], partial: bool, what: str) -> None:
+    c.verdict.notes.extend(f"{what} search: {note}" for note in notes)
+    if partial:
+        c.verdict.status = "partial"
+
+
+def cleaners(
+    c: Classifier, polluters: list[list[ProbeStep]], step: ProbeStep, hs: int, repeats: int
+) -> None:
+    """Tests that, placed between the polluters and the victim, make it pass."""
+    excluded = {step.nodeid} | {x.nodeid for s in polluters for x in s}
+    names_ = [n for n in c.history.tests() if n not in excluded and n in c.collected]
+    steps = {n: _step_for(c, n) for n in names_}
+    first = c.step_no() + 1
+
+    def cleans(group: Sequence[str]) -> bool:
+        run = [*polluters[0], *(steps[n] for n in group), step]
+        return c.probe("cleaner search", run, hs).outcome == "passed"
+
+    found, _, partial = find_cleaners(names_, cleans, repeats=repeats)
+    if partial:
+        c.verdict.status = "partial"
+        c.verdict.notes.append("cleaner search: probe budget exhausted")
+    c.verdict.cleaners = found
+    if found:
+        c.verdict.notes.append(
+            f"cleaners (each makes it pass between polluters and victim): {', '.join(found)}"
+        )
+        c.record("cleaners", found, list(range(first, c.step_no() + 1)))
+
+
+def _step_for(c: Classifier, nodeid: str) -> ProbeStep:
+    """A recorded attempt of ``nodeid`` to run it with (derived if none)."""
+    attempt = c.history.representative(nodeid)
+    if attempt is not None:
+        return ProbeStep.of(attempt)
+    seed = attempt_seed(c.settings.base_seed, nodeid, 0)
+    return ProbeStep(nodeid, seed, attempt_now(seed))
+
+
+def _passed(result: ProbeResult) -> bool:
+    return result.outcome == "passed"
+
+
+def brittle(c: Classifier) -> None:
+    """Fails alone whatever the inputs: what made it pass in the hunt?"""
+    if not c.passing:
+        return
+    passing = min(c.passing, key=lambda a: (a.position, a.attempt_id))
+    step, hs = ProbeStep.of(passing), c.hash_seed_of(passing)
+    if c.probe("alone (a passing attempt)", [step], hs).outcome == "passed":
+        c.verdict.notes.append(
+            f"alone with the inputs of passing attempt A{passing.attempt_id} it passes: "
+            "no single input decides it"
+        )
+        return
+    seq, raw = sequence_before(c, passing, exclude_self=False)
+    cands = (
+        _reproducing_sequence(c, seq, raw, step, hs, "sequence before a pass", _passed)
+        if seq
+        else None
+    )
+    if cands is None:
+        c.verdict.notes.append(
+            f"the sequence before passing attempt A{passing.attempt_id} does not make it pass"
+        )
+        return
+    full_no = c.step_no()
+
+    def signal(subset: Sequence[int]) -> bool:
+        run = [*(cands[i] for i in subset), step]
+        return c.probe("state-setter search", run, hs).outcome == "passed"
+
+    search = find_culprits(range(len(cands)), signal, confidence=c.settings.confidence)
+    _search_notes(c, search.notes, search.partial, "state-setter")
+    sets = [[cands[i].nodeid for i in found] for found in search.sets]
+    if not sets:
+        return
+    c.verdict.state_setters = sets
+    c.claim(
+        "brittle",
+        f"fails alone every time; passes after {', '.join(sets[0])} (minimal state-setter "
+        f"set among {len(cands)} tests before passing attempt A{passing.attempt_id})",
+        [*c.alone_numbers, *range(full_no, c.step_no() + 1)],
+    )
+
+
+def last_resorts(c: Classifier, step: ProbeStep, hs: int) -> None:
+    """Reproduced neither alone nor in order: hash seeds, then many reruns."""
+    hash_seeds = alternative_hash_seeds(c, c.settings.variations)
+    results = c.probe_many([Probe("vary hash seed", (step,), h) for h in hash_seeds])
+    for h, result in zip(hash_seeds, results, strict=True):
+        if c.same(result):
+            again = c.probe("vary hash seed (again)", [step], h)
+            if c.same(again):
+                c.claim(
+                    "hash-order",
+                    f"passes alone with PYTHONHASHSEED={hs}, fails twice with {h}",
+                    [*c.alone_numbers, c.step_no() - 1, c.step_no()],
+                )
+                c.reproduce([step], h, confirmed=True)
+                return
+    reruns = [c.probe("rerun", [step], hs) for _ in range(c.settings.reruns)]
+    record = replace(step, mode="record", attempt_id=None)
+    reruns += [c.probe("rerun (record)", [record], hs) for _ in range(c.settings.record_reruns)]
+    failed = [n for n, r in zip(numbers(c, len(reruns)), reruns, strict=True) if c.same(r)]
+    if failed:
+        total = len(reruns) + len(c.alone_numbers)
+        c.claim(
+            "concurrency",
+            f"identical inputs: failed in {len(failed)} of {total} runs alone",
+            [*c.alone_numbers, *numbers(c, len(reruns))],
+        )
+        c.reproduce([step], hs, confirmed=len(failed) >= 2)

@@ -1,0 +1,366 @@
+"""The SQL of isolation: what it reads (runs, attempts, journals) and writes
+(``flakes``, ``isolation_steps``, ``test_checks``).
+
+Values read here may come from a database handed over by CI: they are
+checked for type before they leave this module, and nodeids only ever
+select among collected tests (the probe server refuses others).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hermetic_hunt.classify import FAILING, Attempt, Probe, ProbeResult, Verdict
+from hermetic_hunt.errors import BadDatabase, UnknownId
+from hermetic_hunt.journal import MAX_COMPRESSED
+from hermetic_hunt.models import Violation
+from hermetic_hunt.store.core import Store, real_now_iso
+
+_FAIL = "('" + "', '".join(FAILING) + "')"
+_PASS = "('passed', 'xfailed')"  # noqa: S105 - outcomes, not a password
+_ATTEMPT = """
+    SELECT a.id, a.run_id, a.worker, a.position, a.execution, t.nodeid, a.outcome, a.seed,
+           a.now, a.mode, a.hash_seed, coalesce(f.exc_type, ''), coalesce(f.location, ''),
+           coalesce(f.message, ''), a.violations, j.attempt_id IS NOT NULL
+    FROM attempts a JOIN tests t ON t.id = a.test_id
+    LEFT JOIN failures f ON f.attempt_id = a.id
+    LEFT JOIN journals j ON j.attempt_id = a.id
+"""
+
+_REPRESENTATIVE = (
+    _ATTEMPT + f" WHERE a.run_id = ? AND t.nodeid = ? ORDER BY a.outcome IN {_PASS} DESC, a.id "
+    "LIMIT 1"
+)
+
+_JOURNAL = (
+    "SELECT data FROM journals WHERE attempt_id = ? AND typeof(data) = 'blob' AND length(data) <= ?"
+)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What isolation needs to know about a run to probe its tests."""
+
+    run_id: int
+    argv: tuple[str, ...]
+    invocation_dir: str
+    rootdir: str
+    base_seed: int
+    mode: str
+    workers: int
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def run_facts(store: Store, run_id: int | None) -> RunFacts:
+    """The run ``run_id`` (None: the newest run)."""
+    if run_id is None:
+        row = store.conn.execute("SELECT max(id) FROM runs").fetchone()
+        if row is None or row[0] is None:
+            raise UnknownId(f"{store.path} holds no run yet: hunt first (pytest --hermetic-hunt=N)")
+        run_id = int(row[0])
+    row = store.conn.execute(
+        "SELECT argv, invocation_dir, rootdir, base_seed, mode, workers FROM runs WHERE id = ?",
+        (run_id,),
+    ).fetchone()
+    if row is None:
+        raise UnknownId(f"run {run_id} is not in {store.path}: see 'hermetic-hunt list'")
+    try:
+        argv = json.loads(row[0]) if isinstance(row[0], str) else None
+    except ValueError:
+        argv = None
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise BadDatabase(f"{store.path}: run {run_id} has a damaged argv; re-run the hunt")
+    base_seed, workers = _int(row[3]), _int(row[5])
+    if base_seed is None or not isinstance(row[1], str) or not isinstance(row[2], str):
+        raise BadDatabase(f"{store.path}: run {run_id} is damaged; re-run the hunt")
+    return RunFacts(
+        run_id=run_id,
+        argv=tuple(argv),
+        invocation_dir=row[1],
+        rootdir=row[2],
+        base_seed=base_seed,
+        mode=_text(row[4]) or "seeded",
+        workers=max(1, workers or 1),
+    )
+
+
+def _attempt(row: Sequence[Any], violations: tuple[Violation, ...] = ()) -> Attempt:
+    return Attempt(
+        attempt_id=int(row[0]),
+        run_id=int(row[1]),
+        worker=_text(row[2]),
+        position=_int(row[3]) or 0,
+        execution=_int(row[4]) or 1,
+        nodeid=_text(row[5]),
+        outcome=_text(row[6]),
+        seed=_int(row[7]),
+        now=_float(row[8]),
+        mode=_text(row[9]) or "seeded",
+        hash_seed=_int(row[10]),
+        exc_type=_text(row[11]),
+        location=_text(row[12]),
+        message=_text(row[13]),
+        violations=violations,
+        has_journal=bool(row[15]),
+    )
+
+
+def _violations(store: Store, attempt_ids: Sequence[int]) -> dict[int, tuple[Violation, ...]]:
+    out: dict[int, list[Violation]] = {}
+    for start in range(0, len(attempt_ids), 500):
+        chunk = list(attempt_ids[start : start + 500])
+        for attempt_id, op, host, port, detail in store.conn.execute(
+            "SELECT attempt_id, op, host, port, detail FROM violations WHERE "  # noqa: S608
+            f"attempt_id IN ({','.join('?' * len(chunk))}) ORDER BY id",
+            chunk,
+        ):
+            out.setdefault(attempt_id, []).append(
+                Violation(_text(op), _text(host), _int(port), _text(detail))
+            )
+    return {k: tuple(v) for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Tests of a run that isolation looks at."""
+
+    flaky: dict[str, list[Attempt]]  # passed and failed, or had blocked calls
+    always_failing: dict[str, list[Attempt]]  # failed in every attempt
+
+
+def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> Candidates:
+    """Flaky and violating tests of ``run_id`` (restricted to ``only``), with attempts."""
+    rows = store.conn.execute(
+        f"SELECT t.nodeid, sum(a.outcome IN {_PASS}), sum(a.outcome IN {_FAIL}), "  # noqa: S608
+        "sum(a.violations > 0) FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "WHERE a.run_id = ? GROUP BY t.nodeid ORDER BY t.nodeid",
+        (run_id,),
+    ).fetchall()
+    wanted = set(only) if only is not None else None
+    flaky, broken = [], []
+    for nodeid, passed, failed, violating in rows:
+        if wanted is not None and nodeid not in wanted:
+            continue
+        if (passed and failed) or violating:
+            flaky.append(nodeid)
+        elif failed and not passed:
+            broken.append(nodeid)
+    return Candidates(
+        flaky=attempts_of(store, run_id, flaky), always_failing=attempts_of(store, run_id, broken)
+    )
+
+
+def attempts_of(store: Store, run_id: int, nodeids: Sequence[str]) -> dict[str, list[Attempt]]:
+    out: dict[str, list[Attempt]] = {n: [] for n in nodeids}
+    rows: list[Any] = []
+    for start in range(0, len(nodeids), 500):
+        chunk = list(nodeids[start : start + 500])
+        rows += store.conn.execute(
+            _ATTEMPT + f" WHERE a.run_id = ? AND t.nodeid IN ({','.join('?' * len(chunk))}) "
+            "ORDER BY a.id",
+            [run_id, *chunk],
+        ).fetchall()
+    violations = _violations(store, [r[0] for r in rows if r[14]])
+    for row in rows:
+        out[row[5]].append(_attempt(row, violations.get(row[0], ())))
+    return out
+
+
+class RunHistory:
+    """:class:`~hermetic_hunt.classify.History` of one run, read from the store.
+
+    Classifiers run in threads: this reads through its own read-only
+    connection, one query at a time.
+    """
+
+    def __init__(self, store: Store, run_id: int) -> None:
+        self.path = store.path
+        self.run_id = run_id
+        self._conn = sqlite3.connect(
+            f"{self.path.as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=30.0
+        )
+        self._lock = threading.Lock()
+        self._tests: list[str] | None = None
+        self._representatives: dict[str, Attempt | None] = {}
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def preceding(self, attempt: Attempt) -> list[Attempt]:
+        rows = self._rows(
+            _ATTEMPT + " WHERE a.run_id = ? AND a.worker = ? AND "
+            "(a.position < ? OR (a.position = ? AND a.execution < ?)) "
+            "ORDER BY a.position, a.execution",
+            (attempt.run_id, attempt.worker, attempt.position, attempt.position, attempt.execution),
+        )
+        return [_attempt(row) for row in rows]
+
+    def journal(self, attempt_id: int) -> bytes | None:
+        """The stored journal of an attempt (None: none kept, or oversized)."""
+        rows = self._rows(_JOURNAL, (attempt_id, MAX_COMPRESSED))
+        return bytes(rows[0][0]) if rows else None
+
+    def tests(self) -> list[str]:
+        if self._tests is None:
+            self._tests = [
+                row[0]
+                for row in self._rows(
+                    "SELECT nodeid FROM tests WHERE id IN "
+                    "(SELECT test_id FROM attempts WHERE run_id = ?) ORDER BY id",
+                    (self.run_id,),
+                )
+            ]
+        return list(self._tests)
+
+    def representative(self, nodeid: str) -> Attempt | None:
+        if nodeid not in self._representatives:
+            rows = self._rows(_REPRESENTATIVE, (self.run_id, nodeid))
+            self._representatives[nodeid] = _attempt(rows[0]) if rows else None
+        return self._representatives[nodeid]
+
+
+def resolve_refs(store: Store, refs: Sequence[str]) -> list[str]:
+    """Flake ids (``F3``) or nodeids -> nodeids (UnknownId for anything unknown)."""
+    out = []
+    for ref in refs:
+        row = store.conn.execute(
+            "SELECT t.nodeid FROM flakes fl JOIN tests t ON t.id = fl.test_id "
+            "WHERE fl.flake_id = ? COLLATE NOCASE",
+            (ref,),
+        ).fetchone()
+        if row is None:
+            row = store.conn.execute("SELECT nodeid FROM tests WHERE nodeid = ?", (ref,)).fetchone()
+        if row is None:
+            raise UnknownId(
+                f"{ref!r} is neither a flake id nor a test in {store.path}: "
+                "see 'hermetic-hunt list' for the flakes it holds"
+            )
+        out.append(str(row[0]))
+    return out
+
+
+def ensure_flakes(store: Store, nodeids: Sequence[str], run_id: int) -> dict[str, tuple[int, str]]:
+    """A flake row for each test (new ones get the next ``F`` id); ``{nodeid: (row, id)}``."""
+    now = real_now_iso()
+    out: dict[str, tuple[int, str]] = {}
+    store.conn.execute("BEGIN IMMEDIATE")
+    try:
+        for nodeid in nodeids:
+            store.conn.execute("INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", (nodeid,))
+            (test_id,) = store.conn.execute(
+                "SELECT id FROM tests WHERE nodeid = ?", (nodeid,)
+            ).fetchone()
+            row = store.conn.execute(
+                "SELECT id, flake_id FROM flakes WHERE test_id = ?", (test_id,)
+            ).fetchone()
+            if row is None:
+                (last,) = store.conn.execute("SELECT coalesce(max(id), 0) FROM flakes").fetchone()
+                row = (last + 1, f"F{last + 1}")
+                store.conn.execute(
+                    "INSERT INTO flakes (id, flake_id, test_id, first_run_id, last_run_id, "
+                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (row[0], row[1], test_id, run_id, run_id, now, now),
+                )
+            out[nodeid] = (int(row[0]), str(row[1]))
+        store.conn.execute("COMMIT")
+    except BaseException:
+        store.conn.execute("ROLLBACK")
+        raise
+    return out
+
+
+def _environment(probe: Probe) -> str:
+    steps = [
+        {"seed": s.seed, "now": s.now, "mode": s.mode, "attempt_id": s.attempt_id}
+        for s in probe.steps
+    ]
+    return json.dumps({"hash_seed": probe.hash_seed, "steps": steps}, separators=(",", ":"))
+
+
+def _step_row(
+    flake_row: int, run_id: int, number: int, probe: Probe, result: ProbeResult, now: str
+) -> tuple[Any, ...]:
+    last = result.last
+    detail = result.detail
+    if last is not None and last.exc_type:
+        detail = f"{last.exc_type} at {last.location}: {last.message}".strip(": ")
+    if last is not None and last.violations:
+        blocked = ", ".join(sorted({v.describe() for v in last.violations}))
+        detail = f"{detail}; blocked: {blocked}" if detail else f"blocked: {blocked}"
+    return (
+        flake_row, run_id, number, probe.purpose,
+        json.dumps([s.nodeid for s in probe.steps]), _environment(probe), result.outcome,
+        detail[:2000], round(result.duration, 6), last.journal if last is not None else None, now,
+    )  # fmt: skip
+
+
+def save_verdict(store: Store, flake_row: int, run_id: int, verdict: Verdict) -> None:
+    """Write one test's isolation: its flake row and every probe it ran."""
+    now = real_now_iso()
+    reproducer = verdict.reproducer
+    values = {
+        "last_run_id": run_id,
+        "kinds": json.dumps(verdict.kinds),
+        "status": verdict.status,
+        "evidence": json.dumps(verdict.evidence, sort_keys=True),
+        "reproducer": json.dumps(reproducer.to_json()) if reproducer is not None else None,
+        "polluters": json.dumps(verdict.polluters),
+        "cleaners": json.dumps(verdict.cleaners),
+        "state_setters": json.dumps(verdict.state_setters),
+        "confirmed": None if verdict.confirmed is None else int(verdict.confirmed),
+        "probes": len(verdict.probes),
+        "probe_seconds": round(verdict.probe_seconds, 3),
+        "note": "; ".join(verdict.notes),
+        "updated_at": now,
+    }
+    store.conn.execute("BEGIN IMMEDIATE")
+    try:
+        store.conn.execute(
+            f"UPDATE flakes SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",  # noqa: S608
+            [*values.values(), flake_row],
+        )
+        store.conn.executemany(
+            "INSERT INTO isolation_steps (flake_id, run_id, step, purpose, sequence, "
+            "environment, outcome, detail, duration, journal, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                _step_row(flake_row, run_id, n, probe, result, now)
+                for n, (probe, result) in enumerate(verdict.probes, start=1)
+            ],
+        )
+        store.conn.execute("COMMIT")
+    except BaseException:
+        store.conn.execute("ROLLBACK")
+        raise
+
+
+def add_check(store: Store, run_id: int, nodeid: str, name: str, outcome: str, detail: str) -> None:
+    """One ``test_checks`` row (e.g. ``sandbox-off`` of an always-failing test)."""
+    store.conn.execute("INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", (nodeid,))
+    store.conn.execute(
+        "INSERT INTO test_checks (run_id, test_id, check_name, outcome, detail, created_at) "
+        "SELECT ?, id, ?, ?, ?, ? FROM tests WHERE nodeid = ?",
+        (run_id, name, outcome, detail[:2000], real_now_iso(), nodeid),
+    )

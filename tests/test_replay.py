@@ -65,11 +65,16 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_pytest(
-    cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+    cwd: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    cache: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m pytest ARGS`` in a fresh process (pytest-randomly off)."""
+    plugins = ["-p", "no:randomly"] + ([] if cache else ["-p", "no:cacheprovider"])
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", *plugins, *args],
         cwd=cwd,
         env=env or clean_env(),
         capture_output=True,
@@ -250,6 +255,9 @@ def test_workers_asked_for_by_n_are_ignored_a_replay_runs_in_one_process(seeded,
     result = run_pytest(suite, "-n", "2", f"--hermetic-replay-db={db}::A{attempt_id}")
     assert result.returncode == 1, output(result)
     assert "created:" not in output(result)
+    assert "hermetic-hunt replay: -n/--dist ignored: the reproducer decides what runs" in output(
+        result
+    )
     assert f"reproduced A{attempt_id}" in output(result)
 
 

@@ -85,7 +85,7 @@ def _configure(config: pytest.Config, value: str) -> None:
         raise
     config.add_cleanup(store.close)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
-    _one_process(config)
+    ignored = _own_selection(config)
     from hermetic_hunt.plugin import _hand_seeding_to_the_hunt, _register_executor, _value
 
     _hand_seeding_to_the_hunt(config)
@@ -97,6 +97,8 @@ def _configure(config: pytest.Config, value: str) -> None:
     runner = SequenceRunner([_sequence_step(step) for step in plan.steps], str(config.rootpath))
     reporter = ReplayReporter(config, plan, store, display, runner)
     reporter.restarted = restarted
+    if ignored:
+        plan.notes.append(f"{', '.join(ignored)} ignored: the reproducer decides what runs")
     reporter.current_env = environment.collect(str(config.rootpath))
     reporter.warnings = faithfulness_warnings(plan, recorded_env, reporter.current_env)
     from hermetic_hunt.executor import AttemptExecutor, ExecSettings
@@ -125,13 +127,29 @@ def _check_conflicts(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--hermetic-replay-db cannot be combined with {reason}")
 
 
-def _one_process(config: pytest.Config) -> None:
-    # A reproducer is a sequence in one process: -n (perhaps from addopts)
-    # must not spread it over workers. Runs before xdist's configure hook.
+#: Options that choose which tests run or where: a replay's reproducer decides.
+_SELECTION = (("lf", "--lf"), ("failedfirst", "--ff"), ("stepwise", "--sw"),
+              ("stepwise_skip", "--sw-skip"))  # fmt: skip
+
+
+def _own_selection(config: pytest.Config) -> list[str]:
+    """Turn off what would reselect or spread the reproducer; the options it ignored.
+
+    A reproducer is a sequence in one process: ``-n`` (perhaps from addopts)
+    must not spread it over workers, ``--lf``/``--sw`` must not drop its
+    polluters. Runs before xdist's, the cache's and stepwise's configure hooks.
+    """
+    ignored = []
     if getattr(config.option, "dist", "no") != "no" or getattr(config.option, "tx", None):
         config.option.dist = "no"
         config.option.tx = []
         config.option.numprocesses = 0
+        ignored.append("-n/--dist")
+    for dest, flag in _SELECTION:
+        if getattr(config.option, dest, False):
+            setattr(config.option, dest, False)
+            ignored.append(flag)
+    return ignored
 
 
 # -- PYTHONHASHSEED ------------------------------------------------------------

@@ -64,7 +64,13 @@ def main() -> None:
     """
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@main.command(
+    context_settings={"ignore_unknown_options": True},
+    epilog="Examples:\n\n\b\n"
+    "  hermetic-hunt replay F3                  # print the replay command of flake F3\n"
+    "  hermetic-hunt replay A1207 --db ci.db    # of an attempt, from another database\n"
+    "  hermetic-hunt replay F3 --run -- --pdb   # run it, with pytest options\n",
+)
 @click.argument("ref", metavar="ID")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- PYTEST_ARGS]...")
 @click.option(
@@ -160,13 +166,14 @@ def report(db: str, run_id: int | None, fmt: str, output: str | None, exit_zero:
     violations; and, for tests that never failed, the flake rate their clean
     attempts rule out. Exit status 1 when anything was found.
     """
+    from hermetic_hunt.commands import display_path
     from hermetic_hunt.report_load import write_report
 
     outcome = write_report(db, run=run_id, fmt=fmt, output=output)
     if outcome.text is not None:
         click.echo(outcome.text, nl=False)
     else:
-        click.echo(f"wrote {outcome.path} · {outcome.summary}")
+        click.echo(f"wrote {display_path(outcome.path)} · {outcome.summary}")
     _finish(outcome.findings, exit_zero)
 
 

@@ -159,8 +159,8 @@ def show(db: str | os.PathLike[str], ref: str, cwd: str | None = None) -> str:
 def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
     detail = queries.attempt_detail(store, attempt_id)
     if detail is None:
-        total = queries.attempt_count(store)
-        held = f"A1-A{total}" if total else "no attempts"
+        first, last = queries.attempt_range(store)
+        held = f"A{first}-A{last}" if last else "no attempts"
         raise UnknownId(
             f"attempt A{attempt_id} is not in {store.path.name} (it holds {held}): "
             "the report and the hunt's summary name attempts"
@@ -187,7 +187,9 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
     raw = queries.raw_flake(store, flake_id)
     if raw is None:
         known = queries.flake_ids(store)
-        held = f"{known[0]}-{known[-1]}" if known else "no flakes yet"
+        held = "no flakes yet"
+        if known:
+            held = f"only {known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
         raise UnknownId(
             f"flake {flake_id} is not in {name} (it holds {held}): "
             "hermetic-hunt list shows the flake ids"

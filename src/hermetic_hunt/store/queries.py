@@ -278,5 +278,7 @@ def isolation_steps(store: Store, flake_id: str) -> list[StepRow]:
     return [StepRow(*row) for row in rows]
 
 
-def attempt_count(store: Store) -> int:
-    return int(store.conn.execute("SELECT count(*) FROM attempts").fetchone()[0])
+def attempt_range(store: Store) -> tuple[int, int]:
+    """The lowest and highest attempt ids (``(0, 0)`` when there are none)."""
+    low, high = store.conn.execute("SELECT min(id), max(id) FROM attempts").fetchone()
+    return int(low or 0), int(high or 0)

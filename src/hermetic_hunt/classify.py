@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from hermetic_hunt.isolate import Budget, BudgetExceeded
 from hermetic_hunt.models import KINDS, Reproducer, ReproStep, Violation
-from hermetic_hunt.seeds import MAX_SEED, attempt_now, digest_int, probe_hash_seed
+from hermetic_hunt.seeds import probe_hash_seed
 
 FAILING = ("failed", "crashed", "xpassed")
 #: Most attempt ids listed in a flake's evidence, per outcome.
@@ -431,63 +431,3 @@ class Classifier:
             "journals": [a.attempt_id for a in self.failing if a.has_journal][:EVIDENCE_IDS],
             "verdicts": self._why,
         }
-
-
-def alternative_seeds(classifier: Classifier, count: int) -> list[int]:
-    """Seeds of passing attempts first (they passed), then derived ones."""
-    target = classifier.target
-    assert target is not None
-    seen = {target.seed}
-    out: list[int] = []
-    for a in classifier.passing:
-        if a.seed is not None and a.seed not in seen:
-            seen.add(a.seed)
-            out.append(a.seed)
-    index = 0
-    while len(out) < count:
-        seed = digest_int("probe-seed", classifier.settings.base_seed, target.nodeid, index)
-        index += 1
-        if seed & MAX_SEED not in seen:
-            out.append(seed & MAX_SEED)
-    return out[:count]
-
-
-def alternative_nows(classifier: Classifier, count: int) -> list[float]:
-    """Start times of passing attempts first, then drawn ones."""
-    target = classifier.target
-    assert target is not None
-    seen = {target.now}
-    out: list[float] = []
-    for a in classifier.passing:
-        if a.now is not None and a.now not in seen:
-            seen.add(a.now)
-            out.append(a.now)
-    for seed in alternative_seeds(classifier, count + len(out)):
-        if len(out) >= count:
-            break
-        now = attempt_now(seed)
-        if now not in seen:
-            seen.add(now)
-            out.append(now)
-    return out[:count]
-
-
-def alternative_hash_seeds(classifier: Classifier, count: int) -> list[int]:
-    """Hash seeds of passing attempts' processes first, then derived ones."""
-    target = classifier.target
-    assert target is not None
-    own = classifier.hash_seed_of(target)
-    seen = {own}
-    out: list[int] = []
-    for a in classifier.passing:
-        if a.hash_seed is not None and a.hash_seed not in seen:
-            seen.add(a.hash_seed)
-            out.append(a.hash_seed)
-    index = 1
-    while len(out) < count:
-        value = probe_hash_seed(classifier.settings.base_seed, index)
-        index += 1
-        if value not in seen:
-            seen.add(value)
-            out.append(value)
-    return out[:count]

@@ -1,0 +1,446 @@
+"""The decision procedure, driven by a fake prober: a tiny simulated test world.
+
+Each probe is a fresh "process" (a state dict); behaviours decide a test's
+outcome from that state, the step's seed and start time, and the hash seed.
+A simulated hunt produces the attempts, so the classifier sees realistic
+histories without starting a single process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import pytest
+
+from hermetic_hunt.classify import (
+    Attempt,
+    Classifier,
+    ClassifySettings,
+    Probe,
+    ProbeResult,
+    ProbeStep,
+    StepResult,
+    Verdict,
+    choose_target,
+    dedupe,
+)
+from hermetic_hunt.models import KINDS, Violation
+
+DAY = 86400.0
+Behaviour = Callable[[dict, ProbeStep, int, "World"], StepResult]
+
+
+def ok(nodeid: str, *violations: Violation) -> StepResult:
+    return StepResult(nodeid, "passed", violations=tuple(violations))
+
+
+def boom(nodeid: str, exc: str = "AssertionError", *violations: Violation) -> StepResult:
+    return StepResult(nodeid, "failed", exc, f"{nodeid}.py:1", "boom", tuple(violations))
+
+
+BLOCKED = Violation("connect", "metrics.example.invalid", 80)
+
+
+def sets(key: str, value: object = True) -> Behaviour:
+    def run(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+        state[key] = value
+        return ok(step.nodeid)
+
+    return run
+
+
+def fails_if(condition: Callable[[dict, ProbeStep, int, World], bool], exc: str = "AssertionError"):
+    def run(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+        return boom(step.nodeid, exc) if condition(state, step, hs, world) else ok(step.nodeid)
+
+    return run
+
+
+def self_polluting(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+    state["runs"] = state.get("runs", 0) + 1
+    return boom(step.nodeid) if state["runs"] > 1 else ok(step.nodeid)
+
+
+def racy(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+    world.counter += 1  # shared by every process, like the example's counter file
+    return boom(step.nodeid) if world.counter % 2 else ok(step.nodeid)
+
+
+def networked(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+    if step.seed is not None and step.seed % 4 == 0:
+        return boom(step.nodeid, "URLError", BLOCKED)
+    return ok(step.nodeid)
+
+
+def swallows_network(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+    return ok(step.nodeid, BLOCKED)
+
+
+BEHAVIOURS: dict[str, Behaviour] = {
+    "polluter": sets("polluted"),
+    "cleaner": sets("polluted", False),
+    "victim": fails_if(lambda s, *_: s.get("polluted", False)),
+    "region": sets("region"),
+    "beta": sets("beta"),
+    "vat": fails_if(lambda s, *_: s.get("region") and s.get("beta")),
+    "setter": sets("rates"),
+    "brittle": fails_if(lambda s, *_: not s.get("rates"), "KeyError"),
+    "self": self_polluting,
+    "random": fails_if(lambda s, step, *_: step.seed % 4 == 0),
+    "time": fails_if(lambda s, step, *_: step.now % DAY == DAY - 1),
+    "hash": fails_if(lambda s, step, hs, w: hs % 2 == 1),
+    "race": racy,
+    "net": networked,
+    "net-ok": swallows_network,
+    "ghost": fails_if(lambda s, *_: s.get("hunting", False)),
+    "hunting": sets("hunting"),
+    "hangs": fails_if(lambda s, *_: s.get("polluted", False)),
+    **{f"stable{i}": sets(f"noise{i}") for i in range(12)},
+}
+
+
+class World:
+    """A fake :class:`~hermetic_hunt.classify.Prober`."""
+
+    def __init__(self, collected: Sequence[str] | None = None, hang: str | None = None) -> None:
+        self.counter = 0
+        self.probes: list[Probe] = []
+        self.hang = hang
+        self._collected = frozenset(collected if collected is not None else BEHAVIOURS)
+
+    def execute(self, steps: Sequence[ProbeStep], hash_seed: int) -> list[StepResult]:
+        state: dict = {}
+        return [BEHAVIOURS[step.nodeid](state, step, hash_seed, self) for step in steps]
+
+    def run(self, probe: Probe) -> ProbeResult:
+        self.probes.append(probe)
+        if self.hang is not None and len(probe.steps) > 1 and probe.steps[-1].nodeid == self.hang:
+            return ProbeResult("timeout", duration=1.0, detail="stopped after 1s")
+        return ProbeResult("completed", tuple(self.execute(probe.steps, probe.hash_seed)), 0.01)
+
+    def run_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
+        return [self.run(p) for p in probes]
+
+    def collected(self, hash_seed: int | None) -> frozenset[str] | None:
+        return self._collected
+
+
+class History:
+    """A fake :class:`~hermetic_hunt.classify.History` over a simulated hunt."""
+
+    def __init__(self, attempts: list[Attempt]) -> None:
+        self.attempts = attempts
+
+    def preceding(self, attempt: Attempt) -> list[Attempt]:
+        return [
+            a for a in self.attempts if a.worker == attempt.worker and a.position < attempt.position
+        ]
+
+    def tests(self) -> list[str]:
+        return list(dict.fromkeys(a.nodeid for a in self.attempts))
+
+    def representative(self, nodeid: str) -> Attempt | None:
+        mine = [a for a in self.attempts if a.nodeid == nodeid]
+        return min(mine, key=lambda a: (a.failed, a.attempt_id)) if mine else None
+
+
+Run = tuple[str, int, float]  # nodeid, seed, now
+
+
+def hunt(world: World, workers: dict[str, tuple[int, list[Run]]]) -> History:
+    """Run each worker's sequence in one simulated process; record attempts."""
+    attempts: list[Attempt] = []
+    for worker, (hash_seed, runs) in workers.items():
+        steps = [ProbeStep(n, seed, now) for n, seed, now in runs]
+        results = world.execute(steps, hash_seed)
+        for position, (step, result) in enumerate(zip(steps, results, strict=True)):
+            attempts.append(
+                Attempt(
+                    attempt_id=len(attempts) + 1,
+                    run_id=1,
+                    worker=worker,
+                    position=position,
+                    execution=1,
+                    nodeid=step.nodeid,
+                    outcome=result.outcome,
+                    seed=step.seed,
+                    now=step.now,
+                    mode="seeded",
+                    hash_seed=hash_seed,
+                    exc_type=result.exc_type,
+                    location=result.location,
+                    message=result.message,
+                    violations=result.violations,
+                )
+            )
+    return History(attempts)
+
+
+def classify(world: World, history: History, nodeid: str, **settings: object) -> Verdict:
+    attempts = [a for a in history.attempts if a.nodeid == nodeid]
+    classifier = Classifier(nodeid, attempts, history, world, ClassifySettings(**settings))
+    classifier.environment()
+    classifier.order()
+    return classifier.result()
+
+
+def steps_of(verdict: Verdict) -> list[str]:
+    assert verdict.reproducer is not None
+    return [s.nodeid for s in verdict.reproducer.steps]
+
+
+def noise(count: int, seed: int = 100) -> list[Run]:
+    return [(f"stable{i}", seed + i, 1e9 + i) for i in range(count)]
+
+
+def check_evidence(verdict: Verdict) -> None:
+    """Every claimed kind names probes that ran; kinds are in KINDS order."""
+    assert verdict.kinds == [k for k in KINDS if k in verdict.kinds]
+    claims = [v for v in verdict.evidence["verdicts"] if "kind" in v]
+    assert sorted({v["kind"] for v in claims}) == sorted(verdict.kinds)
+    for claim in claims:
+        assert all(1 <= n <= len(verdict.probes) for n in claim["probes"]), claim
+        if claim["kind"] != "unexplained":
+            assert claim["probes"], claim
+
+
+# -- order dependence ------------------------------------------------------------
+
+
+def test_a_victim_gets_its_polluter_and_its_cleaner() -> None:
+    world = World()
+    history = hunt(
+        world,
+        {
+            "gw0": (11, [*noise(6), ("polluter", 1, 1e9), *noise(4, 200), ("victim", 2, 2e9)]),
+            "gw1": (12, [("victim", 3, 3e9), ("cleaner", 4, 1e9), *noise(3, 300)]),
+        },
+    )
+    verdict = classify(world, history, "victim")
+    assert verdict.kinds == ["victim"]
+    assert verdict.polluters == [["polluter"]]
+    assert verdict.cleaners == ["cleaner"]
+    assert steps_of(verdict) == ["polluter", "victim"]
+    assert verdict.reproducer is not None
+    assert [(s.seed, s.now) for s in verdict.reproducer.steps] == [(1, 1e9), (2, 2e9)]
+    assert verdict.reproducer.hash_seed == 11
+    assert verdict.confirmed is True
+    assert verdict.status == "isolated"
+    check_evidence(verdict)
+
+
+def test_a_victim_of_two_polluters_gets_them_as_one_set() -> None:
+    world = World()
+    runs = [*noise(5), ("region", 1, 1e9), *noise(5, 200), ("beta", 2, 1e9), ("vat", 3, 1e9)]
+    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("vat", 4, 1e9)])})
+    verdict = classify(world, history, "vat")
+    assert verdict.kinds == ["victim"]
+    assert verdict.polluters == [["region", "beta"]]
+    assert steps_of(verdict) == ["region", "beta", "vat"]
+    assert verdict.cleaners == []
+    check_evidence(verdict)
+
+
+def test_a_brittle_test_gets_its_state_setter() -> None:
+    world = World()
+    history = hunt(
+        world,
+        {
+            "gw0": (5, [("brittle", 4, 1e9), *noise(3)]),
+            "gw1": (5, [*noise(4, 200), ("setter", 1, 1e9), *noise(4, 300), ("brittle", 2, 1e9)]),
+        },
+    )
+    verdict = classify(world, history, "brittle")
+    assert verdict.kinds == ["brittle"]
+    assert verdict.state_setters == [["setter"]]
+    assert steps_of(verdict) == ["brittle"]  # fails alone: that is the reproducer
+    assert verdict.polluters == []
+    check_evidence(verdict)
+
+
+def test_a_self_polluting_test_is_not_called_its_own_victim() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, [("self", 1, 1e9), *noise(3), ("self", 2, 1e9)])})
+    verdict = classify(world, history, "self")
+    assert verdict.kinds == ["self-polluting"]
+    assert verdict.polluters == []
+    assert steps_of(verdict) == ["self", "self"]
+    assert verdict.confirmed is True
+    check_evidence(verdict)
+
+
+# -- decided by the sandbox's inputs -----------------------------------------------
+
+
+def test_a_test_decided_by_its_seed_is_random() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, [("random", 8, 1e9), ("random", 9, 1e9 + 5)])})
+    verdict = classify(world, history, "random")
+    assert verdict.kinds == ["random"]
+    assert steps_of(verdict) == ["random"]
+    assert verdict.reproducer is not None and verdict.reproducer.steps[0].seed == 8
+    purposes = [p.purpose for p, _ in verdict.probes]
+    assert purposes[:3] == ["alone"] * 3
+    assert "vary seed" in purposes and "vary start time" in purposes
+    check_evidence(verdict)
+
+
+def test_a_test_decided_by_its_start_time_is_time() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, [("time", 1, 40 * DAY - 1), ("time", 2, 40 * DAY + 7)])})
+    verdict = classify(world, history, "time")
+    assert verdict.kinds == ["time"]
+    assert verdict.reproducer is not None and verdict.reproducer.steps[0].now == 40 * DAY - 1
+    check_evidence(verdict)
+
+
+def test_a_test_decided_by_the_hash_seed_is_hash_order() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (7, [("hash", 1, 1e9)]), "gw1": (8, [("hash", 2, 1e9)])})
+    verdict = classify(world, history, "hash")
+    assert verdict.kinds == ["hash-order"]
+    assert verdict.reproducer is not None and verdict.reproducer.hash_seed == 7
+    varied = [p for p, _ in verdict.probes if p.purpose.startswith("vary hash seed")]
+    assert varied[0].hash_seed == 8  # the passing worker's hash seed is tried first
+    check_evidence(verdict)
+
+
+# -- network, concurrency, unexplained ---------------------------------------------------
+
+
+def test_a_test_failing_on_a_blocked_call_for_some_seeds_is_random_and_network() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, [("net", 4, 1e9), ("net", 5, 1e9)])})
+    verdict = classify(world, history, "net")
+    assert verdict.kinds == ["random", "network"]
+    why = [v["why"] for v in verdict.evidence["verdicts"] if v.get("kind") == "network"]
+    assert why == ["the network guard blocked connect metrics.example.invalid:80"]
+    assert verdict.evidence["blocked_calls"] == ["connect metrics.example.invalid:80"]
+
+
+def test_a_test_that_swallows_a_blocked_call_is_network_with_a_passing_reproducer() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, [("net-ok", 1, 1e9), ("net-ok", 2, 1e9)])})
+    verdict = classify(world, history, "net-ok")
+    assert verdict.kinds == ["network"]
+    assert verdict.reproducer is not None and verdict.reproducer.exc_type == ""
+    assert verdict.confirmed is True
+    assert len(verdict.probes) == 2
+
+
+def test_identical_inputs_with_different_outcomes_are_concurrency() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, [("race", 1, 1e9), ("race", 2, 1e9)])})
+    verdict = classify(world, history, "race")
+    assert verdict.kinds == ["concurrency"]
+    record = [p for p, _ in verdict.probes if p.steps[0].mode == "record"]
+    assert len(record) == 3
+    # 5 of the 9 seeded runs failed (the counter alternates)
+    assert "the reproducer fails in about 56% of runs" in verdict.notes
+    assert verdict.confirmed is True
+    check_evidence(verdict)
+
+
+def test_a_flake_that_never_reproduces_is_unexplained_with_what_was_tried() -> None:
+    world = World()
+    history = hunt(
+        world,
+        {"gw0": (5, [("hunting", 1, 1e9), ("ghost", 2, 1e9)]), "gw1": (6, [("ghost", 3, 1e9)])},
+    )
+    # "hunting" is not collected any more: the failure cannot come back.
+    world._collected = frozenset(BEHAVIOURS) - {"hunting"}
+    verdict = classify(world, history, "ghost")
+    assert verdict.kinds == ["unexplained"]
+    (claim,) = verdict.evidence["verdicts"]
+    assert "no probe reproduced a cause" in claim["why"]
+    assert "twice in one process" in claim["why"] and "rerun (record)" in claim["why"]
+    assert any("left out: hunting" in note for note in verdict.notes)
+    assert verdict.reproducer is None
+
+
+# -- bad cases ---------------------------------------------------------------------------
+
+
+def test_a_search_over_budget_stores_a_partial_result_and_says_so() -> None:
+    world = World()
+    runs = [*noise(12), ("polluter", 1, 1e9), *noise(12, 200), ("victim", 2, 1e9)]
+    history = hunt(world, {"gw0": (5, runs)})
+    verdict = classify(world, history, "victim", budget=7)
+    assert verdict.status == "partial"
+    assert len(verdict.probes) == 7
+    assert any("probe budget of 7 exhausted" in note for note in verdict.notes)
+    assert verdict.kinds == ["victim"]  # alone passes, the sequence fails: both probed
+    (best,) = verdict.polluters
+    assert "polluter" in best and len(best) < 13
+    assert verdict.confirmed is False
+
+
+def test_a_test_no_longer_collected_is_not_probed() -> None:
+    world = World(collected=["polluter"])
+    history = hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("victim", 2, 1e9)])})
+    verdict = classify(world, history, "victim")
+    assert verdict.status == "not-collected"
+    assert verdict.kinds == []
+    assert world.probes == []
+
+
+def test_a_probe_that_hangs_is_a_timeout_not_a_failure() -> None:
+    world = World(hang="hangs")
+    history = hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("hangs", 2, 1e9)])})
+    verdict = classify(world, history, "hangs")
+    assert "victim" not in verdict.kinds
+    outcomes = {result.outcome for _, result in verdict.probes}
+    assert "timeout" in outcomes
+    assert any("passes when replayed" in note for note in verdict.notes)
+
+
+def test_the_target_is_the_most_common_failure_with_the_shortest_history() -> None:
+    def attempt(i: int, position: int, exc: str) -> Attempt:
+        return Attempt(i, 1, "gw0", position, 1, "t", "failed", i, 0.0, "seeded", 1, exc, "x:1")
+
+    failing = [attempt(1, 9, "KeyError"), attempt(2, 7, "ValueError"), attempt(3, 8, "ValueError")]
+    assert choose_target(failing).attempt_id == 2
+
+
+def test_dedupe_keeps_each_tests_last_run_in_order() -> None:
+    steps = [ProbeStep(n, i, 0.0) for i, n in enumerate("abcab")]
+    assert [(s.nodeid, s.seed) for s in dedupe(steps)] == [("c", 2), ("a", 3), ("b", 4)]
+
+
+@pytest.mark.parametrize("nodeid", ["victim", "vat", "brittle", "self", "random", "time", "hash"])
+def test_every_kind_rests_on_probes_that_showed_it(nodeid: str) -> None:
+    world = World()
+    history = hunt(
+        world,
+        {
+            "gw0": (7, [("polluter", 1, 1e9), ("region", 1, 1e9), ("beta", 1, 1e9),
+                        ("self", 8, 40 * DAY - 1), (nodeid, 8, 40 * DAY - 1)]),
+            "gw1": (8, [("setter", 2, 1e9), ("self", 9, 1e9), (nodeid, 9, 1e9 + 3)]),
+        },
+    )  # fmt: skip
+    verdict = classify(world, history, nodeid)
+    check_evidence(verdict)
+    for claim in verdict.evidence["verdicts"]:
+        shown = [verdict.probes[n - 1][1] for n in claim.get("probes", [])]
+        assert any(r.outcome == "failed" for r in shown), claim
+    if verdict.reproducer is not None and verdict.confirmed:
+        result = world.run(
+            Probe(
+                "check",
+                tuple(ProbeStep(s.nodeid, s.seed, s.now) for s in verdict.reproducer.steps),
+                verdict.reproducer.hash_seed or 0,
+            )
+        )
+        assert result.outcome == "failed"
+
+
+def test_a_record_mode_target_replays_its_journal_then_varies_in_seeded_mode() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, [("random", 8, 1e9), ("random", 9, 1e9)])})
+    history.attempts = [replace(a, mode="record", has_journal=a.failed) for a in history.attempts]
+    verdict = classify(world, history, "random")
+    alone = [p for p, _ in verdict.probes if p.purpose == "alone"]
+    assert {(s.mode, s.attempt_id) for p in alone for s in p.steps} == {("record", 1)}
+    varied = [p for p, _ in verdict.probes if p.purpose == "vary seed"]
+    assert {s.mode for p in varied for s in p.steps} == {"seeded"}

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from hermetic_hunt import journal as journal_format
-from hermetic_hunt.errors import HuntError
+from hermetic_hunt.errors import BadOption, HuntError
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.sandbox import AttemptFacts, Engine, SandboxSpec, spec_from_marker
 from hermetic_hunt.seeds import attempt_now, attempt_seed
@@ -117,9 +117,13 @@ class AttemptExecutor:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
-        if self._slot is not None:
-            self._open(item, self._slot)
-        return (yield)
+        error = self._open(item, self._slot) if self._slot is not None else None
+        result = yield
+        if error is not None:
+            # After pytest's own setup, so its teardown finds what it expects;
+            # a UsageError here would be an INTERNALERROR on an xdist worker.
+            pytest.fail(str(error), pytrace=False)
+        return result
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_teardown(
@@ -156,7 +160,7 @@ class AttemptExecutor:
 
     # -- attempt lifecycle ----------------------------------------------------
 
-    def _open(self, item: pytest.Item, slot: Slot) -> None:
+    def _open(self, item: pytest.Item, slot: Slot) -> HuntError | None:
         self._close()
         self._execution += 1
         self._failed = False
@@ -173,17 +177,22 @@ class AttemptExecutor:
         self._seed, self._now, self._mode = seed, now, mode
         if mode == "off":
             self._seed = self._now = None
-            return
+            return None
         if self.engine is None:
             self.engine = Engine()
-        spec = self.spec_for(item, seed, now, mode)
+        try:
+            spec = self.spec_for(item, seed, now, mode)
+        except HuntError as exc:  # a bad marker: the attempt fails, unsandboxed
+            self._seed, self._now, self._mode = None, None, "off"
+            return exc
         if spec is None:
             self._seed, self._now, self._mode = None, None, "off"
-            return
+            return None
         if slot.journal is not None and self._execution == 1:
             spec = replace(spec, mode="replay", replay=slot.journal)
         self._seed, self._now = spec.seed, spec.now
         self.handle = self.engine.enter(spec)
+        return None
 
     def spec_for(self, item: pytest.Item, seed: int, now: float, mode: str) -> SandboxSpec | None:
         """The sandbox of this execution (None: not sandboxed)."""
@@ -194,14 +203,14 @@ class AttemptExecutor:
         if marker is None:
             return base
         if marker.args:
-            raise pytest.UsageError(
+            raise BadOption(
                 f"{item.nodeid}: @pytest.mark.hermetic takes keyword arguments only, "
                 "e.g. hermetic(seed=7, network='off')"
             )
         try:
             return spec_from_marker(base, marker.kwargs)
         except HuntError as exc:
-            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+            raise BadOption(f"{item.nodeid}: {exc}") from None
 
     def _close(self) -> None:
         if self.engine is not None and self.engine.active:

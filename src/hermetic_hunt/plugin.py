@@ -225,6 +225,10 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
             worker.locate,
         )
         _register_executor(config, executor)
+        config.addinivalue_line(  # workers check markers too (PytestUnknownMarkWarning)
+            "markers",
+            f"{facts['integration_marker']}: keeps real network during a hermetic-hunt hunt",
+        )
         return
 
     _check_conflicts(config)

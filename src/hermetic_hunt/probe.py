@@ -178,16 +178,17 @@ class _Server:
             return {"status": "timeout", "detail": f"stopped after {timeout:g}s"}
 
     def quit(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._requests.write(wire.encode({"op": "quit"}))
+        with contextlib.suppress(OSError):
             self._requests.close()
-        except OSError:
-            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.kill()
         self._reader.join(timeout=5)
+        if not self._reader.is_alive():
+            self._responses.close()
         self._stderr.close()
 
     def kill(self) -> None:
@@ -221,6 +222,7 @@ class ProbeRunner:
         self.closed = False
         self._servers: dict[int, _Server] = {}
         self._collected: dict[int, frozenset[str] | None] = {}
+        self._failed: dict[int, str] = {}  # hash seeds whose server did not start
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.parallel)
         self._ids = iter(range(1, 1 << 62))
@@ -236,13 +238,23 @@ class ProbeRunner:
         self.started_servers += 1
         return _Server(self.target, hash_seed, self.fork)
 
-    def _server(self, hash_seed: int) -> _Server:
+    def _server(self, hash_seed: int) -> _Server | None:
+        """A ready fork server for ``hash_seed`` (None: it could not start)."""
         with self._lock:
+            if hash_seed in self._failed:
+                return None
             server = self._servers.get(hash_seed)
-            if server is None or server._dead:
+            if server is not None and server._dead:
+                server.quit()  # died after it was ready (a wedged server we killed)
+                server = None
+            if server is None:
                 server = self._servers[hash_seed] = self._start(hash_seed)
-        server.wait_ready(STARTUP_TIMEOUT)
-        return server
+        if server.wait_ready(STARTUP_TIMEOUT):
+            return server
+        with self._lock:
+            self._failed[hash_seed] = server.detail
+            self.startup_error = server.detail
+        return None
 
     def collected(self, hash_seed: int | None) -> frozenset[str] | None:
         """Nodeids a server with ``hash_seed`` collects (None: it did not start)."""
@@ -250,10 +262,8 @@ class ProbeRunner:
         if seed in self._collected:
             return self._collected[seed]
         if self.fork:
-            server = self._server(seed)
-            result = server.collected if server.wait_ready(0) else None
-            if result is None:
-                self.startup_error = server.detail
+            ready = self._server(seed)
+            result = ready.collected if ready is not None else None
         else:
             server = self._start(seed)
             result = server.collected if server.wait_ready(STARTUP_TIMEOUT) else None
@@ -279,8 +289,14 @@ class ProbeRunner:
                 request_id = next(self._ids)
             message = wire.probe_request(request_id, steps, journals, self.timeout)
             if self.fork:
-                server = self._server(probe.hash_seed)
-                answer = server.request(message, self.timeout)
+                ready = self._server(probe.hash_seed)
+                if ready is None:
+                    answer: dict[str, Any] = {
+                        "status": "error",
+                        "detail": self._failed[probe.hash_seed],
+                    }
+                else:
+                    answer = ready.request(message, self.timeout)
             else:
                 server = self._start(probe.hash_seed)
                 if server.wait_ready(STARTUP_TIMEOUT):

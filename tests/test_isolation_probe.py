@@ -1,0 +1,155 @@
+"""The probe runner: fresh processes (forked from a collected server, or one each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hermetic_hunt._probe_wire import option_value, probe_args
+from hermetic_hunt.classify import Probe, ProbeStep
+from hermetic_hunt.probe import ProbeRunner, ProbeTarget, fork_available
+
+SUITE = {
+    "state.py": "POLLUTED = []\n",
+    "test_state.py": """
+        import os
+        import select
+
+        import state
+
+        def test_polluter():
+            state.POLLUTED.append(os.getpid())
+
+        def test_victim():
+            assert not state.POLLUTED, "polluted"
+
+        def test_hash_seed_is_77():
+            assert os.environ["PYTHONHASHSEED"] == "77"
+
+        def test_hangs_when_polluted():
+            if state.POLLUTED:
+                select.select([], [], [], 120)  # a real wait: no sandbox clock involved
+
+        def test_blocked_call():
+            import socket
+            try:
+                socket.create_connection(("probe.example.invalid", 80), timeout=1)
+            except OSError:
+                pass
+    """,
+}
+
+MODES = [
+    pytest.param(True, id="fork", marks=pytest.mark.skipif(not fork_available(), reason="no fork")),
+    pytest.param(False, id="process-per-probe"),
+]
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> Path:
+    pytester.makepyfile(**{name[:-3]: text for name, text in SUITE.items()})
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    return pytester.path
+
+
+def runner(
+    path: Path, fork: bool, timeout: float = 60.0, args: tuple[str, ...] = ()
+) -> ProbeRunner:
+    target = ProbeTarget(str(path), ("-p", "no:randomly", *args), base_seed=7)
+    return ProbeRunner(target, parallel=2, timeout=timeout, fork=fork)
+
+
+def probe(*nodeids: str, hash_seed: int = 1) -> Probe:
+    steps = tuple(ProbeStep(f"test_state.py::{n}", 11, 1.0e9) for n in nodeids)
+    return Probe("test", steps, hash_seed)
+
+
+@pytest.mark.parametrize("fork", MODES)
+def test_a_probe_runs_its_steps_in_order_in_one_fresh_process(suite: Path, fork: bool) -> None:
+    with runner(suite, fork) as r:
+        polluted = r.run(probe("test_polluter", "test_victim"))
+        alone = r.run(probe("test_victim"))
+    assert polluted.status == "completed"
+    assert [s.outcome for s in polluted.steps] == ["passed", "failed"]
+    assert polluted.steps[-1].exc_type == "AssertionError"
+    assert polluted.steps[-1].location == "test_state.py:10"
+    assert polluted.steps[-1].message.startswith("polluted")
+    # The polluter of the first probe left nothing behind for the second.
+    assert alone.outcome == "passed"
+
+
+@pytest.mark.parametrize("fork", MODES)
+def test_each_probe_runs_with_the_hash_seed_it_asks_for(suite: Path, fork: bool) -> None:
+    with runner(suite, fork) as r:
+        results = r.run_many([probe("test_hash_seed_is_77", hash_seed=h) for h in (77, 78)])
+    assert [res.outcome for res in results] == ["passed", "failed"]
+
+
+@pytest.mark.parametrize("fork", MODES)
+def test_a_probe_that_hangs_is_stopped_and_reported_as_a_timeout(suite: Path, fork: bool) -> None:
+    with runner(suite, fork, timeout=1.0) as r:
+        hung = r.run(probe("test_polluter", "test_hangs_when_polluted"))
+        after = r.run(probe("test_hangs_when_polluted"))
+    assert hung.status == "timeout"
+    assert hung.outcome == "timeout"
+    assert hung.detail == "stopped after 1s"
+    assert after.outcome == "passed"  # the runner goes on
+
+
+@pytest.mark.parametrize("fork", MODES)
+def test_blocked_calls_come_back_with_the_step(suite: Path, fork: bool, safety_net) -> None:
+    with runner(suite, fork) as r:
+        result = r.run(probe("test_blocked_call"))
+    assert result.outcome == "passed"
+    (violation,) = result.steps[-1].violations
+    assert (violation.host, violation.port) == ("probe.example.invalid", 80)
+    assert safety_net == []
+
+
+def test_a_test_that_is_not_collected_is_an_error_naming_it(suite: Path) -> None:
+    with runner(suite, fork_available()) as r:
+        assert "test_state.py::test_victim" in (r.collected(1) or ())
+        result = r.run(probe("test_renamed"))
+    assert result.status == "error"
+    assert "'test_state.py::test_renamed' is not collected any more" in result.detail
+
+
+def test_a_server_that_cannot_start_says_why(suite: Path) -> None:
+    with runner(suite, fork_available(), args=("--no-such-option",)) as r:
+        assert r.collected(1) is None
+        assert "--no-such-option" in r.startup_error
+        result = r.run(probe("test_victim"))
+    assert result.status == "error"
+
+
+@pytest.mark.skipif(not fork_available(), reason="no fork")
+def test_forked_probes_share_one_server_and_leave_no_temporary_files(
+    suite: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path_factory.mktemp("probe-temp")
+    monkeypatch.setenv("TMPDIR", str(temp))
+    with runner(suite, True) as r:
+        for _ in range(4):
+            assert r.run(probe("test_polluter", "test_victim")).outcome == "failed"
+        assert r.started_servers == 1
+        assert list(temp.iterdir())  # the server's directory, with one per probe inside
+    assert list(temp.iterdir()) == []
+
+
+def test_the_hunts_own_options_are_dropped_from_a_probe_servers_arguments() -> None:
+    argv = [
+        "--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7", "-p", "no:randomly", "shop",
+        "-x", "-n4", "--hermetic-hunt-isolate", "off", "-k", "cart", "--junitxml=out.xml",
+        "--basetemp", "/tmp/b", "--maxfail=3", "-nauto", "--lf", "-m", "not slow", "--", "-x",
+    ]  # fmt: skip
+    assert probe_args(argv) == [
+        "-p", "no:randomly", "shop", "-k", "cart", "-m", "not slow", "--", "-x",
+    ]  # fmt: skip
+
+
+def test_hunt_options_are_read_back_from_a_runs_arguments() -> None:
+    argv = ["--hermetic-hunt-isolate-budget", "9", "--hermetic-hunt-probe-timeout=5s"]
+    assert option_value(argv, "--hermetic-hunt-isolate-budget") == "9"
+    assert option_value(argv, "--hermetic-hunt-probe-timeout") == "5s"
+    assert option_value(argv, "--hermetic-hunt-integration-marker") is None

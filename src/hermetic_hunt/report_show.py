@@ -8,6 +8,7 @@ them out.
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -228,10 +229,18 @@ def _steps_lines(steps: list[StepRow]) -> list[str]:
 
 
 def _evidence_lines(evidence: Any) -> list[str]:
+    """Stored evidence, one key per line (compact JSON values, wrapped)."""
     if evidence in (None, {}, []):
         return []
-    text = json.dumps(evidence, indent=2, sort_keys=True, ensure_ascii=True)
-    return ["evidence:"] + [f"  {clean(line)}" for line in text.splitlines()]
+    if not isinstance(evidence, dict):
+        evidence = {"evidence": evidence}
+    out = ["evidence:"]
+    for key in sorted(evidence, key=str):
+        value = json.dumps(evidence[key], sort_keys=True, ensure_ascii=True)
+        wrapped = textwrap.wrap(value, width=96, subsequent_indent="      ") or [""]
+        out.append(f"  {clean(key)}: {clean(wrapped[0])}")
+        out.extend(clean(line) for line in wrapped[1:])
+    return out
 
 
 def render_flake(

@@ -48,6 +48,8 @@ def flake_state(flake: Flake) -> str:
         "isolated": "isolated",
         "partial": "partly isolated (probe budget or timeout reached)",
         "skipped": "isolation skipped",
+        "error": "isolation failed (see the note)",
+        "not-collected": "not isolated: the test is no longer collected",
     }.get(flake.status, clean(flake.status))
     confirmed = {
         True: "reproducer confirmed",
@@ -193,8 +195,10 @@ def _violations(report: Report) -> list[str]:
             f"{v.first_attempt_id}"
         )
         test = by_test.get(v.nodeid)
-        if test is not None and test.flake is not None and test.status not in ("flaky",):
+        if test is not None and test.flake is not None and test.status != "flaky":
             out.append(f"      flake {test.flake.flake_id}: {kinds_text(test.flake)}")
+            if test.replay:
+                out.append(f"      replay: {test.replay}")
     return out
 
 

@@ -96,12 +96,13 @@ def _flake_lines(
     status = "" if v.status == "isolated" else f" [{v.status}]"
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
     out = [f"  {flake_id} {v.nodeid}  {kinds}{status} ({cost})"]
+    unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
     for label, sets in (("polluters", v.polluters), ("state-setters", v.state_setters)):
         for members in sets:
-            out.append(f"      {label}: {' + '.join(members)}")
+            out.append(f"      {label}{unfinished}: {' + '.join(members)}")
     if v.cleaners:
         out.append(f"      cleaners: {', '.join(v.cleaners)}")
-    if v.reproducer is not None and v.confirmed is False:
+    if v.reproducer is not None and v.confirmed is False and v.status == "isolated":
         out.append("      reproducer not confirmed: it did not fail again when re-run")
     rate = [n for n in v.notes if n.startswith("the reproducer fails in about")]
     if "concurrency" in v.kinds and rate:

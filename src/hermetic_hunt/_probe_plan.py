@@ -248,9 +248,13 @@ def victim(
 
 
 def _search_notes(c: Classifier, notes: list[str], partial: bool, what: str) -> None:
-    c.verdict.notes.extend(f"{what} search: {note}" for note in notes)
+    c.verdict.notes.extend(f"{what} search: {n}" for n in notes if "budget" not in n)
     if partial:
         c.verdict.status = "partial"
+        c.verdict.notes.append(
+            f"probe budget of {c.budget.limit} exhausted during the {what} search "
+            "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet"
+        )
 
 
 def cleaners(

@@ -317,7 +317,8 @@ class Classifier:
             work()
         except BudgetExceeded as exc:
             self.verdict.status = "partial"
-            self.verdict.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
+            if not any("budget" in note for note in self.verdict.notes):
+                self.verdict.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
             self._done = True
 
     def _environment(self) -> None:

@@ -240,9 +240,7 @@ def isolate(
     """
     from hermetic_hunt._probe_driver import isolate_database
 
-    lines = isolate_database(
-        db, run_id, ids, budget=budget, timeout=probe_timeout, workers=workers
-    )
+    lines = isolate_database(db, run_id, ids, budget=budget, timeout=probe_timeout, workers=workers)
     click.echo("\n".join(lines))
 
 

@@ -1,0 +1,222 @@
+"""Isolation end to end: a hunt, its probes, the database and the terminal summary."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hermetic_hunt.cli import main
+
+MINI = {
+    "state": "POLLUTED = []\n",
+    "realclock": "import time\n\nREAL = time.time()\n",
+    "test_mini": """
+        import select
+        import time
+
+        import realclock
+        import state
+
+        def test_polluter():
+            state.POLLUTED.append(1)
+
+        def test_cleaner():
+            state.POLLUTED.clear()
+
+        def test_victim():
+            assert not state.POLLUTED, "polluted"
+
+        def test_stable_a():
+            pass
+
+        def test_stable_b():
+            pass
+
+        def test_broken():
+            assert False, "always"
+
+        def test_needs_the_real_clock():
+            assert abs(time.time() - realclock.REAL) < 30 * 86400
+    """,
+}
+#: With this base seed, 4 rounds run test_victim both after test_polluter
+#: (without test_cleaner in between) and without it.
+SEED = "2"
+
+
+@pytest.fixture
+def mini(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(**MINI)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    return pytester
+
+
+def hunt(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "--hermetic-hunt=4", f"--hermetic-seed={SEED}", "-p", "no:randomly", *args
+    )
+
+
+def rows(path: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(path / "flakes.db") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def flake(path: Path, nodeid: str) -> dict:
+    with sqlite3.connect(path / "flakes.db") as conn:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute(
+            "SELECT fl.* FROM flakes fl JOIN tests t ON t.id = fl.test_id WHERE t.nodeid = ?",
+            (nodeid,),
+        ).fetchone()
+    assert row is not None, f"no flake row for {nodeid}"
+    return dict(row)
+
+
+def test_a_hunt_ends_by_isolating_its_victim_with_polluter_and_cleaner(mini) -> None:
+    result = hunt(mini)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "hermetic-hunt: isolating 1 flaky test(s)...",
+            "hermetic-hunt isolation: 1 flaky test · * probes (*, 1 at a time) in *",
+            "  F1 test_mini.py::test_victim  victim (* probes, *s)",
+            "      polluters: test_mini.py::test_polluter",
+            "      cleaners: test_mini.py::test_cleaner",
+            "      replay: pytest --hermetic-replay-db=flakes.db::F1",
+        ]
+    )
+    row = flake(mini.path, "test_mini.py::test_victim")
+    assert row["flake_id"] == "F1"
+    assert json.loads(row["kinds"]) == ["victim"]
+    assert json.loads(row["polluters"]) == [["test_mini.py::test_polluter"]]
+    assert json.loads(row["cleaners"]) == ["test_mini.py::test_cleaner"]
+    assert row["status"] == "isolated" and row["confirmed"] == 1
+    reproducer = json.loads(row["reproducer"])
+    assert [s["nodeid"] for s in reproducer["steps"]] == [
+        "test_mini.py::test_polluter",
+        "test_mini.py::test_victim",
+    ]
+    lines = (mini.path / "test_mini.py").read_text().splitlines()
+    line = 1 + next(i for i, text in enumerate(lines) if "assert not state.POLLUTED" in text)
+    assert reproducer["signature"]["location"] == f"test_mini.py:{line}"
+    steps = rows(mini.path, "SELECT step, outcome, duration FROM isolation_steps ORDER BY step")
+    assert [s[0] for s in steps] == list(range(1, row["probes"] + 1))
+    assert {s[1] for s in steps} <= {"passed", "failed"}
+    assert row["probe_seconds"] == pytest.approx(sum(s[2] for s in steps), abs=0.01)
+    evidence = json.loads(row["evidence"])
+    (victim,) = [v for v in evidence["verdicts"] if v.get("kind") == "victim"]
+    outcomes = dict(rows(mini.path, "SELECT step, outcome FROM isolation_steps"))
+    assert "failed" in {outcomes[n] for n in victim["probes"]}
+
+
+def test_tests_that_always_fail_are_checked_without_the_sandbox(mini) -> None:
+    result = hunt(mini)
+    result.stdout.fnmatch_lines(
+        [
+            "always failing (run once with the sandbox off):",
+            "  test_mini.py::test_broken  broken: fails with the sandbox off too",
+            "  test_mini.py::test_needs_the_real_clock  sandbox-incompatible: passes with the "
+            "sandbox off",
+        ]
+    )
+    checks = rows(
+        mini.path,
+        "SELECT t.nodeid, c.check_name, c.outcome FROM test_checks c "
+        "JOIN tests t ON t.id = c.test_id ORDER BY t.nodeid",
+    )
+    assert checks == [
+        ("test_mini.py::test_broken", "sandbox-off", "failed"),
+        ("test_mini.py::test_needs_the_real_clock", "sandbox-off", "passed"),
+    ]
+    # Neither is a flake.
+    assert rows(mini.path, "SELECT count(*) FROM flakes") == [(1,)]
+
+
+def test_isolate_off_skips_it_and_the_isolate_command_does_it_later(mini) -> None:
+    result = hunt(mini, "--hermetic-hunt-isolate=off")
+    assert "hermetic-hunt isolation" not in result.stdout.str()
+    assert rows(mini.path, "SELECT count(*) FROM flakes") == [(0,)]
+    outcome = CliRunner().invoke(main, ["isolate", "--db", "flakes.db"])
+    assert outcome.exit_code == 0, outcome.output
+    assert "  F1 test_mini.py::test_victim  victim (" in outcome.output
+    assert "      polluters: test_mini.py::test_polluter" in outcome.output
+    assert json.loads(flake(mini.path, "test_mini.py::test_victim")["kinds"]) == ["victim"]
+    # Again, by id: the same flake row is updated, its id kept.
+    again = CliRunner().invoke(main, ["isolate", "--db", "flakes.db", "F1"])
+    assert again.exit_code == 0, again.output
+    assert rows(mini.path, "SELECT flake_id FROM flakes") == [("F1",)]
+    assert "always failing" not in again.output  # only F1 was asked for
+
+
+def test_the_isolate_command_refuses_an_unknown_id_in_one_line(mini) -> None:
+    hunt(mini, "--hermetic-hunt-isolate=off")
+    outcome = CliRunner().invoke(main, ["isolate", "--db", "flakes.db", "F9"])
+    assert outcome.exit_code == 3
+    assert outcome.output.strip().splitlines() == [
+        f"Error: 'F9' is neither a flake id nor a test in {mini.path / 'flakes.db'}: "
+        "see 'hermetic-hunt list' for the flakes it holds"
+    ]
+
+
+def test_a_test_renamed_since_the_hunt_is_said_not_collected(mini) -> None:
+    hunt(mini, "--hermetic-hunt-isolate=off")
+    source = mini.path / "test_mini.py"
+    source.write_text(source.read_text().replace("def test_victim", "def test_victim_renamed"))
+    outcome = CliRunner().invoke(main, ["isolate", "--db", "flakes.db"])
+    assert outcome.exit_code == 0, outcome.output
+    assert "  F1 test_mini.py::test_victim  not classified [not-collected] (0 probes" in (
+        outcome.output
+    )
+    assert "note: test_mini.py::test_victim is not collected any more" in outcome.output
+    assert flake(mini.path, "test_mini.py::test_victim")["status"] == "not-collected"
+
+
+def test_a_search_over_its_budget_stores_a_partial_result_and_says_so(mini) -> None:
+    result = hunt(mini, "--hermetic-hunt-isolate-budget=5")
+    result.stdout.fnmatch_lines(
+        [
+            "  F1 test_mini.py::test_victim  victim [[]partial] (5 probes, *)",
+            "      polluters (search unfinished, not minimal): * + test_mini.py::test_polluter*",
+            "      note: probe budget of 5 exhausted during the polluter search "
+            "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet",
+        ]
+    )
+    row = flake(mini.path, "test_mini.py::test_victim")
+    assert row["status"] == "partial" and row["probes"] == 5
+
+
+def test_a_probe_that_hangs_is_stopped_and_recorded(mini) -> None:
+    mini.makepyfile(
+        test_hang="""
+        import os
+        import select
+
+        import state
+
+        def test_hangs_in_probes_after_the_polluter():
+            if os.environ.get("HERMETIC_HUNT_PROBE") and state.POLLUTED:
+                select.select([], [], [], 300)  # a real wait
+            assert not state.POLLUTED
+        """
+    )
+    result = hunt(
+        mini,
+        "--hermetic-hunt-probe-timeout=1s",
+        "--hermetic-hunt-isolate-budget=8",
+        "-k",
+        "hang or polluter",
+    )
+    assert result.ret == 1
+    timeouts = rows(
+        mini.path,
+        "SELECT s.purpose, s.detail FROM isolation_steps s JOIN flakes fl ON fl.id = s.flake_id "
+        "WHERE s.outcome = 'timeout'",
+    )
+    assert timeouts and {t[1] for t in timeouts} == {"stopped after 1s"}
+    row = flake(mini.path, "test_hang.py::test_hangs_in_probes_after_the_polluter")
+    assert "victim" not in json.loads(row["kinds"])

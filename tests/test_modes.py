@@ -1,0 +1,113 @@
+"""The example suite, hunted with -n 2 in each sandbox mode: seeded, record, off."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import one, rows
+
+HEALTH = "tests/test_health.py::test_health_check_degrades_gracefully"
+CHECKOUT = "tests/test_checkout.py::test_checkout_reports_metrics"
+ROUNDS = 8
+
+
+def hunt(suite: Path, mode: str, rounds: int, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [
+        sys.executable, "-m", "pytest", f"--hermetic-hunt={rounds}", "-n", "2",
+        "--hermetic-seed=7", f"--hermetic-hunt-mode={mode}", "-p", "no:randomly",
+        "--hermetic-hunt-isolate=off", "-p", "no:cacheprovider", *args,
+    ]  # fmt: skip
+    return subprocess.run(argv, cwd=suite, capture_output=True, text=True, check=False, timeout=600)
+
+
+def violations(db: Path) -> dict[str, set[tuple[str, str, int]]]:
+    found: dict[str, set[tuple[str, str, int]]] = {}
+    for nodeid, op, host, port in rows(
+        db,
+        "SELECT t.nodeid, v.op, v.host, v.port FROM violations v "
+        "JOIN attempts a ON a.id = v.attempt_id JOIN tests t ON t.id = a.test_id",
+    ):
+        found.setdefault(nodeid, set()).add((op, host, port))
+    return found
+
+
+def attempts_with_violations(db: Path, nodeid: str) -> int:
+    return int(
+        one(
+            db,
+            "SELECT count(*) FROM attempts a JOIN tests t ON t.id = a.test_id "
+            "WHERE t.nodeid = ? AND a.violations > 0",
+            nodeid,
+        )
+    )
+
+
+def check_complete(
+    db: Path, mode: str, rounds: int, result: subprocess.CompletedProcess[str]
+) -> int:
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "INTERNALERROR" not in result.stdout + result.stderr
+    status, done, tests, run_mode = one(db, "SELECT status, rounds_done, tests, mode FROM runs")
+    assert (status, done, run_mode) == ("complete", rounds, mode)
+    assert one(db, "SELECT count(*) FROM attempts") == rounds * tests
+    assert rows(db, "SELECT DISTINCT mode FROM attempts") == [(mode,)]
+    return int(tests)
+
+
+@pytest.mark.slow
+def test_a_seeded_hunt_records_both_network_examples_as_violations(example_suite: Path) -> None:
+    db = example_suite / "flakes.db"
+    check_complete(db, "seeded", ROUNDS, hunt(example_suite, "seeded", ROUNDS))
+    assert violations(db) == {HEALTH: {("create_connection", "status.example.invalid", 443)}}
+    assert attempts_with_violations(db, HEALTH) == ROUNDS  # swallowed, passes, still found
+    assert one(db, "SELECT count(*) FROM attempts WHERE seed IS NULL") == 0
+    billing = rows(
+        db,
+        "SELECT DISTINCT a.counts FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "WHERE t.nodeid = 'tests/test_billing.py::test_next_billing_date'",
+    )
+    assert [json.loads(counts) for (counts,) in billing] == [{"time": 2}]  # date.today() x2
+    # Checkout sends one call in four (seeded: the same attempts every time).
+    focused = example_suite / "focused.db"
+    result = hunt(example_suite, "seeded", 30, f"--hermetic-hunt-db={focused}", CHECKOUT)
+    check_complete(focused, "seeded", 30, result)
+    assert violations(focused) == {CHECKOUT: {("create_connection", "metrics.example.invalid", 80)}}
+
+
+@pytest.mark.slow
+def test_a_record_hunt_records_both_network_examples_as_violations(example_suite: Path) -> None:
+    db = example_suite / "flakes.db"
+    check_complete(db, "record", ROUNDS, hunt(example_suite, "record", ROUNDS))
+    assert set(violations(db)) >= {HEALTH}
+    assert attempts_with_violations(db, HEALTH) == ROUNDS
+    failing = one(
+        db,
+        "SELECT count(*) FROM attempts a LEFT JOIN journals j ON j.attempt_id = a.id "
+        "WHERE a.outcome = 'failed' AND j.format = 'record/1'",
+    )
+    assert failing == one(db, "SELECT count(*) FROM attempts WHERE outcome = 'failed'") > 0
+    # Checkout samples one call in four from a real-entropy stream: hunt it alone,
+    # long enough that missing it is a one-in-ten-million event (0.75 ** 60).
+    focused = example_suite / "focused.db"
+    result = hunt(example_suite, "record", 60, f"--hermetic-hunt-db={focused}", CHECKOUT)
+    check_complete(focused, "record", 60, result)
+    assert violations(focused) == {CHECKOUT: {("create_connection", "metrics.example.invalid", 80)}}
+
+
+@pytest.mark.slow
+def test_a_hunt_with_the_sandbox_off_records_no_violations(example_suite: Path) -> None:
+    db = example_suite / "flakes.db"
+    check_complete(db, "off", ROUNDS, hunt(example_suite, "off", ROUNDS))
+    assert violations(db) == {}
+    assert rows(db, "SELECT DISTINCT seed, now, counts FROM attempts") == [(None, None, None)]
+    # The example's own safety net stopped the calls instead: health degraded and passed.
+    assert rows(
+        db,
+        "SELECT DISTINCT a.outcome FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "WHERE t.nodeid = ?",
+        HEALTH,
+    ) == [("passed",)]

@@ -72,7 +72,7 @@ def hunt_argv(rounds: int, seed: int, workers: str) -> list[str]:
         sys.executable, "-m", "pytest",
         f"--hermetic-hunt={rounds}", "-n", workers, f"--hermetic-seed={seed}",
         f"--hermetic-hunt-db={DATABASE}",
-        "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "--tb=no", "-rN",
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--tb=no", "-rN",
     ]  # fmt: skip
 
 

@@ -1,0 +1,181 @@
+"""``hermetic-hunt demo``: the bundled example suite, hunted end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hermetic_hunt.cli import main
+from hermetic_hunt.demo import hunt_argv, prepare
+from hermetic_hunt.examples import SHOP
+
+#: The flaky tests of the example suite and the kinds isolation must find
+#: (src/hermetic_hunt/examples/shop/README.md).
+EXPECTED = {
+    "tests/test_settings.py::test_default_currency_is_usd": {"victim"},
+    "tests/test_flags.py::test_price_display_shows_vat_once": {"victim"},
+    "tests/test_catalog.py::test_catalog_lists_core_products": {"victim"},
+    "tests/test_pricing.py::test_convert_to_eur": {"brittle"},
+    "tests/test_plugins.py::test_register_builtin_plugins": {"self-polluting"},
+    "tests/test_orders.py::test_order_ids_are_unique": {"random"},
+    "tests/test_billing.py::test_next_billing_date": {"time"},
+    "tests/test_tags.py::test_tags_are_listed_in_order": {"hash-order"},
+    "tests/test_checkout.py::test_checkout_reports_metrics": {"network"},
+    "tests/test_health.py::test_health_check_degrades_gracefully": {"network"},
+    "tests/test_inventory.py::test_concurrent_reservations_keep_stock_consistent": {"concurrency"},
+}
+PASSING_VIOLATOR = "tests/test_health.py::test_health_check_degrades_gracefully"
+
+
+def check_demo_database(db: Path) -> None:
+    """Every flaky example found, classified as its README says, with its reproducer."""
+    result = CliRunner().invoke(main, ["report", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    statuses = {t["nodeid"]: t["status"] for t in data["tests"]}
+    flaky = {nodeid for nodeid, status in statuses.items() if status == "flaky"}
+    assert flaky == set(EXPECTED) - {PASSING_VIOLATOR}
+    assert {s for s in statuses.values()} == {"flaky", "stable"}
+    flakes = {f["nodeid"]: f for f in data["flakes"]}
+    assert set(flakes) == set(EXPECTED)
+    for nodeid, kinds in EXPECTED.items():
+        assert kinds <= set(flakes[nodeid]["kinds"]), (nodeid, flakes[nodeid]["kinds"])
+        assert flakes[nodeid]["replay"].startswith("pytest --hermetic-replay-db=")
+    flags = flakes["tests/test_flags.py::test_price_display_shows_vat_once"]
+    assert sorted(flags["polluters"][0]) == [
+        "tests/test_flags.py::test_enable_beta_pricing",
+        "tests/test_flags.py::test_set_region_eu",
+    ]
+    catalog = flakes["tests/test_catalog.py::test_catalog_lists_core_products"]
+    assert catalog["cleaners"] == ["tests/test_catalog.py::test_catalog_reset"]
+    pricing = flakes["tests/test_pricing.py::test_convert_to_eur"]
+    assert pricing["state_setters"] == [["tests/test_pricing.py::test_load_rates"]]
+    assert {v["nodeid"] for v in data["violations"]} == {
+        PASSING_VIOLATOR,
+        "tests/test_checkout.py::test_checkout_reports_metrics",
+    }
+
+
+def test_the_demo_copy_is_a_fresh_example_suite(tmp_path):
+    target = prepare(tmp_path / "demo")
+    assert (target / "pytest.ini").is_file()
+    assert sorted(p.name for p in (target / "tests").glob("test_*.py")) == sorted(
+        p.name for p in (SHOP / "tests").glob("test_*.py")
+    )
+    # The counter standing in for the OS scheduler starts from zero.
+    assert not (target / ".scheduler-hint").exists()
+    assert not list(target.rglob("__pycache__"))
+
+
+def test_the_demo_hunt_is_deterministic_by_default():
+    argv = hunt_argv(30, 7, "auto")
+    assert argv[:3] == [sys.executable, "-m", "pytest"]
+    assert {"--hermetic-hunt=30", "--hermetic-seed=7", "--hermetic-hunt-db=flakes.db"} <= set(argv)
+    assert argv[argv.index("-n") + 1] == "auto"
+
+
+def test_the_demo_refuses_a_directory_that_is_not_empty(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path / "full")])
+    assert result.exit_code == 3
+    assert result.stderr == (
+        f"Error: --dir {tmp_path / 'full'}: exists and is not an empty directory; pass a new "
+        "path (the demo copies the example suite into it)\n"
+    )
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+
+
+def test_the_demo_exits_1_when_the_hunt_itself_fails(tmp_path):
+    result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path / "d"), "-n", "many"])
+    assert result.exit_code == 1
+    assert "hermetic-hunt demo: the hunt did not run to the end (pytest exit status 4)" in (
+        result.stderr
+    )
+
+
+@pytest.mark.slow
+def test_the_demo_finds_and_classifies_every_flake_of_the_example_suite(tmp_path, safety_net):
+    result = CliRunner().invoke(main, ["demo", "-n", "2", "--dir", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.startswith(f"hermetic-hunt demo: hunting the example suite in {tmp_path / 'demo'}\n")
+    assert "hermetic-hunt report · flakes.db · 1 run · 900 attempts of 30 tests" in out
+    assert "10 flaky · 0 broken · 0 sandbox-incompatible · 20 stable" in out
+    assert f"  cd {tmp_path / 'demo'}\n" in out
+    for nodeid in EXPECTED:
+        assert nodeid in out
+    check_demo_database(tmp_path / "demo" / "flakes.db")
+    assert safety_net == []
+
+
+def _fresh_venv(root: Path) -> Path:
+    """A new venv with hermetic-hunt installed from a copy of this checkout.
+
+    ``pip install -e .`` as the README says, but offline: dependencies come
+    from this environment (a .pth file points at a directory of links to its
+    site-packages, hermetic-hunt itself excluded), the build backend from the
+    machine's local package index.
+    """
+    project = Path(__file__).resolve().parent.parent
+    copy = root / "project"
+    copy.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        (copy / name).write_bytes((project / name).read_bytes())
+    import shutil
+
+    shutil.copytree(
+        project / "src", copy / "src",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache", ".scheduler-hint"),
+    )  # fmt: skip
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    deps = root / "deps"
+    deps.mkdir()
+    for entry in Path(site.getsitepackages()[0]).iterdir():
+        if "hermetic_hunt" not in entry.name:
+            (deps / entry.name).symlink_to(entry)
+    (site_packages,) = (venv / "lib").glob("python3*/site-packages")
+    (site_packages / "zz-test-dependencies.pth").write_text(f"{deps}\n")
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
+         "--index-url", LOCAL_INDEX.as_uri(), "-e", str(copy)],
+        check=True, timeout=600,
+    )  # fmt: skip
+    return venv
+
+
+LOCAL_INDEX = Path("/opt/pypi/simple")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (LOCAL_INDEX / "setuptools").is_dir(),
+    reason="needs a local package index with setuptools to build offline",
+)
+def test_pip_install_and_hermetic_hunt_demo_work_in_a_fresh_venv(tmp_path):
+    venv = _fresh_venv(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run(
+        [str(venv / "bin" / "hermetic-hunt"), "demo", "-n", "2", "--dir", str(tmp_path / "demo")],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"hermetic-hunt demo: hunting the example suite in {tmp_path / 'demo'}" in result.stdout
+    # The command and the example suite came from the fresh install.
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import hermetic_hunt; print(hermetic_hunt.__file__)"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(tmp_path / "project" / "src"))
+    check_demo_database(tmp_path / "demo" / "flakes.db")

@@ -4,8 +4,9 @@ Each command parses its options, calls one function of the core, prints what
 it returns and maps :class:`~hermetic_hunt.errors.HuntError` to a one-line
 error with a documented exit status (see ``docs/cli.md``):
 
-* 0 -- success (``report``: nothing flaky)
-* 1 -- ``report``/``list``: flaky tests or violations were found
+* 0 -- success (``report``/``list``: nothing found; ``demo``: the demo ran)
+* 1 -- ``report``/``list``: flaky, broken or sandbox-incompatible tests or
+  violations were found; ``demo``: the hunt itself did not run to the end
 * 2 -- usage error (bad option, unknown command)
 * 3 -- bad input: missing/invalid database, unknown id, corrupt journal
 """

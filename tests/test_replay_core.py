@@ -158,20 +158,39 @@ def test_a_record_mode_attempt_replays_its_validated_journal():
     assert plan.steps[0].journal is not None and plan.steps[0].journal.events["time"] == [1.0e9]
 
 
+def test_a_record_mode_step_without_a_stored_journal_runs_live_with_a_warning():
+    source = FakeSource()
+    source.flakes["F3"] = flake(
+        victim_reproducer(
+            steps=[
+                {"nodeid": POLLUTER, "seed": 1, "now": 1.0e9, "mode": "record", "attempt_id": 6},
+                {"nodeid": VICTIM, "seed": 2, "now": 1.0e9, "mode": "record", "attempt_id": 7},
+            ]
+        )
+    )
+    source.attempts[7] = attempt(mode="record", has_journal=True)
+    source.journals[7] = journal(VICTIM)
+    plan = resolve(Target("x.db", "F3", "flake", 3), source)
+    assert [s.journal is not None for s in plan.steps] == [False, True]
+    warnings = faithfulness_warnings(plan, {}, {})
+    assert (
+        f"{POLLUTER} ran in record mode without a stored journal: it runs with real time and entropy"
+        in warnings
+    )
+
+
 @pytest.mark.parametrize(
     "data, message",
     [
         (b"\x1f\x8b\x08\x00garbage", "the journal of A7: journal is *"),
         (b"[1, 2]", "the journal of A7: journal is not a JSON object"),
         (journal("tests/test_shop.py::test_other"), "the journal of A7: journal was recorded for*"),
-        (None, "the journal of A7: none is stored*"),
     ],
 )
-def test_a_corrupt_or_missing_journal_is_a_one_line_error(data, message):
+def test_a_corrupt_journal_is_a_one_line_error(data, message):
     source = FakeSource()
-    source.attempts[7] = attempt(mode="record", has_journal=data is not None)
-    if data is not None:
-        source.journals[7] = data
+    source.attempts[7] = attempt(mode="record", has_journal=True)
+    source.journals[7] = data
     with pytest.raises(BadJournal) as info:
         resolve(Target("x.db", "A7", "attempt", 7), source)
     assert fnmatch(str(info.value), message), str(info.value)
@@ -187,6 +206,13 @@ def test_a_flake_plan_runs_the_reproducer_steps_in_order():
     assert plan.hash_seed == 99 and plan.flake_row == 1 and plan.attempt_id == 7
     assert plan.expected == Expected("failed", "KeyError", "shop/cart.py:42", "'sku'")
     assert plan.counts == {"threads": 3}
+    assert plan.kinds == ("victim",)
+    concurrent = resolve(Target("x.db", "F3", "flake", 3), source)
+    concurrent.kinds = ("concurrency",)
+    assert (
+        "F3 is a concurrency flake: thread timing is not replayed, so a replay may pass; run it "
+        "a few times" in faithfulness_warnings(concurrent, {}, {})
+    )
 
 
 def test_a_nodeid_means_its_newest_flake_or_else_its_newest_failing_attempt():

@@ -174,6 +174,7 @@ class Plan:
     attempt_id: int | None = None
     counts: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    kinds: tuple[str, ...] = ()
 
     @property
     def test(self) -> str:
@@ -221,11 +222,16 @@ def resolve(target: Target, source: Source) -> Plan:
     )
 
 
-def _journal_of(source: Source, attempt_id: int, nodeid: str) -> Journal:
+def _journal_of(source: Source, attempt_id: int, nodeid: str) -> Journal | None:
+    """The stored journal of an attempt, validated (None: none is stored).
+
+    Journals are kept for failing attempts only: a passing record-mode step
+    (a polluter, say) runs live, as it did in isolation, with a warning.
+    """
     data = source.journal(attempt_id)
     where = f"the journal of A{attempt_id}"
     if data is None:
-        raise BadJournal(f"{where}: none is stored, so its record-mode run cannot be replayed")
+        return None
     try:
         return journal_format.decode(data, where=where, expect_test=nodeid)
     except RecursionError:
@@ -235,7 +241,7 @@ def _journal_of(source: Source, attempt_id: int, nodeid: str) -> Journal:
 def _attempt_step(attempt: AttemptInfo, source: Source) -> PlannedStep:
     mode = attempt.mode if attempt.mode in ("seeded", "record", "off") else "seeded"
     journal = None
-    if mode == "record":
+    if mode == "record" and attempt.has_journal:
         journal = _journal_of(source, attempt.attempt_id, attempt.nodeid)
     elif mode == "seeded" and attempt.has_journal:
         # Seeded journals explain (threads, network); the seed reproduces.
@@ -283,7 +289,7 @@ def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
                 "and no failing attempt: run a new hunt with --hermetic-hunt"
             )
         plan = _attempt_plan(target, attempt, source)
-        plan.label, plan.flake_row = flake.flake_id, flake.row_id
+        plan.label, plan.flake_row, plan.kinds = flake.flake_id, flake.row_id, flake.kinds
         plan.notes.append(
             f"{flake.flake_id} has no minimal reproducer (isolation "
             f"{flake.status or 'not run'}): replaying its newest failing attempt, "
@@ -326,6 +332,7 @@ def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
         flake_row=flake.row_id,
         attempt_id=steps[-1].attempt_id,
         counts=dict(last.counts) if last is not None else {},
+        kinds=flake.kinds,
     )
 
 
@@ -379,7 +386,12 @@ def faithfulness_warnings(
         [counted if isinstance(counted, int) else 0]
         + [step.journal.threads for step in plan.steps if step.journal is not None]
     )
-    if threads > 1:
+    if "concurrency" in plan.kinds:
+        out.append(
+            f"{plan.label} is a concurrency flake: thread timing is not replayed, so a replay "
+            "may pass; run it a few times"
+        )
+    elif threads > 1:
         out.append(
             f"the recording was multi-threaded ({threads} threads read the clock or entropy): "
             "thread interleaving is not replayed, so a race may or may not come back"

@@ -318,3 +318,47 @@ def test_the_commands_read_what_a_real_hunt_stored(pytester, monkeypatch, safety
     assert tests["test_mini.py::test_ok"]["status"] == "stable"
     assert tests["test_mini.py::test_random"]["replay"] == replay.group(1)
     assert safety_net == []
+
+
+def test_the_report_of_a_hunt_with_isolation_has_flakes_and_sandbox_off_checks(
+    pytester, monkeypatch
+):
+    pytester.makepyfile(
+        test_mini=MINI
+        + """
+
+def test_real_clock():
+    import os
+    import time
+
+    assert abs(time.time() - os.path.getmtime(__file__)) < 10**6
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "--hermetic-hunt=10", "--hermetic-seed=1", "-p", "no:randomly"
+    )
+    assert result.ret == 1
+    monkeypatch.chdir(pytester.path)
+    code, out, _ = invoke("report")
+    assert code == FOUND
+    assert (
+        "1 flaky · 1 broken · 1 sandbox-incompatible · 2 stable · 1 with network violations" in out
+    )
+    flaky = out.split("flaky tests (1), most surely failing first:\n")[1]
+    assert re.match(
+        r"  (F\d+) +test_mini\.py::test_random\n"
+        r"      random · isolated · reproducer confirmed\n"
+        r"      failed 4 of 10 attempts: 40% \(95% CI 17%–69%\)\n",
+        flaky,
+    )
+    broken = out.split("broken tests (failed in every attempt, with and without the sandbox):\n")[1]
+    assert broken.startswith("  -   test_mini.py::test_broken\n      failed 10 of 10 attempts")
+    assert "without the sandbox: failed" in broken.split("\n\n")[0]
+    incompatible = out.split(
+        "sandbox-incompatible tests (fail under the sandbox, pass without it):\n"
+    )[1]
+    assert incompatible.startswith("  -   test_mini.py::test_real_clock\n")
+    assert "without the sandbox: passed" in incompatible.split("\n\n")[0]
+    code, listed, _ = invoke("list")
+    assert code == FOUND
+    assert [line.split()[1] for line in listed.splitlines()] == ["random", "network"]

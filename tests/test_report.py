@@ -87,7 +87,7 @@ def test_the_text_report_lists_broken_incompatible_violating_stable_and_skipped_
     broken = text.split("broken tests (failed in every attempt, with and without the sandbox):\n")[
         1
     ]
-    assert broken.startswith(f"  -   {BROKEN}\n      not isolated\n      failed 10 of 10 attempts")
+    assert broken.startswith(f"  -   {BROKEN}\n      failed 10 of 10 attempts")
     assert "without the sandbox: failed" in broken
     incompatible = text.split(
         "sandbox-incompatible tests (fail under the sandbox, pass without it):\n"

@@ -209,7 +209,7 @@ def render_attempt(
         if journal.overflow:
             out.append(_row("", f"overflowed: {clean(', '.join(journal.overflow))}"))
     out.extend(comparison_lines(comparison))
-    out.append(f"replay: {replay}")
+    out.append(f"replay: {clean(replay)}")
     return "\n".join(out) + "\n"
 
 
@@ -293,5 +293,5 @@ def render_flake(
     if f.note:
         out.append(_row("note", clean(f.note)))
     out.extend(comparison_lines(comparison))
-    out.append(f"replay: {replay}")
+    out.append(f"replay: {clean(replay)}")
     return "\n".join(out) + "\n"

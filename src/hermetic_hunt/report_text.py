@@ -144,8 +144,9 @@ def stable_groups(report: Report) -> list[tuple[int, int]]:
 def _test_block(test: TestResult, label: str) -> list[str]:
     flake = test.flake
     out = [f"  {label:<4}{clean(test.nodeid)}"]
-    state = f" · {flake_state(flake)}" if flake is not None else ""
-    out.append(f"      {kinds_text(flake)}{state}")
+    if flake is not None or test.status == "flaky":
+        state = f" · {flake_state(flake)}" if flake is not None else ""
+        out.append(f"      {kinds_text(flake)}{state}")
     out.append(f"      {rate_text(test)}")
     if flake is not None:
         if flake.polluters:
@@ -159,7 +160,7 @@ def _test_block(test: TestResult, label: str) -> list[str]:
     if test.check is not None:
         out.append(f"      without the sandbox: {clean(test.check.outcome)}")
     if test.replay:
-        out.append(f"      replay: {test.replay}")
+        out.append(f"      replay: {clean(test.replay)}")
     return out
 
 
@@ -198,7 +199,7 @@ def _violations(report: Report) -> list[str]:
         if test is not None and test.flake is not None and test.status != "flaky":
             out.append(f"      flake {test.flake.flake_id}: {kinds_text(test.flake)}")
             if test.replay:
-                out.append(f"      replay: {test.replay}")
+                out.append(f"      replay: {clean(test.replay)}")
     return out
 
 
@@ -260,6 +261,6 @@ def list_lines(report: Report) -> list[str]:
         )
         out.append(
             f"{label:<5}{kinds_text(test.flake):<24} {rate:<14} {clean(test.nodeid)}  "
-            f"{test.replay or ''}".rstrip()
+            f"{clean(test.replay or '')}".rstrip()
         )
     return out

@@ -171,10 +171,10 @@ def report(db: str, run_id: int | None, fmt: str, output: str | None, exit_zero:
     from hermetic_hunt.report_load import write_report
 
     outcome = write_report(db, run=run_id, fmt=fmt, output=output)
-    if outcome.text is not None:
-        click.echo(outcome.text, nl=False)
-    else:
+    if outcome.path is not None:
         click.echo(f"wrote {display_path(outcome.path)} · {outcome.summary}")
+    else:
+        click.echo(outcome.text or "", nl=False)
     _finish(outcome.findings, exit_zero)
 
 

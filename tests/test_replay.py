@@ -302,25 +302,65 @@ def test_a_nodeid_without_a_flake_replays_its_newest_failing_attempt(seeded, sui
 # -- record mode, xdist and hash seeds -------------------------------------------
 
 
+#: Record mode lets real time and entropy through: these tests fail in every
+#: attempt (deterministic), with the values they drew in the failure message.
+RECORDED = """
+import os
+import random
+import time
+
+
+def test_token():
+    token = f"{os.urandom(4).hex()} {random.random():.9f} {time.time():.6f}"
+    assert token == "", token
+
+
+def test_timed():
+    stamps = [time.time() for _ in range(COUNT)]
+    assert stamps == [], stamps[0]
+"""
+
+
+def message(db: Path, attempt_id: int) -> str:
+    return str(query(db, "SELECT message FROM failures WHERE attempt_id = ?", attempt_id)[0][0])
+
+
 @pytest.mark.slow
-def test_a_record_mode_attempt_replays_from_its_journal(tmp_path):
+def test_a_record_mode_attempt_replays_the_time_and_entropy_of_its_journal(tmp_path):
     where = tmp_path / "recorded"
     where.mkdir()
-    (where / "test_suite.py").write_text(SUITE)
+    (where / "test_suite.py").write_text(RECORDED.replace("COUNT", "3"))
     hunt(where, "--hermetic-hunt-mode=record", env=clean_env(PYTHONHASHSEED="11"))
     db = copy_db(where / "flakes.db", tmp_path / "elsewhere")
-    attempt_id = attempt_of(db, "test_lucky")
+    attempt_id = attempt_of(db, "test_token")
     assert query(db, "SELECT mode, hash_seed FROM attempts WHERE id = ?", attempt_id) == [
         ("record", 11)
     ]
+    recorded = message(db, attempt_id)
+    assert len(recorded.split()) == 3  # urandom, random and time, as drawn in the hunt
     result = run_pytest(
         where, f"--hermetic-replay-db={db}::A{attempt_id}", env=clean_env(PYTHONHASHSEED="11")
     )
     text = output(result)
     assert result.returncode == 1, text
     assert f"journal of A{attempt_id}" in text
-    assert f"reproduced A{attempt_id}: {NODE.format('test_lucky')} failed with the recorded" in text
+    assert f"reproduced A{attempt_id}: {NODE.format('test_token')} failed with the recorded" in text
+    assert f"AssertionError: {recorded}" in text  # the very values of the recording
     assert "less than faithful" not in text  # same machine, same hash seed
+
+    # A replay that reads fewer values than the journal holds says so.
+    timed = attempt_of(db, "test_timed")
+    (where / "test_suite.py").write_text(RECORDED.replace("COUNT", "1"))
+    result = run_pytest(
+        where, f"--hermetic-replay-db={db}::A{timed}", env=clean_env(PYTHONHASHSEED="11")
+    )
+    text = output(result)
+    assert result.returncode == 1, text
+    assert f"reproduced A{timed}" in text
+    assert (
+        f"  - {NODE.format('test_timed')}: replay read time 1 of 3 recorded time(s): the code "
+        "path consumed less than the recording"
+    ) in text
 
 
 @pytest.mark.slow

@@ -38,7 +38,9 @@ def test_every_flake_of_the_example_suite_replays_from_a_copied_database(
         "SELECT fl.flake_id, t.nodeid, fl.kinds FROM flakes fl JOIN tests t ON t.id = fl.test_id "
         "WHERE fl.reproducer IS NOT NULL ORDER BY fl.id",
     )
-    assert len(flakes) >= 8, flakes
+    # Record mode lets real entropy through: the random and time examples
+    # may or may not fail in a given hunt; the order-dependent ones always do.
+    assert len(flakes) >= (10 if mode == "seeded" else 6), flakes
     # the hunt printed one replay command per flake, in the one form
     for flake_id, _, _ in flakes:
         assert f"replay: pytest --hermetic-replay-db=flakes.db::{flake_id} shop\n" in hunted.stdout

@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_replay import clean_env, copy_db, hunt, output, query, replays, run_pytest
+from test_replay import (
+    RECORDED,
+    clean_env,
+    copy_db,
+    hunt,
+    message,
+    output,
+    query,
+    replays,
+    run_pytest,
+)
 from test_replay_errors import insert_flake
 from test_replay_nodeids import EXAMPLE_CONFTEST
 
@@ -65,9 +75,9 @@ def node(name: str) -> str:
     return f"test_suite.py::{name}"
 
 
-def line_of(text: str) -> str:
-    """``test_suite.py:N`` of the line of SUITE holding ``text``."""
-    number = next(i for i, line in enumerate(SUITE.splitlines(), start=1) if text in line)
+def line_of(text: str, source: str = SUITE) -> str:
+    """``test_suite.py:N`` of the line of ``source`` holding ``text``."""
+    number = next(i for i, line in enumerate(source.splitlines(), start=1) if text in line)
     return f"test_suite.py:{number}"
 
 
@@ -260,20 +270,22 @@ def test_last_failed_does_not_change_what_a_replay_runs(hunted, db, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_record_mode_flake_replays_its_journal(tmp_path):
+def test_a_record_mode_flake_replays_the_journal_of_its_failing_step(tmp_path):
     where = tmp_path / "recorded"
     where.mkdir()
     (where / "conftest.py").write_text(EXAMPLE_CONFTEST.read_text())
-    (where / "test_suite.py").write_text(SUITE)
+    (where / "test_suite.py").write_text(SUITE + RECORDED.replace("COUNT", "1"))
     hunt(where, "--hermetic-hunt-mode=record")
     db = copy_db(where / "flakes.db", tmp_path / "elsewhere")
-    steps = [step(db, "test_pollute", mode="record", attempt_id=None),
-             step(db, "test_lucky", "failed", mode="record")]  # fmt: skip
-    add_flake(db, "F1", steps, exc_type="AssertionError", location=line_of("random.random()"),
-              kinds=("random",))  # fmt: skip
+    # as isolation stores it: every step in record mode, journals where kept
+    steps = [step(db, "test_pollute", mode="record"),
+             step(db, "test_token", "failed", mode="record")]  # fmt: skip
+    add_flake(db, "F1", steps, exc_type="AssertionError", kinds=("random",),
+              location=line_of('assert token == ""', SUITE + RECORDED))  # fmt: skip
     result = run_pytest(where, f"--hermetic-replay-db={db}::F1")
     text = output(result)
     assert result.returncode == 1, text
     assert f"journal of A{steps[-1].attempt_id}" in text
-    assert f"reproduced F1: {node('test_lucky')} failed with the recorded signature" in text
+    assert f"reproduced F1: {node('test_token')} failed with the recorded signature" in text
+    assert f"AssertionError: {message(db, steps[-1].attempt_id)}" in text
     assert f"{node('test_pollute')} ran in record mode without a stored journal" in text

@@ -19,18 +19,15 @@ from hermetic_hunt.replay import (
     AttemptInfo,
     Expected,
     FlakeInfo,
-    Observed,
     Plan,
     PlannedStep,
     Target,
-    describe,
-    faithfulness_warnings,
-    judge,
     location_arg,
     needs_reexec,
     parse_target,
     resolve,
 )
+from hermetic_hunt.replay_verdict import Observed, describe, faithfulness_warnings, judge
 
 VICTIM = "tests/test_shop.py::test_victim"
 POLLUTER = "tests/test_shop.py::test_polluter"
@@ -398,7 +395,7 @@ def test_the_header_says_what_runs_with_what():
 
 def test_the_core_imports_neither_pytest_nor_sqlite_nor_hermetic():
     code = (
-        "import sys, hermetic_hunt.replay\n"
+        "import sys, hermetic_hunt.replay, hermetic_hunt.replay_verdict\n"
         "names = ('pytest', '_pytest', 'sqlite3', 'hermetic', 'click')\n"
         "print(sorted(m for m in names if m in sys.modules))"
     )
@@ -408,7 +405,7 @@ def test_the_core_imports_neither_pytest_nor_sqlite_nor_hermetic():
 
 def test_nothing_in_the_replay_path_unpickles_evaluates_or_uses_a_shell():
     root = Path(__file__).resolve().parent.parent / "src" / "hermetic_hunt"
-    for name in ("replay.py", "replay_plugin.py", "store/replay.py"):
+    for name in ("replay.py", "replay_verdict.py", "replay_plugin.py", "store/replay.py"):
         text = (root / name).read_text()
         for forbidden in (r"\bpickle\b", r"\beval\(", r"\bexec\(", r"shell=True", r"os\.system",
                           r"\bmarshal\b"):  # fmt: skip

@@ -27,19 +27,14 @@ import pytest
 
 from hermetic_hunt import commands, environment
 from hermetic_hunt.errors import HuntError
-from hermetic_hunt.replay import (
-    FAILING,
-    REEXEC_ENV,
+from hermetic_hunt.replay import FAILING, REEXEC_ENV, Plan, needs_reexec, parse_target, resolve
+from hermetic_hunt.replay_verdict import (
     Observed,
-    Plan,
     Verdict,
     describe,
     earlier_failures,
     faithfulness_warnings,
     judge,
-    needs_reexec,
-    parse_target,
-    resolve,
 )
 from hermetic_hunt.sequence import SequenceRunner, Step
 from hermetic_hunt.store import Store
@@ -89,6 +84,9 @@ def _configure(config: pytest.Config, value: str) -> None:
     from hermetic_hunt.plugin import _hand_seeding_to_the_hunt, _register_executor, _value
 
     _hand_seeding_to_the_hunt(config)
+    if getattr(config.option, "hermetic_seed", None) is None and plan.steps[-1].seed is not None:
+        # hermetic-sandbox's header then names the seed the replayed test runs with.
+        config.option.hermetic_seed = plan.steps[-1].seed
     marker = _value(config, "hermetic_hunt_integration_marker", "hermetic_hunt_integration_marker")
     marker = marker or "integration"
     config.addinivalue_line(

@@ -36,7 +36,6 @@ from hermetic_hunt.replay_verdict import (
     faithfulness_warnings,
     judge,
 )
-from hermetic_hunt.sequence import SequenceRunner, Step
 from hermetic_hunt.store import Store
 from hermetic_hunt.store.replay import ReplaySource, add_replay
 
@@ -81,7 +80,10 @@ def _configure(config: pytest.Config, value: str) -> None:
     config.add_cleanup(store.close)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
     ignored = _own_selection(config)
+    # Imported only now: a process about to restart under another hash seed
+    # never pays for the sandbox and the executor.
     from hermetic_hunt.plugin import _hand_seeding_to_the_hunt, _register_executor, _value
+    from hermetic_hunt.sequence import SequenceRunner
 
     _hand_seeding_to_the_hunt(config)
     if getattr(config.option, "hermetic_seed", None) is None and plan.steps[-1].seed is not None:
@@ -110,7 +112,9 @@ def _configure(config: pytest.Config, value: str) -> None:
     _register_executor(config, executor)
 
 
-def _sequence_step(step: Any) -> Step:
+def _sequence_step(step: Any) -> Any:
+    from hermetic_hunt.sequence import Step
+
     # A seeded step's journal only explains the recording: replaying it
     # would feed back values the seed re-derives anyway.
     journal = step.journal if step.mode == "record" else None
@@ -206,7 +210,7 @@ class ReplayReporter:
     """pytest plugin: header, selection check, verdict, ``replays`` row, summary."""
 
     def __init__(
-        self, config: pytest.Config, plan: Plan, store: Store, display: str, runner: SequenceRunner
+        self, config: pytest.Config, plan: Plan, store: Store, display: str, runner: Any
     ) -> None:
         self.config = config
         self.plan = plan

@@ -269,6 +269,19 @@ def test_a_malformed_reproducer_is_a_bad_database(reproducer):
         resolve(Target("x.db", "F3", "flake", 3), source)
 
 
+def test_a_seeded_steps_journal_explains_the_recording_and_a_corrupt_one_is_ignored():
+    source = FakeSource()
+    source.flakes["F3"] = flake(victim_reproducer())
+    source.attempts[7] = attempt(has_journal=True)
+    source.journals[7] = journal(VICTIM, mode="seeded", threads=2, network="off")
+    plan = resolve(Target("x.db", "F3", "flake", 3), source)
+    assert plan.steps[-1].journal is not None
+    warnings = "\n".join(faithfulness_warnings(plan, {}, {}))
+    assert "multi-threaded (2 threads" in warnings and "network allowed" in warnings
+    source.journals[7] = b"garbage"
+    assert resolve(Target("x.db", "F3", "flake", 3), source).steps[-1].journal is None
+
+
 def test_a_network_flake_without_a_failure_expects_the_blocked_call():
     source = FakeSource()
     source.flakes["F3"] = flake(victim_reproducer(signature={}), kinds=("network",))

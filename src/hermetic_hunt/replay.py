@@ -236,17 +236,21 @@ def _journal_of(source: Source, attempt_id: int, nodeid: str) -> Journal | None:
         raise BadJournal(f"{where}: journal is nested too deeply") from None
 
 
+def _explanation(source: Source, attempt_id: int, nodeid: str) -> Journal | None:
+    """A seeded attempt's journal: it explains (threads, network), the seed reproduces."""
+    try:
+        return _journal_of(source, attempt_id, nodeid)
+    except BadJournal:
+        return None
+
+
 def _attempt_step(attempt: AttemptInfo, source: Source) -> PlannedStep:
     mode = attempt.mode if attempt.mode in ("seeded", "record", "off") else "seeded"
     journal = None
     if mode == "record" and attempt.has_journal:
         journal = _journal_of(source, attempt.attempt_id, attempt.nodeid)
     elif mode == "seeded" and attempt.has_journal:
-        # Seeded journals explain (threads, network); the seed reproduces.
-        try:
-            journal = _journal_of(source, attempt.attempt_id, attempt.nodeid)
-        except BadJournal:
-            journal = None
+        journal = _explanation(source, attempt.attempt_id, attempt.nodeid)
     if mode != "off" and attempt.seed is None:
         raise BadDatabase(
             f"A{attempt.attempt_id} has no seed stored although it ran in {mode} mode: "
@@ -311,6 +315,8 @@ def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
                 f"step {index} of {flake.flake_id}'s reproducer ({step.nodeid}) has no seed: "
                 "the database is damaged; run a new hunt"
             )
+        elif step.mode == "seeded" and step.attempt_id is not None:
+            journal = _explanation(source, step.attempt_id, step.nodeid)
         steps.append(PlannedStep(step.nodeid, step.seed, step.now, step.mode, journal,
                                  step.attempt_id))  # fmt: skip
     if repro.exc_type:

@@ -22,6 +22,7 @@ junit or coverage file is written on behalf of a probe.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -141,6 +142,12 @@ class Server:
     # -- the loop ----------------------------------------------------------------
 
     def serve(self, session: pytest.Session) -> None:
+        if self.fork:
+            # Move everything collected so far out of the collector's reach: a
+            # child's garbage collections then never write to (and copy) the
+            # pages it shares with this server.
+            gc.collect()
+            gc.freeze()
         while not (self._closed and not self.children):
             readers = [] if self._closed else [self.requests]
             readers += [child.fd for child in self.children.values()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,12 @@ SUITE = {
         def test_hangs_when_polluted():
             if state.POLLUTED:
                 select.select([], [], [], 120)  # a real wait: no sandbox clock involved
+
+        def test_waits_forever():
+            pid_file = os.environ["PROBE_PID_FILE"]
+            with open(pid_file, "w") as handle:
+                handle.write(str(os.getpid()))
+            select.select([], [], [], 600)
 
         def test_blocked_call():
             import socket
@@ -105,6 +113,41 @@ def test_blocked_calls_come_back_with_the_step(suite: Path, fork: bool, safety_n
     (violation,) = result.steps[-1].violations
     assert (violation.host, violation.port) == ("probe.example.invalid", 80)
     assert safety_net == []
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return True
+    return state == "Z"  # killed; nobody left to reap it in some containers
+
+
+@pytest.mark.parametrize("fork", MODES)
+def test_abort_stops_running_probes_and_their_processes(
+    suite: Path, fork: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = suite / "probe.pid"
+    monkeypatch.setenv("PROBE_PID_FILE", str(pid_file))
+    r = runner(suite, fork, timeout=600)
+    results: list = []
+    worker = threading.Thread(target=lambda: results.append(r.run(probe("test_waits_forever"))))
+    worker.start()
+    for _ in range(600):  # until the probe runs (or 60s)
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    pid = int(pid_file.read_text())
+    r.abort()
+    worker.join(timeout=60)
+    r.close()
+    assert not worker.is_alive()
+    assert results[0].status in ("error", "timeout")
+    for _ in range(100):
+        if _gone(pid):
+            break
+        time.sleep(0.1)
+    assert _gone(pid)
 
 
 def test_a_test_that_is_not_collected_is_an_error_naming_it(suite: Path) -> None:

@@ -150,6 +150,7 @@ def isolate(
         _classify_all(store, found.flaky, history, runner, settings, rows, report)
         _sandbox_off(store, found.always_failing, runner, facts, report)
     except KeyboardInterrupt:
+        runner.abort()
         report.interrupted = True
         report.pending = len(found.flaky) - len(report.flakes)
     finally:
@@ -174,7 +175,8 @@ def _classify_all(
     if not classifiers:
         return
     threads = min(len(classifiers), max(2, 2 * runner.parallel))
-    with ThreadPoolExecutor(max_workers=threads) as pool:
+    pool = ThreadPoolExecutor(max_workers=threads)
+    try:
         # Phase 1 for every flake before any phase 2: alone runs never
         # overlap with sequences that contain the same test.
         for _ in _completed({pool.submit(c.environment): c for c in classifiers}):
@@ -184,6 +186,12 @@ def _classify_all(
             row, flake_id = rows[c.nodeid]
             db.save_verdict(store, row, report.run_id, verdict)
             report.flakes.append((flake_id, verdict))
+    except KeyboardInterrupt:
+        # Stop the probes first, or the pool would wait for them.
+        runner.abort()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:

@@ -134,14 +134,18 @@ class Server:
         )
         try:
             self.serve(session)
+        except SystemExit:
+            pass  # SIGTERM: the runner aborts
         finally:
             self.shutdown()
-        sys.stdout.flush()
-        os._exit(0)
+            sys.stdout.flush()
+            os._exit(0)
 
     # -- the loop ----------------------------------------------------------------
 
     def serve(self, session: pytest.Session) -> None:
+        # The runner's abort(): stop now, kill the probes (see shutdown()).
+        signal.signal(signal.SIGTERM, _stop)
         if self.fork:
             # Move everything collected so far out of the collector's reach: a
             # child's garbage collections then never write to (and copy) the
@@ -191,12 +195,16 @@ class Server:
             return
         read_fd, write_fd = os.pipe()
         started = _PERF()
+        # No SIGTERM between the fork and the child's registration: an abort
+        # must find every child to kill.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
         pid = os.fork()
         if pid == 0:  # the child
             os.close(read_fd)
             self._child(session, message, write_fd, temp)
         os.close(write_fd)
         self.children[read_fd] = _Child(pid, request_id, read_fd, started + timeout, started, temp)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
     def _read_child(self, child: _Child) -> None:
         chunk = os.read(child.fd, _READ)
@@ -237,6 +245,8 @@ class Server:
         code = 0
         try:
             os.setpgid(0, 0)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             for inherited in (self.requests, self.responses, *self.children):
                 os.close(inherited)
             result = self.run_probe(session, message, temp)
@@ -280,6 +290,10 @@ class Server:
             "detail": detail,
             "steps": [wire.step_result_json(record) for record in runner.records],
         }
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _step(raw: Any) -> Step:

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout  # not builtin before 3.11
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -171,7 +172,7 @@ class _Server:
         wait = timeout + (GRACE if self.fork else 0.0)
         try:
             return future.result(timeout=wait)
-        except TimeoutError:
+        except FutureTimeout:
             # One-shot mode has no server-side timeout; a fork server that
             # does not answer is wedged. Either way: stop it.
             self.kill()
@@ -190,6 +191,11 @@ class _Server:
         if not self._reader.is_alive():
             self._responses.close()
         self._stderr.close()
+
+    def terminate(self) -> None:
+        """Ask the server to stop now: it kills its probes and exits."""
+        with contextlib.suppress(OSError):
+            self.proc.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
@@ -223,6 +229,7 @@ class ProbeRunner:
         self._servers: dict[int, _Server] = {}
         self._collected: dict[int, frozenset[str] | None] = {}
         self._failed: dict[int, str] = {}  # hash seeds whose server did not start
+        self._oneshots: set[_Server] = set()  # process-per-probe servers running now
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.parallel)
         self._ids = iter(range(1, 1 << 62))
@@ -299,17 +306,32 @@ class ProbeRunner:
                     answer = ready.request(message, self.timeout)
             else:
                 server = self._start(probe.hash_seed)
+                with self._lock:
+                    self._oneshots.add(server)
                 if server.wait_ready(STARTUP_TIMEOUT):
                     answer = server.request(message, self.timeout)
                 else:
                     answer = {"status": "error", "detail": server.detail}
                 server.quit()
+                with self._lock:
+                    self._oneshots.discard(server)
             answer.setdefault("duration", _PERF() - started)
         return wire.result_from(answer)
 
     def run_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
         """Run ``probes`` in parallel (up to ``parallel``); results in order."""
         return list(self._pool.map(self.run, probes))
+
+    def abort(self) -> None:
+        """Stop every probe now (Ctrl-C): servers kill their probes and exit."""
+        self.closed = True
+        with self._lock:
+            servers = list(self._servers.values())
+            oneshots = list(self._oneshots)
+        for server in servers:
+            server.terminate()
+        for server in oneshots:
+            server.kill()  # it runs its probe itself: its process group is all there is
 
     def close(self) -> None:
         self.closed = True

@@ -12,7 +12,7 @@ from helpers import one, rows
 
 HEALTH = "tests/test_health.py::test_health_check_degrades_gracefully"
 CHECKOUT = "tests/test_checkout.py::test_checkout_reports_metrics"
-ROUNDS = 8
+ROUNDS = 5
 
 
 def hunt(suite: Path, mode: str, rounds: int, *args: str) -> subprocess.CompletedProcess[str]:

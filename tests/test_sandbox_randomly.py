@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+import zlib
 from typing import Any
 
 import pytest
@@ -57,30 +58,27 @@ def test_in_a_hunt_the_random_stream_follows_the_attempt_seed_not_randomly(
     assert hunt_values(pytester, 1, workers) == hunt_values(pytester, 2, workers)
 
 
-ORDERED = "\n".join(f"def test_{index:02d}():\n    pass\n" for index in range(12))
+ORDERED = "import random\n\n" + "\n".join(
+    f"def test_{index:02d}():\n    print('drawn', {index}, random.random())\n"
+    for index in range(12)
+)
 
 
-def order(result: pytest.RunResult) -> list[str]:
-    return re.findall(r"::(test_\d\d) PASSED", result.stdout.str())
+def run(pytester: pytest.Pytester, *args: str) -> tuple[list[str], dict[str, float]]:
+    out = pytester.runpytest_subprocess("-v", "-s", *args).stdout.str()
+    drawn = {f"test_{int(i):02d}": float(v) for i, v in re.findall(r"drawn (\d+) (\S+)", out)}
+    return re.findall(r"::(test_\d\d) ", out), drawn
 
 
 def test_outside_a_hunt_randomly_still_shuffles_and_reseeds(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_order=ORDERED)
-    plain = order(pytester.runpytest_subprocess("-p", "no:randomly", "-v"))
-    first = order(pytester.runpytest_subprocess("-p", "randomly", "--randomly-seed=1", "-v"))
-    again = order(pytester.runpytest_subprocess("-p", "randomly", "--randomly-seed=1", "-v"))
-    other = order(pytester.runpytest_subprocess("-p", "randomly", "--randomly-seed=2", "-v"))
+    plain, _ = run(pytester, "-p", "no:randomly")
+    first, drawn = run(pytester, "-p", "randomly", "--randomly-seed=1")
+    other, _ = run(pytester, "-p", "randomly", "--randomly-seed=2")
     assert plain == [f"test_{index:02d}" for index in range(12)]
-    assert sorted(first) == plain and first == again
-    assert first != plain and other != first
-    pytester.makepyfile(
-        test_order="import random\n\ndef test_value():\n    print('drawn', random.random())\n"
-    )
-    drawn = [
-        re.search(r"drawn (\S+)", run.stdout.str()).group(1)  # type: ignore[union-attr]
-        for run in (
-            pytester.runpytest_subprocess("-p", "randomly", f"--randomly-seed={seed}", "-s")
-            for seed in (1, 1, 2)
-        )
-    ]
-    assert drawn[0] == drawn[1] != drawn[2]  # randomly's per-test reseed is in charge
+    assert sorted(first) == plain and first != plain and other != first
+    assert len(drawn) == 12
+    # randomly's per-test reseed is still in charge: seed + crc32(nodeid) at the call.
+    for name, value in drawn.items():
+        expected = random.Random(1 + zlib.crc32(f"test_order.py::{name}".encode())).random()
+        assert value == expected, name

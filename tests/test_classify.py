@@ -8,6 +8,7 @@ histories without starting a single process.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -100,10 +101,20 @@ BEHAVIOURS: dict[str, Behaviour] = {
 }
 
 
+def coin(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+    return boom(step.nodeid) if world.rng.random() < 0.25 else ok(step.nodeid)
+
+
+BEHAVIOURS["coin"] = coin
+
+
 class World:
     """A fake :class:`~hermetic_hunt.classify.Prober`."""
 
-    def __init__(self, collected: Sequence[str] | None = None, hang: str | None = None) -> None:
+    def __init__(
+        self, collected: Sequence[str] | None = None, hang: str | None = None, seed: int = 0
+    ) -> None:
+        self.rng = random.Random(seed)
         self.counter = 0
         self.probes: list[Probe] = []
         self.hang = hang
@@ -359,21 +370,56 @@ def test_a_flake_that_never_reproduces_is_unexplained_with_what_was_tried() -> N
     assert verdict.reproducer is None
 
 
+@pytest.mark.parametrize("seed", range(25))
+def test_a_test_that_fails_at_random_is_never_blamed_on_the_order(seed: int) -> None:
+    world = World(seed=seed)
+    runs = [*noise(6), ("polluter", 1, 1e9), *noise(6, 200), ("coin", 2, 1e9)]
+    for rounds in range(1, 40):  # until the coin fails in the hunt (deterministic per seed)
+        history = hunt(world, {"gw0": (5, runs * rounds)})
+        if any(a.nodeid == "coin" and a.failed for a in history.attempts):
+            break
+    verdict = classify(world, history, "coin")
+    assert not {"victim", "self-polluting", "brittle"} & set(verdict.kinds), verdict.notes
+    assert verdict.kinds in (["concurrency"], ["unexplained"])
+
+
+def test_with_the_sandbox_off_nondeterminism_is_not_called_concurrency() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, [("race", 1, 1e9), ("race", 2, 1e9)])})
+    history.attempts = [replace(a, mode="off", seed=None, now=None) for a in history.attempts]
+    verdict = classify(world, history, "race")
+    assert verdict.kinds == ["unexplained"]
+    assert any("the sandbox was off" in note for note in verdict.notes)
+    assert not any(p.purpose == "vary seed" for p, _ in verdict.probes)
+
+
 # -- bad cases ---------------------------------------------------------------------------
 
 
 def test_a_search_over_budget_stores_a_partial_result_and_says_so() -> None:
     world = World()
     runs = [*noise(12), ("polluter", 1, 1e9), *noise(12, 200), ("victim", 2, 1e9)]
-    history = hunt(world, {"gw0": (5, runs)})
-    verdict = classify(world, history, "victim", budget=7)
+    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
+    # 12 alone runs (it failed in 1 of 2 attempts), twice, the sequence: 14
+    verdict = classify(world, history, "victim", budget=16)
     assert verdict.status == "partial"
-    assert len(verdict.probes) == 7
-    assert any("probe budget of 7 exhausted" in note for note in verdict.notes)
+    assert len(verdict.probes) == 16
+    assert any("probe budget of 16 exhausted" in note for note in verdict.notes)
     assert verdict.kinds == ["victim"]  # alone passes, the sequence fails: both probed
     (best,) = verdict.polluters
     assert "polluter" in best and len(best) < 13
     assert verdict.confirmed is False
+
+
+def test_a_budget_that_runs_out_while_confirming_keeps_the_sets_unconfirmed() -> None:
+    world = World()
+    runs = [*noise(12), ("polluter", 1, 1e9), *noise(12, 200), ("victim", 2, 1e9)]
+    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
+    verdict = classify(world, history, "victim", budget=20)  # the search takes 19
+    assert verdict.status == "partial"
+    assert verdict.kinds == ["victim"]
+    assert verdict.polluters == [["polluter"]]
+    assert any("while confirming the polluter sets" in note for note in verdict.notes)
 
 
 def test_a_test_no_longer_collected_is_not_probed() -> None:

@@ -177,17 +177,17 @@ def test_a_test_renamed_since_the_hunt_is_said_not_collected(mini) -> None:
 
 
 def test_a_search_over_its_budget_stores_a_partial_result_and_says_so(mini) -> None:
-    result = hunt(mini, "--hermetic-hunt-isolate-budget=5")
+    result = hunt(mini, "--hermetic-hunt-isolate-budget=16")
     result.stdout.fnmatch_lines(
         [
-            "  F1 test_mini.py::test_victim  victim [[]partial] (5 probes, *)",
+            "  F1 test_mini.py::test_victim  victim [[]partial] (16 probes, *)",
             "      polluters (search unfinished, not minimal): * + test_mini.py::test_polluter*",
-            "      note: probe budget of 5 exhausted during the polluter search "
+            "      note: probe budget of 16 exhausted during the polluter search "
             "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet",
         ]
     )
     row = flake(mini.path, "test_mini.py::test_victim")
-    assert row["status"] == "partial" and row["probes"] == 5
+    assert row["status"] == "partial" and row["probes"] == 16
 
 
 def test_a_probe_that_hangs_is_stopped_and_recorded(mini) -> None:
@@ -207,7 +207,7 @@ def test_a_probe_that_hangs_is_stopped_and_recorded(mini) -> None:
     result = hunt(
         mini,
         "--hermetic-hunt-probe-timeout=1s",
-        "--hermetic-hunt-isolate-budget=8",
+        "--hermetic-hunt-isolate-budget=18",
         "-k",
         "hang or polluter",
     )

@@ -22,7 +22,8 @@ Probabilistic culprits: a signal seen once is proof, its absence is not. When
 the confirmation fails, the last positive subset is re-probed to estimate
 how often it shows the signal; every later "no" then rests on
 :func:`repeats_for` runs, enough to see a signal of that rate with the
-stated confidence.
+stated confidence -- and the empty subset (no candidate at all) is probed as
+often: a signal that shows without any candidate is not theirs.
 """
 
 from __future__ import annotations
@@ -220,6 +221,9 @@ class Search(Generic[T]):
     rate: float = 1.0
     probes: int = 0
     notes: list[str] = field(default_factory=list)
+    #: Probabilistic searches also probe the empty subset; did it show the signal?
+    baseline_checked: bool = False
+    baseline_shown: bool = False
 
 
 def find_culprits(
@@ -283,24 +287,47 @@ def _one_set(
         return answer
     # Several culprits acting together, or a probabilistic one.
     rate = _estimate(verified, oracle)
-    if rate < 1.0:
-        _raise_repeats(oracle, rate, confidence, search)
+    if rate < 1.0 and not _probabilistic(oracle, rate, confidence, search):
+        return None
     minimal = ddmin(verified, oracle)
     for _ in range(MAX_RETRIES):
         if not _confirm(minimal, oracle):
             # Seen positive during the search, not now: probabilistic.
             if oracle.repeats >= repeats_for(search.rate / 2, confidence):
                 return None
-            _raise_repeats(oracle, search.rate / 2, confidence, search)
+            if not _probabilistic(oracle, search.rate / 2, confidence, search):
+                return None
             continue
         smaller = _not_minimal(minimal, oracle)
         if smaller is None:
             return minimal
         # A subset the search had ruled out showed the signal after all:
         # the culprit is probabilistic, whatever the estimate said.
-        _raise_repeats(oracle, search.rate / 2, confidence, search)
+        if not _probabilistic(oracle, search.rate / 2, confidence, search):
+            return None
         minimal = ddmin(smaller, oracle)
     return None
+
+
+def _probabilistic(oracle: Oracle[T], rate: float, confidence: float, search: Search[T]) -> bool:
+    """Switch to repeated probes; False when no candidate is needed at all.
+
+    A signal that shows at random must also be ruled out *without* any
+    candidate, as often as every other "no" is: else a test that fails at
+    random now and then would pass for the victim of whatever ran before.
+    """
+    _raise_repeats(oracle, rate, confidence, search)
+    if not search.baseline_checked:
+        search.baseline_checked = True
+        shown = sum(oracle.run_once([]) for _ in range(oracle.repeats))
+        if shown:
+            search.baseline_shown = True
+            search.notes.append(
+                f"the signal shows without any candidate too ({shown} of {oracle.repeats} "
+                "runs): it is not caused by them"
+            )
+            return False
+    return not search.baseline_shown
 
 
 def _raise_repeats(oracle: Oracle[T], rate: float, confidence: float, search: Search[T]) -> None:

@@ -6,7 +6,8 @@ with explicit seed, start time and hash seed) and claims a kind only when a
 probe showed it. Steps, in order (``docs/isolation.md`` has the long form):
 
 1. *Alone*, with the failing attempt's seed, start time and hash seed,
-   repeated. Fails every time -> controlled by the sandbox: vary only the
+   repeated (until the hunt's rate of the other outcome would have shown).
+   Fails every time -> controlled by the sandbox: vary only the
    seed (``random``), only the start time (``time``), only
    ``PYTHONHASHSEED`` (``hash-order``); none of them -> ``brittle`` when the
    sequence before a passing attempt makes it pass (state-setters). Fails
@@ -15,8 +16,11 @@ probe showed it. Steps, in order (``docs/isolation.md`` has the long form):
    the sequence that preceded the failure on its worker: fails -> ``victim``,
    polluters by delta debugging (:mod:`hermetic_hunt.isolate`), then
    cleaners among the other tests.
-3. Neither -> other hash seeds, many identical reruns (seeded and record
-   mode), else ``unexplained`` with what was tried.
+3. Neither -> many identical reruns (seeded and record mode), other hash
+   seeds, else ``unexplained`` with what was tried.
+
+Order-dependent claims need their reproducer to show three times in a row,
+so that a test failing at random now and then is not taken for a victim.
 
 Blocked network calls seen by a probe make ``network``. The work is split in
 two phases (:meth:`Classifier.environment`, :meth:`Classifier.order`): the

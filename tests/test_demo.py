@@ -144,9 +144,11 @@ def _fresh_venv(root: Path) -> Path:
             (deps / entry.name).symlink_to(entry)
     (site_packages,) = (venv / "lib").glob("python3*/site-packages")
     (site_packages / "zz-test-dependencies.pth").write_text(f"{deps}\n")
+    # --isolated: no pip configuration or PIP_* variable may add a remote index;
+    # the build backend (setuptools) comes from the local index, nothing else is fetched.
     subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
-         "--index-url", LOCAL_INDEX.as_uri(), "-e", str(copy)],
+        [str(venv / "bin" / "python"), "-m", "pip", "--isolated", "--disable-pip-version-check",
+         "install", "--quiet", "--no-deps", "--index-url", LOCAL_INDEX.as_uri(), "-e", str(copy)],
         check=True, timeout=600,
     )  # fmt: skip
     return venv

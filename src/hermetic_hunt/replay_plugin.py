@@ -62,26 +62,15 @@ def configure_replay(config: pytest.Config, value: str) -> None:
 
 def _configure(config: pytest.Config, value: str) -> None:
     _check_conflicts(config)
-    target = parse_target(value)
-    cwd = str(config.invocation_params.dir)
-    db_path = Path(cwd, os.path.expanduser(target.path)).resolve()
-    display = commands.display_path(db_path, cwd)
-    store = Store.open(db_path, create=False)
-    try:
-        source = ReplaySource(store)
-        plan = resolve(replace(target, path=display), source)
-        recorded_env = source.run_environment(plan.run_id) if plan.run_id is not None else None
-        if needs_reexec(plan.hash_seed, os.environ):
-            store.close()
-            _reexec_or_explain(config, plan)
-    except BaseException:
-        store.close()
-        raise
+    store, plan, recorded_env, display = _load(config, value)
     config.add_cleanup(store.close)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
     ignored = _own_selection(config)
+    if ignored:
+        plan.notes.append(f"{', '.join(ignored)} ignored: the reproducer decides what runs")
     # Imported only now: a process about to restart under another hash seed
     # never pays for the sandbox and the executor.
+    from hermetic_hunt.executor import AttemptExecutor, ExecSettings
     from hermetic_hunt.plugin import _hand_seeding_to_the_hunt, _register_executor, _value
     from hermetic_hunt.sequence import SequenceRunner
 
@@ -97,12 +86,8 @@ def _configure(config: pytest.Config, value: str) -> None:
     runner = SequenceRunner([_sequence_step(step) for step in plan.steps], str(config.rootpath))
     reporter = ReplayReporter(config, plan, store, display, runner)
     reporter.restarted = restarted
-    if ignored:
-        plan.notes.append(f"{', '.join(ignored)} ignored: the reproducer decides what runs")
     reporter.current_env = environment.collect(str(config.rootpath))
     reporter.warnings = faithfulness_warnings(plan, recorded_env, reporter.current_env)
-    from hermetic_hunt.executor import AttemptExecutor, ExecSettings
-
     # The reporter first: among trylast hooks the earlier registered runs
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
@@ -110,6 +95,26 @@ def _configure(config: pytest.Config, value: str) -> None:
     modes = [step.mode for step in plan.steps if step.mode != "off"]
     executor = AttemptExecutor(ExecSettings(0, modes[0] if modes else "off", marker), runner.locate)
     _register_executor(config, executor)
+
+
+def _load(config: pytest.Config, value: str) -> tuple[Store, Plan, dict[str, Any] | None, str]:
+    """Open the database and resolve the target (restarting here if the hash seed differs)."""
+    target = parse_target(value)
+    cwd = str(config.invocation_params.dir)
+    db_path = Path(cwd, os.path.expanduser(target.path)).resolve()
+    display = commands.display_path(db_path, cwd)
+    store = Store.open(db_path, create=False)
+    try:
+        source = ReplaySource(store)
+        plan = resolve(replace(target, path=display), source)
+        recorded_env = source.run_environment(plan.run_id) if plan.run_id is not None else None
+        if needs_reexec(plan.hash_seed, os.environ):
+            store.close()
+            _reexec_or_explain(config, plan)
+    except BaseException:
+        store.close()
+        raise
+    return store, plan, recorded_env, display
 
 
 def _sequence_step(step: Any) -> Any:
@@ -200,7 +205,13 @@ def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
     sys.stderr.flush()
     # The same interpreter, flags and arguments: no shell, nothing from the database
     # but the hash seed (an int).
-    os.execve(sys.executable, [sys.executable, *flags, *entry, *args], env)  # noqa: S606
+    try:
+        os.execve(sys.executable, [sys.executable, *flags, *entry, *args], env)  # noqa: S606
+    except OSError as exc:
+        raise HuntError(
+            f"{plan.label} needs PYTHONHASHSEED={needed} and restarting failed ({exc}): "
+            f"run {command}"
+        ) from None
 
 
 # -- the session -----------------------------------------------------------------

@@ -109,10 +109,18 @@ def _flake_lines(
         out.append(f"      {rate[0]}: replay it a few times")
     elif v.status != "isolated" and v.notes:
         out.append(f"      note: {v.notes[-1]}")
+    elif "unexplained" in v.kinds:
+        why = v.notes[0] if v.notes else _why(v, "unexplained")
+        out.append(f"      note: {why}")
     if v.reproducer is not None:
         command = commands.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
         out.append(f"      replay: {command}")
     return out
+
+
+def _why(v: Verdict, kind: str) -> str:
+    claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == kind]
+    return str(claims[0]["why"]) if claims else ""
 
 
 def isolate(

@@ -96,9 +96,16 @@ class HuntScheduling:
         assert node not in self.node2pending
         used = set(self.node2slot.values())
         free = sorted(set(range(self.numnodes)) - used)
-        # A replacement takes the slot whose work is waiting, else a free one.
+        # The initial workers gw0..gwN-1 serve slots 0..N-1 whatever order
+        # they become ready in (their hash seeds follow the same order); a
+        # replacement takes the slot whose work is waiting, else a free one.
+        name = str(getattr(getattr(node, "gateway", None), "id", ""))
+        own = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else -1
         waiting = [slot for slot in free if self.backlog.get(slot)]
-        self.node2slot[node] = (waiting or free or [len(used)])[0]
+        if own in free and not waiting:
+            self.node2slot[node] = own
+        else:
+            self.node2slot[node] = (waiting or free or [len(used)])[0]
         self.node2pending[node] = deque()
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:

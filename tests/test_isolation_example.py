@@ -50,9 +50,7 @@ EXPECTED = {
 ARGS = ("--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7", "-p", "no:randomly")
 
 
-@pytest.fixture(scope="module")
-def hunted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """One hunt for the whole module (it is the expensive part)."""
+def hunt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("example-hunt")
     example = Path(hermetic_hunt.__file__).parent / "examples" / "shop"
     ignore = shutil.ignore_patterns("__pycache__", ".scheduler-hint")
@@ -75,8 +73,19 @@ def flakes(root: Path) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-def test_every_flaky_example_gets_its_kind_and_exact_sets(hunted) -> None:
-    root, _ = hunted
+def test_one_hunt_classifies_every_example_exactly_and_its_reproducers_fail_again(
+    tmp_path_factory: pytest.TempPathFactory, safety_net: list
+) -> None:
+    # One hunt (the expensive part), four checks.
+    root, stdout = hunt(tmp_path_factory)
+    every_flaky_example_gets_its_kind_and_exact_sets(root)
+    the_summary_lists_each_flake_with_its_kinds_sets_and_command(root, stdout)
+    every_reproducer_fails_again_when_run_by_hand(root)
+    the_replay_command_reproduces_a_victim(root)
+    assert safety_net == []
+
+
+def every_flaky_example_gets_its_kind_and_exact_sets(root: Path) -> None:
     found = flakes(root)
     assert sorted(found) == sorted(EXPECTED)  # no stable test flagged, no flake dropped
     for nodeid, (kinds, polluters, cleaners, setters) in EXPECTED.items():
@@ -92,9 +101,7 @@ def test_every_flaky_example_gets_its_kind_and_exact_sets(hunted) -> None:
         assert row["confirmed"] == 1, nodeid
 
 
-@pytest.mark.slow
-def test_the_summary_lists_each_flake_with_its_kinds_sets_and_command(hunted) -> None:
-    root, stdout = hunted
+def the_summary_lists_each_flake_with_its_kinds_sets_and_command(root: Path, stdout: str) -> None:
     found = flakes(root)
     lines = stdout.splitlines()
     assert any(line.startswith("hermetic-hunt isolation: 11 flaky tests · ") for line in lines)
@@ -111,9 +118,7 @@ def test_the_summary_lists_each_flake_with_its_kinds_sets_and_command(hunted) ->
             assert f"polluters: {' + '.join(members)}" in block
 
 
-@pytest.mark.slow
-def test_every_reproducer_fails_again_when_run_by_hand(hunted, safety_net) -> None:
-    root, _ = hunted
+def every_reproducer_fails_again_when_run_by_hand(root: Path) -> None:
     target = ProbeTarget(str(root), tuple(probe_args([*ARGS, "shop"])), base_seed=7)
     with ProbeRunner(target, parallel=2) as runner:
         for nodeid, row in flakes(root).items():
@@ -131,12 +136,9 @@ def test_every_reproducer_fails_again_when_run_by_hand(hunted, safety_net) -> No
                 ), nodeid
             else:  # the network example passes: its blocked call is the finding
                 assert results[0].last and results[0].last.violations, nodeid
-    assert safety_net == []
 
 
-@pytest.mark.slow
-def test_the_replay_command_reproduces_a_victim(hunted) -> None:
-    root, _ = hunted
+def the_replay_command_reproduces_a_victim(root: Path) -> None:
     flake_id = flakes(root)[T + "test_flags.py::test_price_display_shows_vat_once"]["flake_id"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", f"--hermetic-replay-db=flakes.db::{flake_id}", "shop"],

@@ -199,3 +199,16 @@ def test_a_linear_scan_probes_every_candidate_up_to_the_polluter() -> None:
     tests = names(100)
     assert linear_scan(tests, lambda subset: subset == ["t0060"]) == ("t0060", 61)
     assert linear_scan(tests, lambda subset: False) == (None, 100)
+
+
+def test_the_search_and_the_decision_procedure_import_no_framework() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hermetic_hunt.classify, hermetic_hunt.isolate; "
+        "print(sorted(m for m in ('pytest', '_pytest', 'sqlite3', 'sqlite_utils', 'click', "
+        "'hermetic', 'subprocess') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -165,8 +165,7 @@ def isolate(
         runner.close()
         history.close()
         report.seconds = _PERF() - started
-    order = {nodeid: index for index, nodeid in enumerate(sorted(found.flaky))}
-    report.flakes.sort(key=lambda item: (int(item[0][1:]), order.get(item[1].nodeid, 0)))
+    report.flakes.sort(key=lambda item: rows[item[1].nodeid][0])  # F1, F2, ...
     return report
 
 

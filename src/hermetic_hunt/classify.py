@@ -355,7 +355,7 @@ class Classifier:
             self._network()
 
     def _order(self) -> None:
-        from hermetic_hunt import _probe_plan as steps
+        from hermetic_hunt import _probe_order as steps
 
         if "brittle" in self.needs:
             steps.brittle(self)

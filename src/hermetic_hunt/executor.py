@@ -99,6 +99,7 @@ class AttemptExecutor:
         self._failed = False
         self._started = 0.0
         self._facts: AttemptFacts | None = None
+        self._marker_cache: dict[str, tuple[bool, Any]] = {}
 
     # -- hooks ----------------------------------------------------------------
 
@@ -194,12 +195,23 @@ class AttemptExecutor:
         self.handle = self.engine.enter(spec)
         return None
 
+    def _markers(self, item: pytest.Item) -> tuple[bool, Any]:
+        """(integration?, hermetic marker) of ``item``, looked up once per test."""
+        known = self._marker_cache.get(item.nodeid)
+        if known is None:
+            known = (
+                item.get_closest_marker(self.settings.integration_marker) is not None,
+                item.get_closest_marker("hermetic"),
+            )
+            self._marker_cache[item.nodeid] = known
+        return known
+
     def spec_for(self, item: pytest.Item, seed: int, now: float, mode: str) -> SandboxSpec | None:
         """The sandbox of this execution (None: not sandboxed)."""
+        integration, marker = self._markers(item)
         base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid)
-        if item.get_closest_marker(self.settings.integration_marker) is not None:
+        if integration:
             base = replace(base, network="off")
-        marker = item.get_closest_marker("hermetic")
         if marker is None:
             return base
         if marker.args:

@@ -59,19 +59,31 @@ def probe_hash_seed(base: int, index: int) -> int:
 
 
 class _Stream:
-    """A tiny deterministic number stream over BLAKE2b (no ``random`` module)."""
+    """A tiny deterministic number stream over BLAKE2b (no ``random`` module).
+
+    One 64-byte digest gives eight 64-bit draws (a start time needs at most
+    six); further blocks are digests of (key, block number).
+    """
 
     def __init__(self, *key: object) -> None:
-        self._key = key
-        self._counter = 0
+        self._key = "\x1f".join(str(part) for part in key).encode("utf-8", "surrogatepass")
+        self._block = 0
+        self._words: list[int] = []
+
+    def _next(self) -> int:
+        if not self._words:
+            data = hashlib.blake2b(
+                self._key + b"\x1f" + str(self._block).encode(), digest_size=64
+            ).digest()
+            self._block += 1
+            self._words = [int.from_bytes(data[i : i + 8], "big") for i in range(56, -8, -8)]
+        return self._words.pop()
 
     def below(self, n: int) -> int:
-        self._counter += 1
-        return digest_int(*self._key, self._counter) % n
+        return self._next() % n
 
     def unit(self) -> float:
-        self._counter += 1
-        return digest_int(*self._key, self._counter) / 2**64
+        return self._next() / 2**64
 
 
 def _last_day(year: int, month: int) -> int:

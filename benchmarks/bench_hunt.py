@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -92,8 +93,13 @@ def run(cwd: Path, *args: str) -> float:
     return elapsed
 
 
-def best(times: int, cwd: Path, *args: str) -> float:
-    return min(run(cwd, *args) for _ in range(times))
+def paired(times: int, cwd: Path, first: list[str], second: list[str]) -> tuple[float, float]:
+    """Medians of ``times`` interleaved runs of two commands (drift hits both)."""
+    a, b = [], []
+    for _ in range(times):
+        a.append(run(cwd, *first))
+        b.append(run(cwd, *second))
+    return statistics.median(a), statistics.median(b)
 
 
 def db_bytes_per_attempt(db: Path) -> tuple[float, int]:
@@ -108,7 +114,7 @@ def db_bytes_per_attempt(db: Path) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=2, help="best of N runs per figure")
+    parser.add_argument("--repeat", type=int, default=3, help="median of N runs per figure")
     parser.add_argument("--quick", action="store_true", help="smaller suites")
     opts = parser.parse_args()
     rounds = opts.rounds
@@ -128,9 +134,13 @@ def main() -> None:
         rows = []
         for label, suite in (("trivial", trivial), ("5 ms", slow)):
             for workers in ("0", "2"):
-                repeat_s = best(opts.repeat, suite, "-n", workers, *count)
                 db = suite / f"bench-{workers}.db"
-                hunt_s = best(opts.repeat, suite, "-n", workers, *hunt, f"--hermetic-hunt-db={db}")
+                hunt_s, repeat_s = paired(
+                    opts.repeat,
+                    suite,
+                    ["-n", workers, *hunt, f"--hermetic-hunt-db={db}"],
+                    ["-n", workers, *count],
+                )
                 rows.append((label, workers, hunt_s, repeat_s))
                 print(
                     f"{label:8s} -n {workers}: hunt {hunt_s:7.2f}s  pytest-repeat {repeat_s:7.2f}s"
@@ -138,7 +148,12 @@ def main() -> None:
                 )
         hunt_n0 = next(r[2] for r in rows if r[0] == "5 ms" and r[1] == "0")
         hunt_n2 = next(r[2] for r in rows if r[0] == "5 ms" and r[1] == "2")
-        print(f"5 ms suite: hunt -n 2 is {hunt_n0 / hunt_n2:.2f}x faster than -n 0")
+        repeat_n0 = next(r[3] for r in rows if r[0] == "5 ms" and r[1] == "0")
+        repeat_n2 = next(r[3] for r in rows if r[0] == "5 ms" and r[1] == "2")
+        print(
+            f"5 ms suite: hunt -n 2 is {hunt_n0 / hunt_n2:.2f}x faster than -n 0 "
+            f"(pytest-repeat: {repeat_n0 / repeat_n2:.2f}x)"
+        )
         per_attempt, attempts = db_bytes_per_attempt(trivial / "bench-0.db")
         print(
             f"database: {per_attempt:.0f} bytes per attempt ({attempts:,} attempts, "

@@ -129,7 +129,7 @@ def main() -> None:
         count = [f"--count={rounds}"]
         print(
             f"rounds={rounds}; trivial suite: {trivial_tests} tests, {modules} modules; "
-            f"5 ms suite: {slow_tests} tests; best of {opts.repeat}"
+            f"5 ms suite: {slow_tests} tests; median of {opts.repeat}"
         )
         rows = []
         for label, suite in (("trivial", trivial), ("5 ms", slow)):

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ipaddress
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +68,17 @@ sys.addaudithook(_safety_net)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "src" / "hermetic_hunt" / "examples" / "shop"
+
+
+@pytest.fixture
+def engine() -> Iterator[Any]:
+    """A sandbox engine, closed after the test if the test left it open."""
+    from hermetic_hunt.sandbox import Engine
+
+    engine = Engine()
+    yield engine
+    if engine.active:
+        engine.exit()
 
 
 @pytest.fixture

@@ -146,7 +146,7 @@ def test_the_terminal_shows_the_header_progress_and_a_summary_with_replay_comman
             "flaky tests (passed and failed on the same code):",
             "  test_shop.py::test_cache_starts_empty  failed */3",
             "      AssertionError assert [[]'stale'* == [[][]] at test_shop.py:*",
-            "      replay: pytest --hermetic-replay-db=flakes.db::A*",
+            "      replay its first failing attempt: pytest --hermetic-replay-db=flakes.db::A*",
         ]
     )
     assert result.ret == 1

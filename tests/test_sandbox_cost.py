@@ -23,14 +23,6 @@ NOW = 1_600_000_000.0
 MODULES = 300
 
 
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    engine = Engine()
-    yield engine
-    if engine.active:
-        engine.exit()
-
-
 def patched_names(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """What one enter patches: (namespace size, names) per update, class attributes."""
     made: list[Any] = []

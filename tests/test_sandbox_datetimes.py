@@ -34,14 +34,6 @@ class EarlyDay(datetime.date):
 
 
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    engine = Engine()
-    yield engine
-    if engine.active:
-        engine.exit()
-
-
-@pytest.fixture
 def frozen(engine: Engine) -> Iterator[Engine]:
     engine.enter(SandboxSpec(seed=1, now=NOW, test_id="t.py::t"))
     yield engine

@@ -6,7 +6,6 @@ import gzip
 import json
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import hermetic
@@ -167,14 +166,6 @@ def test_a_deeply_nested_journal_is_refused() -> None:
 
 
 # -- replaying a journal -------------------------------------------------------
-
-
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    engine = Engine()
-    yield engine
-    if engine.active:
-        engine.exit()
 
 
 def recorded(engine: Engine) -> tuple[Journal, list[Any]]:

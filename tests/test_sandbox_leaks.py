@@ -10,7 +10,6 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,6 @@ from hermetic_hunt.sandbox import Engine, SandboxSpec
 NOW = 1_700_000_000.0
 ZONES = ("JST-9", "EST5EDT", "NZST-12NZDT", "UTC0")  # POSIX rules: no tzdata needed
 needs_tzset = pytest.mark.skipif(not hasattr(time, "tzset"), reason="no time.tzset here")
-
-
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    engine = Engine()
-    yield engine
-    if engine.active:
-        engine.exit()
 
 
 def snapshot() -> dict[str, Any]:

@@ -35,14 +35,6 @@ TEST_NET6 = "2001:db8::1"
 
 
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    engine = Engine()
-    yield engine
-    if engine.active:
-        engine.exit()
-
-
-@pytest.fixture
 def spies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every protected real function replaced by a spy that records and refuses."""
     reached: list[str] = []

@@ -7,7 +7,6 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from helpers import rows
@@ -15,14 +14,6 @@ from helpers import rows
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt._sandbox import clock, entropy
 from hermetic_hunt.sandbox import Engine, SandboxSpec
-
-
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    engine = Engine()
-    yield engine
-    if engine.active:
-        engine.exit()
 
 
 def record(**changes: object) -> SandboxSpec:

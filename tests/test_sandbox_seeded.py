@@ -7,7 +7,6 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from helpers import rows
@@ -16,14 +15,6 @@ from hermetic_hunt import journal as journal_format
 from hermetic_hunt._sandbox import state
 from hermetic_hunt.journal import Journal, compare
 from hermetic_hunt.sandbox import Engine, SandboxSpec
-
-
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    engine = Engine()
-    yield engine
-    if engine.active:
-        engine.exit()
 
 
 def seeded(seed: int = 3) -> SandboxSpec:

@@ -380,7 +380,7 @@ class HuntController:
                     command = commands.replay_command(
                         self.store.path, f"A{first.attempt_id}", cwd, rootdir=self.config.rootpath
                     )
-                    out.append(f"      replay: {command}")
+                    out.append(f"      replay its first failing attempt: {command}")
         if broken:
             out.append("broken tests (failed in every attempt):")
             out.extend(f"  {nodeid}" for nodeid in broken)

@@ -157,8 +157,9 @@ def format_seconds(seconds: float) -> str:
 class ReproStep:
     """One attempt of a reproducer: which test, with what seed / start time.
 
-    ``attempt_id`` names the stored attempt whose journal a ``record``-mode
-    step replays (NULL in seeded mode: the seed is the reproducer).
+    ``attempt_id`` names the stored attempt the step was taken from: a
+    ``record``-mode step replays its journal; for a ``seeded`` step it is
+    informational (the seed is the reproducer).
     """
 
     nodeid: str

@@ -8,6 +8,7 @@ normalised -- memory addresses, temporary directories and object ids masked
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -46,6 +47,39 @@ def _split_crash_message(message: str) -> tuple[str, str]:
     return "Failed", message.strip()
 
 
+def _inside(path: str, rootdir: str) -> str | None:
+    """``path`` relative to ``rootdir`` when it is the project's own code."""
+    absolute = os.path.abspath(path)
+    root = rootdir.rstrip(os.sep) + os.sep
+    if not absolute.startswith(root) or f"{os.sep}site-packages{os.sep}" in absolute:
+        return None
+    return absolute[len(root) :]
+
+
+def _location(longrepr: Any, crash_path: str, crash_line: Any, rootdir: str | None) -> str:
+    """Where the failure happened, as ``path:line`` in the project when possible.
+
+    A crash inside the standard library or a dependency (``urllib``, say) is
+    located at the innermost frame of the project's own code instead: that
+    location is what the failure is about, and it is the same on every
+    machine (an interpreter's install path is not).
+    """
+    if not rootdir:
+        return f"{crash_path}:{crash_line}"
+    own = _inside(crash_path, rootdir)
+    if own is not None:
+        return f"{own}:{crash_line}"
+    entries = getattr(getattr(longrepr, "reprtraceback", None), "reprentries", None) or []
+    for entry in reversed(entries):
+        where = getattr(entry, "reprfileloc", None)
+        if where is None:
+            continue
+        own = _inside(str(where.path), rootdir)
+        if own is not None:
+            return f"{own}:{where.lineno}"
+    return f"{crash_path}:{crash_line}"
+
+
 def from_report(report: Any, rootdir: str | None = None) -> Failure:
     """Build the failure of ``report`` (a failed ``TestReport``).
 
@@ -60,10 +94,7 @@ def from_report(report: Any, rootdir: str | None = None) -> Failure:
     excerpt = text[-EXCERPT_LIMIT:]
     if crash is not None:
         exc_type, message = _split_crash_message(str(crash.message))
-        path = str(crash.path)
-        if rootdir and path.startswith(rootdir.rstrip("/") + "/"):
-            path = path[len(rootdir.rstrip("/")) + 1 :]
-        location = f"{path}:{crash.lineno}"
+        location = _location(longrepr, str(crash.path), crash.lineno, rootdir)
     elif isinstance(longrepr, tuple) and len(longrepr) == 3:
         exc_type, message, location = "Skipped", str(longrepr[2]), f"{longrepr[0]}:{longrepr[1]}"
     else:

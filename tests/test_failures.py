@@ -67,3 +67,20 @@ def test_an_assertion_keeps_its_type_from_the_executing_process(tmp_path):
 def test_messages_mask_addresses_and_temporary_paths():
     text = normalise("<object at 0x7f3a2b1c9d40> in /tmp/pytest-of-ci/pytest-12/test_x0/out")
     assert text == "<object at 0x…> in <tmp>/test_x0/out"
+
+
+def test_the_executing_process_location_wins_whatever_the_traceback_style(tmp_path):
+    # --tb=line keeps no traceback entries: the executor's own frame walk decides.
+    report = _report(
+        "/usr/lib/python3.11/urllib/request.py", 1351, "URLError: x", exc_type="URLError"
+    )
+    report.hermetic_hunt["location"] = "shop/telemetry.py:19"
+    assert from_report(report, str(tmp_path)).location == "shop/telemetry.py:19"
+
+
+def test_own_location_skips_frames_outside_the_project(tmp_path):
+    from hermetic_hunt.failures import own_location
+
+    frames = [(str(tmp_path / "t.py"), 3), ("/usr/lib/python3.11/json/decoder.py", 355)]
+    assert own_location(frames, str(tmp_path)) == "t.py:3"
+    assert own_location(frames[1:], str(tmp_path)) is None

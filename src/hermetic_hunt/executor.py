@@ -23,6 +23,7 @@ import pytest
 
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import BadOption, HuntError
+from hermetic_hunt.failures import own_location
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.sandbox import AttemptFacts, Engine, SandboxSpec, spec_from_marker
 from hermetic_hunt.seeds import attempt_now, attempt_seed
@@ -154,6 +155,10 @@ class AttemptExecutor:
             self._failed = True
             if call.excinfo is not None:
                 data["exc_type"] = call.excinfo.typename
+                frames = [(str(entry.path), entry.lineno + 1) for entry in call.excinfo.traceback]
+                location = own_location(frames, str(item.config.rootpath))
+                if location is not None:
+                    data["location"] = location
         if report.when == "teardown":
             data.update(self._final_facts())
         setattr(report, REPORT_ATTR, data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from hermetic_hunt.models import Failure
@@ -56,28 +57,35 @@ def _inside(path: str, rootdir: str) -> str | None:
     return absolute[len(root) :]
 
 
-def _location(longrepr: Any, crash_path: str, crash_line: Any, rootdir: str | None) -> str:
-    """Where the failure happened, as ``path:line`` in the project when possible.
+def own_location(frames: Sequence[tuple[str, int]], rootdir: str) -> str | None:
+    """``path:line`` of the innermost frame of the project's own code.
 
     A crash inside the standard library or a dependency (``urllib``, say) is
-    located at the innermost frame of the project's own code instead: that
-    location is what the failure is about, and it is the same on every
-    machine (an interpreter's install path is not).
+    located where the project called into it: that is what the failure is
+    about, and it is the same on every machine (an interpreter's install
+    path is not). None when no frame is the project's.
     """
+    for path, line in reversed(frames):
+        own = _inside(path, rootdir)
+        if own is not None:
+            return f"{own}:{line}"
+    return None
+
+
+def _location(longrepr: Any, crash_path: str, crash_line: Any, rootdir: str | None) -> str:
+    """The crash's location, moved into the project's code when possible."""
     if not rootdir:
         return f"{crash_path}:{crash_line}"
     own = _inside(crash_path, rootdir)
     if own is not None:
         return f"{own}:{crash_line}"
     entries = getattr(getattr(longrepr, "reprtraceback", None), "reprentries", None) or []
-    for entry in reversed(entries):
-        where = getattr(entry, "reprfileloc", None)
-        if where is None:
-            continue
-        own = _inside(str(where.path), rootdir)
-        if own is not None:
-            return f"{own}:{where.lineno}"
-    return f"{crash_path}:{crash_line}"
+    frames = [
+        (str(entry.reprfileloc.path), entry.reprfileloc.lineno)
+        for entry in entries
+        if getattr(entry, "reprfileloc", None) is not None
+    ]
+    return own_location(frames, rootdir) or f"{crash_path}:{crash_line}"
 
 
 def from_report(report: Any, rootdir: str | None = None) -> Failure:
@@ -95,6 +103,9 @@ def from_report(report: Any, rootdir: str | None = None) -> Failure:
     if crash is not None:
         exc_type, message = _split_crash_message(str(crash.message))
         location = _location(longrepr, str(crash.path), crash.lineno, rootdir)
+        known_location = data.get("location") if isinstance(data, dict) else None
+        if isinstance(known_location, str) and known_location:
+            location = known_location
     elif isinstance(longrepr, tuple) and len(longrepr) == 3:
         exc_type, message, location = "Skipped", str(longrepr[2]), f"{longrepr[0]}:{longrepr[1]}"
     else:

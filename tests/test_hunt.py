@@ -355,3 +355,28 @@ def test_repeated_failures_are_shown_once_and_counted(suite):
     text = result.stdout.str()
     assert text.count("_ test_cache_starts_empty _") == 1
     result.stdout.re_match_lines([r".*\d+ failed, \d+ passed, \d+ repeated failures in .*"])
+
+
+def test_the_database_file_is_complete_on_its_own_when_the_hunt_ends(suite, tmp_path):
+    import shutil
+    import sqlite3
+
+    from hermetic_hunt.store import Store
+
+    db = suite.path / "flakes.db"
+    Store.open(db).close()
+    # Another process (a dashboard, datasette) has the file open while the
+    # hunt ends: the hunt's close is not the last one, so SQLite would leave
+    # the attempts in flakes.db-wal.
+    reader = sqlite3.connect(db)
+    reader.execute("SELECT count(*) FROM runs").fetchone()
+    try:
+        hunt(suite, "--hermetic-hunt=3", "--hermetic-hunt-isolate=off")
+        # what a CI job uploads: the .db file alone, without -wal / -shm
+        alone = tmp_path / "uploaded.db"
+        shutil.copy(db, alone)
+    finally:
+        reader.close()
+    with sqlite3.connect(alone) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("SELECT count(*) FROM attempts").fetchone() == (3 * TESTS,)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -119,6 +120,10 @@ class Store:
         return [row[0] for row in rows]
 
     def close(self) -> None:
+        # Fold the write-ahead log into the file: what a CI job uploads is
+        # usually flakes.db alone, and it must be complete on its own.
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.conn.close()
 
     def __enter__(self) -> Store:

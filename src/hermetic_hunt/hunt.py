@@ -26,7 +26,7 @@ from hermetic_hunt.executor import AttemptExecutor, Slot
 from hermetic_hunt.models import AttemptRecord, HuntSettings, RunInfo, format_seconds
 from hermetic_hunt.progress import Progress, line
 from hermetic_hunt.recorder import Recorder
-from hermetic_hunt.schedule import plan_round, strategy_for
+from hermetic_hunt.schedule import RoundPlan, plan_round, strategy_for
 from hermetic_hunt.store import Store
 
 _PERF = time.perf_counter
@@ -157,34 +157,38 @@ class HuntController:
         if not count:
             return True
         tests = [item.nodeid for item in items]
-        order = list(items)
-        pending: list[tuple[pytest.Item, Slot]] = []
         rounds = self.rounds()
         current = next(rounds, None)
-        while current is not None:
-            plan = plan_round(self.settings.base_seed, current, tests, 1, self.settings.order)
+        plan = self._plan(current, tests) if current is not None else None
+        while current is not None and plan is not None:
             self._round_strategy[current] = plan.strategy
-            pending = [(order[i], Slot(current * count + i, current)) for i in plan.slices[0]]
-            upcoming = next(rounds, None)
-            for index, (item, slot) in enumerate(pending):
-                if index + 1 < len(pending):
-                    nextitem: Any = pending[index + 1][0]
-                elif upcoming is not None:
-                    first = plan_round(
-                        self.settings.base_seed, upcoming, tests, 1, self.settings.order
-                    ).slices[0]
-                    nextitem = order[first[0]] if first else None
+            sequence = plan.slices[0]
+            upcoming: int | None = None
+            upcoming_plan = None
+            for index, test_index in enumerate(sequence):
+                item = items[test_index]
+                if index + 1 < len(sequence):
+                    nextitem: Any = items[sequence[index + 1]]
                 else:
-                    nextitem = None
-                self.next_slot = slot
+                    # Decide on the next round only now: a time budget is
+                    # checked when this round is about to end.
+                    upcoming = next(rounds, None)
+                    upcoming_plan = self._plan(upcoming, tests) if upcoming is not None else None
+                    first = upcoming_plan.slices[0] if upcoming_plan is not None else ()
+                    nextitem = items[first[0]] if first else None
+                self.next_slot = Slot(current * count + test_index, current)
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 self.next_slot = None
                 if session.shouldfail:
                     raise session.Failed(session.shouldfail)
                 if session.shouldstop:
                     raise session.Interrupted(session.shouldstop)
-            current = upcoming
+            current, plan = upcoming, upcoming_plan
         return True
+
+    def _plan(self, round_no: int, tests: list[str]) -> RoundPlan:
+        """The one-worker plan of ``round_no`` over the collected tests."""
+        return plan_round(self.settings.base_seed, round_no, tests, 1, self.settings.order)
 
     def locate(self, item: pytest.Item) -> Slot | None:
         """The executor's locator in a ``-n 0`` hunt."""

@@ -38,8 +38,10 @@ def _is_local(host: object) -> bool:
         return True
     if isinstance(host, bytes):
         host = host.decode("ascii", "replace")
-    text = str(host).strip("[]").lower()
-    if text in ("localhost", "ip6-localhost") or text.endswith(".localhost"):
+    text = str(host).strip("[]")
+    # Only the exact name "localhost" and literal loopback addresses: any other
+    # name (api.localhost, localhost.localdomain, "localhost.") may go to DNS.
+    if text.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
@@ -65,6 +67,23 @@ def _safety_net(event: str, args: tuple) -> None:
 
 
 sys.addaudithook(_safety_net)
+
+
+def _network_isolation() -> str:
+    import socket
+
+    try:
+        names = {name for _, name in socket.if_nameindex()}
+    except OSError:
+        names = set()
+    if names == {"lo"}:
+        return "an empty network namespace (loopback only) + the audit-hook safety net"
+    return "the host's network, guarded by the audit-hook safety net only"
+
+
+def pytest_report_header() -> str:
+    return f"hermetic-hunt tests: network isolation: {_network_isolation()}"
+
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "src" / "hermetic_hunt" / "examples" / "shop"

@@ -51,7 +51,12 @@ REAL: dict[str, Any] = {
 """The functions the guard protects, as they were at import: the wrappers call
 them through this dict (so a test can put a spy in place and prove that a
 blocked call never reached the real function)."""
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+_LOOPBACK_NAME = "localhost"
+"""The one name treated as loopback. ``*.localhost``, ``localhost.localdomain``,
+``ip6-localhost`` and ``localhost.`` (trailing dot) are not: a resolver may send
+them to DNS, and CPython resolves a name inside ``connect()``/``sendto()``
+before any audit event fires, so such a name must be refused here, at the
+Python level, before the C call."""
 #: Frames of these modules are skipped when naming the call site.
 _PLUMBING = ("socket", "_socket", "ssl", "hermetic_hunt", "urllib", "http", "asyncio")
 
@@ -62,11 +67,20 @@ def _host_text(host: object) -> str:
     return str(host).strip().lower().strip("[]").rstrip(".")
 
 
-def is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES or host.endswith(".localhost"):
+def is_loopback(host: object) -> bool:
+    """Whether ``host`` is a literal loopback address (127.0.0.0/8, ``::1``)
+    or exactly ``localhost``: the only hosts that cannot cause a DNS query."""
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if text.lower() == _LOOPBACK_NAME:
         return True
     try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
     except ValueError:
         return False
 
@@ -149,9 +163,9 @@ class Policy:
             self._entries.add((_host_text(host), port))
 
     def allows(self, host: object, port: int | None) -> bool:
-        text = _host_text(host)
-        if self.allow_loopback and is_loopback(text):
+        if self.allow_loopback and is_loopback(host):
             return True
+        text = _host_text(host)
         with self._lock:
             return any(
                 (text, p) in self._entries or (text, p) in self._resolved for p in (None, port)

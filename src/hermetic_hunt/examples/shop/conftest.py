@@ -28,8 +28,10 @@ def _is_local(host: object) -> bool:
         return True
     if isinstance(host, bytes):
         host = host.decode("ascii", "replace")
-    text = str(host).strip("[]").lower()
-    if text in ("localhost", "ip6-localhost") or text.endswith(".localhost"):
+    text = str(host).strip("[]")
+    # Only the exact name "localhost" and literal loopback addresses: any other
+    # name (api.localhost, localhost.localdomain, "localhost.") may go to DNS.
+    if text.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback

@@ -236,3 +236,20 @@ def test_options_a_replay_cannot_honour_are_refused(suite, option, message):
         pytest.importorskip("pytest_repeat")
     build_db(suite.path / "flakes.db", [record("test_suite.py::test_one")])
     usage_error(suite.runpytest("--hermetic-replay-db=flakes.db::A1", option), message)
+
+
+def test_a_reproducer_that_ends_with_another_test_is_refused(suite):
+    build_db(
+        suite.path / "flakes.db",
+        [record("test_suite.py::test_one"), record("test_suite.py::test_two", "passed")],
+    )
+    steps = [
+        {"nodeid": "test_suite.py::test_one", "seed": 7, "now": 1.0e9, "mode": "seeded"},
+        {"nodeid": "test_suite.py::test_two", "seed": 7, "now": 1.0e9, "mode": "seeded"},
+    ]
+    insert_flake(suite.path / "flakes.db", "F1", "test_suite.py::test_one", {"steps": steps})
+    usage_error(
+        suite.runpytest("--hermetic-replay-db=flakes.db::F1"),
+        "--hermetic-replay-db: the reproducer of F1 ends with 'test_suite.py::test_two', not "
+        "with the flake's own test 'test_suite.py::test_one'*",
+    )

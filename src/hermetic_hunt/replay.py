@@ -305,6 +305,13 @@ def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
             f"the reproducer of {flake.flake_id} is malformed ({exc}): the database is "
             "damaged or was edited; run a new hunt"
         ) from None
+    if not repro.steps or repro.steps[-1].nodeid != flake.nodeid:
+        last_test = repro.steps[-1].nodeid if repro.steps else "nothing"
+        raise BadDatabase(
+            f"the reproducer of {flake.flake_id} ends with {last_test!r}, not with the "
+            f"flake's own test {flake.nodeid!r}: the database is damaged or was edited; "
+            "run a new hunt"
+        )
     steps = []
     for index, step in enumerate(repro.steps, start=1):
         journal = None

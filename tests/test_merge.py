@@ -329,3 +329,16 @@ def test_shards_hunt_distinct_reproducible_rounds_and_merge_cleanly(pytester, mo
     random_test = next(t for t in data["tests"] if t["nodeid"] == "test_suite.py::test_random")
     assert random_test["attempts"] == 8
     assert random_test["status"] == "flaky"
+
+
+def test_merge_quotes_column_names_a_destination_may_hold(tmp_path):
+    a = shard_a(tmp_path / "a.db")
+    out = tmp_path / "out.db"
+    merge_databases([a], out)
+    # A destination altered by hand: a column whose name is SQL, not an identifier.
+    with sqlite3.connect(out) as conn:
+        conn.execute('ALTER TABLE runs ADD COLUMN "x) VALUES (1); DROP TABLE tests; --" TEXT')
+    b = shard_b(tmp_path / "b.db")
+    merge_databases([b], out)
+    assert query(out, "SELECT count(*) FROM tests")[0][0] > 0
+    assert query(out, "SELECT count(*) FROM runs")[0][0] == 2

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,16 @@ from hermetic_hunt.store.merge_rules import (
 )
 
 Remap = dict[str, Callable[[Any], Any]]
+
+
+def quote(identifier: str) -> str:
+    """``identifier`` as an SQL quoted identifier (``"`` doubled)."""
+    return '"' + str(identifier).replace('"', '""') + '"'
+
+
+def names(columns: Iterable[str]) -> str:
+    """A comma-separated list of quoted column names."""
+    return ", ".join(quote(c) for c in columns)
 
 
 @dataclass
@@ -152,24 +162,26 @@ class _Merger:
         return self.summary
 
     # -- copying rows by column name ------------------------------------------------
+    # Column names come from the destination's schema, which a user may have
+    # altered: every identifier is quoted, never pasted into SQL as it is.
 
     def _columns(self, table: str) -> list[str]:
         if table not in self.columns:
-            rows = self.dst.execute(f"PRAGMA table_info({table})").fetchall()
+            rows = self.dst.execute(f"PRAGMA table_info({quote(table)})").fetchall()
             self.columns[table] = [str(r[1]) for r in rows]
         return self.columns[table]
 
     def _rows(self, table: str, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         columns = self._columns(table)
         cursor = self.src.execute(
-            f"SELECT {', '.join(columns)} FROM {table} WHERE {where} ORDER BY rowid",  # noqa: S608
+            f"SELECT {names(columns)} FROM {quote(table)} WHERE {where} ORDER BY rowid",  # noqa: S608
             list(params),
         )
         return [dict(zip(columns, row, strict=True)) for row in cursor]
 
     def _insert(self, table: str, row: dict[str, Any]) -> int:
         cursor = self.dst.execute(
-            f"INSERT INTO {table} ({', '.join(row)}) VALUES ({','.join('?' * len(row))})",  # noqa: S608
+            f"INSERT INTO {quote(table)} ({names(row)}) VALUES ({','.join('?' * len(row))})",  # noqa: S608
             list(row.values()),
         )
         assert cursor.lastrowid is not None
@@ -312,7 +324,7 @@ class _Merger:
         (row,) = self._dest_rows("flakes", "id = ?", [current[0]])
         combined = combine_flakes(row, incoming)
         self.dst.execute(
-            f"UPDATE flakes SET {', '.join(f'{c} = ?' for c in combined)} WHERE id = ?",  # noqa: S608
+            f"UPDATE flakes SET {', '.join(f'{quote(c)} = ?' for c in combined)} WHERE id = ?",  # noqa: S608
             [*combined.values(), row["id"]],
         )
         self.summary.combined_flakes.append(str(row["flake_id"]))
@@ -321,7 +333,7 @@ class _Merger:
     def _dest_rows(self, table: str, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         columns = self._columns(table)
         cursor = self.dst.execute(
-            f"SELECT {', '.join(columns)} FROM {table} WHERE {where}",  # noqa: S608
+            f"SELECT {names(columns)} FROM {quote(table)} WHERE {where}",  # noqa: S608
             list(params),
         )
         return [dict(zip(columns, row, strict=True)) for row in cursor]

@@ -28,6 +28,15 @@ KINDS = (
     "concurrency",
     "unexplained",
 )
+#: The largest PYTHONHASHSEED Python accepts (it refuses to start above it).
+MAX_HASH_SEED = 4_294_967_295
+
+
+def hash_seed_problem(value: int | None) -> str | None:
+    """Why ``value`` cannot be a PYTHONHASHSEED (None: it can, or there is none)."""
+    if value is None or 0 <= value <= MAX_HASH_SEED:
+        return None
+    return f"hash seed {value} is outside PYTHONHASHSEED's range 0..{MAX_HASH_SEED}"
 
 
 @dataclass(frozen=True)
@@ -251,9 +260,13 @@ class Reproducer:
         texts = [signature.get(k, "") for k in ("exc_type", "location", "message")]
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("signature fields must be text")
+        hash_seed = opt_int(data.get("hash_seed"))
+        problem = hash_seed_problem(hash_seed)
+        if problem:
+            raise ValueError(problem)
         return cls(
             steps=tuple(steps),
-            hash_seed=opt_int(data.get("hash_seed")),
+            hash_seed=hash_seed,
             exc_type=texts[0],
             location=texts[1],
             message=texts[2],

@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from hermetic_hunt import commands, environment
-from hermetic_hunt.errors import HuntError
+from hermetic_hunt.errors import BadDatabase, HuntError
+from hermetic_hunt.models import MAX_HASH_SEED, hash_seed_problem
 from hermetic_hunt.replay import FAILING, REEXEC_ENV, Plan, needs_reexec, parse_target, resolve
 from hermetic_hunt.replay_verdict import (
     Observed,
@@ -108,6 +109,7 @@ def _load(config: pytest.Config, value: str) -> tuple[Store, Plan, dict[str, Any
         source = ReplaySource(store)
         plan = resolve(replace(target, path=display), source)
         recorded_env = source.run_environment(plan.run_id) if plan.run_id is not None else None
+        _check_hash_seed(plan)
         if needs_reexec(plan.hash_seed, os.environ):
             store.close()
             _reexec_or_explain(config, plan)
@@ -174,8 +176,18 @@ def _pytest_entry() -> list[str] | None:
     return None
 
 
+def _check_hash_seed(plan: Plan) -> None:
+    """Refuse a stored hash seed Python cannot start under (it would die restarting)."""
+    if hash_seed_problem(plan.hash_seed):
+        raise BadDatabase(
+            f"{plan.label} has hash seed {plan.hash_seed} stored, outside PYTHONHASHSEED's "
+            f"range 0..{MAX_HASH_SEED}: the database is damaged or was edited; run a new hunt"
+        )
+
+
 def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
     """Restart this pytest under the plan's PYTHONHASHSEED, or say how to."""
+    _check_hash_seed(plan)
     needed = str(plan.hash_seed)
     current = os.environ.get("PYTHONHASHSEED") or "random"
     args = [str(arg) for arg in config.invocation_params.args]

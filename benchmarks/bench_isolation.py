@@ -33,9 +33,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from hermetic_hunt.classify import Probe, ProbeStep
-from hermetic_hunt.isolate import find_culprits
-from hermetic_hunt.probe import ProbeRunner, ProbeTarget, fork_available
+from hermetic_hunt.isolate.classifier import Probe, ProbeStep
+from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget, fork_available
+from hermetic_hunt.isolate.search import find_culprits
 
 PER_FILE = 100
 #: Probes measured of the process-per-probe linear scan (the rest is estimated).

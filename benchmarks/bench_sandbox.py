@@ -27,7 +27,7 @@ from pathlib import Path
 
 import hermetic
 
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec
 
 PACKAGE = "hh_bench_synth"
 NOW = datetime(2024, 2, 29, 23, 59, tzinfo=timezone.utc).timestamp()
@@ -69,7 +69,7 @@ def hermetic_cycle() -> None:
         pass
 
 
-def engine_cycle(engine: Engine) -> Callable[[], None]:
+def engine_cycle(engine: Sandbox) -> Callable[[], None]:
     spec = SandboxSpec(seed=1234, now=NOW, test_id="bench::test")
 
     def cycle() -> None:
@@ -79,7 +79,7 @@ def engine_cycle(engine: Engine) -> Callable[[], None]:
     return cycle
 
 
-def measure(rounds: int, engine: Engine) -> dict[str, list[float]]:
+def measure(rounds: int, engine: Sandbox) -> dict[str, list[float]]:
     ours = engine_cycle(engine)
     for _ in range(3):  # warm up both (and let our index see every module)
         hermetic_cycle()
@@ -91,7 +91,7 @@ def measure(rounds: int, engine: Engine) -> dict[str, list[float]]:
     return results
 
 
-def check_frozen(engine: Engine, names: list[str]) -> None:
+def check_frozen(engine: Sandbox, names: list[str]) -> None:
     """The cheap path must still freeze `from datetime import datetime` references."""
     module = sys.modules[names[0]]
     engine.enter(SandboxSpec(seed=1, now=NOW, test_id="bench::check"))
@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--modules", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    engine = Engine()
+    engine = Sandbox()
     load = (
         ", load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
         if hasattr(os, "getloadavg")
@@ -131,10 +131,10 @@ def main() -> None:
     print(f"per sandbox enter+exit, seeded mode, {args.rounds} interleaved rounds:")
     print(f" with {before_count} modules loaded:")
     print(line("hermetic.sandbox(seed=...)", before["hermetic"]))
-    print(line("hermetic-hunt Engine", before["ours"]))
+    print(line("hermetic-hunt Sandbox", before["ours"]))
     print(f" with {after_count} modules loaded ({args.modules} synthetic):")
     print(line("hermetic.sandbox(seed=...)", after["hermetic"]))
-    print(line("hermetic-hunt Engine", after["ours"]))
+    print(line("hermetic-hunt Sandbox", after["ours"]))
     ratio = statistics.median(after["hermetic"]) / statistics.median(after["ours"])
     growth = statistics.median(after["ours"]) / statistics.median(before["ours"])
     print(f"ratio at {after_count} modules: hermetic-sandbox / hermetic-hunt = {ratio:.1f}x")

@@ -92,9 +92,9 @@ EXAMPLE = ROOT / "src" / "hermetic_hunt" / "examples" / "shop"
 @pytest.fixture
 def engine() -> Iterator[Any]:
     """A sandbox engine, closed after the test if the test left it open."""
-    from hermetic_hunt.sandbox import Engine
+    from hermetic_hunt.sandbox import Sandbox
 
-    engine = Engine()
+    engine = Sandbox()
     yield engine
     if engine.active:
         engine.exit()

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from hermetic_hunt.hunt.schedule import Shard
 from hermetic_hunt.journal import Journal, encode
 from hermetic_hunt.models import (
     AttemptRecord,
@@ -22,7 +23,6 @@ from hermetic_hunt.models import (
     RunInfo,
     Violation,
 )
-from hermetic_hunt.schedule import Shard
 from hermetic_hunt.store import Store, real_now_iso
 
 OUTCOMES = {"P": "passed", "F": "failed", "S": "skipped", "C": "crashed"}

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from hermetic_hunt.classify import (
+from hermetic_hunt.isolate.classifier import (
     Attempt,
     Classifier,
     ClassifySettings,
@@ -109,7 +109,7 @@ BEHAVIOURS["coin"] = coin
 
 
 class World:
-    """A fake :class:`~hermetic_hunt.classify.Prober`."""
+    """A fake :class:`~hermetic_hunt.isolate.classifier.Prober`."""
 
     def __init__(
         self, collected: Sequence[str] | None = None, hang: str | None = None, seed: int = 0
@@ -138,7 +138,7 @@ class World:
 
 
 class History:
-    """A fake :class:`~hermetic_hunt.classify.History` over a simulated hunt."""
+    """A fake :class:`~hermetic_hunt.isolate.classifier.History` over a simulated hunt."""
 
     def __init__(self, attempts: list[Attempt]) -> None:
         self.attempts = attempts

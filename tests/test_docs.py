@@ -12,7 +12,7 @@ from report_rows import sample
 from hermetic_hunt.cli import main
 from hermetic_hunt.plugin import HUNT_OPTIONS
 from hermetic_hunt.report import render
-from hermetic_hunt.report_load import load_report
+from hermetic_hunt.report.load import load_report
 from hermetic_hunt.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,12 +9,12 @@ import pytest
 
 CORE_MODULES = [
     "hermetic_hunt.seeds",
-    "hermetic_hunt.schedule",
+    "hermetic_hunt.hunt.schedule",
     "hermetic_hunt.models",
     "hermetic_hunt.options",
     "hermetic_hunt.errors",
     "hermetic_hunt.journal",
-    "hermetic_hunt.progress",
+    "hermetic_hunt.hunt.progress",
     "hermetic_hunt.commands",
     "hermetic_hunt.failures",
 ]

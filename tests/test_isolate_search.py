@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from hermetic_hunt.isolate import (
+from hermetic_hunt.isolate.search import (
     Budget,
     BudgetExceeded,
     Oracle,
@@ -206,7 +206,7 @@ def test_the_search_and_the_decision_procedure_import_no_framework() -> None:
     import sys
 
     code = (
-        "import sys, hermetic_hunt.classify, hermetic_hunt.isolate; "
+        "import sys, hermetic_hunt.isolate.classifier, hermetic_hunt.isolate.search; "
         "print(sorted(m for m in ('pytest', '_pytest', 'sqlite3', 'sqlite_utils', 'click', "
         "'hermetic', 'subprocess') if m in sys.modules))"
     )

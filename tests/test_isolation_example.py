@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import hermetic_hunt
-from hermetic_hunt._probe_wire import probe_args
-from hermetic_hunt.classify import Probe, ProbeStep
+from hermetic_hunt.isolate.classifier import Probe, ProbeStep
+from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
+from hermetic_hunt.isolate.wire import probe_args
 from hermetic_hunt.models import Reproducer
-from hermetic_hunt.probe import ProbeRunner, ProbeTarget
 
 T = "tests/"
 #: nodeid -> (kinds, polluters, cleaners, state-setters), from the suite's README.

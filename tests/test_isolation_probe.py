@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hermetic_hunt._probe_wire import option_value, probe_args
-from hermetic_hunt.classify import Probe, ProbeStep
-from hermetic_hunt.probe import ProbeRunner, ProbeTarget, fork_available
+from hermetic_hunt.isolate.classifier import Probe, ProbeStep
+from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget, fork_available
+from hermetic_hunt.isolate.wire import option_value, probe_args
 
 SUITE = {
     "state.py": "POLLUTED = []\n",

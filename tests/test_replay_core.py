@@ -15,7 +15,7 @@ from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Reproducer, ReproStep
-from hermetic_hunt.replay import (
+from hermetic_hunt.replay.plan import (
     AttemptInfo,
     Expected,
     FlakeInfo,
@@ -27,7 +27,7 @@ from hermetic_hunt.replay import (
     parse_target,
     resolve,
 )
-from hermetic_hunt.replay_verdict import Observed, describe, faithfulness_warnings, judge
+from hermetic_hunt.replay.verdict import Observed, describe, faithfulness_warnings, judge
 
 VICTIM = "tests/test_shop.py::test_victim"
 POLLUTER = "tests/test_shop.py::test_polluter"
@@ -408,7 +408,7 @@ def test_the_header_says_what_runs_with_what():
 
 def test_the_core_imports_neither_pytest_nor_sqlite_nor_hermetic():
     code = (
-        "import sys, hermetic_hunt.replay, hermetic_hunt.replay_verdict\n"
+        "import sys, hermetic_hunt.replay.plan, hermetic_hunt.replay.verdict\n"
         "names = ('pytest', '_pytest', 'sqlite3', 'hermetic', 'click')\n"
         "print(sorted(m for m in names if m in sys.modules))"
     )
@@ -418,7 +418,7 @@ def test_the_core_imports_neither_pytest_nor_sqlite_nor_hermetic():
 
 def test_nothing_in_the_replay_path_unpickles_evaluates_or_uses_a_shell():
     root = Path(__file__).resolve().parent.parent / "src" / "hermetic_hunt"
-    for name in ("replay.py", "replay_verdict.py", "replay_plugin.py", "store/replay.py"):
+    for name in ("replay/plan.py", "replay/verdict.py", "replay/session.py", "store/replay.py"):
         text = (root / name).read_text()
         for forbidden in (r"\bpickle\b", r"\beval\(", r"\bexec\(", r"shell=True", r"os\.system",
                           r"\bmarshal\b"):  # fmt: skip

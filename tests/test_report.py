@@ -23,8 +23,8 @@ from report_rows import (
 from hermetic_hunt.errors import BadDatabase, UnknownId
 from hermetic_hunt.models import Failure
 from hermetic_hunt.report import render
-from hermetic_hunt.report_load import load_report
-from hermetic_hunt.report_model import Report
+from hermetic_hunt.report.load import load_report
+from hermetic_hunt.report.model import Report
 
 
 @pytest.fixture

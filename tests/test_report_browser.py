@@ -15,7 +15,7 @@ import pytest
 from report_rows import Rows
 
 from hermetic_hunt.models import Failure, Violation
-from hermetic_hunt.report_load import write_report
+from hermetic_hunt.report.load import write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 

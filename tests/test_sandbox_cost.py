@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from hermetic_hunt._sandbox.patches import Patches
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec
+from hermetic_hunt.sandbox.patches import Patches
 
 NOW = 1_600_000_000.0
 MODULES = 300
 
 
-def patched_names(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+def patched_names(engine: Sandbox, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """What one enter patches: (namespace size, names) per update, class attributes."""
     made: list[Any] = []
     update, setattr_ = Patches.update, Patches.setattr
@@ -64,7 +64,7 @@ def importer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callab
 
 
 def test_entering_patches_the_same_names_whatever_is_imported(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch, importer: Callable[[], list[Any]]
+    engine: Sandbox, monkeypatch: pytest.MonkeyPatch, importer: Callable[[], list[Any]]
 ) -> None:
     few = patched_names(engine, monkeypatch)
     loaded = len(sys.modules)
@@ -75,7 +75,7 @@ def test_entering_patches_the_same_names_whatever_is_imported(
 
 
 def test_every_imported_modules_datetime_references_are_frozen(
-    engine: Engine, importer: Callable[[], list[Any]]
+    engine: Sandbox, importer: Callable[[], list[Any]]
 ) -> None:
     many_modules = importer()
     frozen = (datetime.datetime.fromtimestamp(NOW), datetime.date.fromtimestamp(NOW))

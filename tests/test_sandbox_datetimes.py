@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hermetic_hunt._sandbox import datetimes
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec, datetimes
 
 NOW = 1_709_251_199.0  # 2024-02-29 23:59:59 UTC
 FROZEN_UTC = datetime.datetime(2024, 2, 29, 23, 59, 59, tzinfo=timezone.utc)
@@ -34,14 +33,14 @@ class EarlyDay(datetime.date):
 
 
 @pytest.fixture
-def frozen(engine: Engine) -> Iterator[Engine]:
+def frozen(engine: Sandbox) -> Iterator[Sandbox]:
     engine.enter(SandboxSpec(seed=1, now=NOW, test_id="t.py::t"))
     yield engine
     if engine.active:
         engine.exit()
 
 
-def test_now_today_and_utcnow_read_the_attempts_clock(frozen: Engine) -> None:
+def test_now_today_and_utcnow_read_the_attempts_clock(frozen: Sandbox) -> None:
     assert datetime.datetime.now(timezone.utc) == FROZEN_UTC
     assert datetime.datetime.now() == datetime.datetime.fromtimestamp(NOW)
     assert datetime.datetime.today() == datetime.datetime.fromtimestamp(NOW)
@@ -51,7 +50,7 @@ def test_now_today_and_utcnow_read_the_attempts_clock(frozen: Engine) -> None:
         assert datetime.datetime.utcnow() == FROZEN_UTC.replace(tzinfo=None)
 
 
-def test_the_classes_and_their_instances_stay_the_real_ones(frozen: Engine) -> None:
+def test_the_classes_and_their_instances_stay_the_real_ones(frozen: Sandbox) -> None:
     value = datetime.datetime.now()
     assert type(value) is datetime.datetime
     assert isinstance(value, datetime.datetime) and isinstance(value, date)
@@ -60,7 +59,7 @@ def test_the_classes_and_their_instances_stay_the_real_ones(frozen: Engine) -> N
     assert datetime.datetime is datetimes.real_datetime
 
 
-def test_arithmetic_and_comparisons_work_on_frozen_values(frozen: Engine) -> None:
+def test_arithmetic_and_comparisons_work_on_frozen_values(frozen: Sandbox) -> None:
     start = datetime.datetime.now(timezone.utc)
     time.sleep(90)  # virtual: moves the clock
     later = datetime.datetime.now(timezone.utc)
@@ -74,7 +73,7 @@ def test_arithmetic_and_comparisons_work_on_frozen_values(frozen: Engine) -> Non
 
 
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
-def test_frozen_values_and_the_classes_pickle_and_copy(frozen: Engine, protocol: int) -> None:
+def test_frozen_values_and_the_classes_pickle_and_copy(frozen: Sandbox, protocol: int) -> None:
     values = [
         datetime.datetime.now(),
         datetime.datetime.now(timezone(timedelta(hours=5))),
@@ -93,7 +92,7 @@ def test_frozen_values_and_the_classes_pickle_and_copy(frozen: Engine, protocol:
     assert pickle.loads(blob) == FROZEN_UTC  # and they load outside the attempt
 
 
-def test_subclasses_get_frozen_instances_of_themselves(frozen: Engine) -> None:
+def test_subclasses_get_frozen_instances_of_themselves(frozen: Sandbox) -> None:
     class LateStamp(datetime.datetime):  # defined during the attempt
         pass
 
@@ -104,7 +103,7 @@ def test_subclasses_get_frozen_instances_of_themselves(frozen: Engine) -> None:
     assert type(EarlyDay.today()) is EarlyDay and EarlyDay.today() == date.fromtimestamp(NOW)
 
 
-def test_sqlite3_binds_and_converts_frozen_datetimes(frozen: Engine) -> None:
+def test_sqlite3_binds_and_converts_frozen_datetimes(frozen: Sandbox) -> None:
     # Python 3.12 deprecates sqlite3's default datetime adapters; what users
     # rely on is that binding works under the sandbox as it does outside.
     with warnings.catch_warnings():
@@ -124,8 +123,8 @@ SQLITE_IMPORTED_DURING_AN_ATTEMPT = textwrap.dedent(
     import datetime, sys, warnings
     warnings.simplefilter("ignore", DeprecationWarning)
     assert "sqlite3" not in sys.modules
-    from hermetic_hunt.sandbox import Engine, SandboxSpec
-    engine = Engine()
+    from hermetic_hunt.sandbox import Sandbox, SandboxSpec
+    engine = Sandbox()
     assert "sqlite3" not in sys.modules, "the engine must not need sqlite3 pre-imported"
     engine.enter(SandboxSpec(seed=1, now=1709251199.0, test_id="t"))
     try:
@@ -175,7 +174,7 @@ def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> Path:
 
 
 def test_a_module_imported_during_an_attempt_keys_its_registry_by_the_real_classes(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _module(tmp_path, monkeypatch, "hh_registry_during")
     engine.enter(SandboxSpec(seed=1, now=NOW, test_id="t.py::t"))
@@ -192,7 +191,7 @@ def test_a_module_imported_during_an_attempt_keys_its_registry_by_the_real_class
 
 
 def test_from_datetime_import_datetime_references_are_frozen(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _module(tmp_path, monkeypatch, "hh_registry_before")
     module = importlib.import_module("hh_registry_before")
@@ -205,7 +204,7 @@ def test_from_datetime_import_datetime_references_are_frozen(
     sys.modules.pop("hh_registry_before")
 
 
-def test_with_the_clock_off_datetimes_are_real(engine: Engine) -> None:
+def test_with_the_clock_off_datetimes_are_real(engine: Sandbox) -> None:
     engine.enter(SandboxSpec(seed=1, now=NOW, test_id="t.py::t", clock="off"))
     try:
         assert datetime.datetime.now(timezone.utc) != FROZEN_UTC

@@ -16,8 +16,7 @@ from typing import Any
 import hermetic
 import pytest
 
-from hermetic_hunt._sandbox import netguard
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec, netguard
 
 LOOKALIKES = [
     "api.localhost",
@@ -64,7 +63,7 @@ def test_literal_loopback_and_the_exact_name_localhost_are_loopback(host: object
 @pytest.mark.parametrize("name", LOOKALIKES)
 @pytest.mark.parametrize("call", ["connect", "connect_ex", "sendto", "getaddrinfo", "create"])
 def test_connect_and_lookups_to_a_local_looking_name_are_blocked_before_the_real_call(
-    engine: Engine,
+    engine: Sandbox,
     spies: list[str],
     safety_net: list[tuple[str, str]],
     name: str,

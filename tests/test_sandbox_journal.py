@@ -14,7 +14,7 @@ import pytest
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import BadJournal
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec
 
 WHERE = "the journal of A12"
 NODEID = "tests/test_a.py::test_x"
@@ -168,7 +168,7 @@ def test_a_deeply_nested_journal_is_refused() -> None:
 # -- replaying a journal -------------------------------------------------------
 
 
-def recorded(engine: Engine) -> tuple[Journal, list[Any]]:
+def recorded(engine: Sandbox) -> tuple[Journal, list[Any]]:
     engine.enter(SandboxSpec(seed=4, now=1_700_000_000.0, mode="record", test_id=NODEID))
     try:
         seen = [time.time(), time.time(), time.time(), os.urandom(4), os.urandom(2)]
@@ -185,7 +185,7 @@ def replay(journal: Journal, **changes: Any) -> SandboxSpec:
     )
 
 
-def test_a_replay_feeds_back_the_recorded_values(engine: Engine) -> None:
+def test_a_replay_feeds_back_the_recorded_values(engine: Sandbox) -> None:
     journal, seen = recorded(engine)
     engine.enter(replay(journal))
     try:
@@ -196,7 +196,7 @@ def test_a_replay_feeds_back_the_recorded_values(engine: Engine) -> None:
     assert facts.warnings == []
 
 
-def test_a_replay_that_consumes_less_than_was_recorded_says_so(engine: Engine) -> None:
+def test_a_replay_that_consumes_less_than_was_recorded_says_so(engine: Sandbox) -> None:
     journal, seen = recorded(engine)
     engine.enter(replay(journal))
     try:
@@ -211,7 +211,7 @@ def test_a_replay_that_consumes_less_than_was_recorded_says_so(engine: Engine) -
     ]
 
 
-def test_a_replay_that_consumes_more_than_was_recorded_fails_the_test(engine: Engine) -> None:
+def test_a_replay_that_consumes_more_than_was_recorded_fails_the_test(engine: Sandbox) -> None:
     journal, _ = recorded(engine)
     engine.enter(replay(journal))
     try:
@@ -229,7 +229,7 @@ def test_a_replay_that_consumes_more_than_was_recorded_fails_the_test(engine: En
         assert engine.exit().warnings[-1].startswith("replay drew urandom 0 of 2")
 
 
-def test_a_replay_whose_urandom_sizes_differ_fails_clearly(engine: Engine) -> None:
+def test_a_replay_whose_urandom_sizes_differ_fails_clearly(engine: Sandbox) -> None:
     journal, _ = recorded(engine)
     engine.enter(replay(journal))
     try:
@@ -239,7 +239,7 @@ def test_a_replay_whose_urandom_sizes_differ_fails_clearly(engine: Engine) -> No
         engine.exit()
 
 
-def test_an_overflowed_source_replays_its_tail_from_the_seed(engine: Engine) -> None:
+def test_an_overflowed_source_replays_its_tail_from_the_seed(engine: Sandbox) -> None:
     journal, seen = recorded(engine)
     clipped = Journal(**{**journal.__dict__, "events": {"time": [seen[0]]}, "overflow": ("time",)})
     engine.enter(replay(clipped))

@@ -17,8 +17,7 @@ from typing import Any
 import hermetic
 import pytest
 
-from hermetic_hunt._sandbox import clock, entropy, netguard
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec, clock, entropy, netguard
 
 NOW = 1_700_000_000.0
 ZONES = ("JST-9", "EST5EDT", "NZST-12NZDT", "UTC0")  # POSIX rules: no tzdata needed
@@ -48,7 +47,7 @@ def snapshot() -> dict[str, Any]:
     }
 
 
-def record_journal(engine: Engine) -> Any:
+def record_journal(engine: Sandbox) -> Any:
     engine.enter(SandboxSpec(seed=1, now=NOW, mode="record", test_id="t.py::t"))
     try:
         time.time()
@@ -58,7 +57,7 @@ def record_journal(engine: Engine) -> Any:
     return facts.journal
 
 
-def specs(engine: Engine, tmp: Path) -> list[SandboxSpec]:
+def specs(engine: Sandbox, tmp: Path) -> list[SandboxSpec]:
     base = SandboxSpec(seed=5, now=NOW, test_id="t.py::t")
     return [
         base,
@@ -89,7 +88,7 @@ def misbehave(index: int, tmp: Path) -> None:
 
 @needs_tzset
 def test_a_thousand_attempts_in_every_mode_leave_the_process_exactly_as_it_was(
-    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HH_CHANGED", "original")
     monkeypatch.setenv("HH_REMOVED", "original")
@@ -122,7 +121,7 @@ def test_a_thousand_attempts_in_every_mode_leave_the_process_exactly_as_it_was(
 
 @needs_tzset
 def test_tz_is_resynced_when_the_test_restores_the_variable_but_not_tzset(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TZ", "UTC0")
     time.tzset()
@@ -143,7 +142,7 @@ def test_tz_is_resynced_when_the_test_restores_the_variable_but_not_tzset(
 
 
 def test_a_reference_kept_past_an_attempt_behaves_like_the_real_function(
-    engine: Engine,
+    engine: Sandbox,
 ) -> None:
     engine.enter(SandboxSpec(seed=1, now=NOW, test_id="t.py::t"))
     try:
@@ -159,7 +158,7 @@ def test_a_reference_kept_past_an_attempt_behaves_like_the_real_function(
     assert entropy._source is None
 
 
-def test_a_sandbox_that_fails_to_open_leaves_nothing_behind(engine: Engine) -> None:
+def test_a_sandbox_that_fails_to_open_leaves_nothing_behind(engine: Sandbox) -> None:
     before = snapshot()
     bad = SandboxSpec(seed=1, now=NOW, test_id="t.py::t", network=("host:notaport",))
     with pytest.raises(ValueError):
@@ -168,7 +167,7 @@ def test_a_sandbox_that_fails_to_open_leaves_nothing_behind(engine: Engine) -> N
     assert snapshot() == before
 
 
-def test_sandboxes_do_not_nest(engine: Engine) -> None:
+def test_sandboxes_do_not_nest(engine: Sandbox) -> None:
     engine.enter(SandboxSpec(seed=1, now=NOW, test_id="t.py::t"))
     try:
         with pytest.raises(hermetic.SandboxActiveError):

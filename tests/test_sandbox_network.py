@@ -26,8 +26,7 @@ from typing import Any
 import hermetic
 import pytest
 
-from hermetic_hunt._sandbox import netguard
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec, netguard
 
 HERE = os.path.abspath(__file__)
 TEST_NET = "192.0.2.1"
@@ -167,7 +166,7 @@ CALLS: list[tuple[Callable[[], None], str, str, int | None]] = [
 
 @pytest.mark.parametrize(("call", "op", "host", "port"), CALLS, ids=[c[0].__name__ for c in CALLS])
 def test_every_way_out_is_stopped_before_the_real_function_and_recorded(
-    engine: Engine,
+    engine: Sandbox,
     spies: list[str],
     safety_net: list[tuple[str, str]],
     call: Callable[[], None],
@@ -193,7 +192,7 @@ def test_every_way_out_is_stopped_before_the_real_function_and_recorded(
 
 
 def test_a_blocked_call_raises_a_connection_refused_error_that_says_how_to_allow_it(
-    engine: Engine, spies: list[str]
+    engine: Sandbox, spies: list[str]
 ) -> None:
     engine.enter(spec())
     try:
@@ -208,7 +207,7 @@ def test_a_blocked_call_raises_a_connection_refused_error_that_says_how_to_allow
     assert "\n" not in message
 
 
-def test_outside_an_attempt_the_socket_functions_are_the_real_ones(engine: Engine) -> None:
+def test_outside_an_attempt_the_socket_functions_are_the_real_ones(engine: Sandbox) -> None:
     engine.enter(spec())
     engine.exit()
     assert socket.getaddrinfo is netguard.REAL["getaddrinfo"]
@@ -219,7 +218,7 @@ def test_outside_an_attempt_the_socket_functions_are_the_real_ones(engine: Engin
         assert name not in vars(socket.socket), name  # inherited again, not copied
 
 
-def test_a_raw_socket_class_swapped_in_still_passes_isinstance(engine: Engine) -> None:
+def test_a_raw_socket_class_swapped_in_still_passes_isinstance(engine: Sandbox) -> None:
     with socket.socket() as before:
         engine.enter(spec())
         try:
@@ -246,7 +245,7 @@ def _connect_to(address: Any, family: int = socket.AF_INET) -> None:
 
 
 def test_loopback_is_allowed_by_default_and_blocked_when_configured(
-    engine: Engine, listener: tuple[str, int], spies: list[str]
+    engine: Sandbox, listener: tuple[str, int], spies: list[str]
 ) -> None:
     engine.enter(spec())
     try:
@@ -265,7 +264,7 @@ def test_loopback_is_allowed_by_default_and_blocked_when_configured(
 
 
 def test_a_loopback_connection_really_works_inside_an_attempt(
-    engine: Engine, listener: tuple[str, int], safety_net: list[tuple[str, str]]
+    engine: Sandbox, listener: tuple[str, int], safety_net: list[tuple[str, str]]
 ) -> None:
     engine.enter(spec())
     try:
@@ -291,7 +290,7 @@ def unix_listener() -> Iterator[str]:
 
 
 def test_unix_sockets_are_allowed_by_default_and_blocked_when_configured(
-    engine: Engine, unix_listener: str
+    engine: Sandbox, unix_listener: str
 ) -> None:
     engine.enter(spec())
     try:
@@ -309,7 +308,7 @@ def test_unix_sockets_are_allowed_by_default_and_blocked_when_configured(
 
 
 def test_allowlisted_hosts_and_allow_network_let_calls_through(
-    engine: Engine, listener: tuple[str, int]
+    engine: Sandbox, listener: tuple[str, int]
 ) -> None:
     host, port = listener
     engine.enter(spec(allow_loopback=False, network=(f"{host}:{port}",)))
@@ -325,7 +324,7 @@ def test_allowlisted_hosts_and_allow_network_let_calls_through(
         assert engine.exit().violations == []
 
 
-def test_network_off_installs_no_guard(engine: Engine, listener: tuple[str, int]) -> None:
+def test_network_off_installs_no_guard(engine: Sandbox, listener: tuple[str, int]) -> None:
     handle = engine.enter(spec(network="off", allow_loopback=False))
     try:
         assert socket.getaddrinfo is netguard.REAL["getaddrinfo"]
@@ -339,9 +338,9 @@ def test_network_off_installs_no_guard(engine: Engine, listener: tuple[str, int]
 AUDIT_SCRIPT = textwrap.dedent(
     """
     import _socket, json, socket, sys
-    from hermetic_hunt.sandbox import Engine, SandboxSpec
+    from hermetic_hunt.sandbox import Sandbox, SandboxSpec
 
-    engine = Engine()  # installs the guard's audit hook first
+    engine = Sandbox()  # installs the guard's audit hook first
     tripped = []
 
     def tripwire(event, args):  # runs after ours: anything we let through stops here

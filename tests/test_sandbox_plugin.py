@@ -13,7 +13,7 @@ import json, os, random, socket, time
 import hermetic
 import pytest
 
-from hermetic_hunt._sandbox import clock, entropy, netguard
+from hermetic_hunt.sandbox import clock, entropy, netguard
 
 
 def note(**facts):

@@ -12,15 +12,14 @@ import pytest
 from helpers import rows
 
 from hermetic_hunt import journal as journal_format
-from hermetic_hunt._sandbox import clock, entropy
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec, clock, entropy
 
 
 def record(**changes: object) -> SandboxSpec:
     return SandboxSpec(seed=11, now=1_700_000_000.0, mode="record", test_id="t.py::t", **changes)
 
 
-def test_three_record_mode_attempts_see_three_different_random_streams(engine: Engine) -> None:
+def test_three_record_mode_attempts_see_three_different_random_streams(engine: Sandbox) -> None:
     outside = random.getstate()
     values = []
     for _ in range(3):
@@ -34,7 +33,7 @@ def test_three_record_mode_attempts_see_three_different_random_streams(engine: E
 
 
 def test_record_mode_draws_real_entropy_every_attempt(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     drawn: list[int] = []
 
@@ -53,7 +52,7 @@ def test_record_mode_draws_real_entropy_every_attempt(
     assert token.bytes[:6] == b"\x07" * 6
 
 
-def test_sleep_really_sleeps_in_record_mode_and_not_in_seeded_mode(engine: Engine) -> None:
+def test_sleep_really_sleeps_in_record_mode_and_not_in_seeded_mode(engine: Sandbox) -> None:
     engine.enter(record())
     try:
         start = clock.REAL_MONOTONIC()
@@ -72,7 +71,7 @@ def test_sleep_really_sleeps_in_record_mode_and_not_in_seeded_mode(engine: Engin
         engine.exit()
 
 
-def test_the_journal_captures_what_the_attempt_consumed(engine: Engine) -> None:
+def test_the_journal_captures_what_the_attempt_consumed(engine: Sandbox) -> None:
     engine.enter(record())
     try:
         first, second = time.time(), time.time()
@@ -95,7 +94,7 @@ def test_the_journal_captures_what_the_attempt_consumed(engine: Engine) -> None:
     assert random.Random(int(journal.random_seed, 16)).random() == value
 
 
-def test_a_journal_stores_the_random_seed_not_the_random_state(engine: Engine) -> None:
+def test_a_journal_stores_the_random_seed_not_the_random_state(engine: Sandbox) -> None:
     engine.enter(record())
     try:
         random.random()
@@ -109,7 +108,7 @@ def test_a_journal_stores_the_random_seed_not_the_random_state(engine: Engine) -
     assert all(len(v) < 50 for v in payload["events"].values())
 
 
-def test_passing_attempts_build_no_journal(engine: Engine) -> None:
+def test_passing_attempts_build_no_journal(engine: Sandbox) -> None:
     engine.enter(record())
     engine.exit()
     engine.enter(record())

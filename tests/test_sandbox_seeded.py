@@ -12,16 +12,15 @@ import pytest
 from helpers import rows
 
 from hermetic_hunt import journal as journal_format
-from hermetic_hunt._sandbox import state
 from hermetic_hunt.journal import Journal, compare
-from hermetic_hunt.sandbox import Engine, SandboxSpec
+from hermetic_hunt.sandbox import Sandbox, SandboxSpec, state
 
 
 def seeded(seed: int = 3) -> SandboxSpec:
     return SandboxSpec(seed=seed, now=1_700_000_000.0, test_id="t.py::t")
 
 
-def test_an_attempt_counts_what_it_read_from_each_source(engine: Engine) -> None:
+def test_an_attempt_counts_what_it_read_from_each_source(engine: Sandbox) -> None:
     engine.enter(seeded())
     try:
         for _ in range(3):
@@ -43,7 +42,7 @@ def test_an_attempt_counts_what_it_read_from_each_source(engine: Engine) -> None
     assert facts.journal is None
 
 
-def test_the_same_seed_gives_the_same_values_and_another_seed_others(engine: Engine) -> None:
+def test_the_same_seed_gives_the_same_values_and_another_seed_others(engine: Sandbox) -> None:
     def values(seed: int) -> tuple[float, str, float]:
         engine.enter(seeded(seed))
         try:
@@ -56,7 +55,7 @@ def test_the_same_seed_gives_the_same_values_and_another_seed_others(engine: Eng
     assert values(3)[2] == 1_700_000_000.0
 
 
-def test_uuid4_bits_are_not_the_random_streams_bits(engine: Engine) -> None:
+def test_uuid4_bits_are_not_the_random_streams_bits(engine: Sandbox) -> None:
     engine.enter(seeded())
     try:
         drawn = os.urandom(8)
@@ -66,7 +65,7 @@ def test_uuid4_bits_are_not_the_random_streams_bits(engine: Engine) -> None:
         engine.exit()
 
 
-def attempt(engine: Engine, reads: int, draws: list[int], words: int, seed: int = 3) -> Journal:
+def attempt(engine: Sandbox, reads: int, draws: list[int], words: int, seed: int = 3) -> Journal:
     engine.enter(seeded(seed))
     try:
         for _ in range(reads):
@@ -80,7 +79,7 @@ def attempt(engine: Engine, reads: int, draws: list[int], words: int, seed: int 
     return facts.journal
 
 
-def test_compare_says_how_a_failing_and_a_passing_attempt_differ(engine: Engine) -> None:
+def test_compare_says_how_a_failing_and_a_passing_attempt_differ(engine: Sandbox) -> None:
     failing = attempt(engine, reads=3, draws=[4, 4], words=4)
     passing = attempt(engine, reads=5, draws=[4, 8], words=6)
     assert compare(failing, passing) == [
@@ -97,7 +96,7 @@ def test_compare_says_how_a_failing_and_a_passing_attempt_differ(engine: Engine)
 
 
 def test_a_journal_counts_random_words_across_blocks_and_gives_up_on_reseeding(
-    engine: Engine,
+    engine: Sandbox,
 ) -> None:
     assert attempt(engine, reads=0, draws=[], words=1_500).counts["random"] == 1_500
     engine.enter(seeded())
@@ -109,7 +108,7 @@ def test_a_journal_counts_random_words_across_blocks_and_gives_up_on_reseeding(
     assert facts.journal is not None and "random" not in facts.journal.counts
 
 
-def test_a_seeded_journal_round_trips_through_the_database_format(engine: Engine) -> None:
+def test_a_seeded_journal_round_trips_through_the_database_format(engine: Sandbox) -> None:
     journal = attempt(engine, reads=2, draws=[16], words=2)
     again = journal_format.decode(journal_format.encode(journal), where="A1", expect_test="t.py::t")
     assert again == journal

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermetic_hunt.schedule import (
+from hermetic_hunt.hunt.schedule import (
     AUTO_CYCLE,
     Shard,
     grouped,

@@ -168,7 +168,7 @@ def report(db: str, run_id: int | None, fmt: str, output: str | None, exit_zero:
     attempts rule out. Exit status 1 when anything was found.
     """
     from hermetic_hunt.commands import display_path
-    from hermetic_hunt.report_load import write_report
+    from hermetic_hunt.report.load import write_report
 
     outcome = write_report(db, run=run_id, fmt=fmt, output=output)
     if outcome.path is not None:
@@ -195,7 +195,7 @@ def list_flakes(db: str, run_id: int | None) -> None:
     listed with '-' for an id and replay their first failing attempt. Exit
     status 1 when anything is listed.
     """
-    from hermetic_hunt.report_load import list_flakes as list_lines
+    from hermetic_hunt.report.load import list_flakes as list_lines
 
     lines, found = list_lines(db, run=run_id)
     click.echo("\n".join(lines))
@@ -239,7 +239,7 @@ def isolate(
     hash seeds, from the directory the hunt ran in. Results go to the
     database (flakes, isolation_steps) and are printed.
     """
-    from hermetic_hunt._probe_driver import isolate_database
+    from hermetic_hunt.isolate.run import isolate_database
 
     lines = isolate_database(db, run_id, ids, budget=budget, timeout=probe_timeout, workers=workers)
     click.echo("\n".join(lines))
@@ -261,7 +261,7 @@ def show(ref: str, db: str) -> None:
     of the same test (what each read from clocks and entropy sources) and
     the replay command.
     """
-    from hermetic_hunt.report_load import show as show_text
+    from hermetic_hunt.report.load import show as show_text
 
     click.echo(show_text(db, ref), nl=False)
 

@@ -122,7 +122,7 @@ def run_demo(
     echo: Echo,
 ) -> int:
     """Copy, hunt, report. Returns the demo's exit status (0: it ran)."""
-    from hermetic_hunt.report_load import write_report
+    from hermetic_hunt.report.load import write_report
 
     target = prepare(directory)
     argv = hunt_argv(rounds, seed, workers)

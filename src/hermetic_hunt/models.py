@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermetic_hunt.schedule import Shard
+from hermetic_hunt.hunt.schedule import Shard
 
 #: Sandbox modes of a hunt (``--hermetic-hunt-mode``).
 MODES = ("seeded", "record", "off")

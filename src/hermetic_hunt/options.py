@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from hermetic_hunt.errors import BadOption
+from hermetic_hunt.hunt.schedule import ORDERS, Shard
 from hermetic_hunt.models import MODES
-from hermetic_hunt.schedule import ORDERS, Shard
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs)\s*$", re.I)
 _UNITS = {"s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0}

@@ -3,9 +3,9 @@
 With hermetic-hunt installed, a plain ``pytest`` run behaves exactly as
 without it: this module only registers options. ``--hermetic-hunt`` (or
 ``--hermetic-replay-db``) registers the objects that do the work: the hunt's
-controller (:mod:`hermetic_hunt.hunt`), the attempt executor
-(:mod:`hermetic_hunt.executor`) and, under xdist, the scheduler glue
-(:mod:`hermetic_hunt._xdist`).
+controller (:mod:`hermetic_hunt.hunt.controller`), the attempt executor
+(:mod:`hermetic_hunt.engine.executor`) and, under xdist, the scheduler glue
+(:mod:`hermetic_hunt.hunt.xdist`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 
 from hermetic_hunt import options
 from hermetic_hunt.errors import HuntError
+from hermetic_hunt.hunt.schedule import Shard
 from hermetic_hunt.models import HuntSettings
-from hermetic_hunt.schedule import Shard
 from hermetic_hunt.seeds import new_base_seed
 
 #: (option, dest, ini key, help) of every hunt option that takes a value.
@@ -128,7 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     try:
         if replay is not None:
-            from hermetic_hunt.replay_plugin import configure_replay
+            from hermetic_hunt.replay.session import configure_replay
 
             configure_replay(config, str(replay))
         else:
@@ -205,8 +205,8 @@ def _hand_seeding_to_the_hunt(config: pytest.Config) -> None:
 
 
 def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
-    from hermetic_hunt import _xdist
-    from hermetic_hunt.executor import AttemptExecutor, ExecSettings
+    from hermetic_hunt.engine.executor import AttemptExecutor, ExecSettings
+    from hermetic_hunt.hunt import xdist as _xdist
 
     _hand_seeding_to_the_hunt(config)
     workerinput = getattr(config, "workerinput", None)
@@ -242,7 +242,7 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
     config.option.hermetic_seed = base_seed
     settings = settings_from_config(config, hunt_value, base_seed)
 
-    from hermetic_hunt.hunt import HuntController
+    from hermetic_hunt.hunt.controller import HuntController
     from hermetic_hunt.store import Store
 
     store = Store.open(settings.db_path)
@@ -274,8 +274,8 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
 
 
 def _register_executor(config: pytest.Config, executor: Any) -> None:
-    from hermetic_hunt import fixture
-    from hermetic_hunt.executor import RepeatGuard
+    from hermetic_hunt.engine import fixture
+    from hermetic_hunt.engine.executor import RepeatGuard
 
     config.pluginmanager.register(RepeatGuard(), "hermetic-hunt-repeat-guard")
     config.pluginmanager.register(executor, "hermetic-hunt-executor")

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hermetic_hunt.classify import FAILING, Attempt, Probe, ProbeResult, Verdict
 from hermetic_hunt.errors import BadDatabase, UnknownId
+from hermetic_hunt.isolate.classifier import FAILING, Attempt, Probe, ProbeResult, Verdict
 from hermetic_hunt.journal import MAX_COMPRESSED
 from hermetic_hunt.models import Violation
 from hermetic_hunt.store.core import Store, real_now_iso
@@ -185,7 +185,7 @@ def attempts_of(store: Store, run_id: int, nodeids: Sequence[str]) -> dict[str, 
 
 
 class RunHistory:
-    """:class:`~hermetic_hunt.classify.History` of one run, read from the store.
+    """:class:`~hermetic_hunt.isolate.classifier.History` of one run, read from the store.
 
     Classifiers run in threads: this reads through its own read-only
     connection, one query at a time.

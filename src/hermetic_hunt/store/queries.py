@@ -1,8 +1,8 @@
 """Read queries behind ``hermetic-hunt report``, ``list`` and ``show``.
 
 Each function takes an open :class:`~hermetic_hunt.store.core.Store` and
-returns plain rows (:mod:`hermetic_hunt.report_model`,
-:mod:`hermetic_hunt.report_show`); nothing here interprets them. ``runs``
+returns plain rows (:mod:`hermetic_hunt.report.model`,
+:mod:`hermetic_hunt.report.show`); nothing here interprets them. ``runs``
 arguments restrict a query to some runs; ``None`` means every run in the
 database. All values are bound as parameters, never spliced into SQL.
 """
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermetic_hunt.errors import UnknownId
-from hermetic_hunt.report_model import (
+from hermetic_hunt.report.model import (
     CheckRow,
     FailureRow,
     RawFlake,
@@ -23,7 +23,7 @@ from hermetic_hunt.report_model import (
     TestCounts,
     ViolationRow,
 )
-from hermetic_hunt.report_show import AttemptDetail, StepRow, ViolationDetail
+from hermetic_hunt.report.show import AttemptDetail, StepRow, ViolationDetail
 from hermetic_hunt.store.core import Store
 
 _FAILING = "('failed', 'crashed', 'xpassed')"

@@ -17,7 +17,7 @@ from typing import Any
 
 from hermetic_hunt.errors import BadDatabase, BadJournal
 from hermetic_hunt.journal import MAX_COMPRESSED
-from hermetic_hunt.replay import AttemptInfo, FlakeInfo, location_arg, parse_ref, resolve
+from hermetic_hunt.replay.plan import AttemptInfo, FlakeInfo, location_arg, parse_ref, resolve
 from hermetic_hunt.store.core import Store, real_now_iso
 
 _ATTEMPT_SQL = """
@@ -92,7 +92,7 @@ def _flake(row: tuple[Any, ...]) -> FlakeInfo:
 
 
 class ReplaySource:
-    """Read access for :func:`hermetic_hunt.replay.resolve` (its ``Source``)."""
+    """Read access for :func:`hermetic_hunt.replay.plan.resolve` (its ``Source``)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -200,7 +200,7 @@ def prepare_command(db_path: str, ref: str, cwd: str) -> tuple[str, str | None]:
     What ``hermetic-hunt replay`` prints: the target is resolved (so an
     unknown id or a corrupt journal is said now, not when the command runs)
     and, when the hunt's rootdir is a directory below ``cwd``, that directory
-    becomes the command's argument (see :func:`hermetic_hunt.replay.location_arg`).
+    becomes the command's argument (see :func:`hermetic_hunt.replay.plan.location_arg`).
     """
     path = Path(cwd, os.path.expanduser(db_path)).resolve()
     with Store.open(path, create=False) as store:

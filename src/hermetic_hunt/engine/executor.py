@@ -1,0 +1,255 @@
+"""Running each attempt inside its own sandbox (the process that runs tests).
+
+Registered on the single process of a ``-n 0`` hunt and on every xdist
+worker. Whoever drives the loop tells the executor which *attempt slot* an
+item's protocol belongs to (the ``-n 0`` loop directly; a worker decodes it
+from the index xdist's controller sent). Each execution of the protocol --
+the scheduled one and any pytest-rerunfailures rerun -- gets its own seed
+and virtual start time and runs setup, call and teardown in one sandbox.
+
+What happened is attached to the reports as ``report.hermetic_hunt`` (plain
+JSON-able values, so xdist ships it to the controller unchanged).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from hermetic_hunt import journal as journal_format
+from hermetic_hunt.errors import BadOption, HuntError
+from hermetic_hunt.failures import own_location
+from hermetic_hunt.journal import Journal
+from hermetic_hunt.sandbox import AttemptFacts, Sandbox, SandboxSpec, spec_from_marker
+from hermetic_hunt.seeds import attempt_now, attempt_seed
+
+_PERF = time.perf_counter  # real, captured before any sandbox patches time
+REPORT_ATTR = "hermetic_hunt"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Which attempt a protocol call is: ``key`` is unique per run.
+
+    A hunt's slots derive seed and start time from the base seed, the test
+    and the round. Replays and isolation probes give them explicitly: then
+    ``seed``/``now`` are used as they are, ``mode`` overrides the session's
+    mode (``off`` runs the attempt unsandboxed) and ``journal`` replays a
+    record-mode journal.
+    """
+
+    key: int
+    round_no: int
+    seed: int | None = None
+    now: float | None = None
+    mode: str | None = None
+    journal: Journal | None = None
+
+
+@dataclass(frozen=True)
+class ExecSettings:
+    base_seed: int
+    mode: str
+    integration_marker: str
+
+
+def process_hash_seed() -> int | None:
+    """This interpreter's PYTHONHASHSEED, when it is known."""
+    value = os.environ.get("PYTHONHASHSEED", "")
+    return int(value) if value.isdigit() else None
+
+
+class RepeatGuard:
+    """pytest plugin: lets the same test run twice in a row.
+
+    A hunt can schedule a test right after itself (the end of one round and
+    the start of the next). pytest would then keep the test's function-scoped
+    fixtures alive in between (``nextitem`` is the item itself), and the
+    second run fails with ``KeyError: 'tmp_path'``. Passing the item's parent
+    instead tears the function down and keeps module/class fixtures.
+    """
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        if nextitem is item:
+            return item.ihook.pytest_runtest_protocol(item=item, nextitem=item.parent)
+        return None
+
+
+class AttemptExecutor:
+    """pytest plugin: one sandbox per execution of a scheduled attempt."""
+
+    def __init__(
+        self, settings: ExecSettings, locate: Callable[[pytest.Item], Slot | None]
+    ) -> None:
+        self.settings = settings
+        self.locate = locate
+        self.engine = Sandbox() if settings.mode != "off" else None
+        self.hash_seed = process_hash_seed()
+        self.handle: Any = None
+        self._slot: Slot | None = None
+        self._execution = 0
+        self._seed: int | None = None
+        self._now: float | None = None
+        self._mode = settings.mode
+        self._failed = False
+        self._started = 0.0
+        self._facts: AttemptFacts | None = None
+        self._marker_cache: dict[str, tuple[bool, Any]] = {}
+
+    # -- hooks ----------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, object, object]:
+        self._slot = self.locate(item)
+        self._execution = 0
+        try:
+            return (yield)
+        finally:
+            # An interrupt between setup and teardown skips our teardown hook.
+            self._close()
+            self._slot = None
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        error = self._open(item, self._slot) if self._slot is not None else None
+        result = yield
+        if error is not None:
+            # After pytest's own setup, so its teardown finds what it expects;
+            # a UsageError here would be an INTERNALERROR on an xdist worker.
+            pytest.fail(str(error), pytrace=False)
+        return result
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        except BaseException:
+            self._failed = True
+            raise
+        finally:
+            self._close()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if self._slot is None:
+            return report
+        data: dict[str, Any] = {
+            "key": self._slot.key,
+            "round": self._slot.round_no,
+            "execution": self._execution,
+        }
+        if report.failed:
+            self._failed = True
+            if call.excinfo is not None:
+                data["exc_type"] = call.excinfo.typename
+                frames = [(str(entry.path), entry.lineno + 1) for entry in call.excinfo.traceback]
+                location = own_location(frames, str(item.config.rootpath))
+                if location is not None:
+                    data["location"] = location
+        if report.when == "teardown":
+            data.update(self._final_facts())
+        setattr(report, REPORT_ATTR, data)
+        return report
+
+    # -- attempt lifecycle ----------------------------------------------------
+
+    def _open(self, item: pytest.Item, slot: Slot) -> HuntError | None:
+        self._close()
+        self._execution += 1
+        self._failed = False
+        self._facts = None
+        self._started = _PERF()
+        if slot.seed is not None and self._execution == 1:
+            seed = slot.seed
+            now = slot.now if slot.now is not None else attempt_now(seed)
+        else:
+            base = slot.seed if slot.seed is not None else self.settings.base_seed
+            seed = attempt_seed(base, item.nodeid, slot.round_no, self._execution)
+            now = attempt_now(seed)
+        mode = slot.mode or self.settings.mode
+        self._seed, self._now, self._mode = seed, now, mode
+        if mode == "off":
+            self._seed = self._now = None
+            return None
+        if self.engine is None:
+            self.engine = Sandbox()
+        try:
+            spec = self.spec_for(item, seed, now, mode)
+        except HuntError as exc:  # a bad marker: the attempt fails, unsandboxed
+            self._seed, self._now, self._mode = None, None, "off"
+            return exc
+        if spec is None:
+            self._seed, self._now, self._mode = None, None, "off"
+            return None
+        if slot.journal is not None and self._execution == 1:
+            spec = replace(spec, mode="replay", replay=slot.journal)
+        self._seed, self._now = spec.seed, spec.now
+        self.handle = self.engine.enter(spec)
+        return None
+
+    def _markers(self, item: pytest.Item) -> tuple[bool, Any]:
+        """(integration?, hermetic marker) of ``item``, looked up once per test."""
+        known = self._marker_cache.get(item.nodeid)
+        if known is None:
+            known = (
+                item.get_closest_marker(self.settings.integration_marker) is not None,
+                item.get_closest_marker("hermetic"),
+            )
+            self._marker_cache[item.nodeid] = known
+        return known
+
+    def spec_for(self, item: pytest.Item, seed: int, now: float, mode: str) -> SandboxSpec | None:
+        """The sandbox of this execution (None: not sandboxed)."""
+        integration, marker = self._markers(item)
+        base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid)
+        if integration:
+            base = replace(base, network="off")
+        if marker is None:
+            return base
+        if marker.args:
+            raise BadOption(
+                f"{item.nodeid}: @pytest.mark.hermetic takes keyword arguments only, "
+                "e.g. hermetic(seed=7, network='off')"
+            )
+        try:
+            return spec_from_marker(base, marker.kwargs)
+        except HuntError as exc:
+            raise BadOption(f"{item.nodeid}: {exc}") from None
+
+    def _close(self) -> None:
+        if self.engine is not None and self.engine.active:
+            self._facts = self.engine.exit(keep_journal=self._failed)
+            self.handle = None
+
+    def _final_facts(self) -> dict[str, Any]:
+        facts = self._facts
+        self._facts = None
+        data: dict[str, Any] = {
+            "seed": self._seed,
+            "now": self._now,
+            "mode": self._mode,
+            "hash_seed": self.hash_seed,
+            "duration": _PERF() - self._started,
+        }
+        if facts is not None:
+            data["counts"] = facts.counts or None
+            data["violations"] = [[v.op, v.host, v.port, v.detail] for v in facts.violations]
+            if facts.warnings:
+                data["warnings"] = facts.warnings
+            if facts.journal is not None:
+                data["journal"] = journal_format.encode(facts.journal)
+                data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"
+        return data

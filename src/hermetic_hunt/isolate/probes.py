@@ -1,0 +1,342 @@
+"""The probe runner: runs isolation probes in fresh processes, in parallel.
+
+A probe is a short sequence of attempts (explicit seed, start time, mode) to
+run in one fresh process with a given ``PYTHONHASHSEED``. Probes never run
+in the hunt's workers.
+
+Paying pytest's start-up and collection per probe is what makes polluter
+searches slow on large suites. So, where ``os.fork`` exists, the runner
+starts one long-lived *probe server* per hash seed
+(:mod:`hermetic_hunt.isolate.server`): a pytest session that collects the
+suite once and forks a child per probe from that collected, never-run state
+-- the child is a fresh process as far as the tests can tell. Elsewhere (or
+with ``fork=False``) every probe is a server of its own that runs one probe
+and exits.
+
+At most ``parallel`` probes run at a time (the hunt's worker count); each is
+stopped after ``timeout`` seconds and reported as ``timeout``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout  # not builtin before 3.11
+from dataclasses import dataclass
+from typing import IO, Any
+
+from hermetic_hunt.isolate import wire
+from hermetic_hunt.isolate.classifier import Probe, ProbeResult
+
+_PERF = time.perf_counter
+#: Seconds the client waits beyond a probe's timeout before it gives up on a server.
+GRACE = 30.0
+#: Seconds a server may take to start and collect.
+STARTUP_TIMEOUT = 600.0
+#: Environment variables of the hunt's own worker processes, never inherited.
+_SCRUB = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """Where and how to start probe servers: the hunt's own session, minus the hunt."""
+
+    invocation_dir: str
+    args: tuple[str, ...]
+    base_seed: int
+    mode: str = "seeded"
+    integration_marker: str = "integration"
+
+
+def fork_available() -> bool:
+    return hasattr(os, "fork") and sys.platform != "win32"
+
+
+class _Server:
+    """One probe server process and the thread that reads its answers."""
+
+    def __init__(self, target: ProbeTarget, hash_seed: int, fork: bool) -> None:
+        self.fork = fork
+        self.collected: frozenset[str] | None = None
+        self.detail = ""
+        self._pending: dict[int, Future[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._dead = False
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in quit()
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        spec = {
+            "requests": req_r, "responses": resp_w, "fork": fork,
+            "base_seed": target.base_seed, "mode": target.mode,
+            "marker": target.integration_marker,
+        }  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+        env.update({"PYTHONHASHSEED": str(hash_seed), wire.ENV: json.dumps(spec)})
+        addopts = os.environ.get("PYTEST_ADDOPTS")
+        if addopts:
+            env["PYTEST_ADDOPTS"] = shlex.join(wire.probe_args(shlex.split(addopts)))
+        argv = [sys.executable, "-m", "pytest", *target.args, "-p", "hermetic_hunt.isolate.server"]
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=target.invocation_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._stderr,
+                pass_fds=(req_r, resp_w),
+                start_new_session=True,
+            )
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+        self._requests = os.fdopen(req_w, "wb", buffering=0)
+        self._responses = os.fdopen(resp_r, "rb")
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    # -- reading -----------------------------------------------------------------
+
+    def _read(self) -> None:
+        try:
+            for line in self._responses:
+                message = wire.decode(line)
+                if message.get("op") == "ready":
+                    collected = message.get("collected")
+                    if isinstance(collected, list):
+                        self.collected = frozenset(str(n) for n in collected)
+                    self._ready.set()
+                elif message.get("op") == "result":
+                    with self._lock:
+                        future = self._pending.pop(int(message["id"]), None)
+                    if future is not None:
+                        future.set_result(message)
+        except (ValueError, OSError) as exc:
+            self.detail = f"unreadable answer from the probe server: {exc}"
+        finally:
+            self._died()
+
+    def _died(self) -> None:
+        with self._lock:
+            self._dead = True
+            pending, self._pending = self._pending, {}
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        if not self.detail:
+            self.detail = self.stderr_tail() or f"the probe server exited ({self.proc.returncode})"
+        for future in pending.values():
+            if not future.done():
+                future.set_result({"status": "error", "detail": self.detail})
+        self._ready.set()
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        try:
+            self._stderr.seek(0)
+            text = self._stderr.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        lines = [line for line in text.splitlines() if line.strip()]
+        return "\n".join(lines[-8:])[-limit:]
+
+    def wait_ready(self, timeout: float) -> bool:
+        self._ready.wait(timeout)
+        return self.collected is not None and not self._dead
+
+    # -- requests ----------------------------------------------------------------
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        future: Future[dict[str, Any]] = Future()
+        with self._lock:
+            if self._dead:
+                return {"status": "error", "detail": self.detail or "the probe server is gone"}
+            self._pending[int(message["id"])] = future
+        try:
+            self._requests.write(wire.encode(message))
+        except OSError:
+            with self._lock:
+                self._pending.pop(int(message["id"]), None)
+            return {"status": "error", "detail": self.detail or "the probe server is gone"}
+        wait = timeout + (GRACE if self.fork else 0.0)
+        try:
+            return future.result(timeout=wait)
+        except FutureTimeout:
+            # One-shot mode has no server-side timeout; a fork server that
+            # does not answer is wedged. Either way: stop it.
+            self.kill()
+            return {"status": "timeout", "detail": f"stopped after {timeout:g}s"}
+
+    def quit(self) -> None:
+        with contextlib.suppress(OSError):
+            self._requests.write(wire.encode({"op": "quit"}))
+        with contextlib.suppress(OSError):
+            self._requests.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._reader.join(timeout=5)
+        if not self._reader.is_alive():
+            self._responses.close()
+        self._stderr.close()
+
+    def terminate(self) -> None:
+        """Ask the server to stop now: it kills its probes and exits."""
+        with contextlib.suppress(OSError):
+            self.proc.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+class ProbeRunner:
+    """Runs :class:`~hermetic_hunt.isolate.classifier.Probe` objects; thread-safe.
+
+    ``journals(attempt_id)`` supplies the stored journal a record-mode step
+    replays (the runner itself never reads the database).
+    """
+
+    def __init__(
+        self,
+        target: ProbeTarget,
+        *,
+        parallel: int = 1,
+        timeout: float = 120.0,
+        fork: bool | None = None,
+        journals: Callable[[int], bytes | None] | None = None,
+    ) -> None:
+        self.target = target
+        self.parallel = max(1, parallel)
+        self.timeout = timeout
+        self.fork = fork_available() if fork is None else (fork and fork_available())
+        self.journals = journals or (lambda attempt_id: None)
+        self.started_servers = 0
+        self.startup_error = ""
+        self.closed = False
+        self._servers: dict[int, _Server] = {}
+        self._collected: dict[int, frozenset[str] | None] = {}
+        self._failed: dict[int, str] = {}  # hash seeds whose server did not start
+        self._oneshots: set[_Server] = set()  # process-per-probe servers running now
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.parallel)
+        self._ids = iter(range(1, 1 << 62))
+        self._pool = ThreadPoolExecutor(max_workers=self.parallel)
+
+    def __enter__(self) -> ProbeRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self, hash_seed: int) -> _Server:
+        self.started_servers += 1
+        return _Server(self.target, hash_seed, self.fork)
+
+    def _server(self, hash_seed: int) -> _Server | None:
+        """A ready fork server for ``hash_seed`` (None: it could not start)."""
+        with self._lock:
+            if hash_seed in self._failed:
+                return None
+            server = self._servers.get(hash_seed)
+            if server is not None and server._dead:
+                server.quit()  # died after it was ready (a wedged server we killed)
+                server = None
+            if server is None:
+                server = self._servers[hash_seed] = self._start(hash_seed)
+        if server.wait_ready(STARTUP_TIMEOUT):
+            return server
+        with self._lock:
+            self._failed[hash_seed] = server.detail
+            self.startup_error = server.detail
+        return None
+
+    def collected(self, hash_seed: int | None) -> frozenset[str] | None:
+        """Nodeids a server with ``hash_seed`` collects (None: it did not start)."""
+        seed = hash_seed if hash_seed is not None else 0
+        if seed in self._collected:
+            return self._collected[seed]
+        if self.fork:
+            ready = self._server(seed)
+            result = ready.collected if ready is not None else None
+        else:
+            server = self._start(seed)
+            result = server.collected if server.wait_ready(STARTUP_TIMEOUT) else None
+            if result is None:
+                self.startup_error = server.detail
+            server.quit()
+        self._collected[seed] = result
+        return result
+
+    def run(self, probe: Probe) -> ProbeResult:
+        if self.closed:
+            return ProbeResult("error", detail="isolation was stopped")
+        steps = probe.steps
+        journals = {
+            s.attempt_id: data
+            for s in steps
+            if s.mode == "record" and s.attempt_id is not None
+            and (data := self.journals(s.attempt_id)) is not None
+        }  # fmt: skip
+        with self._slots:
+            started = _PERF()
+            with self._lock:
+                request_id = next(self._ids)
+            message = wire.probe_request(request_id, steps, journals, self.timeout)
+            if self.fork:
+                ready = self._server(probe.hash_seed)
+                if ready is None:
+                    answer: dict[str, Any] = {
+                        "status": "error",
+                        "detail": self._failed[probe.hash_seed],
+                    }
+                else:
+                    answer = ready.request(message, self.timeout)
+            else:
+                server = self._start(probe.hash_seed)
+                with self._lock:
+                    self._oneshots.add(server)
+                if server.wait_ready(STARTUP_TIMEOUT):
+                    answer = server.request(message, self.timeout)
+                else:
+                    answer = {"status": "error", "detail": server.detail}
+                server.quit()
+                with self._lock:
+                    self._oneshots.discard(server)
+            answer.setdefault("duration", _PERF() - started)
+        return wire.result_from(answer)
+
+    def run_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
+        """Run ``probes`` in parallel (up to ``parallel``); results in order."""
+        return list(self._pool.map(self.run, probes))
+
+    def abort(self) -> None:
+        """Stop every probe now (Ctrl-C): servers kill their probes and exit."""
+        self.closed = True
+        with self._lock:
+            servers = list(self._servers.values())
+            oneshots = list(self._oneshots)
+        for server in servers:
+            server.terminate()
+        for server in oneshots:
+            server.kill()  # it runs its probe itself: its process group is all there is
+
+    def close(self) -> None:
+        self.closed = True
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.quit()
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,388 @@
+"""Replaying a flake or an attempt from the database: the plain core.
+
+No pytest, SQL or hermetic here. The plugin (:mod:`hermetic_hunt.replay.session`)
+turns ``--hermetic-replay-db=PATH::ID`` into a :class:`Target`
+(:func:`parse_target`), asks :func:`resolve` for a :class:`Plan` (which tests
+run, in which order, with which seed, start time, journal and hash seed, and
+what the recorded failure looked like), runs it as an ordinary pytest
+session, and hands what happened to
+:func:`hermetic_hunt.replay.verdict.judge` for the sentence it prints and
+stores.
+
+Everything read from the database is untrusted: reproducers go through
+:meth:`Reproducer.from_json`, journals through :func:`journal.decode`, and
+nodeids only ever select among the tests pytest collected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hermetic_hunt import journal as journal_format
+from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
+from hermetic_hunt.journal import Journal
+from hermetic_hunt.models import Reproducer
+
+#: Environment variable marking a process that hermetic-hunt re-executed
+#: under the hash seed a replay needs (so it never loops).
+REEXEC_ENV = "HERMETIC_HUNT_REPLAY_REEXEC"
+OUTCOMES = ("reproduced", "not-reproduced", "failed-differently")
+FAILING = ("failed", "xpassed", "crashed")
+_FLAKE_REF = re.compile(r"[Ff]([1-9][0-9]{0,17})")
+_ATTEMPT_REF = re.compile(r"[Aa]([1-9][0-9]{0,17})")
+_USAGE = (
+    "--hermetic-replay-db: expected PATH::ID, e.g. flakes.db::F3 (a flake), "
+    "flakes.db::A1207 (an attempt) or flakes.db::tests/test_x.py::test_y (a test's newest flake)"
+)
+
+
+# -- what to replay ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed ``PATH::ID``: ``kind`` is ``flake``, ``attempt`` or ``nodeid``."""
+
+    path: str
+    ref: str
+    kind: str
+    number: int | None = None
+
+
+def parse_target(value: str) -> Target:
+    """``"flakes.db::F3"`` -> ``Target("flakes.db", "F3", "flake", 3)``.
+
+    The path ends at the first ``::`` (a nodeid after it may hold more).
+    """
+    path, sep, ref = value.partition("::")
+    if not sep or not path.strip() or not ref.strip():
+        raise BadOption(f"{_USAGE}; got {value!r}")
+    return parse_ref(path, ref, shown=value)
+
+
+def parse_ref(path: str, ref: str, *, shown: str | None = None) -> Target:
+    """The target ``ref`` (``F3``, ``A1207`` or a nodeid) in the database at ``path``."""
+    shown = shown if shown is not None else ref
+    if not ref.strip():
+        raise BadOption(f"{_USAGE}; got an empty ID")
+    if ref != ref.strip() or "\x00" in ref or "\n" in ref:
+        raise BadOption(f"{_USAGE}; got {shown!r} (the ID has stray whitespace)")
+    if match := _FLAKE_REF.fullmatch(ref):
+        return Target(path, f"F{int(match.group(1))}", "flake", int(match.group(1)))
+    if match := _ATTEMPT_REF.fullmatch(ref):
+        return Target(path, f"A{int(match.group(1))}", "attempt", int(match.group(1)))
+    if re.fullmatch(r"[FfAa][0-9]*", ref):
+        raise BadOption(f"{_USAGE}; got {shown!r} ({ref!r} is not a valid id)")
+    return Target(path, ref, "nodeid")
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    """One stored attempt, as much of it as a replay needs."""
+
+    attempt_id: int
+    run_id: int | None
+    nodeid: str
+    outcome: str
+    phase: str | None
+    seed: int | None
+    now: float | None
+    mode: str
+    hash_seed: int | None
+    counts: dict[str, Any] = field(default_factory=dict)
+    violations: int = 0
+    exc_type: str | None = None
+    message: str = ""
+    location: str = ""
+    has_journal: bool = False
+
+
+@dataclass(frozen=True)
+class FlakeInfo:
+    """One stored flake; ``reproducer`` is its parsed (still unvalidated) JSON."""
+
+    row_id: int
+    flake_id: str
+    nodeid: str
+    kinds: tuple[str, ...]
+    status: str
+    reproducer: Any
+    last_run_id: int | None
+
+
+class Source(Protocol):
+    """Read access to a database (:class:`hermetic_hunt.store.replay.ReplaySource`)."""
+
+    def attempt(self, attempt_id: int) -> AttemptInfo | None: ...
+    def newest_failing_attempt(self, nodeid: str) -> AttemptInfo | None: ...
+    def test_known(self, nodeid: str) -> bool: ...
+    def flake(self, flake_id: str) -> FlakeInfo | None: ...
+    def flake_of(self, nodeid: str) -> FlakeInfo | None: ...
+    def journal(self, attempt_id: int) -> bytes | None: ...
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the recording did: ``outcome`` is ``failed`` or ``passed``.
+
+    A failure is recognised by its signature, ``(exc_type, location)``; an
+    empty ``exc_type`` accepts any failure. ``violations``: the recording's
+    blocked network calls are what a passing replay must show again.
+    """
+
+    outcome: str
+    exc_type: str = ""
+    location: str = ""
+    message: str = ""
+    violations: bool = False
+
+    def describe(self) -> str:
+        text = f"{self.exc_type} {self.message}".strip() if self.message else self.exc_type
+        return f"{text} at {self.location}" if self.location else text or "a failure"
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One test of a plan. ``journal`` is replayed only in ``record`` mode;
+    a seeded step's journal (when kept) only explains the recording."""
+
+    nodeid: str
+    seed: int | None
+    now: float | None
+    mode: str
+    journal: Journal | None = None
+    attempt_id: int | None = None
+
+
+@dataclass
+class Plan:
+    """Everything a replay session runs and checks, resolved from the database."""
+
+    label: str
+    target: Target
+    steps: tuple[PlannedStep, ...]
+    hash_seed: int | None
+    expected: Expected
+    run_id: int | None = None
+    flake_row: int | None = None
+    attempt_id: int | None = None
+    counts: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    kinds: tuple[str, ...] = ()
+
+    @property
+    def test(self) -> str:
+        return self.steps[-1].nodeid
+
+
+def resolve(target: Target, source: Source) -> Plan:
+    """The plan of ``target`` (UnknownId, BadJournal, BadDatabase on bad input)."""
+    if target.kind == "attempt":
+        assert target.number is not None
+        attempt = source.attempt(target.number)
+        if attempt is None:
+            raise UnknownId(
+                f"{target.path} has no attempt {target.ref}: see 'hermetic-hunt list' for the "
+                "ids it holds"
+            )
+        return _attempt_plan(target, attempt, source)
+    if target.kind == "flake":
+        flake = source.flake(target.ref)
+        if flake is None:
+            raise UnknownId(
+                f"{target.path} has no flake {target.ref}: see 'hermetic-hunt list' for the "
+                "flakes it holds"
+            )
+        return _flake_plan(target, flake, source)
+    flake = source.flake_of(target.ref)
+    if flake is not None:
+        return _flake_plan(target, flake, source)
+    attempt = source.newest_failing_attempt(target.ref)
+    if attempt is not None:
+        plan = _attempt_plan(target, attempt, source)
+        plan.notes.append(
+            f"{target.ref} has no flake in the database yet: replaying its newest failing "
+            f"attempt, A{attempt.attempt_id}"
+        )
+        return plan
+    if source.test_known(target.ref):
+        raise UnknownId(
+            f"{target.ref!r} never failed in {target.path}: nothing to replay (pass a flake "
+            "id like F3 or an attempt id like A1207)"
+        )
+    raise UnknownId(
+        f"{target.path} knows no test {target.ref!r}: pass a flake id (F3), an attempt id "
+        "(A1207) or the nodeid of a test the hunt ran"
+    )
+
+
+def _journal_of(source: Source, attempt_id: int, nodeid: str) -> Journal | None:
+    """The stored journal of an attempt, validated (None: none is stored).
+
+    Journals are kept for failing attempts only: a passing record-mode step
+    (a polluter, say) runs live, as it did in isolation, with a warning.
+    """
+    data = source.journal(attempt_id)
+    where = f"the journal of A{attempt_id}"
+    if data is None:
+        return None
+    try:
+        return journal_format.decode(data, where=where, expect_test=nodeid)
+    except RecursionError:
+        raise BadJournal(f"{where}: journal is nested too deeply") from None
+
+
+def _explanation(source: Source, attempt_id: int, nodeid: str) -> Journal | None:
+    """A seeded attempt's journal: it explains (threads, network), the seed reproduces."""
+    try:
+        return _journal_of(source, attempt_id, nodeid)
+    except BadJournal:
+        return None
+
+
+def _attempt_step(attempt: AttemptInfo, source: Source) -> PlannedStep:
+    mode = attempt.mode if attempt.mode in ("seeded", "record", "off") else "seeded"
+    journal = None
+    if mode == "record" and attempt.has_journal:
+        journal = _journal_of(source, attempt.attempt_id, attempt.nodeid)
+    elif mode == "seeded" and attempt.has_journal:
+        journal = _explanation(source, attempt.attempt_id, attempt.nodeid)
+    if mode != "off" and attempt.seed is None:
+        raise BadDatabase(
+            f"A{attempt.attempt_id} has no seed stored although it ran in {mode} mode: "
+            "the database is damaged; run a new hunt"
+        )
+    return PlannedStep(attempt.nodeid, attempt.seed, attempt.now, mode, journal,
+                       attempt.attempt_id)  # fmt: skip
+
+
+def _expected_of(attempt: AttemptInfo) -> Expected:
+    if attempt.outcome in FAILING:
+        return Expected("failed", attempt.exc_type or "", attempt.location, attempt.message,
+                        attempt.violations > 0)  # fmt: skip
+    return Expected("passed", violations=attempt.violations > 0)
+
+
+def _attempt_plan(target: Target, attempt: AttemptInfo, source: Source) -> Plan:
+    if not attempt.nodeid:
+        raise BadDatabase(f"A{attempt.attempt_id} names no test: the database is damaged")
+    return Plan(
+        label=f"A{attempt.attempt_id}",
+        target=target,
+        steps=(_attempt_step(attempt, source),),
+        hash_seed=attempt.hash_seed,
+        expected=_expected_of(attempt),
+        run_id=attempt.run_id,
+        attempt_id=attempt.attempt_id,
+        counts=dict(attempt.counts),
+    )
+
+
+def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
+    if flake.reproducer is None:
+        attempt = source.newest_failing_attempt(flake.nodeid)
+        if attempt is None:
+            raise UnknownId(
+                f"{flake.flake_id} has no reproducer (isolation {flake.status or 'not run'}) "
+                "and no failing attempt: run a new hunt with --hermetic-hunt"
+            )
+        plan = _attempt_plan(target, attempt, source)
+        plan.label, plan.flake_row, plan.kinds = flake.flake_id, flake.row_id, flake.kinds
+        plan.notes.append(
+            f"{flake.flake_id} has no minimal reproducer (isolation "
+            f"{flake.status or 'not run'}): replaying its newest failing attempt, "
+            f"A{attempt.attempt_id}"
+        )
+        return plan
+    try:
+        repro = Reproducer.from_json(flake.reproducer)
+    except ValueError as exc:
+        raise BadDatabase(
+            f"the reproducer of {flake.flake_id} is malformed ({exc}): the database is "
+            "damaged or was edited; run a new hunt"
+        ) from None
+    if not repro.steps or repro.steps[-1].nodeid != flake.nodeid:
+        last_test = repro.steps[-1].nodeid if repro.steps else "nothing"
+        raise BadDatabase(
+            f"the reproducer of {flake.flake_id} ends with {last_test!r}, not with the "
+            f"flake's own test {flake.nodeid!r}: the database is damaged or was edited; "
+            "run a new hunt"
+        )
+    steps = []
+    for index, step in enumerate(repro.steps, start=1):
+        journal = None
+        if step.mode == "record" and step.attempt_id is not None:
+            journal = _journal_of(source, step.attempt_id, step.nodeid)
+        elif step.mode != "off" and step.seed is None:
+            raise BadDatabase(
+                f"step {index} of {flake.flake_id}'s reproducer ({step.nodeid}) has no seed: "
+                "the database is damaged; run a new hunt"
+            )
+        elif step.mode == "seeded" and step.attempt_id is not None:
+            journal = _explanation(source, step.attempt_id, step.nodeid)
+        steps.append(PlannedStep(step.nodeid, step.seed, step.now, step.mode, journal,
+                                 step.attempt_id))  # fmt: skip
+    if repro.exc_type:
+        expected = Expected("failed", repro.exc_type, repro.location, repro.message)
+    elif "network" in flake.kinds:
+        expected = Expected("passed", violations=True)
+    else:
+        expected = Expected("failed")
+    last = source.attempt(steps[-1].attempt_id) if steps[-1].attempt_id is not None else None
+    return Plan(
+        label=flake.flake_id,
+        target=target,
+        steps=tuple(steps),
+        hash_seed=repro.hash_seed,
+        expected=expected,
+        run_id=repro.run_id if repro.run_id is not None else flake.last_run_id,
+        flake_row=flake.row_id,
+        attempt_id=steps[-1].attempt_id,
+        counts=dict(last.counts) if last is not None else {},
+        kinds=flake.kinds,
+    )
+
+
+# -- how it runs -------------------------------------------------------------
+
+
+def needs_reexec(needed: int | None, environ: dict[str, str] | os._Environ[str]) -> bool:
+    """Whether this process's PYTHONHASHSEED differs from the one ``needed``."""
+    if needed is None:
+        return False
+    current = environ.get("PYTHONHASHSEED", "")
+    return not (current.isdigit() and int(current) == needed)
+
+
+# -- where the printed command runs ------------------------------------------
+
+
+def location_arg(rootdir: str, invocation_dir: str, cwd: str) -> str | None:
+    """The directory argument a replay command needs to collect from the hunt's rootdir.
+
+    Nodeids are relative to the rootdir the hunt ran with. Run from another
+    directory, pytest needs that rootdir as an argument. Only a directory
+    strictly inside ``cwd`` is ever suggested (the database may come from
+    elsewhere: it must not point a command at arbitrary places).
+    """
+    here = Path(cwd).resolve()
+    candidates: list[Path] = [Path(rootdir)]
+    try:
+        relative = Path(rootdir).relative_to(invocation_dir)
+    except ValueError:
+        relative = None
+    if relative is not None and relative.parts and ".." not in relative.parts:
+        candidates.append(here / relative)
+    for candidate in candidates:
+        if not candidate.is_absolute() or not candidate.is_dir():
+            continue
+        resolved = candidate.resolve()
+        if resolved == here:
+            return None
+        if here in resolved.parents:
+            return str(resolved.relative_to(here))
+    return None

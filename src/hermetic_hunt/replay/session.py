@@ -1,0 +1,344 @@
+"""``pytest --hermetic-replay-db=PATH::ID``: replay a flake or an attempt in an ordinary session.
+
+:func:`configure_replay` (called from :mod:`hermetic_hunt.plugin`'s
+``pytest_configure``) opens the database, resolves the target into a
+:class:`~hermetic_hunt.replay.plan.Plan`, restarts the process under the hash
+seed the plan needs, and registers the same objects a hunt runs attempts
+with: a :class:`~hermetic_hunt.engine.sequence.SequenceRunner` (selects exactly the
+plan's tests among the collected ones and runs them in order), the
+:class:`~hermetic_hunt.engine.executor.AttemptExecutor` and the ``hermetic_sandbox``
+fixture. Everything else is plain pytest, so ``--pdb``, ``-x``, ``-vv``,
+``--tb=long`` and ``-s`` work. :class:`ReplayReporter` says at the end whether
+the recorded failure came back and stores the answer in ``replays``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermetic_hunt import commands, environment
+from hermetic_hunt.errors import BadDatabase, HuntError
+from hermetic_hunt.models import MAX_HASH_SEED, hash_seed_problem
+from hermetic_hunt.replay.plan import FAILING, REEXEC_ENV, Plan, needs_reexec, parse_target, resolve
+from hermetic_hunt.replay.verdict import (
+    Observed,
+    Verdict,
+    describe,
+    earlier_failures,
+    faithfulness_warnings,
+    judge,
+)
+from hermetic_hunt.store import Store
+from hermetic_hunt.store.replay import ReplaySource, add_replay
+
+#: Options that cannot be honoured in a replay, with the reason shown.
+_CONFLICTS: tuple[tuple[str, str], ...] = (
+    ("hermetic_all", "--hermetic-all: the replay sandboxes each step itself"),
+    ("hermetic_record", "--hermetic-record: the replay runs from the hunt's database"),
+    ("hermetic_replay", "--hermetic-replay: use one of --hermetic-replay / --hermetic-replay-db"),
+    ("count", "--count (pytest-repeat): it renames the tests the reproducer names"),
+    ("looponfail", "--looponfail: a replay is a single session"),
+)
+
+
+def configure_replay(config: pytest.Config, value: str) -> None:
+    """Set up a replay session (HuntError -> the caller's pytest.UsageError)."""
+    try:
+        _configure(config, value)
+    except HuntError as exc:
+        text = str(exc)
+        if not text.startswith("--hermetic-replay-db"):
+            raise type(exc)(f"--hermetic-replay-db: {text}") from None
+        raise
+
+
+def _configure(config: pytest.Config, value: str) -> None:
+    _check_conflicts(config)
+    store, plan, recorded_env, display = _load(config, value)
+    config.add_cleanup(store.close)
+    restarted = os.environ.pop(REEXEC_ENV, None) is not None
+    ignored = _own_selection(config)
+    if ignored:
+        plan.notes.append(f"{', '.join(ignored)} ignored: the reproducer decides what runs")
+    # Imported only now: a process about to restart under another hash seed
+    # never pays for the sandbox and the executor.
+    from hermetic_hunt.engine.executor import AttemptExecutor, ExecSettings
+    from hermetic_hunt.engine.sequence import SequenceRunner
+    from hermetic_hunt.plugin import _hand_seeding_to_the_hunt, _register_executor, _value
+
+    _hand_seeding_to_the_hunt(config)
+    if getattr(config.option, "hermetic_seed", None) is None and plan.steps[-1].seed is not None:
+        # hermetic-sandbox's header then names the seed the replayed test runs with.
+        config.option.hermetic_seed = plan.steps[-1].seed
+    marker = _value(config, "hermetic_hunt_integration_marker", "hermetic_hunt_integration_marker")
+    marker = marker or "integration"
+    config.addinivalue_line(
+        "markers", f"{marker}: keeps real network during a hermetic-hunt hunt or replay"
+    )
+    runner = SequenceRunner([_sequence_step(step) for step in plan.steps], str(config.rootpath))
+    reporter = ReplayReporter(config, plan, store, display, runner)
+    reporter.restarted = restarted
+    reporter.current_env = environment.collect(str(config.rootpath))
+    reporter.warnings = faithfulness_warnings(plan, recorded_env, reporter.current_env)
+    # The reporter first: among trylast hooks the earlier registered runs
+    # first, so a missing test gets the replay's own, more specific message.
+    config.pluginmanager.register(reporter, "hermetic-hunt-replay")
+    config.pluginmanager.register(runner, "hermetic-hunt-replay-runner")
+    modes = [step.mode for step in plan.steps if step.mode != "off"]
+    executor = AttemptExecutor(ExecSettings(0, modes[0] if modes else "off", marker), runner.locate)
+    _register_executor(config, executor)
+
+
+def _load(config: pytest.Config, value: str) -> tuple[Store, Plan, dict[str, Any] | None, str]:
+    """Open the database and resolve the target (restarting here if the hash seed differs)."""
+    target = parse_target(value)
+    cwd = str(config.invocation_params.dir)
+    db_path = Path(cwd, os.path.expanduser(target.path)).resolve()
+    display = commands.display_path(db_path, cwd)
+    store = Store.open(db_path, create=False)
+    try:
+        source = ReplaySource(store)
+        plan = resolve(replace(target, path=display), source)
+        recorded_env = source.run_environment(plan.run_id) if plan.run_id is not None else None
+        _check_hash_seed(plan)
+        if needs_reexec(plan.hash_seed, os.environ):
+            store.close()
+            _reexec_or_explain(config, plan)
+    except BaseException:
+        store.close()
+        raise
+    return store, plan, recorded_env, display
+
+
+def _sequence_step(step: Any) -> Any:
+    from hermetic_hunt.engine.sequence import Step
+
+    # A seeded step's journal only explains the recording: replaying it
+    # would feed back values the seed re-derives anyway.
+    journal = step.journal if step.mode == "record" else None
+    return Step(step.nodeid, seed=step.seed, now=step.now, mode=step.mode, journal=journal)
+
+
+def _check_conflicts(config: pytest.Config) -> None:
+    for dest, reason in _CONFLICTS:
+        value = getattr(config.option, dest, None)
+        if value in (None, False, 0) or (dest == "count" and value == 1):
+            continue
+        raise pytest.UsageError(f"--hermetic-replay-db cannot be combined with {reason}")
+
+
+#: Options that choose which tests run or where: a replay's reproducer decides.
+_SELECTION = (("lf", "--lf"), ("failedfirst", "--ff"), ("stepwise", "--sw"),
+              ("stepwise_skip", "--sw-skip"))  # fmt: skip
+
+
+def _own_selection(config: pytest.Config) -> list[str]:
+    """Turn off what would reselect or spread the reproducer; the options it ignored.
+
+    A reproducer is a sequence in one process: ``-n`` (perhaps from addopts)
+    must not spread it over workers, ``--lf``/``--sw`` must not drop its
+    polluters. Runs before xdist's, the cache's and stepwise's configure hooks.
+    """
+    ignored = []
+    if getattr(config.option, "dist", "no") != "no" or getattr(config.option, "tx", None):
+        config.option.dist = "no"
+        config.option.tx = []
+        config.option.numprocesses = 0
+        ignored.append("-n/--dist")
+    for dest, flag in _SELECTION:
+        if getattr(config.option, dest, False):
+            setattr(config.option, dest, False)
+            ignored.append(flag)
+    return ignored
+
+
+# -- PYTHONHASHSEED ------------------------------------------------------------
+
+
+def _pytest_entry() -> list[str] | None:
+    """How this process was started as pytest (None: not from pytest's command line)."""
+    if not sys.argv or not sys.argv[0]:
+        return None
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "__main__.py" and argv0.parent.name == "pytest":
+        return ["-m", "pytest"]
+    if argv0.name in ("pytest", "py.test") and argv0.is_file():
+        return [str(argv0)]
+    return None
+
+
+def _check_hash_seed(plan: Plan) -> None:
+    """Refuse a stored hash seed Python cannot start under (it would die restarting)."""
+    if hash_seed_problem(plan.hash_seed):
+        raise BadDatabase(
+            f"{plan.label} has hash seed {plan.hash_seed} stored, outside PYTHONHASHSEED's "
+            f"range 0..{MAX_HASH_SEED}: the database is damaged or was edited; run a new hunt"
+        )
+
+
+def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
+    """Restart this pytest under the plan's PYTHONHASHSEED, or say how to."""
+    _check_hash_seed(plan)
+    needed = str(plan.hash_seed)
+    current = os.environ.get("PYTHONHASHSEED") or "random"
+    args = [str(arg) for arg in config.invocation_params.args]
+    command = f"PYTHONHASHSEED={needed} {shlex.join(['pytest', *args])}"
+    entry = _pytest_entry()
+    why = ""
+    if os.environ.get(REEXEC_ENV):
+        why = "restarting did not set it"
+    elif os.name != "posix":
+        why = "this platform cannot restart pytest in place"
+    elif entry is None or sys.argv[1:] != args:
+        why = "this pytest was not started from its command line"
+    if why:
+        raise HuntError(
+            f"{plan.label} needs PYTHONHASHSEED={needed} (this process has {current}) and "
+            f"{why}: run {command}"
+        )
+    assert entry is not None
+    env = dict(os.environ, PYTHONHASHSEED=needed)
+    env[REEXEC_ENV] = needed
+    flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()
+    sys.stdout.write(
+        f"hermetic-hunt replay: {plan.label} needs PYTHONHASHSEED={needed} (this process "
+        f"has {current}): restarting pytest under it\n"
+    )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The same interpreter, flags and arguments: no shell, nothing from the database
+    # but the hash seed (an int).
+    try:
+        os.execve(sys.executable, [sys.executable, *flags, *entry, *args], env)  # noqa: S606
+    except OSError as exc:
+        raise HuntError(
+            f"{plan.label} needs PYTHONHASHSEED={needed} and restarting failed ({exc}): "
+            f"run {command}"
+        ) from None
+
+
+# -- the session -----------------------------------------------------------------
+
+
+class ReplayReporter:
+    """pytest plugin: header, selection check, verdict, ``replays`` row, summary."""
+
+    def __init__(
+        self, config: pytest.Config, plan: Plan, store: Store, display: str, runner: Any
+    ) -> None:
+        self.config = config
+        self.plan = plan
+        self.store = store
+        self.display = display
+        self.runner = runner
+        self.restarted = False
+        self.warnings: list[str] = []
+        self.current_env: dict[str, Any] = {}
+        self.deselected: set[str] = set()
+        self.verdict: Verdict | None = None
+        self.lines: list[str] = []
+        self._stopped = ""
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        lines = [describe(self.plan, self.display)]
+        if self.restarted:
+            lines.append(
+                f"hermetic-hunt replay: restarted under PYTHONHASHSEED={self.plan.hash_seed}"
+            )
+        lines.extend(f"hermetic-hunt replay: {note}" for note in self.plan.notes)
+        return lines
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected.update(item.nodeid for item in items)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        collected = {item.nodeid for item in items}
+        for step in self.plan.steps:
+            if step.nodeid in collected:
+                continue
+            if step.nodeid in self.deselected:
+                raise pytest.UsageError(
+                    f"--hermetic-replay-db: {self.plan.label} needs {step.nodeid!r}, which an "
+                    "option deselected (-k, -m, --lf, --deselect?): drop it to replay"
+                )
+            raise pytest.UsageError(
+                f"--hermetic-replay-db: {self.plan.label} needs {step.nodeid!r}, which is not "
+                f"collected under rootdir {self.config.rootpath} (renamed or deleted? run from "
+                "the directory the hunt ran in, or hunt again with --hermetic-hunt)"
+            )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "hermetic_hunt", None)
+        if report.when == "teardown" and isinstance(data, dict):
+            for text in data.get("warnings") or []:
+                self.warnings.append(f"{report.nodeid}: {text}")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self) -> None:
+        self._stopped = "interrupted"
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.runner.items or self.config.option.collectonly:
+            return  # collection failed or was all that was asked: nothing ran
+        if not self._stopped and (session.shouldfail or session.shouldstop):
+            self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
+        self.verdict = judge(self.plan, self._observed(), self._stopped)
+        notes = earlier_failures(self._before())
+        self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
+        self._store(self.verdict, notes)
+        if self.warnings:
+            self.lines.append("this replay may be less than faithful:")
+            self.lines.extend(f"  - {text}" for text in dict.fromkeys(self.warnings))
+
+    def _observed(self) -> Observed | None:
+        last = len(self.plan.steps) - 1
+        for record in self.runner.records:
+            if record.position == last and record.execution == 1:
+                failure = record.failure if record.outcome in FAILING else None
+                return Observed(
+                    outcome=record.outcome,
+                    exc_type=failure.exc_type if failure else "",
+                    location=failure.location if failure else "",
+                    message=failure.message if failure else "",
+                    violations=tuple(v.describe() for v in record.violations),
+                )
+        return None
+
+    def _before(self) -> list[tuple[str, str]]:
+        last = len(self.plan.steps) - 1
+        return [(r.nodeid, r.outcome) for r in self.runner.records
+                if r.position < last and r.execution == 1]  # fmt: skip
+
+    def _store(self, verdict: Verdict, notes: list[str]) -> None:
+        try:
+            add_replay(
+                self.store,
+                target=self.plan.target.ref,
+                flake_row=self.plan.flake_row,
+                attempt_id=self.plan.attempt_id,
+                outcome=verdict.outcome,
+                detail="\n".join([verdict.line, *notes]),
+                environment=self.current_env,
+            )
+        except (sqlite3.Error, HuntError) as exc:
+            self.warnings.append(f"could not store this replay in {self.display}: {exc}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.lines:
+            return
+        terminalreporter.write_sep("=", "hermetic-hunt replay")
+        assert self.verdict is not None
+        colour = {"reproduced": {"red": True}, "not-reproduced": {"green": True}}
+        for index, text in enumerate(self.lines):
+            markup = colour.get(self.verdict.outcome, {"yellow": True}) if index == 0 else {}
+            terminalreporter.write_line(text, **markup)

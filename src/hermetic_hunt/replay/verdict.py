@@ -1,0 +1,170 @@
+"""What a replay says: its header line, its faithfulness warnings and its verdict.
+
+Plain functions over a :class:`~hermetic_hunt.replay.plan.Plan` (no pytest, SQL
+or hermetic): the plugin hands them what it observed and prints the
+sentences they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hermetic_hunt.environment import differences
+from hermetic_hunt.replay.plan import FAILING, Plan
+from hermetic_hunt.seeds import iso
+
+
+def describe(plan: Plan, db_display: str) -> str:
+    """The header line: what is replayed, from where, with what."""
+    step = plan.steps[-1]
+    before = len(plan.steps) - 1
+    if before:
+        runs = f"{len(plan.steps)} tests in order ({before} before {plan.test})"
+    else:
+        runs = plan.test
+    parts = [f"hermetic-hunt replay: {plan.label} from {db_display}: {runs}", f"mode {step.mode}"]
+    if step.mode != "off" and step.seed is not None:
+        parts.append(f"seed {step.seed}")
+    if step.mode == "record" and step.journal is not None:
+        parts.append(f"journal of A{step.attempt_id}")
+    elif step.mode != "off" and step.now is not None:
+        parts.append(f"now {iso(step.now)}")
+    if plan.hash_seed is not None:
+        parts.append(f"PYTHONHASHSEED={plan.hash_seed}")
+    return " · ".join(parts)
+
+
+def faithfulness_warnings(
+    plan: Plan, recorded_env: dict[str, Any] | None, current_env: dict[str, Any]
+) -> list[str]:
+    """Everything that makes this replay less than faithful, as sentences."""
+    out: list[str] = []
+    if recorded_env is None:
+        out.append("the hunt's environment is not in the database: cannot compare machines")
+    else:
+        out.extend(differences(recorded_env, current_env))
+    if plan.hash_seed is None:
+        out.append(
+            "the recording's PYTHONHASHSEED is unknown (it was random): set and dict order "
+            "may differ from the recording"
+        )
+    counted = plan.counts.get("threads")
+    threads = max(
+        [counted if isinstance(counted, int) else 0]
+        + [step.journal.threads for step in plan.steps if step.journal is not None]
+    )
+    if "concurrency" in plan.kinds:
+        out.append(
+            f"{plan.label} is a concurrency flake: thread timing is not replayed, so a replay "
+            "may pass; run it a few times"
+        )
+    elif threads > 1:
+        out.append(
+            f"the recording was multi-threaded ({threads} threads read the clock or entropy): "
+            "thread interleaving is not replayed, so a race may or may not come back"
+        )
+    for step in plan.steps:
+        journal = step.journal
+        if step.mode == "off":
+            out.append(
+                f"{step.nodeid} was recorded without a sandbox (mode off): its time and "
+                "randomness are real, not replayed"
+            )
+        if journal is None:
+            if step.mode == "record":
+                out.append(
+                    f"{step.nodeid} ran in record mode without a stored journal: it runs with "
+                    "real time and entropy"
+                )
+            continue
+        if journal.config.get("network") == "off":
+            out.append(
+                f"{step.nodeid} was recorded with the network allowed (integration marker "
+                "or network='off'): the replay reaches the real network too"
+            )
+        if journal.overflow:
+            out.append(
+                f"the journal of A{step.attempt_id} kept only the first readings of "
+                f"{', '.join(journal.overflow)}: later ones come from the seed"
+            )
+    return list(dict.fromkeys(out))
+
+
+# -- what happened -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The replayed run of the reproducer's last step (its first execution)."""
+
+    outcome: str
+    exc_type: str = ""
+    location: str = ""
+    message: str = ""
+    violations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # reproduced | not-reproduced | failed-differently
+    line: str
+
+
+def _got(observed: Observed) -> str:
+    text = observed.exc_type or "a failure"
+    if observed.message:
+        text += f" {observed.message}"
+    return f"{text} at {observed.location}" if observed.location else text
+
+
+def judge(plan: Plan, observed: Observed | None, stopped: str = "") -> Verdict:
+    """Whether the replay showed the recorded behaviour again, as one sentence."""
+    label, test, expected = plan.label, plan.test, plan.expected
+    if observed is None:
+        why = stopped or "the session stopped before it"
+        return Verdict("not-reproduced", f"did not reproduce {label} ({test} did not run: {why})")
+    if expected.outcome == "passed":
+        if observed.outcome in FAILING:
+            return Verdict(
+                "failed-differently",
+                f"failed differently: {label} recorded a pass of {test}, the replay got "
+                f"{_got(observed)}",
+            )
+        if observed.outcome != "passed":
+            return Verdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
+        if expected.violations and not observed.violations:
+            return Verdict(
+                "not-reproduced",
+                f"did not reproduce {label} (passed without the recorded blocked network call)",
+            )
+        if expected.violations:
+            return Verdict(
+                "reproduced",
+                f"reproduced {label}: {test} made the recorded blocked network call "
+                f"({observed.violations[0]})",
+            )
+        return Verdict("reproduced", f"reproduced {label}: {test} passed as recorded")
+    if observed.outcome not in FAILING:
+        return Verdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
+    same = not expected.exc_type or (
+        observed.exc_type == expected.exc_type and observed.location == expected.location
+    )
+    if same:
+        return Verdict(
+            "reproduced",
+            f"reproduced {label}: {test} failed with the recorded signature "
+            f"({expected.describe() if expected.exc_type else _got(observed)})",
+        )
+    return Verdict(
+        "failed-differently",
+        f"failed differently: {label} recorded {expected.describe()}, the replay of {test} got "
+        f"{_got(observed)}",
+    )
+
+
+def earlier_failures(outcomes: Sequence[tuple[str, str]]) -> list[str]:
+    """Notes for steps before the last that failed (``(nodeid, outcome)`` pairs)."""
+    return [f"{nodeid} (run before it) {outcome} too" for nodeid, outcome in outcomes
+            if outcome in FAILING]  # fmt: skip

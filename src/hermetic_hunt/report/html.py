@@ -1,0 +1,160 @@
+"""``hermetic-hunt report --format html``: one self-contained HTML file.
+
+The page loads nothing: CSS, the table-sorting script and the SVG charts are
+inline. It is rendered by Jinja2 with autoescaping on, so every value from
+the database (test ids, failure text, commands) is HTML-escaped; no value is
+ever placed inside ``<script>`` or marked safe. Geometry for the charts is
+computed here, in Python, and passed to the template as numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jinja2
+
+from hermetic_hunt import __version__, stats
+from hermetic_hunt.report.model import Report, RoundCell, TestResult
+from hermetic_hunt.report.text import (
+    bound_text,
+    flake_state,
+    headline,
+    kinds_text,
+    run_line,
+    sets_text,
+    stable_groups,
+    summary_line,
+    tighten_text,
+)
+
+DEFAULT_PATH = "reports/hermetic-hunt.html"
+#: Tests drawn in the charts (the rest are in the tables).
+CHART_LIMIT = 60
+_BAR_WIDTH = 420
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One test in the fail-rate chart (SVG units)."""
+
+    nodeid: str
+    label: str
+    y: int
+    width: float
+    low: float
+    high: float
+    rate: str
+    interval: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    x: float
+    css: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Strip:
+    """One test's outcomes, round by round."""
+
+    nodeid: str
+    y: int
+    cells: tuple[Cell, ...]
+
+
+def bars(tests: list[TestResult]) -> list[Bar]:
+    out = []
+    for index, t in enumerate(tests[:CHART_LIMIT]):
+        low, high = t.interval or (0.0, 0.0)
+        out.append(
+            Bar(
+                nodeid=t.nodeid,
+                label=t.flake.flake_id if t.flake else t.nodeid.rsplit("::", 1)[-1][:28],
+                y=index * 22,
+                width=round((t.rate or 0.0) * _BAR_WIDTH, 1),
+                low=round(low * _BAR_WIDTH, 1),
+                high=round(high * _BAR_WIDTH, 1),
+                rate=stats.percent(t.rate or 0.0),
+                interval=f"{stats.percent(low)}–{stats.percent(high)}",
+            )
+        )
+    return out
+
+
+def strips(
+    tests: list[TestResult], cells: tuple[RoundCell, ...]
+) -> tuple[list[Strip], list[tuple[int, int]], float]:
+    """Rows of the outcome-by-round view, the (run, round) columns, and cell width."""
+    wanted = {t.nodeid for t in tests[:CHART_LIMIT]}
+    columns = sorted({(c.run_id, c.round_no) for c in cells if c.nodeid in wanted})
+    width = max(2.0, min(12.0, 960 / max(1, len(columns))))
+    where = {column: index for index, column in enumerate(columns)}
+    by_test: dict[str, list[Cell]] = {}
+    for c in cells:
+        if c.nodeid not in wanted:
+            continue
+        css = "mixed" if c.passed and c.failed else ("fail" if c.failed else "pass")
+        if not c.passed and not c.failed:
+            css = "skip"
+        title = f"run {c.run_id} round {c.round_no}: {c.passed} passed, {c.failed} failed"
+        by_test.setdefault(c.nodeid, []).append(
+            Cell(x=round(where[(c.run_id, c.round_no)] * width, 2), css=css, title=title)
+        )
+    rows = [
+        Strip(nodeid=t.nodeid, y=index * 16, cells=tuple(by_test.get(t.nodeid, ())))
+        for index, t in enumerate(t for t in tests[:CHART_LIMIT])
+    ]
+    return rows, columns, width
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("hermetic_hunt.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(
+        percent=stats.percent,
+        kinds_text=kinds_text,
+        flake_state=flake_state,
+        sets_text=sets_text,
+        bound_text=bound_text,
+        tighten_text=tighten_text,
+        run_line=run_line,
+    )
+    return env
+
+
+def render_html(report: Report) -> str:
+    interesting = (
+        report.with_status("flaky")
+        + report.with_status("broken")
+        + report.with_status("sandbox-incompatible")
+    )
+    rows, columns, cell_width = strips(interesting, report.rounds)
+    chart = bars(interesting)
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        report=report,
+        version=__version__,
+        headline=headline(report),
+        summary=summary_line(report),
+        flaky=report.with_status("flaky"),
+        broken=report.with_status("broken"),
+        incompatible=report.with_status("sandbox-incompatible"),
+        stable_groups=stable_groups(report),
+        bars=chart,
+        bar_width=_BAR_WIDTH,
+        chart_height=max(22, len(chart) * 22),
+        strips=rows,
+        columns=columns,
+        cell_width=cell_width,
+        strip_height=max(16, len(rows) * 16),
+        strip_width=max(1.0, len(columns) * cell_width),
+        confidence=f"{stats.CONFIDENCE:.0%}",
+        chart_limit=CHART_LIMIT,
+        interesting=len(interesting),
+    )

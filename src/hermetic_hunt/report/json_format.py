@@ -1,0 +1,121 @@
+"""``hermetic-hunt report --format json``: a versioned structure for other tools.
+
+The structure is documented in ``docs/json-format.md``; its key names are a
+contract. Adding keys is not a breaking change; renaming, removing or
+changing the meaning of one is, and bumps :data:`VERSION`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hermetic_hunt import stats
+from hermetic_hunt.report.model import Flake, Report, RunRow, TestResult, ViolationRow
+
+FORMAT = "hermetic-hunt-report"
+VERSION = 1
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def run_json(run: RunRow) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "uuid": run.uuid,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "status": run.status,
+        "argv": list(run.argv),
+        "base_seed": run.base_seed,
+        "rounds_planned": run.rounds_planned,
+        "budget_seconds": run.budget_seconds,
+        "rounds_done": run.rounds_done,
+        "attempts": run.attempts,
+        "tests": run.tests,
+        "workers": run.workers,
+        "mode": run.mode,
+        "order": run.order,
+        "shard": run.shard,
+        "exit_status": run.exit_status,
+    }
+
+
+def test_json(test: TestResult) -> dict[str, Any]:
+    failure = test.failure
+    return {
+        "nodeid": test.nodeid,
+        "status": test.status,
+        "attempts": test.attempts,
+        "failures": test.failures,
+        "rate": _round(test.rate),
+        "interval": None if test.interval is None else [_round(v) for v in test.interval],
+        "bound": _round(test.bound),
+        "more_attempts_for_1pct": test.more_for_1pct,
+        "skipped": test.skipped,
+        "crashed": test.crashed,
+        "attempts_with_violations": test.with_violations,
+        "flake": test.flake.flake_id if test.flake else None,
+        "first_failure": None
+        if failure is None
+        else {
+            "attempt": f"A{failure.attempt_id}",
+            "exc_type": failure.exc_type,
+            "message": failure.message,
+            "location": failure.location,
+        },
+        "sandbox_off_check": None if test.check is None else test.check.outcome,
+        "replay": test.replay,
+    }
+
+
+def flake_json(flake: Flake, replay: str) -> dict[str, Any]:
+    return {
+        "id": flake.flake_id,
+        "nodeid": flake.nodeid,
+        "kinds": list(flake.kinds),
+        "polluters": [list(group) for group in flake.polluters],
+        "state_setters": [list(group) for group in flake.state_setters],
+        "cleaners": list(flake.cleaners),
+        "reproducer": None if flake.reproducer is None else flake.reproducer.to_json(),
+        "confirmed": flake.confirmed,
+        "replay": replay,
+        "status": flake.status,
+        "probes": flake.probes,
+        "probe_seconds": _round(flake.probe_seconds),
+        "note": flake.note,
+        "evidence": flake.evidence,
+        "first_run": flake.first_run_id,
+        "last_run": flake.last_run_id,
+    }
+
+
+def violation_json(violation: ViolationRow) -> dict[str, Any]:
+    return {
+        "nodeid": violation.nodeid,
+        "op": violation.op,
+        "host": violation.host,
+        "port": violation.port,
+        "attempts": violation.attempts,
+        "first_attempt": f"A{violation.first_attempt_id}",
+    }
+
+
+def as_dict(report: Report) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "database": report.database,
+        "selected_run": report.selected_run,
+        "confidence": stats.CONFIDENCE,
+        "runs": [run_json(run) for run in report.runs],
+        "tests": [test_json(test) for test in report.tests],
+        "flakes": [flake_json(f, report.replay_for[f.flake_id]) for f in report.flakes],
+        "violations": [violation_json(v) for v in report.violations],
+    }
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(as_dict(report), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,260 @@
+"""What ``report``, ``list`` and ``show`` do: open the database, query, render.
+
+Each public function here is what one CLI command calls. They read through
+:mod:`hermetic_hunt.store.queries` (the SQL) and render through the pure
+report modules; errors are :class:`~hermetic_hunt.errors.HuntError` with a
+one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hermetic_hunt import commands, journal
+from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
+from hermetic_hunt.replay.plan import location_arg
+from hermetic_hunt.report import render
+from hermetic_hunt.report.model import Replay, Report, assemble, flake_run, parse_flake
+from hermetic_hunt.report.show import (
+    AttemptDetail,
+    Comparison,
+    JournalSummary,
+    render_attempt,
+    render_flake,
+)
+from hermetic_hunt.report.text import list_lines, summary_line
+from hermetic_hunt.store import Store, queries
+
+_REF = re.compile(r"\s*([FfAa])(\d{1,18})\s*")
+
+
+def open_database(path: str | os.PathLike[str]) -> Store:
+    """An existing hermetic-hunt database (never creates one)."""
+    return Store.open(path, create=False)
+
+
+def load_report(store: Store, run: int | None = None, cwd: str | None = None) -> Report:
+    """The report of run ``run`` (every run when None) of ``store``."""
+    where = os.fspath(cwd or os.getcwd())
+    name = commands.display_path(store.path, where)
+    runs = queries.run_rows(store, run)
+    if not runs:
+        raise BadDatabase(
+            f"{name} holds no runs yet: run a hunt first (pytest --hermetic-hunt=30 -n auto)"
+        )
+    selection = None if run is None else [run]
+    counts = queries.test_counts(store, selection)
+    failing = [c.nodeid for c in counts if c.failed]
+    return assemble(
+        database=name,
+        runs=runs,
+        selected_run=run,
+        counts=counts,
+        flakes=[parse_flake(raw, name) for raw in queries.raw_flakes(store)],
+        checks=queries.check_rows(store, selection),
+        violations=queries.violation_rows(store, selection),
+        rounds=tuple(queries.round_cells(store, selection, failing)),
+        replay=replayer(store, where),
+    )
+
+
+def replayer(store: Store, cwd: str) -> Replay:
+    """``replay(ref, run_id)`` for ``store``: the one replay command form.
+
+    Like ``hermetic-hunt replay``, the command names the hunt's rootdir when
+    it is a directory below ``cwd`` (nodeids are relative to it).
+    """
+    locations = queries.run_locations(store)
+    arguments: dict[int | None, str | None] = {None: None}
+    for run_id, (rootdir, invocation_dir) in locations.items():
+        location = location_arg(rootdir, invocation_dir, cwd)
+        arguments[run_id] = str(Path(cwd, location)) if location else None
+
+    def replay(ref: str, run_id: int | None) -> str:
+        rootdir = arguments.get(run_id)
+        return commands.replay_command(store.path, ref, cwd, rootdir=rootdir)
+
+    return replay
+
+
+@dataclass(frozen=True)
+class ReportOutcome:
+    """What ``hermetic-hunt report`` prints or wrote, and whether it found anything."""
+
+    text: str | None
+    path: Path | None
+    findings: bool
+    summary: str
+
+
+def write_report(
+    db: str | os.PathLike[str],
+    *,
+    run: int | None,
+    fmt: str,
+    output: str | os.PathLike[str] | None,
+    cwd: str | None = None,
+) -> ReportOutcome:
+    """Render the report; write it to ``output`` (html: a default path) or return it."""
+    from hermetic_hunt.report.html import DEFAULT_PATH
+
+    where = os.fspath(cwd or os.getcwd())
+    with open_database(db) as store:
+        report = load_report(store, run, where)
+    text = render(report, fmt)
+    summary = summary_line(report)
+    if output is None and fmt == "html":
+        output = DEFAULT_PATH
+    if output is None:
+        return ReportOutcome(text, None, report.findings, summary)
+    target = Path(where, output)
+    if target.is_dir():
+        raise BadOption(f"-o {output}: is a directory; pass a file path such as {DEFAULT_PATH}")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise BadOption(
+            f"-o {output}: cannot write the report ({exc.strerror or exc}); pass a writable path"
+        ) from None
+    return ReportOutcome(None, target, report.findings, summary)
+
+
+def list_flakes(
+    db: str | os.PathLike[str], *, run: int | None = None, cwd: str | None = None
+) -> tuple[list[str], bool]:
+    """``hermetic-hunt list``: one line per flake; whether there were any."""
+    with open_database(db) as store:
+        report = load_report(store, run, cwd)
+    lines = list_lines(report)
+    if not lines:
+        return [f"no flakes in {report.database} ({len(report.tests)} tests)"], False
+    return lines, True
+
+
+def parse_ref(text: str) -> tuple[str, int]:
+    """``"F3"`` -> ``("F", 3)``; ``"a1207"`` -> ``("A", 1207)``."""
+    match = _REF.fullmatch(text)
+    if not match:
+        raise BadOption(
+            f"expected a flake id like F3 or an attempt id like A1207, got {text!r} "
+            "(hermetic-hunt list shows the flake ids)"
+        )
+    return match.group(1).upper(), int(match.group(2))
+
+
+def show(db: str | os.PathLike[str], ref: str, cwd: str | None = None) -> str:
+    """``hermetic-hunt show F3`` / ``show A1207``: everything stored, as text."""
+    kind, number = parse_ref(ref)
+    where = os.fspath(cwd or os.getcwd())
+    with open_database(db) as store:
+        if kind == "A":
+            return _show_attempt(store, number, where)
+        return _show_flake(store, f"F{number}", where)
+
+
+def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
+    detail = queries.attempt_detail(store, attempt_id)
+    if detail is None:
+        first, last = queries.attempt_range(store)
+        held = f"A{first}-A{last}" if last else "no attempts"
+        raise UnknownId(
+            f"attempt A{attempt_id} is not in {store.path.name} (it holds {held}): "
+            "the report and the hunt's summary name attempts"
+        )
+    summary, problem = _journal(store, detail)
+    comparison: Comparison | None
+    if detail.failing:
+        comparison = _compare(store, detail)
+    else:
+        other = queries.counterpart(store, detail.nodeid, detail.id, failing=True)
+        other_detail = queries.attempt_detail(store, other) if other is not None else None
+        comparison = _compare(store, other_detail) if other_detail is not None else None
+    return render_attempt(
+        detail,
+        journal=summary,
+        journal_problem=problem,
+        comparison=comparison,
+        replay=replayer(store, cwd)(f"A{attempt_id}", detail.run_id),
+    )
+
+
+def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
+    name = commands.display_path(store.path, cwd)
+    raw = queries.raw_flake(store, flake_id)
+    if raw is None:
+        known = queries.flake_ids(store)
+        held = "no flakes yet"
+        if known:
+            held = f"only {known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
+        raise UnknownId(
+            f"flake {flake_id} is not in {name} (it holds {held}): "
+            "hermetic-hunt list shows the flake ids"
+        )
+    flake = parse_flake(raw, name)
+    report = load_report(store, None, cwd)
+    test = next((t for t in report.tests if t.nodeid == flake.nodeid), None)
+    failing_id = None
+    if flake.reproducer is not None and flake.reproducer.steps[-1].attempt_id is not None:
+        failing_id = flake.reproducer.steps[-1].attempt_id
+    failing = queries.attempt_detail(store, failing_id) if failing_id is not None else None
+    if failing is None or not failing.failing or failing.nodeid != flake.nodeid:
+        first = queries.first_failing_attempt(store, flake.nodeid)
+        failing = queries.attempt_detail(store, first) if first is not None else None
+    return render_flake(
+        flake,
+        test=test,
+        steps=queries.isolation_steps(store, flake_id),
+        comparison=_compare(store, failing) if failing is not None else None,
+        replay=replayer(store, cwd)(flake_id, flake_run(flake)),
+    )
+
+
+def _journal(store: Store, detail: AttemptDetail) -> tuple[JournalSummary | None, str | None]:
+    data = queries.journal_data(store, detail.id)
+    if data is None:
+        return None, None
+    try:
+        decoded = journal.decode(data, where=f"A{detail.id}", expect_test=detail.nodeid)
+    except BadJournal as exc:
+        return None, f"unreadable: {exc}"
+    return (
+        JournalSummary(
+            mode=decoded.mode,
+            seed=decoded.seed,
+            now=decoded.now,
+            events={source: len(values) for source, values in decoded.events.items()},
+            overflow=decoded.overflow,
+            threads=decoded.threads,
+        ),
+        None,
+    )
+
+
+def _side(store: Store, detail: AttemptDetail) -> journal.Journal | dict[str, int]:
+    data = queries.journal_data(store, detail.id)
+    if data is not None:
+        return journal.decode(data, where=f"A{detail.id}", expect_test=detail.nodeid)
+    return detail.parsed_counts()
+
+
+def _compare(store: Store, failing: AttemptDetail) -> Comparison:
+    """Compare ``failing`` with the nearest passing attempt of the same test."""
+    passing_id = queries.counterpart(store, failing.nodeid, failing.id, failing=False)
+    passing = queries.attempt_detail(store, passing_id) if passing_id is not None else None
+    if passing is None:
+        return Comparison(failing.id, None, "", ())
+    try:
+        left, right = _side(store, failing), _side(store, passing)
+    except BadJournal as exc:
+        return Comparison(failing.id, passing.id, "journals", (), problem=f"unreadable: {exc}")
+    both = isinstance(left, journal.Journal) and isinstance(right, journal.Journal)
+    return Comparison(
+        failing.id,
+        passing.id,
+        "journals" if both else "read counts",
+        tuple(journal.compare(left, right)),
+    )

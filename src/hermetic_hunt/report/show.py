@@ -1,0 +1,297 @@
+"""``hermetic-hunt show``: everything stored about one flake or attempt, as text.
+
+Pure: the rows come from :mod:`hermetic_hunt.store.queries`, the journal
+comparison from :func:`hermetic_hunt.journal.compare`; this module only lays
+them out.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from hermetic_hunt.report.text import clean, flake_state, rate_text, sets_text
+
+_WIDTH = 15
+
+
+@dataclass(frozen=True)
+class ViolationDetail:
+    op: str
+    host: str
+    port: int | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class AttemptDetail:
+    """One ``attempts`` row with its failure, journal size and violations."""
+
+    id: int
+    run_id: int
+    round_no: int
+    worker: str
+    position: int
+    nodeid: str
+    execution: int
+    outcome: str
+    phase: str | None
+    duration: float
+    seed: int | None
+    now: float | None
+    mode: str
+    hash_seed: int | None
+    counts: str | None
+    exc_type: str | None
+    message: str | None
+    location: str | None
+    excerpt: str | None
+    journal_format: str | None
+    journal_size: int | None
+    violations: tuple[ViolationDetail, ...] = ()
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in ("failed", "crashed", "xpassed")
+
+    def parsed_counts(self) -> dict[str, int]:
+        """The per-source read counts (``{}`` when absent or malformed)."""
+        if not self.counts:
+            return {}
+        try:
+            value = json.loads(self.counts)
+        except ValueError:
+            return {}
+        if not isinstance(value, dict):
+            return {}
+        return {
+            str(k): v
+            for k, v in value.items()
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        }
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One isolation probe: the sequence tried and what happened."""
+
+    step: int
+    run_id: int | None
+    purpose: str
+    sequence: str
+    environment: str
+    outcome: str
+    detail: str
+    duration: float
+
+    def tests(self) -> list[str]:
+        try:
+            value = json.loads(self.sequence)
+        except ValueError:
+            return []
+        return [str(v) for v in value] if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Journal comparison of a failing and a passing attempt of one test."""
+
+    failing: int
+    passing: int | None
+    basis: str  # "journals", "read counts" or "" when there is nothing to compare
+    lines: tuple[str, ...]
+    problem: str | None = None  # a journal that could not be read
+
+
+@dataclass(frozen=True)
+class JournalSummary:
+    mode: str
+    seed: int | None
+    now: float | None
+    events: dict[str, int]
+    overflow: tuple[str, ...]
+    threads: int
+
+
+def _row(label: str, value: str) -> str:
+    return f"{label + ':':<{_WIDTH}}{value}"
+
+
+def when(now: float | None) -> str:
+    if now is None:
+        return "-"
+    try:
+        stamp = datetime.fromtimestamp(now, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return f"{now!r}"
+    return f"{stamp.isoformat(timespec='milliseconds').replace('+00:00', 'Z')} ({now:.3f})"
+
+
+def comparison_lines(comparison: Comparison | None) -> list[str]:
+    if comparison is None:
+        return []
+    if comparison.passing is None:
+        return [
+            "journal comparison: no passing attempt of this test to compare with "
+            "(it failed every time)"
+        ]
+    head = (
+        f"journal comparison (failing A{comparison.failing} vs passing "
+        f"A{comparison.passing}, by {comparison.basis or 'read counts'}):"
+    )
+    out = [head]
+    if comparison.problem:
+        out.append(f"  {clean(comparison.problem)}")
+    elif comparison.lines:
+        out.extend(f"  {clean(line)}" for line in comparison.lines)
+    else:
+        out.append(
+            "  no difference in what they read from clocks and entropy: the cause is "
+            "elsewhere (order, shared state, the environment)"
+        )
+    return out
+
+
+def render_attempt(
+    detail: AttemptDetail,
+    *,
+    journal: JournalSummary | None,
+    journal_problem: str | None,
+    comparison: Comparison | None,
+    replay: str,
+) -> str:
+    d = detail
+    out = [
+        f"attempt A{d.id} · {clean(d.nodeid)}",
+        _row(
+            "where",
+            f"run {d.run_id} · round {d.round_no} · worker {clean(d.worker)} · position "
+            f"{d.position} · execution {d.execution}",
+        ),
+        _row(
+            "outcome",
+            f"{clean(d.outcome)}{f' ({clean(d.phase)})' if d.phase else ''} in {d.duration:.3f}s",
+        ),
+        _row(
+            "sandbox",
+            f"mode {clean(d.mode)} · seed {d.seed if d.seed is not None else '-'} · "
+            f"now {when(d.now)} · PYTHONHASHSEED {d.hash_seed if d.hash_seed is not None else '-'}",
+        ),
+    ]
+    counts = d.parsed_counts()
+    if counts:
+        reads = ", ".join(f"{clean(k)} {v}" for k, v in sorted(counts.items()))
+        out.append(_row("reads", reads))
+    if d.exc_type is not None:
+        text = f"{d.exc_type}: {d.message}" if d.message else d.exc_type
+        out.append(_row("failure", clean(f"{text} at {d.location}" if d.location else text)))
+        if d.excerpt:
+            out.append("failure text (the end of it):")
+            out.extend(f"  {clean(line)}" for line in d.excerpt.rstrip().splitlines())
+    for v in d.violations:
+        where = v.host if v.port is None else f"{v.host}:{v.port}"
+        extra = f" ({v.detail})" if v.detail else ""
+        out.append(_row("violation", clean(f"{v.op} {where}{extra}")))
+    if journal_problem:
+        out.append(_row("journal", clean(journal_problem)))
+    elif journal is not None:
+        events = ", ".join(f"{k} {n}" for k, n in sorted(journal.events.items())) or "none"
+        out.append(
+            _row(
+                "journal",
+                f"{d.journal_format} · {d.journal_size} bytes · mode {journal.mode} · "
+                f"events: {clean(events)}",
+            )
+        )
+        if journal.overflow:
+            out.append(_row("", f"overflowed: {clean(', '.join(journal.overflow))}"))
+    out.extend(comparison_lines(comparison))
+    out.append(f"replay: {clean(replay)}")
+    return "\n".join(out) + "\n"
+
+
+def _steps_lines(steps: list[StepRow]) -> list[str]:
+    out = []
+    for s in steps:
+        tests = s.tests()
+        shown = " -> ".join(clean(t) for t in tests[:6])
+        if len(tests) > 6:
+            shown += f" -> ... ({len(tests)} tests)"
+        detail = f" ({clean(s.detail)})" if s.detail else ""
+        out.append(
+            f"  {s.step:>3}. {clean(s.purpose)}: {clean(s.outcome)}{detail} in "
+            f"{s.duration:.2f}s  [{shown}]"
+        )
+    return out
+
+
+def _evidence_lines(evidence: Any) -> list[str]:
+    """Stored evidence, one key per line (compact JSON values, wrapped)."""
+    if evidence in (None, {}, []):
+        return []
+    if not isinstance(evidence, dict):
+        evidence = {"evidence": evidence}
+    out = ["evidence:"]
+    for key in sorted(evidence, key=str):
+        value = json.dumps(evidence[key], sort_keys=True, ensure_ascii=True)
+        wrapped = textwrap.wrap(value, width=96, subsequent_indent="      ") or [""]
+        out.append(f"  {clean(key)}: {clean(wrapped[0])}")
+        out.extend(clean(line) for line in wrapped[1:])
+    return out
+
+
+def render_flake(
+    flake: Any,
+    *,
+    test: Any,
+    steps: list[StepRow],
+    comparison: Comparison | None,
+    replay: str,
+) -> str:
+    """``flake`` is a :class:`~hermetic_hunt.report.model.Flake`, ``test`` its
+    :class:`~hermetic_hunt.report.model.TestResult` over every run (or None)."""
+    f = flake
+    out = [
+        f"flake {f.flake_id} · {clean(f.nodeid)}",
+        _row("kinds", ", ".join(f.kinds) or "none yet"),
+        _row("status", flake_state(f)),
+    ]
+    if test is not None:
+        out.append(_row("attempts", rate_text(test)))
+    out.append(_row("polluters", sets_text(f.polluters) or "-"))
+    out.append(_row("cleaners", ", ".join(clean(c) for c in f.cleaners) or "-"))
+    out.append(_row("state-setters", sets_text(f.state_setters) or "-"))
+    runs = [r for r in (f.first_run_id, f.last_run_id) if r is not None]
+    if runs:
+        span = f"run {runs[0]}" if min(runs) == max(runs) else f"runs {min(runs)}-{max(runs)}"
+        out.append(_row("found in", span))
+    repro = f.reproducer
+    if repro is not None:
+        hash_seed = f" · PYTHONHASHSEED={repro.hash_seed}" if repro.hash_seed is not None else ""
+        out.append(f"reproducer ({len(repro.steps)} step(s), one fresh process{hash_seed}):")
+        for index, step in enumerate(repro.steps, start=1):
+            seed = f"seed {step.seed}" if step.seed is not None else "no seed"
+            journal = f" · journal of A{step.attempt_id}" if step.attempt_id is not None else ""
+            out.append(
+                f"  {index}. {clean(step.nodeid)}  ({step.mode} · {seed} · now "
+                f"{when(step.now)}{journal})"
+            )
+        sig = f"{repro.exc_type} at {repro.location}" if repro.location else repro.exc_type
+        out.append(f"  expected: {clean(sig) or 'a failure'}")
+    out.append(
+        _row(
+            "isolation",
+            f"{f.probes} probe(s) in {f.probe_seconds:.1f}s"
+            + (f", {len(steps)} step(s) stored:" if steps else ""),
+        )
+    )
+    out.extend(_steps_lines(steps))
+    out.extend(_evidence_lines(f.evidence))
+    if f.note:
+        out.append(_row("note", clean(f.note)))
+    out.extend(comparison_lines(comparison))
+    out.append(f"replay: {clean(replay)}")
+    return "\n".join(out) + "\n"

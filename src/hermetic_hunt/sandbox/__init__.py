@@ -1,0 +1,32 @@
+"""The per-attempt sandbox: the only package that imports hermetic-sandbox.
+
+:class:`Sandbox` enters and leaves one attempt's sandbox (virtual clock,
+seeded entropy, network guard); :class:`SandboxSpec` says how, and
+:func:`spec_from_marker` applies ``@pytest.mark.hermetic(...)`` to it. The
+parts -- clock, datetimes, entropy, netguard, patches, state -- import no
+framework; :mod:`hermetic_hunt.sandbox.attempt` composes them.
+"""
+
+from __future__ import annotations
+
+from hermetic_hunt.sandbox.attempt import (
+    HERMETIC_VERSION,
+    AttemptFacts,
+    NetworkBlocked,
+    Sandbox,
+    SandboxSpec,
+    fingerprint,
+    real_time,
+    spec_from_marker,
+)
+
+__all__ = [
+    "HERMETIC_VERSION",
+    "AttemptFacts",
+    "NetworkBlocked",
+    "Sandbox",
+    "SandboxSpec",
+    "fingerprint",
+    "real_time",
+    "spec_from_marker",
+]

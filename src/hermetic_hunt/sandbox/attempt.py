@@ -1,0 +1,439 @@
+"""The per-attempt sandbox -- the only module that imports hermetic.
+
+Every attempt of a hunt runs inside one sandbox keyed to its own seed and
+virtual start time. The engine is ours (``docs/sandbox.md`` says how it
+works, ``docs/limitations.md`` what it cannot do; it closes the
+hermetic-sandbox 0.1 gaps listed in ``../shared/HERMETIC-SANDBOX-NOTES.md``)
+and keeps hermetic-sandbox's public contract for the code under test:
+
+* ``@pytest.mark.hermetic(**kwargs)`` configures the attempt's sandbox with
+  hermetic's own keyword arguments;
+* the ``hermetic_sandbox`` fixture and ``hermetic.current()`` return a real
+  ``hermetic.SandboxHandle`` (``.seed``, ``.clock.advance()``, ``.real``,
+  ``.allow_network()``);
+* blocked network calls raise ``hermetic.NetworkBlockedError`` (a
+  ``ConnectionRefusedError``), replay divergence ``hermetic.ReplayExhausted``.
+
+Entering and leaving costs a fixed number of dict updates, whatever the
+number of modules loaded: nothing here scans ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import hermetic
+import hermetic._sandbox as _hermetic_internal  # only for hermetic.current()
+
+from hermetic_hunt.journal import Journal
+from hermetic_hunt.models import Violation
+from hermetic_hunt.sandbox import clock as clock_patch
+from hermetic_hunt.sandbox import datetimes, entropy, netguard, state
+from hermetic_hunt.sandbox.clock import (
+    REAL_TIME,
+    ClockSource,
+    RecordClock,
+    ReplayClock,
+    SeededClock,
+    Trace,
+)
+from hermetic_hunt.sandbox.patches import Patches
+from hermetic_hunt.sandbox.spec import SCRUB_KEEP, SandboxSpec, spec_from_marker, start_time
+
+__all__ = [
+    "HERMETIC_VERSION",
+    "AttemptFacts",
+    "NetworkBlocked",
+    "Sandbox",
+    "SandboxSpec",
+    "spec_from_marker",
+]
+
+HERMETIC_VERSION: str = getattr(hermetic, "__version__", "unknown")
+_TIME_NAMESPACE = clock_patch.TIME_NAMESPACE
+_OS_NAMESPACE = vars(os)
+_RANDOM_NAMESPACE = vars(random)
+
+
+class NetworkBlocked(hermetic.NetworkBlockedError):
+    """A blocked network call during a hunt (a ``hermetic.NetworkBlockedError``)."""
+
+    def __init__(self, address: object, reason: str) -> None:
+        super().__init__(address, reason)
+        op, _, why = reason.partition(": ")
+        self.args = (
+            f"hermetic-hunt: blocked {op} to {address!r} ({why}). Mark the test with the "
+            "integration marker (or @pytest.mark.hermetic(network=[...])) if it really "
+            "needs the network.",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _spin_error(reads: int) -> Exception:
+    return hermetic.SandboxError(
+        f"hermetic-hunt: the virtual clock was read {reads:,} times without a sleep or "
+        "advance: a poll loop is spinning against frozen time. Call time.sleep() in the "
+        "loop, or pass @pytest.mark.hermetic(spin_limit=0) / clock='off'."
+    )
+
+
+def _exhausted(source: str, used: int) -> Exception:
+    return hermetic.ReplayExhausted(source, used)
+
+
+def _mismatch(message: str) -> Exception:
+    return hermetic.ReplayMismatch(message)
+
+
+class ClockControl:
+    """``sb.clock``: the handle's view of the attempt's clock (hermetic's API)."""
+
+    def __init__(self, source: ClockSource | None) -> None:
+        self._source = source
+
+    def _require(self) -> ClockSource:
+        if self._source is None:
+            raise hermetic.SandboxError(
+                "sb.clock is unavailable with clock='off': this attempt's clock is real"
+            )
+        return self._source
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self._require().peek_wall(), timezone.utc)
+
+    def advance(self, seconds: float) -> None:
+        self._require().advance(seconds)
+
+    def set(self, when: Any) -> None:
+        self._require().set_wall(start_time(when))
+
+    move_to = set
+
+
+@dataclass
+class FsPaths:
+    """``sb.fs`` with ``fs='isolate'``: a fresh tree removed after the attempt."""
+
+    root: Path
+    cwd: Path
+    home: Path
+    tmp: Path
+
+
+@dataclass
+class AttemptFacts:
+    """What one attempt did, gathered when its sandbox closes.
+
+    ``counts`` maps each source to how often the attempt read it (stored
+    for every attempt), plus ``threads`` when more than one thread read a
+    source and ``leaks`` (what the test changed and left behind, restored by
+    the sandbox). ``warnings`` say how a replay was less than faithful.
+    """
+
+    counts: dict[str, Any] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    journal: Journal | None = None
+
+
+_STATIC_FINGERPRINT: dict[str, Any] = {}
+
+
+def fingerprint() -> dict[str, Any]:
+    """Facts a replay compares to judge its faithfulness."""
+    import locale
+    import platform
+    import sys
+    import time
+
+    if not _STATIC_FINGERPRINT:
+        _STATIC_FINGERPRINT.update(
+            python=platform.python_version(),
+            implementation=platform.python_implementation(),
+            platform=platform.platform(),
+            hermetic=HERMETIC_VERSION,
+            executable=sys.executable,
+        )
+    try:
+        current_locale = locale.setlocale(locale.LC_ALL)
+    except locale.Error:
+        current_locale = None
+    return {
+        **_STATIC_FINGERPRINT,
+        "tz": os.environ.get("TZ"),
+        "tzname": list(time.tzname),
+        "locale": current_locale,
+        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+    }
+
+
+class _Active:
+    """The attempt in progress (one at a time per process)."""
+
+    __slots__ = ("clock", "entropy", "fs", "patches", "policy", "random_seed", "saved",
+                 "spec", "trace")  # fmt: skip
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        self.spec = spec
+        self.saved = state.Saved()
+        self.patches = Patches()
+        self.trace = Trace(keep=True)
+        self.random_seed: int | None = None
+        self.clock: ClockSource | None = None
+        self.entropy: entropy.Entropy | None = None
+        self.policy: netguard.Policy | None = None
+        self.fs: FsPaths | None = None
+
+
+def _replayed(spec: SandboxSpec) -> SandboxSpec:
+    """A record journal's configuration wins over the local one (queues line up)."""
+    journal = spec.replay
+    if journal is None or journal.mode != "record":
+        return spec
+    config = journal.config
+    changes: dict[str, Any] = {}
+    if config.get("clock") in ("virtual", "off"):
+        changes["clock"] = config["clock"]
+    if config.get("rng") in ("all", "seed", "off"):
+        changes["rng"] = config["rng"]
+    return replace(spec, **changes) if changes else spec
+
+
+class Sandbox:
+    """Enters and leaves attempt sandboxes in this process.
+
+    Sandboxes do not nest; :meth:`exit` must follow every :meth:`enter`.
+    """
+
+    def __init__(self) -> None:
+        self._active: _Active | None = None
+        netguard.ensure_audit_hook()
+
+    @property
+    def active(self) -> bool:
+        return self._active is not None
+
+    def enter(self, spec: SandboxSpec) -> hermetic.SandboxHandle:
+        if self._active is not None:
+            raise hermetic.SandboxActiveError("hermetic-hunt: an attempt sandbox is already open")
+        active = _Active(_replayed(spec))
+        self._active = active
+        try:
+            return self._enter(active)
+        except BaseException:
+            self._active = None
+            self._restore(active)
+            raise
+
+    def _enter(self, active: _Active) -> hermetic.SandboxHandle:
+        spec = active.spec
+        if spec.fs == "isolate":
+            active.fs = _isolate_fs(spec.chdir)
+        if spec.scrub_env or spec.env:
+            _apply_env(spec)
+        if spec.rng != "off":
+            _enter_rng(active)
+        if spec.clock == "virtual":
+            _enter_clock(active)
+        else:
+            active.patches.update(_TIME_NAMESPACE, clock_patch.TZSET_PATCH)
+        if spec.network != "off":
+            allowlist = spec.network if isinstance(spec.network, tuple) else ()
+            active.policy = netguard.Policy(
+                allowlist, spec.allow_loopback, spec.allow_unix, NetworkBlocked
+            )
+            netguard.install(active.patches, active.policy)
+        # Our clock, paths and policy have hermetic's interface (duck-typed).
+        handle = hermetic.SandboxHandle(
+            seed=spec.seed,
+            mode={"seeded": "deterministic"}.get(spec.mode, spec.mode),
+            clock=ClockControl(active.clock),  # type: ignore[arg-type]
+            fs=active.fs,  # type: ignore[arg-type]
+            policy=active.policy,  # type: ignore[arg-type]
+            journal_path=None,
+            replay_warnings=[],
+        )
+        _hermetic_internal._active_handle = handle
+        return handle
+
+    def exit(self, *, keep_journal: bool = False) -> AttemptFacts:
+        """Close the attempt's sandbox; ``keep_journal`` builds its journal."""
+        active = self._active
+        if active is None:
+            return AttemptFacts()
+        self._active = None
+        trace = active.trace
+        facts = AttemptFacts(counts=dict(trace.counts))
+        if active.policy is not None:
+            facts.violations = list(active.policy.violations)
+        if len(trace.threads) > 1:
+            facts.counts["threads"] = len(trace.threads)
+        facts.warnings = _replay_warnings(active)
+        end_state = (
+            state.random_state() if keep_journal and active.random_seed is not None else None
+        )
+        facts.leaks = self._restore(active)
+        if facts.leaks:
+            facts.counts["leaks"] = facts.leaks
+        if keep_journal and active.spec.mode in ("seeded", "record"):
+            facts.journal = _journal(active, end_state)
+        return facts
+
+    def _restore(self, active: _Active) -> list[str]:
+        _hermetic_internal._active_handle = None
+        netguard.uninstall()
+        datetimes.set_clock(None)
+        clock_patch.activate(None)
+        entropy.activate(None)
+        active.patches.undo()
+        spec = active.spec
+        expected = {name for name, _ in spec.env}
+        if active.fs is not None:
+            expected |= {"HOME", "TMPDIR", "TEMP", "TMP"}
+        leaks = state.restore(
+            active.saved,
+            expected_env=frozenset(expected),
+            moved_cwd=active.fs is not None and spec.chdir,
+        )
+        if spec.scrub_env:
+            leaks = [leak for leak in leaks if not leak.startswith("env:")]
+        if active.fs is not None:
+            shutil.rmtree(active.fs.root, ignore_errors=True)
+        return leaks
+
+
+def _apply_env(spec: SandboxSpec) -> None:
+    if spec.scrub_env:
+        for key in list(os.environ):
+            if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
+                del os.environ[key]
+    for key, value in spec.env:
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _enter_rng(active: _Active) -> None:
+    spec, trace, replay = active.spec, active.trace, active.spec.replay
+    if spec.mode == "record":
+        # Fresh real entropy: every record-mode attempt explores its own stream.
+        active.random_seed = int.from_bytes(entropy.REAL_URANDOM(16), "big")
+    elif replay is not None and replay.random_seed is not None:
+        active.random_seed = int(replay.random_seed, 16)
+    else:
+        active.random_seed = spec.seed
+    state.seed_random(active.random_seed)
+    if spec.rng != "all":
+        return
+    seeded = entropy.SeededEntropy(spec.seed, trace)
+    source: entropy.Entropy = seeded
+    if spec.mode == "record":
+        source = entropy.RecordEntropy(trace)
+    elif replay is not None and replay.mode == "record":
+        strict = spec.strict_replay and "urandom" not in replay.overflow
+        draws = list(replay.events.get("urandom", []))
+        source = entropy.ReplayEntropy(draws, seeded, strict, _exhausted, _mismatch, trace)
+    active.entropy = source
+    entropy.activate(source)
+    active.patches.update(_OS_NAMESPACE, entropy.OS_PATCH)
+    active.patches.update(_RANDOM_NAMESPACE, entropy.RANDOM_PATCH)
+
+
+def _enter_clock(active: _Active) -> None:
+    spec, trace, replay = active.spec, active.trace, active.spec.replay
+    seeded = SeededClock(spec.now, spec.tick, spec.spin_limit, trace, _spin_error)
+    source: ClockSource = seeded
+    if spec.mode == "record":
+        source = RecordClock(trace)
+    elif replay is not None and replay.mode == "record":
+        queues = {k: v for k, v in replay.events.items() if k in clock_patch.CLOCK_SOURCES}
+        source = ReplayClock(queues, seeded, spec.strict_replay, _exhausted, trace, replay.overflow)
+    active.clock = source
+    clock_patch.activate(source)
+    datetimes.set_clock(source)
+    active.patches.update(_TIME_NAMESPACE, clock_patch.TIME_PATCH)
+    datetimes.install(active.patches)
+
+
+def _isolate_fs(chdir: bool) -> FsPaths:
+    saved = tempfile.tempdir
+    root = Path(tempfile.mkdtemp(prefix="hermetic-hunt-")).resolve()
+    tempfile.tempdir = saved
+    paths = FsPaths(root, root / "cwd", root / "home", root / "tmp")
+    for path in (paths.cwd, paths.home, paths.tmp):
+        path.mkdir()
+    for var in ("TMPDIR", "TEMP", "TMP"):
+        os.environ[var] = str(paths.tmp)
+    os.environ["HOME"] = str(paths.home)
+    tempfile.tempdir = str(paths.tmp)
+    if chdir:
+        os.chdir(paths.cwd)
+    return paths
+
+
+def _replay_warnings(active: _Active) -> list[str]:
+    warnings = []
+    source = active.clock
+    if isinstance(source, ReplayClock):
+        for name, (used, recorded) in sorted(source.unconsumed().items()):
+            warnings.append(
+                f"replay read {name} {used} of {recorded} recorded time(s): the code path "
+                "consumed less than the recording"
+            )
+    drawn = active.entropy
+    if isinstance(drawn, entropy.ReplayEntropy):
+        left = drawn.unconsumed()
+        if left:
+            warnings.append(
+                f"replay drew urandom {left[0]} of {left[1]} recorded time(s): the code path "
+                "consumed less than the recording"
+            )
+    return warnings
+
+
+def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
+    spec = active.spec
+    trace = active.trace
+    counts = dict(trace.counts)
+    if end_state is not None and active.random_seed is not None:
+        words = state.words_consumed(active.random_seed, end_state)
+        if words is not None:
+            counts["random"] = words
+    return Journal(
+        test=spec.test_id,
+        mode="record" if spec.mode == "record" else "seeded",
+        seed=spec.seed,
+        now=spec.now,
+        random_seed=_hex(active.random_seed) if spec.mode == "record" else None,
+        config={
+            "clock": spec.clock,
+            "rng": spec.rng,
+            "tick": spec.tick,
+            "network": "off" if spec.network == "off" else "block",
+        },
+        events={k: list(v) for k, v in trace.values.items()},
+        counts=counts,
+        overflow=tuple(sorted(trace.overflow)),
+        threads=len(trace.threads),
+        fingerprint=fingerprint(),
+    )
+
+
+def _hex(value: int | None) -> str | None:
+    return None if value is None else f"{value:x}"
+
+
+def real_time() -> float:
+    """Wall-clock time that no sandbox patches (for durations and timestamps)."""
+    return REAL_TIME()

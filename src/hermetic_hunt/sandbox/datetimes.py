@@ -1,0 +1,153 @@
+"""Frozen ``datetime.now()`` / ``date.today()``, patched on the real classes.
+
+``datetime.datetime`` is an immutable C type, so freezegun-style tools swap
+the *class*: a subclass goes into the ``datetime`` module and into every
+module that did ``from datetime import datetime``. That costs a scan of
+``sys.modules`` per attempt, and the swap shows: real instances no longer
+pickle ("not the same object as datetime.datetime"), ``type(x) is datetime``
+fails, and a module imported during the swap (``sqlite3``, a registry keyed
+by class) binds the wrong class for good.
+
+Instead, the attempt patches the three classmethods that read the clock --
+``datetime.now``, ``datetime.utcnow`` and ``date.today`` (which
+``datetime.today`` inherits) -- in the types' own dicts. CPython keeps a
+type's attributes in a plain dict behind the read-only mappingproxy
+(``gc.get_referents`` hands it over); after writing it, ``PyType_Modified``
+drops the attribute caches of the type and its subclasses. So:
+
+* every way of reaching the classes -- ``datetime.datetime``, ``from
+  datetime import datetime``, subclasses, C code calling ``now`` by name,
+  modules imported during the attempt -- reads the attempt's clock, for a
+  fixed cost (a few dict writes and two cache flushes per enter and exit)
+  whatever the number of modules loaded;
+* nothing else changes: classes, instances, ``isinstance``, pickling,
+  ``sqlite3`` adapters and class-keyed registries see the real types.
+
+Outside an attempt the original descriptors are back in place; a bound
+method kept past an attempt falls through to them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as _dt
+import gc
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from hermetic_hunt.sandbox.clock import ClockSource
+from hermetic_hunt.sandbox.patches import Patches
+
+real_datetime = _dt.datetime
+real_date = _dt.date
+
+_ORIGINAL_NOW: Any = vars(real_datetime)["now"]
+_ORIGINAL_UTCNOW: Any = vars(real_datetime)["utcnow"]
+_ORIGINAL_TODAY: Any = vars(real_date)["today"]
+_UTCNOW_DEPRECATED = sys.version_info >= (3, 12)
+
+_active: ClockSource | None = None
+
+
+def set_clock(source: ClockSource | None) -> None:
+    global _active
+    _active = source
+
+
+def _now(cls: Any, tz: Any = None) -> Any:
+    source = _active
+    if source is None:
+        return _ORIGINAL_NOW.__get__(None, cls)(tz)
+    return cls.fromtimestamp(source.wall(), tz)
+
+
+def _utcnow(cls: Any) -> Any:
+    source = _active
+    if source is None:
+        return _ORIGINAL_UTCNOW.__get__(None, cls)()
+    if _UTCNOW_DEPRECATED:  # as loud as the real one
+        warnings.warn(
+            "datetime.datetime.utcnow() is deprecated and scheduled for removal in a future "
+            "version. Use timezone-aware objects to represent datetimes in UTC: "
+            "datetime.datetime.now(datetime.UTC).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    return cls.fromtimestamp(source.wall(), _dt.timezone.utc).replace(tzinfo=None)
+
+
+def _today(cls: Any) -> Any:
+    source = _active
+    if source is None:
+        return _ORIGINAL_TODAY.__get__(None, cls)()
+    return cls.fromtimestamp(source.wall())
+
+
+def _type_dict(cls: type) -> dict[str, Any] | None:
+    referents = gc.get_referents(cls.__dict__)
+    if len(referents) == 1 and isinstance(referents[0], dict):
+        return referents[0]
+    return None
+
+
+def _type_modified() -> Callable[[type], None] | None:
+    api = getattr(ctypes, "pythonapi", None)
+    function = getattr(api, "PyType_Modified", None)
+    if function is None:
+        return None
+    function.argtypes = [ctypes.py_object]
+    function.restype = None
+    return function  # type: ignore[no-any-return]
+
+
+_DATETIME_DICT = _type_dict(real_datetime)
+_DATE_DICT = _type_dict(real_date)
+_MODIFIED = _type_modified()
+DATETIME_PATCH: dict[str, Any] = {"now": classmethod(_now), "utcnow": classmethod(_utcnow)}
+DATE_PATCH: dict[str, Any] = {"today": classmethod(_today)}
+
+
+def _flush() -> None:
+    # datetime is a subclass of date: flushing date drops both caches.
+    assert _MODIFIED is not None
+    _MODIFIED(real_date)
+
+
+def _works() -> bool:
+    """Whether patching the type dicts takes effect here (CPython does; checked once)."""
+    if _DATETIME_DICT is None or _DATE_DICT is None or _MODIFIED is None:
+        return False
+    patches = Patches()
+    try:
+        install(patches, checked=False)
+        works = all(
+            getattr(cls, name).__func__ is function  # resolved through the cache
+            for cls, name, function in (
+                (real_datetime, "now", _now),
+                (real_datetime, "today", _today),
+                (real_date, "today", _today),
+            )
+        )
+    except Exception:
+        works = False
+    finally:
+        patches.undo()
+    return works and real_datetime.now == _ORIGINAL_NOW.__get__(None, real_datetime)
+
+
+def install(patches: Patches, *, checked: bool = True) -> bool:
+    """Freeze ``now``/``utcnow``/``today`` until ``patches`` is undone (False: unsupported)."""
+    if checked and not AVAILABLE:
+        return False
+    assert _DATETIME_DICT is not None and _DATE_DICT is not None
+    # Undone newest first: the cache flush rides on the first (undone last).
+    patches.update(_DATE_DICT, DATE_PATCH, after=_flush)
+    patches.update(_DATETIME_DICT, DATETIME_PATCH)
+    _flush()
+    return True
+
+
+AVAILABLE: bool = False
+AVAILABLE = _works()

@@ -1,0 +1,386 @@
+"""The network guard: every way out is stopped before a packet or lookup leaves.
+
+Python-level wrappers (installed per attempt) stop the documented entry
+points before the real function is called, and record each blocked call as a
+violation, even when the test then swallows the error:
+
+* ``socket.socket``: ``connect``, ``connect_ex`` (returns ``ECONNREFUSED``,
+  keeping its no-raise contract), ``sendto``, ``sendmsg``;
+* resolvers: ``getaddrinfo``, ``gethostbyname``, ``gethostbyname_ex``,
+  ``gethostbyaddr``, ``getnameinfo`` (in both ``socket`` and ``_socket``);
+* ``socket.create_connection``;
+* raw ``_socket.socket(...)`` objects made during the attempt (the C type is
+  immutable, so ``_socket.socket`` is swapped for a guarded subclass).
+
+Underneath, one audit hook (installed once, inert outside attempts) catches
+whatever slips past the wrappers: a raw socket made before the attempt, a C
+extension calling the socket module. Loopback and unix sockets are allowed
+unless configured otherwise; allowlisted hosts (``network=[...]``) and the
+addresses they resolved to are allowed.
+"""
+
+from __future__ import annotations
+
+import _socket
+import errno
+import ipaddress
+import socket as _socket_module
+import sys
+import sysconfig
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from hermetic_hunt.models import Violation
+from hermetic_hunt.sandbox.patches import Patches
+
+REAL: dict[str, Any] = {
+    "connect": _socket_module.socket.connect,
+    "connect_ex": _socket_module.socket.connect_ex,
+    "sendto": _socket_module.socket.sendto,
+    "sendmsg": getattr(_socket_module.socket, "sendmsg", None),
+    "getaddrinfo": _socket_module.getaddrinfo,
+    "gethostbyname": _socket_module.gethostbyname,
+    "gethostbyname_ex": _socket_module.gethostbyname_ex,
+    "gethostbyaddr": _socket_module.gethostbyaddr,
+    "getnameinfo": _socket_module.getnameinfo,
+    "create_connection": _socket_module.create_connection,
+    "raw_getaddrinfo": _socket.getaddrinfo,
+    "raw_socket": _socket.socket,
+}
+"""The functions the guard protects, as they were at import: the wrappers call
+them through this dict (so a test can put a spy in place and prove that a
+blocked call never reached the real function)."""
+_LOOPBACK_NAME = "localhost"
+"""The one name treated as loopback. ``*.localhost``, ``localhost.localdomain``,
+``ip6-localhost`` and ``localhost.`` (trailing dot) are not: a resolver may send
+them to DNS, and CPython resolves a name inside ``connect()``/``sendto()``
+before any audit event fires, so such a name must be refused here, at the
+Python level, before the C call."""
+#: Frames of these modules are skipped when naming the call site.
+_PLUMBING = ("socket", "_socket", "ssl", "hermetic_hunt", "urllib", "http", "asyncio")
+
+
+def _host_text(host: object) -> str:
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    return str(host).strip().lower().strip("[]").rstrip(".")
+
+
+def is_loopback(host: object) -> bool:
+    """Whether ``host`` is a literal loopback address (127.0.0.0/8, ``::1``)
+    or exactly ``localhost``: the only hosts that cannot cause a DNS query."""
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    text = host.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if text.lower() == _LOOPBACK_NAME:
+        return True
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+_LIBRARY_DIRS = tuple(
+    {path for key in ("stdlib", "platstdlib", "purelib", "platlib")
+     if (path := sysconfig.get_paths().get(key))}
+)  # fmt: skip
+_is_library: dict[str, bool] = {}
+
+
+def _library_file(filename: str) -> bool:
+    known = _is_library.get(filename)
+    if known is None:
+        known = _is_library[filename] = filename.startswith(_LIBRARY_DIRS) or filename.startswith(
+            "<"
+        )
+    return known
+
+
+def _plumbing(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in _PLUMBING)
+
+
+def call_site() -> str:
+    """``file:line`` of the code that made the blocked call.
+
+    The innermost frame outside the standard library and installed packages
+    (the user's code that called ``requests``/``urllib``...); failing that,
+    the innermost frame outside the socket plumbing.
+    """
+    frame: Any = sys._getframe(1)
+    fallback = ""
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not _plumbing(module):
+            filename = frame.f_code.co_filename
+            if not _library_file(filename):
+                return f"{filename}:{frame.f_lineno}"
+            fallback = fallback or f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return fallback
+
+
+class Policy:
+    """Who may be reached during one attempt; collects violations.
+
+    ``allow(entry)`` is the hook ``sb.allow_network("host:port")`` calls.
+    """
+
+    def __init__(
+        self,
+        allowlist: Iterable[str],
+        allow_loopback: bool,
+        allow_unix: bool,
+        blocked_error: Callable[[object, str], Exception],
+    ) -> None:
+        self.allow_loopback = allow_loopback
+        self.allow_unix = allow_unix
+        self._entries: set[tuple[str, int | None]] = set()
+        self._resolved: set[tuple[str, int | None]] = set()
+        self._blocked_error = blocked_error
+        self._lock = threading.Lock()
+        self.violations: list[Violation] = []
+        for entry in allowlist:
+            self.allow(entry)
+
+    def allow(self, entry: str) -> None:
+        text = str(entry).strip().lower()
+        port: int | None = None
+        host = text
+        if text.startswith("["):
+            host, _, rest = text[1:].partition("]")
+            if rest.startswith(":"):
+                port = int(rest[1:])
+        elif text.count(":") == 1:
+            host, _, port_text = text.partition(":")
+            port = int(port_text)
+        with self._lock:
+            self._entries.add((_host_text(host), port))
+
+    def allows(self, host: object, port: int | None) -> bool:
+        if self.allow_loopback and is_loopback(host):
+            return True
+        text = _host_text(host)
+        with self._lock:
+            return any(
+                (text, p) in self._entries or (text, p) in self._resolved for p in (None, port)
+            )
+
+    def remember(self, port: int | None, infos: list[Any]) -> None:
+        with self._lock:
+            for info in infos:
+                address = info[4]
+                if isinstance(address, tuple) and address:
+                    self._resolved.add((_host_text(address[0]), port))
+
+    def block(self, op: str, host: object, port: int | None, reason: str) -> Exception:
+        violation = Violation(op=op, host=_host_text(host), port=port, detail=call_site())
+        with self._lock:
+            self.violations.append(violation)
+        return self._blocked_error((violation.host, port), f"{op}: {reason}")
+
+    def check_address(self, op: str, address: object) -> None:
+        if isinstance(address, tuple) and len(address) >= 2:
+            host, port = address[0], address[1]
+            if not self.allows(host, port if isinstance(port, int) else None):
+                number = port if isinstance(port, int) else None
+                raise self.block(op, host, number, "outbound network is blocked during a hunt")
+            return
+        if isinstance(address, (str, bytes)):
+            if not self.allow_unix:
+                raise self.block(op, address, None, "unix sockets are blocked")
+            return
+        # Other families (AF_PACKET, AF_NETLINK...): nothing to judge by.
+
+    def check_lookup(self, op: str, host: object, port: object = None) -> None:
+        if host in (None, "", b""):
+            return
+        port_num = port if isinstance(port, int) else None
+        if isinstance(port, (str, bytes)) and str(port).isdigit():
+            port_num = int(port)
+        if not self.allows(host, port_num):
+            raise self.block(op, host, port_num, "DNS lookups are blocked during a hunt")
+
+
+_active: Policy | None = None
+_hook_installed = False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    policy = _active
+    if policy is None or not event.startswith("socket."):
+        return
+    if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
+        policy.check_address(event[7:], args[1])
+    elif event == "socket.getaddrinfo":
+        policy.check_lookup("getaddrinfo", args[0], args[1])
+    elif event in ("socket.gethostbyname", "socket.gethostbyaddr"):
+        policy.check_lookup(event[7:], args[0])
+    elif event == "socket.getnameinfo":
+        address = args[0]
+        if isinstance(address, tuple) and address:
+            policy.check_lookup("getnameinfo", address[0], address[1] if len(address) > 1 else None)
+
+
+def ensure_audit_hook() -> None:
+    """Install the (permanent, process-wide) audit hook once."""
+    global _hook_installed
+    if not _hook_installed:
+        sys.addaudithook(_audit)
+        _hook_installed = True
+
+
+def _port_of(address: Any) -> int | None:
+    return address[1] if isinstance(address, tuple) and len(address) > 1 else None
+
+
+# The wrappers below are created once and read the active policy, so entering
+# an attempt costs a handful of setattr calls, not new functions or classes.
+# A wrapper called with no attempt active (a reference kept past the attempt)
+# passes straight through.
+
+
+def _connect(self: Any, address: Any) -> Any:
+    if _active is not None:
+        _active.check_address("connect", address)
+    return REAL["connect"](self, address)
+
+
+def _connect_ex(self: Any, address: Any) -> Any:
+    if _active is not None:
+        try:
+            _active.check_address("connect_ex", address)
+        except ConnectionRefusedError:
+            return errno.ECONNREFUSED
+    return REAL["connect_ex"](self, address)
+
+
+def _sendto(self: Any, data: Any, *args: Any) -> Any:
+    if _active is not None and args:
+        _active.check_address("sendto", args[-1])
+    return REAL["sendto"](self, data, *args)
+
+
+def _sendmsg(self: Any, buffers: Any, *args: Any) -> Any:
+    if _active is not None and len(args) >= 3:
+        _active.check_address("sendmsg", args[2])
+    return REAL["sendmsg"](self, buffers, *args)
+
+
+def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    policy = _active
+    if policy is not None:
+        policy.check_lookup("getaddrinfo", host, port)
+    infos = REAL["getaddrinfo"](host, port, *args, **kwargs)
+    if policy is not None:
+        policy.remember(port if isinstance(port, int) else None, infos)
+    return infos
+
+
+def _raw_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    if _active is not None:
+        _active.check_lookup("getaddrinfo", host, port)
+    return REAL["raw_getaddrinfo"](host, port, *args, **kwargs)
+
+
+def _gethostbyname(host: Any) -> Any:
+    if _active is not None:
+        _active.check_lookup("gethostbyname", host)
+    return REAL["gethostbyname"](host)
+
+
+def _gethostbyname_ex(host: Any) -> Any:
+    if _active is not None:
+        _active.check_lookup("gethostbyname_ex", host)
+    return REAL["gethostbyname_ex"](host)
+
+
+def _gethostbyaddr(host: Any) -> Any:
+    if _active is not None:
+        _active.check_lookup("gethostbyaddr", host)
+    return REAL["gethostbyaddr"](host)
+
+
+def _getnameinfo(sockaddr: Any, flags: Any) -> Any:
+    if _active is not None and isinstance(sockaddr, tuple) and sockaddr:
+        _active.check_lookup("getnameinfo", sockaddr[0], _port_of(sockaddr))
+    return REAL["getnameinfo"](sockaddr, flags)
+
+
+def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
+    if _active is not None and isinstance(address, tuple) and address:
+        _active.check_lookup("create_connection", address[0], _port_of(address))
+    return REAL["create_connection"](address, *args, **kwargs)
+
+
+_RawSocket: Any = REAL["raw_socket"]
+
+
+class _RawSocketMeta(type):
+    # While swapped in as `_socket.socket`, every raw socket (made before the
+    # attempt, or a `socket.socket`) still passes isinstance(x, _socket.socket).
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, _RawSocket)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _RawSocket)
+
+
+class GuardedRawSocket(_RawSocket, metaclass=_RawSocketMeta):  # type: ignore[misc]
+    """What ``_socket.socket(...)`` makes during an attempt: guarded like ``socket.socket``."""
+
+    connect = _connect
+    connect_ex = _connect_ex
+    sendto = _sendto
+    if REAL["sendmsg"] is not None:
+        sendmsg = _sendmsg
+
+
+GuardedRawSocket.__module__ = "_socket"
+GuardedRawSocket.__qualname__ = GuardedRawSocket.__name__ = "socket"
+
+_SOCKET_METHODS: dict[str, Any] = {
+    "connect": _connect,
+    "connect_ex": _connect_ex,
+    "sendto": _sendto,
+}
+if REAL["sendmsg"] is not None:
+    _SOCKET_METHODS["sendmsg"] = _sendmsg
+_RESOLVERS: dict[str, Any] = {
+    "gethostbyname": _gethostbyname,
+    "gethostbyname_ex": _gethostbyname_ex,
+    "gethostbyaddr": _gethostbyaddr,
+    "getnameinfo": _getnameinfo,
+}
+SOCKET_MODULE_PATCH: dict[str, Any] = {
+    **_RESOLVERS,
+    "getaddrinfo": _getaddrinfo,
+    "create_connection": _create_connection,
+}
+# socket's resolvers *are* _socket's (``from _socket import *``): one REAL entry each.
+RAW_MODULE_PATCH: dict[str, Any] = {
+    **_RESOLVERS,
+    "getaddrinfo": _raw_getaddrinfo,
+    "socket": GuardedRawSocket,
+}
+
+
+def install(patches: Patches, policy: Policy) -> None:
+    """Guard the socket modules for one attempt (undone with ``patches``)."""
+    global _active
+    sock = _socket_module.socket
+    for name, wrapper in _SOCKET_METHODS.items():
+        patches.setattr(sock, name, wrapper)
+    patches.update(vars(_socket_module), SOCKET_MODULE_PATCH)
+    patches.update(vars(_socket), RAW_MODULE_PATCH)
+    _active = policy
+
+
+def uninstall() -> None:
+    global _active
+    _active = None

@@ -36,6 +36,7 @@ from pathlib import Path
 from hermetic_hunt.isolate.classifier import Probe, ProbeStep
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget, fork_available
 from hermetic_hunt.isolate.search import find_culprits
+from hermetic_hunt.models import Settings
 
 PER_FILE = 100
 #: Probes measured of the process-per-probe linear scan (the rest is estimated).
@@ -130,7 +131,7 @@ def measure(n: int, rng: random.Random, opts: argparse.Namespace) -> None:
         root = Path(tmp) / "suite"
         tests = make_suite(root, n, polluter)
         print(f"\nn = {n:,}: polluter {tests[polluter]} (position {polluter + 1})")
-        target = ProbeTarget(str(root), ARGS, base_seed=7)
+        target = ProbeTarget(str(root), ARGS, Settings(rounds=1, budget_seconds=None, base_seed=7))
         with ProbeRunner(target, parallel=opts.parallel, fork=True) as runner:
             runner.collected(1)  # start-up and collection, once
             sets, probes, forked = search(runner, tests)

@@ -1,10 +1,65 @@
-"""Small helpers shared by the tests (reading a hunt's database)."""
+"""Helpers shared by the tests: running a hunt, reading its database, building one.
+
+* :func:`hunt` runs ``pytest --hermetic-hunt`` in a pytester directory (or
+  any directory) in a fresh process, the way a user would.
+* :func:`rows`, :func:`one`, :func:`sequences` read a database.
+* :class:`Rows` builds a database row by row for the report, list, show and
+  merge tests: runs and attempts through the real write path
+  (:class:`~hermetic_hunt.store.Store`); flakes, isolation steps and
+  ``sandbox-off`` checks as the isolation phase stores them.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from hermetic_hunt.journal import Journal, encode
+from hermetic_hunt.models import (
+    Attempt,
+    Failure,
+    Reproducer,
+    RunInfo,
+    Settings,
+    Shard,
+    Step,
+    Violation,
+    as_mode,
+)
+from hermetic_hunt.store import Store, real_now_iso
+
+
+def hunt(
+    where: pytest.Pytester | Path,
+    *args: str,
+    seed: int | None = 2,
+    env: dict[str, str] | None = None,
+) -> Any:
+    """``pytest --hermetic-seed=SEED ARGS`` in a fresh process, pytest-randomly off.
+
+    With a :class:`pytest.Pytester`, its ``RunResult``; with a directory, the
+    ``subprocess.CompletedProcess`` (text, ``returncode``, ``stdout``).
+    """
+    argv = ["-p", "no:randomly", *([f"--hermetic-seed={seed}"] if seed is not None else []), *args]
+    if isinstance(where, pytest.Pytester):
+        return where.runpytest_subprocess(*argv)
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *argv],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=full_env,
+    )
 
 
 def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -24,8 +79,248 @@ def sequences(db: Path, run_id: int) -> dict[str, list[tuple[int, str]]]:
     for worker, round_no, nodeid in rows(
         db,
         "SELECT a.worker, a.round, t.nodeid FROM attempts a JOIN tests t ON t.id = a.test_id "
-        "WHERE a.run_id = ? AND a.execution = 1 ORDER BY a.worker, a.position",
+        "WHERE a.run_id = ? AND a.execution = 1 ORDER BY a.worker, a.round, a.position",
         run_id,
     ):
         out.setdefault(worker, []).append((round_no, nodeid))
     return out
+
+
+OUTCOMES = {"P": "passed", "F": "failed", "S": "skipped", "C": "crashed"}
+
+
+class Rows:
+    """A hermetic-hunt database under construction."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.store = Store.open(path)
+        self.rootdir = str(path.parent)
+        self.positions = 0
+
+    def close(self) -> None:
+        self.store.close()
+
+    def run(
+        self, *, rounds: int = 10, seed: int = 7, shard: str = "1/1", mode: str = "seeded"
+    ) -> int:
+        index, count = (int(p) for p in shard.split("/"))
+        settings = Settings(
+            rounds=rounds,
+            budget_seconds=None,
+            base_seed=seed,
+            mode=as_mode(mode),
+            shard=Shard(index, count),
+        )
+        info = RunInfo(
+            uuid=uuid.uuid4().hex,
+            argv=[f"--hermetic-hunt={rounds}"],
+            invocation_dir=self.rootdir,
+            rootdir=self.rootdir,
+            settings=settings,
+            workers=1,
+            worker_spec=["main"],
+            environment={"python": "3.11.7"},
+        )
+        run_id = self.store.start_run(info)
+        self.store.finish_run(run_id, status="complete", rounds_done=rounds, exit_status=1)
+        return run_id
+
+    def attempts(
+        self,
+        run_id: int,
+        nodeid: str,
+        outcomes: str,
+        *,
+        failure: Failure | None = None,
+        violations: list[Violation] | None = None,
+        counts: dict[str, int] | None = None,
+        pass_counts: dict[str, int] | None = None,
+        journal: bool = False,
+        first_round: int = 0,
+    ) -> list[int]:
+        """One attempt per letter of ``outcomes`` (P passed, F failed, S skipped,
+        C crashed), round after round; failing ones get ``failure``, ``counts``
+        and (with ``journal``) a journal; passing ones ``pass_counts``."""
+        records = []
+        for offset, letter in enumerate(outcomes):
+            outcome = OUTCOMES[letter]
+            failing = outcome in ("failed", "crashed")
+            records.append(
+                Attempt(
+                    run_id=run_id,
+                    round_no=first_round + offset,
+                    worker="main",
+                    position=self.positions + offset,
+                    nodeid=nodeid,
+                    execution=1,
+                    outcome=outcome,
+                    phase="call" if failing else None,
+                    duration=0.01,
+                    seed=1000 + offset,
+                    now=1_700_000_000.0 + offset,
+                    mode="seeded",
+                    hash_seed=0,
+                    counts=counts if failing or pass_counts is None else pass_counts,
+                    violations=list(violations or []),
+                    failure=(
+                        failure or Failure("AssertionError", "assert 1 == 2", "t.py:3", "E  boom")
+                    )
+                    if failing
+                    else None,
+                    journal=self._journal(nodeid, counts) if journal and failing else None,
+                    journal_format="seeded/1" if journal and failing else None,
+                )
+            )
+        self.positions += len(records)
+        ids = self.store.test_ids([nodeid])
+        return self.store.add_attempts(records, ids)
+
+    def _journal(self, nodeid: str, counts: dict[str, int] | None) -> bytes:
+        return encode(
+            Journal(
+                test=nodeid,
+                mode="seeded",
+                seed=1,
+                now=1_700_000_000.0,
+                random_seed=None,
+                config={},
+                events={"time": [1.0] * (counts or {}).get("time", 0)},
+                counts=dict(counts or {}),
+            )
+        )
+
+    def test_row(self, nodeid: str) -> int:
+        return self.store.test_ids([nodeid])[nodeid]
+
+    def flake(
+        self,
+        nodeid: str,
+        flake_id: str = "F1",
+        *,
+        kinds: Any = ("victim",),
+        polluters: Any = (),
+        cleaners: Any = (),
+        state_setters: Any = (),
+        reproducer: Reproducer | str | None = None,
+        confirmed: int | None = 1,
+        status: str = "isolated",
+        run_id: int | None = 1,
+        probes: int = 4,
+        evidence: Any = None,
+        note: str = "",
+    ) -> int:
+        def dump(value: Any) -> str:
+            return (
+                value
+                if isinstance(value, str)
+                else json.dumps([list(v) if isinstance(v, tuple) else v for v in value])
+            )
+
+        if isinstance(reproducer, Reproducer):
+            stored: str | None = json.dumps(reproducer.to_json())
+        else:
+            stored = reproducer
+        cursor = self.store.conn.execute(
+            "INSERT INTO flakes (flake_id, test_id, first_run_id, last_run_id, kinds, status, "
+            "evidence, reproducer, polluters, cleaners, state_setters, confirmed, probes, "
+            "probe_seconds, note, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                flake_id, self.test_row(nodeid), run_id, run_id, dump(kinds), status,
+                json.dumps(evidence if evidence is not None else {"runs": [run_id]}), stored,
+                dump(polluters), dump(cleaners), dump(state_setters), confirmed, probes,
+                0.5 * probes, note, real_now_iso(), real_now_iso(),
+            ),
+        )  # fmt: skip
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def step(
+        self,
+        flake_row: int,
+        run_id: int,
+        step: int,
+        purpose: str,
+        sequence: list[str],
+        outcome: str,
+    ) -> None:
+        self.store.conn.execute(
+            "INSERT INTO isolation_steps (flake_id, run_id, step, purpose, sequence, environment, "
+            "outcome, detail, duration, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                flake_row,
+                run_id,
+                step,
+                purpose,
+                json.dumps(sequence),
+                "{}",
+                outcome,
+                "",
+                0.2,
+                real_now_iso(),
+            ),
+        )
+
+    def check(self, run_id: int, nodeid: str, outcome: str, name: str = "sandbox-off") -> None:
+        self.store.conn.execute(
+            "INSERT INTO test_checks (run_id, test_id, check_name, outcome, detail, created_at) "
+            "VALUES (?,?,?,?,?,?)",
+            (run_id, self.test_row(nodeid), name, outcome, "", real_now_iso()),
+        )
+
+
+def victim_reproducer(
+    polluter: str, victim: str, run_id: int = 1, attempt_id: int | None = None
+) -> Reproducer:
+    return Reproducer(
+        steps=(
+            Step(polluter, 11, 1_700_000_000.0),
+            Step(victim, 12, 1_700_000_001.0, attempt_id=attempt_id),
+        ),
+        hash_seed=0,
+        exc_type="AssertionError",
+        location="tests/test_settings.py:10",
+        message="assert False",
+        run_id=run_id,
+    )
+
+
+VICTIM = "tests/test_settings.py::test_default_currency_is_usd"
+POLLUTER = "tests/test_settings.py::test_switch_currency_to_gbp"
+CLEANER = "tests/test_catalog.py::test_catalog_reset"
+STABLE = "tests/test_cart.py::test_cart_total_adds_lines"
+BROKEN = "tests/test_broken.py::test_always_fails"
+INCOMPATIBLE = "tests/test_fs.py::test_needs_real_clock"
+LONELY = "tests/test_orders.py::test_order_ids_are_unique"  # flaky, not isolated
+VIOLATOR = "tests/test_health.py::test_health_check_degrades_gracefully"
+
+
+def sample(path: Path) -> Rows:
+    """A database with one of everything a report shows (one run, 10 rounds)."""
+    rows = Rows(path)
+    run = rows.run()
+    victim_attempts = rows.attempts(
+        run, VICTIM, "PFFPFFFFPF", counts={"time": 2}, pass_counts={"time": 1}, journal=True,
+        failure=Failure("AssertionError", "assert False", "tests/test_settings.py:10", "E assert False"),
+    )  # fmt: skip
+    rows.attempts(run, POLLUTER, "PPPPPPPPPP")
+    rows.attempts(run, CLEANER, "PPPPPPPPPP")
+    rows.attempts(run, STABLE, "PPPPPPPPPP")
+    rows.attempts(run, BROKEN, "FFFFFFFFFF")
+    rows.attempts(run, INCOMPATIBLE, "FFFFFFFFFF")
+    rows.attempts(run, LONELY, "PPPPPPPPFP")
+    rows.attempts(run, "tests/test_skip.py::test_never_runs", "SSSSSSSSSS")
+    rows.attempts(
+        run, VIOLATOR, "PPPPPPPPPP",
+        violations=[Violation("create_connection", "status.example.invalid", 443, "health.py:10")],
+    )  # fmt: skip
+    rows.check(run, BROKEN, "failed")
+    rows.check(run, INCOMPATIBLE, "passed")
+    row = rows.flake(
+        VICTIM, "F1", kinds=["victim"], polluters=[[POLLUTER]], cleaners=[CLEANER],
+        reproducer=victim_reproducer(POLLUTER, VICTIM, run, victim_attempts[1]),
+        evidence={"attempts": victim_attempts[1:3], "runs": [run]},
+    )  # fmt: skip
+    rows.step(row, run, 1, "alone", [VICTIM], "passed")
+    rows.step(row, run, 2, "after its worker's sequence", [POLLUTER, CLEANER, VICTIM], "failed")
+    return rows

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from report_rows import CLEANER, LONELY, POLLUTER, STABLE, VICTIM, Rows, sample
+from helpers import CLEANER, LONELY, POLLUTER, STABLE, VICTIM, Rows, sample
 
 from hermetic_hunt.cli import main
 
@@ -281,6 +281,7 @@ def test_the_commands_read_what_a_real_hunt_stored(pytester, monkeypatch, safety
     pytester.makepyfile(test_mini=MINI)
     result = pytester.runpytest_subprocess(
         "--hermetic-hunt=10",
+        "--hermetic-hunt-order=shuffle",
         "--hermetic-seed=1",
         "--hermetic-hunt-isolate=off",
         "-p",
@@ -335,7 +336,11 @@ def test_real_clock():
 """
     )
     result = pytester.runpytest_subprocess(
-        "--hermetic-hunt=10", "--hermetic-seed=1", "-p", "no:randomly"
+        "--hermetic-hunt=10",
+        "--hermetic-hunt-order=shuffle",
+        "--hermetic-seed=1",
+        "-p",
+        "no:randomly",
     )
     assert result.ret == 1
     monkeypatch.chdir(pytester.path)

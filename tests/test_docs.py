@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from report_rows import sample
+from helpers import sample
 
 from hermetic_hunt.cli import main
 from hermetic_hunt.plugin import HUNT_OPTIONS

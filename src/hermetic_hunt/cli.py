@@ -13,7 +13,6 @@ error with a documented exit status (see ``docs/cli.md``):
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -89,20 +88,20 @@ def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
     import subprocess
     import sys
 
-    from hermetic_hunt import commands
-    from hermetic_hunt.store.replay import prepare_command
+    from hermetic_hunt.replay.command import prepare
 
-    cwd = os.getcwd()
-    canonical, rootdir = prepare_command(db, ref, cwd)
-    text = commands.replay_command(db, canonical, cwd, rootdir=rootdir)
+    if pytest_args and not run:
+        raise click.UsageError("pytest arguments after ID only apply with --run")
+    command = prepare(db, ref, os.getcwd(), pytest_args)
     if not run:
-        if pytest_args:
-            raise click.UsageError("pytest arguments after ID only apply with --run")
-        click.echo(text)
+        click.echo(str(command))
         return
-    argv = commands.replay_argv(db, canonical, cwd, rootdir=rootdir)
-    click.echo(f"$ {shlex.join([*argv, *pytest_args])}", err=True)
-    sys.exit(subprocess.call([sys.executable, "-m", "pytest", *argv[1:], *pytest_args]))
+    click.echo(f"$ {command}", err=True)
+    env = dict(os.environ)
+    if command.hash_seed is not None:
+        # The replay would restart pytest under this seed: start it so.
+        env["PYTHONHASHSEED"] = str(command.hash_seed)
+    sys.exit(subprocess.call([sys.executable, "-m", "pytest", *command.argv[1:]], env=env))
 
 
 # -- reading a database: report, list, show, merge, demo ---------------------------------

@@ -1,23 +1,42 @@
-"""Plain data passed between the layers (frozen where shared).
+"""The shared vocabulary: plain values passed between the stages (pure).
 
-No pytest, click, SQLite or hermetic imports: these are the values the hooks
-produce and the core consumes.
+No pytest, click, SQLite or hermetic imports. Every idea that more than one
+stage needs is defined here once: the modes, orders, outcomes and kinds (as
+``Literal`` types with their tuples of values), the defaults of the options,
+one :class:`Settings` object (resolved once on the controller, stored in the
+run row and read back by isolation and replay), one :class:`Step` (a test
+with the seed and start time it runs with, from a reproducer to the
+sandbox), one :class:`Attempt` (what one execution of a test did, written by
+the engine and read back by every stage), and one parser of the ids users
+type (:func:`parse_ref`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import math
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
-from hermetic_hunt.hunt.schedule import Shard
+# -- modes, orders, outcomes, kinds --------------------------------------------
 
+Mode = Literal["seeded", "record", "off"]
 #: Sandbox modes of a hunt (``--hermetic-hunt-mode``).
-MODES = ("seeded", "record", "off")
-#: Attempt outcomes stored in ``attempts.outcome``.
-OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "crashed")
-#: Flake kinds, exactly as stored and reported.
-KINDS = (
+MODES: tuple[Mode, ...] = get_args(Mode)
+
+Order = Literal["auto", "shuffle", "grouped", "reversed", "twice"]
+#: Round orders (``--hermetic-hunt-order``); see :mod:`hermetic_hunt.hunt.schedule`.
+ORDERS: tuple[Order, ...] = get_args(Order)
+
+Outcome = Literal["passed", "failed", "skipped", "xfailed", "xpassed", "crashed"]
+#: Outcomes that count as a failure: the test did not do what it promised.
+FAILING: frozenset[str] = frozenset({"failed", "crashed", "xpassed"})
+#: Outcomes that count as a pass.
+PASSING: frozenset[str] = frozenset({"passed", "xfailed"})
+
+Kind = Literal[
     "victim",
     "brittle",
     "self-polluting",
@@ -27,9 +46,21 @@ KINDS = (
     "network",
     "concurrency",
     "unexplained",
-)
+]
+#: Flake kinds, exactly as stored and reported, in report order.
+KINDS: tuple[Kind, ...] = get_args(Kind)
+
 #: The largest PYTHONHASHSEED Python accepts (it refuses to start above it).
 MAX_HASH_SEED = 4_294_967_295
+
+# -- defaults (the one place they are written down) ------------------------------
+
+DEFAULT_DB = "flakes.db"
+DEFAULT_MODE: Mode = "seeded"
+DEFAULT_ORDER: Order = "auto"
+DEFAULT_ISOLATE_BUDGET = 200
+DEFAULT_PROBE_TIMEOUT = 120.0
+DEFAULT_INTEGRATION_MARKER = "integration"
 
 
 def hash_seed_problem(value: int | None) -> str | None:
@@ -39,23 +70,92 @@ def hash_seed_problem(value: int | None) -> str | None:
     return f"hash seed {value} is outside PYTHONHASHSEED's range 0..{MAX_HASH_SEED}"
 
 
+def failing(outcome: str) -> bool:
+    return outcome in FAILING
+
+
+def as_mode(value: object, default: Mode = DEFAULT_MODE) -> Mode:
+    """``value`` as a :data:`Mode` (``default`` when it is none of them)."""
+    return next((mode for mode in MODES if mode == value), default)
+
+
+def sql_set(values: frozenset[str] | tuple[str, ...]) -> str:
+    """``('a', 'b')`` for an SQL ``IN``: constants of this module only, never data."""
+    return "(" + ", ".join(f"'{v}'" for v in sorted(values)) + ")"
+
+
+# -- ids ----------------------------------------------------------------------------
+
+_REF = re.compile(r"([FfAa])0*([1-9][0-9]{0,17})")
+
+
 @dataclass(frozen=True)
-class HuntSettings:
+class Ref:
+    """A parsed id: ``F3`` (a flake) or ``A1207`` (an attempt)."""
+
+    kind: Literal["flake", "attempt"]
+    number: int
+
+    def __str__(self) -> str:
+        return f"{'F' if self.kind == 'flake' else 'A'}{self.number}"
+
+
+def parse_ref(text: str) -> Ref | None:
+    """``F3``, ``f3``, ``F03`` -> flake 3; ``A12``, ``a012`` -> attempt 12; else None.
+
+    The one parser of the ids a user types, everywhere (replay, show,
+    isolate, report): anything else is a nodeid or an error for the caller
+    to word.
+    """
+    match = _REF.fullmatch(text)
+    if match is None:
+        return None
+    kind: Literal["flake", "attempt"] = "flake" if match.group(1) in "Ff" else "attempt"
+    return Ref(kind, int(match.group(2)))
+
+
+def looks_like_ref(text: str) -> bool:
+    """``F``/``A`` followed by digits only (a malformed id rather than a nodeid)."""
+    return re.fullmatch(r"[FfAa][0-9]*", text) is not None
+
+
+# -- settings -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count`` machines hunting one suite."""
+
+    index: int = 1
+    count: int = 1
+
+    def global_round(self, local_round: int) -> int:
+        return local_round * self.count + (self.index - 1)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class Settings:
     """A hunt's configuration, resolved once on the controller.
 
-    Exactly one of ``rounds`` / ``budget_seconds`` is set.
+    Exactly one of ``rounds`` / ``budget_seconds`` is set. Stored as JSON in
+    ``runs.settings`` (:meth:`to_json`); isolation (``hermetic-hunt
+    isolate``) and replays read it back (:meth:`from_json`) instead of
+    parsing the hunt's command line again.
     """
 
     rounds: int | None
     budget_seconds: float | None
     base_seed: int
-    mode: str = "seeded"
-    order: str = "auto"
-    db_path: Path = Path("flakes.db")
+    mode: Mode = DEFAULT_MODE
+    order: Order = DEFAULT_ORDER
+    db_path: Path = Path(DEFAULT_DB)
     isolate: bool = True
-    isolate_budget: int = 200
-    probe_timeout: float = 120.0
-    integration_marker: str = "integration"
+    isolate_budget: int = DEFAULT_ISOLATE_BUDGET
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT
+    integration_marker: str = DEFAULT_INTEGRATION_MARKER
     shard: Shard = field(default_factory=Shard)
 
     @property
@@ -63,6 +163,98 @@ class HuntSettings:
         if self.rounds is not None:
             return f"{self.rounds} round{'s' if self.rounds != 1 else ''}"
         return f"a {format_seconds(self.budget_seconds or 0)} budget"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rounds": self.rounds,
+            "budget_seconds": self.budget_seconds,
+            "base_seed": self.base_seed,
+            "mode": self.mode,
+            "order": self.order,
+            "db_path": str(self.db_path),
+            "isolate": self.isolate,
+            "isolate_budget": self.isolate_budget,
+            "probe_timeout": self.probe_timeout,
+            "integration_marker": self.integration_marker,
+            "shard": [self.shard.index, self.shard.count],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, *, base_seed: int = 0) -> Settings:
+        """Stored settings (untrusted): what is malformed falls back to the default."""
+        raw = data if isinstance(data, dict) else {}
+
+        def pick(key: str, ok: Any, default: Any) -> Any:
+            value = raw.get(key, default)
+            return value if ok(value) else default
+
+        def whole(value: Any) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        def seconds(value: Any) -> bool:
+            return (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value > 0
+            )
+
+        shard = raw.get("shard")
+        parts: list[int] = shard if isinstance(shard, list) else []
+        ok_shard = len(parts) == 2 and all(whole(v) for v in parts) and 1 <= parts[0] <= parts[1]
+        marker = pick(
+            "integration_marker",
+            lambda v: isinstance(v, str) and v.isidentifier(),
+            DEFAULT_INTEGRATION_MARKER,
+        )
+        rounds = pick("rounds", lambda v: v is None or (whole(v) and v > 0), None)
+        budget = pick("budget_seconds", lambda v: v is None or seconds(v), None)
+        if rounds is None and budget is None:
+            rounds = 1
+        return cls(
+            rounds=rounds,
+            budget_seconds=budget if rounds is None else None,
+            base_seed=pick("base_seed", lambda v: whole(v) and 0 <= v < 2**63, base_seed),
+            mode=as_mode(raw.get("mode")),
+            order=next((o for o in ORDERS if o == raw.get("order")), DEFAULT_ORDER),
+            db_path=Path(pick("db_path", lambda v: isinstance(v, str), DEFAULT_DB)),
+            isolate=pick("isolate", lambda v: isinstance(v, bool), True),
+            isolate_budget=pick(
+                "isolate_budget", lambda v: whole(v) and v > 0, DEFAULT_ISOLATE_BUDGET
+            ),
+            probe_timeout=float(pick("probe_timeout", seconds, DEFAULT_PROBE_TIMEOUT)),
+            integration_marker=marker,
+            shard=Shard(parts[0], parts[1]) if ok_shard else Shard(),
+        )
+
+
+# -- what runs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One test to run, with what its attempt runs with.
+
+    The one step type on the way from a flake id to the sandbox: a
+    reproducer's steps, an isolation probe's steps and a replay's steps are
+    all :class:`Step` objects. ``seed``/``now`` None means "derive them"
+    (a hunt's round: from the base seed and the round's timeline);
+    ``attempt_id`` names the stored attempt the step re-runs (its journal is
+    replayed when ``mode`` is ``record``).
+    """
+
+    nodeid: str
+    seed: int | None = None
+    now: float | None = None
+    mode: Mode = "seeded"
+    attempt_id: int | None = None
+
+    @classmethod
+    def of(cls, attempt: Attempt, **changes: Any) -> Step:
+        step = cls(
+            attempt.nodeid, attempt.seed, attempt.now, as_mode(attempt.mode), attempt.attempt_id
+        )
+        return replace(step, **changes) if changes else step
 
 
 @dataclass(frozen=True)
@@ -77,7 +269,7 @@ class Failure:
     exc_type: str
     message: str
     location: str
-    excerpt: str
+    excerpt: str = ""
 
     @property
     def signature(self) -> str:
@@ -102,33 +294,109 @@ class Violation:
         return f"{self.op} {where}"
 
 
-@dataclass
-class AttemptRecord:
-    """One execution of one test, as stored in ``attempts``.
+@dataclass(frozen=True)
+class Leak:
+    """State an attempt left behind (see :mod:`hermetic_hunt.engine.leaks`).
 
-    ``execution`` is 1 for the scheduled run and 2, 3... for reruns made by
-    pytest-rerunfailures inside the same attempt slot.
+    ``resource`` names the kind of state (``env``, ``cwd``, ``thread``,
+    ``file``...), ``name`` which one, ``change`` how (``added``, ``changed``,
+    ``removed``, ``deleted``), ``detail`` a bounded description of the value.
     """
 
-    run_id: int
-    round_no: int
-    worker: str
-    position: int
+    resource: str
+    name: str
+    change: str
+    detail: str = ""
+
+    def describe(self) -> str:
+        return describe_leak(self.resource, self.name, self.change, self.detail)
+
+
+def describe_leak(resource: str, name: str, change: str, detail: str = "") -> str:
+    """One phrase for a leak: ``left os.environ['X'] set``, ``left 1 thread running: t``."""
+    text = {
+        ("env", "added"): f"left os.environ[{name!r}] set",
+        ("env", "changed"): f"left os.environ[{name!r}] changed",
+        ("env", "removed"): f"left os.environ[{name!r}] removed",
+        ("cwd", "deleted"): "left the cwd in a deleted directory",
+        ("cwd", "changed"): "left the cwd changed",
+        ("thread", "added"): f"left 1 thread running: {name}",
+        ("process", "added"): f"left a child process running: {name}",
+        ("file", "added"): f"left file {name} in the checkout",
+        ("file", "changed"): f"changed file {name} in the checkout",
+        ("file", "removed"): f"removed file {name} from the checkout",
+        ("tempfile", "added"): f"left {name} in the temporary directory",
+        ("module", "added"): f"imported {name} (it stays in sys.modules)",
+    }.get((resource, change))
+    if text is None:
+        text = f"left {resource} {name} {change}".replace("  ", " ").strip()
+    return f"{text} ({detail})" if detail and resource not in ("thread",) else text
+
+
+@dataclass
+class Attempt:
+    """One execution of one test: written by the engine, read back by every stage.
+
+    ``execution`` is 1 for the scheduled run and 2, 3... for reruns made by
+    pytest-rerunfailures inside the same attempt slot. ``repeat`` is 0 for
+    an ordinary attempt and 1/2 for the first/second run of a test that a
+    ``twice`` round runs twice in a row (never counted as a plain run).
+    ``started`` is the real (not virtual) time it began, epoch seconds.
+    ``attempt_id`` is set once stored; ``has_journal`` when read back says a
+    journal is stored (``journal`` holds its bytes only on the write path).
+    """
+
     nodeid: str
-    execution: int
     outcome: str
-    phase: str | None
-    duration: float
-    seed: int | None
-    now: float | None
-    mode: str
-    hash_seed: int | None
+    run_id: int = 0
+    round_no: int = 0
+    worker: str = "main"
+    position: int = 0
+    execution: int = 1
+    phase: str | None = None
+    duration: float = 0.0
+    seed: int | None = None
+    now: float | None = None
+    mode: str = DEFAULT_MODE
+    hash_seed: int | None = None
     counts: dict[str, Any] | None = None
     violations: list[Violation] = field(default_factory=list)
     failure: Failure | None = None
+    leaks: list[Leak] = field(default_factory=list)
+    repeat: int = 0
+    profile: str | None = None
+    switch_interval: float | None = None
+    stress: int = 0
+    started: float | None = None
     journal: bytes | None = None
     journal_format: str | None = None
-    attempt_id: int | None = None  # set once stored
+    journal_size: int | None = None
+    attempt_id: int | None = None
+    has_journal: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILING
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome in PASSING
+
+    @property
+    def exc_type(self) -> str:
+        return self.failure.exc_type if self.failure else ""
+
+    @property
+    def location(self) -> str:
+        return self.failure.location if self.failure else ""
+
+    @property
+    def message(self) -> str:
+        return self.failure.message if self.failure else ""
+
+    @property
+    def signature(self) -> tuple[str, str]:
+        return (self.exc_type, self.location)
 
 
 @dataclass(frozen=True)
@@ -139,7 +407,7 @@ class RunInfo:
     argv: list[str]
     invocation_dir: str
     rootdir: str
-    settings: HuntSettings
+    settings: Settings
     workers: int
     worker_spec: list[str]
     environment: dict[str, Any]
@@ -162,20 +430,7 @@ def format_seconds(seconds: float) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class ReproStep:
-    """One attempt of a reproducer: which test, with what seed / start time.
-
-    ``attempt_id`` names the stored attempt the step was taken from: a
-    ``record``-mode step replays its journal; for a ``seeded`` step it is
-    informational (the seed is the reproducer).
-    """
-
-    nodeid: str
-    seed: int | None
-    now: float | None
-    mode: str = "seeded"
-    attempt_id: int | None = None
+# -- reproducers ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -188,7 +443,7 @@ class Reproducer:
     Stored as JSON in ``flakes.reproducer`` (see ``docs/database.md``).
     """
 
-    steps: tuple[ReproStep, ...]
+    steps: tuple[Step, ...]
     hash_seed: int | None
     exc_type: str
     location: str
@@ -216,6 +471,9 @@ class Reproducer:
             "run_id": self.run_id,
         }
 
+    def dumps(self) -> str:
+        return json.dumps(self.to_json())
+
     @classmethod
     def from_json(cls, data: Any) -> Reproducer:
         """Parse stored JSON (untrusted): ValueError on anything malformed."""
@@ -232,6 +490,8 @@ class Reproducer:
                 return None
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError("expected a number")
+            if not math.isfinite(value):
+                raise ValueError("expected a finite number")
             return float(value)
 
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
@@ -242,11 +502,11 @@ class Reproducer:
         for raw in data["steps"]:
             if not isinstance(raw, dict) or not isinstance(raw.get("nodeid"), str):
                 raise ValueError("each step needs a nodeid")
-            mode = raw.get("mode", "seeded")
-            if mode not in MODES:
-                raise ValueError(f"unknown step mode {mode!r}")
+            mode = as_mode(raw.get("mode", "seeded"), default="off")
+            if mode != raw.get("mode", "seeded"):
+                raise ValueError(f"unknown step mode {raw.get('mode')!r}")
             steps.append(
-                ReproStep(
+                Step(
                     nodeid=raw["nodeid"],
                     seed=opt_int(raw.get("seed")),
                     now=opt_float(raw.get("now")),

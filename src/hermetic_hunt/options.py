@@ -6,11 +6,11 @@ with a message that shows the bad value and the fix.
 
 from __future__ import annotations
 
+import math
 import re
 
 from hermetic_hunt.errors import BadOption
-from hermetic_hunt.hunt.schedule import ORDERS, Shard
-from hermetic_hunt.models import MODES
+from hermetic_hunt.models import MODES, ORDERS, Mode, Order, Shard
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs)\s*$", re.I)
 _UNITS = {"s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0}
@@ -54,12 +54,14 @@ def parse_choice(option: str, text: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def parse_mode(text: str) -> str:
-    return parse_choice("--hermetic-hunt-mode", text, MODES)
+def parse_mode(text: str) -> Mode:
+    value = parse_choice("--hermetic-hunt-mode", text, MODES)
+    return next(mode for mode in MODES if mode == value)
 
 
-def parse_order(text: str) -> str:
-    return parse_choice("--hermetic-hunt-order", text, ORDERS)
+def parse_order(text: str) -> Order:
+    value = parse_choice("--hermetic-hunt-order", text, ORDERS)
+    return next(order for order in ORDERS if order == value)
 
 
 def parse_isolate(text: str) -> bool:
@@ -92,6 +94,8 @@ def parse_seconds(option: str, text: str) -> float:
     value = text.strip()
     try:
         seconds = float(value)
+        if not math.isfinite(seconds):
+            raise ValueError(value)
     except ValueError:
         parsed = parse_duration(value)
         if parsed is None:

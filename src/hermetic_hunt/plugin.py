@@ -3,23 +3,31 @@
 With hermetic-hunt installed, a plain ``pytest`` run behaves exactly as
 without it: this module only registers options. ``--hermetic-hunt`` (or
 ``--hermetic-replay-db``) registers the objects that do the work: the hunt's
-controller (:mod:`hermetic_hunt.hunt.controller`), the attempt executor
-(:mod:`hermetic_hunt.engine.executor`) and, under xdist, the scheduler glue
-(:mod:`hermetic_hunt.hunt.xdist`).
+controller (:mod:`hermetic_hunt.hunt.controller`) with its run loop
+(:mod:`hermetic_hunt.hunt.local`, or the xdist glue in
+:mod:`hermetic_hunt.hunt.xdist`), and the engine (:mod:`hermetic_hunt.engine`)
+wherever tests run.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hermetic_hunt import options
 from hermetic_hunt.errors import HuntError
-from hermetic_hunt.hunt.schedule import Shard
-from hermetic_hunt.models import HuntSettings
+from hermetic_hunt.models import (
+    DEFAULT_DB,
+    DEFAULT_INTEGRATION_MARKER,
+    DEFAULT_ISOLATE_BUDGET,
+    DEFAULT_MODE,
+    DEFAULT_ORDER,
+    DEFAULT_PROBE_TIMEOUT,
+    Settings,
+    Shard,
+)
 from hermetic_hunt.seeds import new_base_seed
 
 #: (option, dest, ini key, help) of every hunt option that takes a value.
@@ -54,19 +62,21 @@ HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
         "--hermetic-hunt-isolate-budget",
         "hermetic_hunt_isolate_budget",
         "hermetic_hunt_isolate_budget",
-        "Most isolation probes per flaky test (default 200).",
+        f"Most isolation probes per flaky test (default {DEFAULT_ISOLATE_BUDGET}).",
     ),
     (
         "--hermetic-hunt-probe-timeout",
         "hermetic_hunt_probe_timeout",
         "hermetic_hunt_probe_timeout",
-        "Seconds (or 30s, 2m) after which an isolation probe is stopped (default 120).",
+        "Seconds (or 30s, 2m) after which an isolation probe is stopped "
+        f"(default {DEFAULT_PROBE_TIMEOUT:g}).",
     ),
     (
         "--hermetic-hunt-integration-marker",
         "hermetic_hunt_integration_marker",
         "hermetic_hunt_integration_marker",
-        "Tests with this marker keep real network during a hunt (default: integration).",
+        f"Tests with this marker keep real network during a hunt (default: "
+        f"{DEFAULT_INTEGRATION_MARKER}).",
     ),
     (
         "--hermetic-hunt-shard",
@@ -75,8 +85,6 @@ HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
         "K/M: this machine runs shard K of M; shards' rounds never repeat each other.",
     ),
 )
-
-_STASH = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -103,7 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _value(config: pytest.Config, dest: str, ini: str | None) -> str | None:
+def option_value(config: pytest.Config, dest: str, ini: str | None) -> str | None:
+    """An option's value, else its ini key's (None: neither is set)."""
     value = config.getoption(dest)
     if value is None and ini is not None:
         value = config.getini(ini) or None
@@ -130,41 +139,48 @@ def pytest_configure(config: pytest.Config) -> None:
         if replay is not None:
             from hermetic_hunt.replay.session import configure_replay
 
-            configure_replay(config, str(replay))
+            marker = option_value(
+                config, "hermetic_hunt_integration_marker", "hermetic_hunt_integration_marker"
+            )
+            configure_replay(config, str(replay), marker)
         else:
             _configure_hunt(config, str(hunt))
     except HuntError as exc:
         raise pytest.UsageError(str(exc)) from None
 
 
-def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int) -> HuntSettings:
+def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int) -> Settings:
+    """The hunt's :class:`Settings` from its options and ini keys (BadOption if wrong)."""
     rounds, budget = options.parse_hunt(hunt_value)
-    mode = _value(config, "hermetic_hunt_mode", "hermetic_hunt_mode")
-    order = _value(config, "hermetic_hunt_order", "hermetic_hunt_order")
-    isolate = _value(config, "hermetic_hunt_isolate", "hermetic_hunt_isolate")
-    budget_probes = _value(config, "hermetic_hunt_isolate_budget", "hermetic_hunt_isolate_budget")
-    timeout = _value(config, "hermetic_hunt_probe_timeout", "hermetic_hunt_probe_timeout")
-    marker = _value(config, "hermetic_hunt_integration_marker", "hermetic_hunt_integration_marker")
-    shard = _value(config, "hermetic_hunt_shard", None)
-    db = _value(config, "hermetic_hunt_db", "hermetic_hunt_db") or "flakes.db"
+
+    def value(dest: str, ini: bool = True) -> str | None:
+        return option_value(config, dest, dest if ini else None)
+
+    mode, order = value("hermetic_hunt_mode"), value("hermetic_hunt_order")
+    isolate = value("hermetic_hunt_isolate")
+    budget_probes = value("hermetic_hunt_isolate_budget")
+    timeout = value("hermetic_hunt_probe_timeout")
+    marker = value("hermetic_hunt_integration_marker")
+    shard = value("hermetic_hunt_shard", ini=False)
+    db = value("hermetic_hunt_db") or DEFAULT_DB
     db_path = Path(config.invocation_params.dir, os.path.expanduser(db)).resolve()
-    return HuntSettings(
+    return Settings(
         rounds=rounds,
         budget_seconds=budget,
         base_seed=base_seed,
-        mode=options.parse_mode(mode) if mode else "seeded",
-        order=options.parse_order(order) if order else "auto",
+        mode=options.parse_mode(mode) if mode else DEFAULT_MODE,
+        order=options.parse_order(order) if order else DEFAULT_ORDER,
         db_path=db_path,
         isolate=options.parse_isolate(isolate) if isolate else True,
         isolate_budget=options.parse_positive_int("--hermetic-hunt-isolate-budget", budget_probes)
         if budget_probes
-        else 200,
+        else DEFAULT_ISOLATE_BUDGET,
         probe_timeout=options.parse_seconds("--hermetic-hunt-probe-timeout", timeout)
         if timeout
-        else 120.0,
+        else DEFAULT_PROBE_TIMEOUT,
         integration_marker=options.parse_marker_name("--hermetic-hunt-integration-marker", marker)
         if marker
-        else "integration",
+        else DEFAULT_INTEGRATION_MARKER,
         shard=options.parse_shard(shard) if shard else Shard(),
     )
 
@@ -195,39 +211,19 @@ def _check_conflicts(config: pytest.Config) -> None:
         )
 
 
-def _hand_seeding_to_the_hunt(config: pytest.Config) -> None:
-    # pytest-randomly reseeds `random` at every phase and shuffles the
-    # collection with its own seed: inside a hunt, both belong to the hunt.
-    if hasattr(config.option, "randomly_reset_seed"):
-        config.option.randomly_reset_seed = False
-    if hasattr(config.option, "randomly_reorganize"):
-        config.option.randomly_reorganize = False
-
-
 def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
-    from hermetic_hunt.engine.executor import AttemptExecutor, ExecSettings
-    from hermetic_hunt.hunt import xdist as _xdist
+    from hermetic_hunt.engine.setup import Engine, hand_seeding_to_the_hunt
+    from hermetic_hunt.hunt import xdist
 
-    _hand_seeding_to_the_hunt(config)
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:
-        facts = workerinput.get(_xdist.WORKERINPUT_KEY)
-        if not isinstance(facts, dict):
+    hand_seeding_to_the_hunt(config)
+    if getattr(config, "workerinput", None) is not None:
+        settings = xdist.worker_settings(config)
+        if settings is None:
             return  # a worker of a session whose controller is not hunting
         if config.getoption("hermetic_seed") is None:
-            config.option.hermetic_seed = int(facts["base_seed"])
-        worker = _xdist.XdistWorker(config)
-        config.pluginmanager.register(worker, "hermetic-hunt-worker")
-        executor = AttemptExecutor(
-            ExecSettings(
-                int(facts["base_seed"]), str(facts["mode"]), str(facts["integration_marker"])
-            ),
-            worker.locate,
-        )
-        _register_executor(config, executor)
-        config.addinivalue_line(  # workers check markers too (PytestUnknownMarkWarning)
-            "markers",
-            f"{facts['integration_marker']}: keeps real network during a hermetic-hunt hunt",
+            config.option.hermetic_seed = settings.base_seed
+        config.pluginmanager.register(
+            xdist.XdistWorker(config, Engine(config, settings)), "hermetic-hunt-worker"
         )
         return
 
@@ -249,37 +245,22 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
     config.add_cleanup(store.close)
     distributed = config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
     if distributed:
-        from xdist.workermanage import parse_tx_spec_config
+        from hermetic_hunt import _compat
 
-        specs = parse_tx_spec_config(config)
+        specs = _compat.parse_tx_specs(config)
         controller = HuntController(config, settings, store, len(specs), specs)
         config.pluginmanager.register(controller, "hermetic-hunt")
         config.pluginmanager.register(
-            _xdist.XdistController(controller, len(specs)), "hermetic-hunt-xdist"
+            xdist.XdistController(controller, len(specs)), "hermetic-hunt-xdist"
         )
     else:
+        from hermetic_hunt.hunt.local import LocalLoop
+
         controller = HuntController(config, settings, store, 1, ["main"])
         config.pluginmanager.register(controller, "hermetic-hunt")
-        executor = AttemptExecutor(
-            ExecSettings(base_seed, settings.mode, settings.integration_marker),
-            controller.locate,
+        config.pluginmanager.register(
+            LocalLoop(controller, Engine(config, settings)), "hermetic-hunt-loop"
         )
-        controller.executor = executor
-        _register_executor(config, executor)
-    config.stash[_STASH] = controller
-    config.addinivalue_line(
-        "markers",
-        f"{settings.integration_marker}: keeps real network during a hermetic-hunt hunt",
-    )
+    from hermetic_hunt.engine.setup import declare_marker
 
-
-def _register_executor(config: pytest.Config, executor: Any) -> None:
-    from hermetic_hunt.engine import fixture
-    from hermetic_hunt.engine.executor import RepeatGuard
-
-    config.pluginmanager.register(RepeatGuard(), "hermetic-hunt-repeat-guard")
-    config.pluginmanager.register(executor, "hermetic-hunt-executor")
-    fixture.bind(config, executor)
-    # Registered after hermetic-sandbox's plugin, so this hermetic_sandbox
-    # fixture is the one tests get during a hunt.
-    config.pluginmanager.register(fixture, "hermetic-hunt-fixture")
+    declare_marker(config, settings.integration_marker)

@@ -128,6 +128,16 @@ def attempt_now(seed: int) -> float:
     return now_for(seed)[1]
 
 
+def round_now(base_seed: int, round_no: int, slot: int) -> float:
+    """Where round ``round_no``'s virtual clock starts on worker ``slot``.
+
+    Drawn like :func:`attempt_now` (weighted toward the instants where date
+    code breaks) from the round's own key: every attempt of the round then
+    runs on one continuous timeline from there.
+    """
+    return now_for(digest_int("round", base_seed, round_no, slot) & MAX_SEED)[1]
+
+
 def now_for(seed: int) -> tuple[str, float]:
     """``(edge kind, epoch seconds)`` for ``seed``; see :func:`attempt_now`."""
     stream = _Stream("now", seed)

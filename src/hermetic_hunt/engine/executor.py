@@ -1,14 +1,15 @@
-"""Running each attempt inside its own sandbox (the process that runs tests).
+"""Running each attempt inside its own sandbox (in the process that runs tests).
 
-Registered on the single process of a ``-n 0`` hunt and on every xdist
-worker. Whoever drives the loop tells the executor which *attempt slot* an
-item's protocol belongs to (the ``-n 0`` loop directly; a worker decodes it
-from the index xdist's controller sent). Each execution of the protocol --
-the scheduled one and any pytest-rerunfailures rerun -- gets its own seed
-and virtual start time and runs setup, call and teardown in one sandbox.
+Registered wherever tests run for hermetic-hunt: the forked child of a
+hunt's round, of an isolation probe, and a replay session. The runner
+(:mod:`hermetic_hunt.engine.runner`) says which :class:`Slot` an item's
+protocol belongs to. Each execution of the protocol -- the scheduled one
+and any pytest-rerunfailures rerun -- gets its own seed and runs setup,
+call and teardown in one sandbox. The virtual clock is the round's
+:class:`Timeline`: an attempt starts where the previous one ended.
 
 What happened is attached to the reports as ``report.hermetic_hunt`` (plain
-JSON-able values, so xdist ships it to the controller unchanged).
+values) for the :class:`~hermetic_hunt.engine.recorder.Recorder`.
 """
 
 from __future__ import annotations
@@ -25,37 +26,44 @@ from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import BadOption, HuntError
 from hermetic_hunt.failures import own_location
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.sandbox import AttemptFacts, Sandbox, SandboxSpec, spec_from_marker
-from hermetic_hunt.seeds import attempt_now, attempt_seed
+from hermetic_hunt.models import Settings, Step
+from hermetic_hunt.sandbox import AttemptFacts, Sandbox, SandboxSpec, real_time, spec_from_marker
+from hermetic_hunt.seeds import attempt_seed, round_now
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
 REPORT_ATTR = "hermetic_hunt"
 
 
-@dataclass(frozen=True)
-class Slot:
-    """Which attempt a protocol call is: ``key`` is unique per run.
+@dataclass
+class Timeline:
+    """A round's virtual clock: where the next attempt starts.
 
-    A hunt's slots derive seed and start time from the base seed, the test
-    and the round. Replays and isolation probes give them explicitly: then
-    ``seed``/``now`` are used as they are, ``mode`` overrides the session's
-    mode (``off`` runs the attempt unsandboxed) and ``journal`` replays a
-    record-mode journal.
+    ``wall`` is the virtual wall time (UTC epoch seconds), ``elapsed`` the
+    virtual seconds the monotonic clocks have run. One per process that runs
+    tests; a step with an explicit ``now`` moves ``wall`` there.
     """
 
-    key: int
-    round_no: int
-    seed: int | None = None
-    now: float | None = None
-    mode: str | None = None
-    journal: Journal | None = None
+    wall: float
+    elapsed: float = 0.0
 
 
 @dataclass(frozen=True)
-class ExecSettings:
-    base_seed: int
-    mode: str
-    integration_marker: str
+class Slot:
+    """Which attempt a protocol call is.
+
+    ``step`` says the test and, when given, its seed and start time (replays
+    and probes); a hunt's steps leave them to be derived from the base seed,
+    the test, the round and the timeline. ``position`` is the step's index
+    in this process's sequence, ``repeat`` 1/2 for the runs of a ``twice``
+    round. ``journal`` replays a record-mode journal.
+    """
+
+    step: Step
+    round_no: int
+    position: int
+    timeline: Timeline
+    repeat: int = 0
+    journal: Journal | None = None
 
 
 def process_hash_seed() -> int | None:
@@ -67,11 +75,11 @@ def process_hash_seed() -> int | None:
 class RepeatGuard:
     """pytest plugin: lets the same test run twice in a row.
 
-    A hunt can schedule a test right after itself (the end of one round and
-    the start of the next). pytest would then keep the test's function-scoped
-    fixtures alive in between (``nextitem`` is the item itself), and the
-    second run fails with ``KeyError: 'tmp_path'``. Passing the item's parent
-    instead tears the function down and keeps module/class fixtures.
+    A ``twice`` round (and a self-polluting reproducer) runs a test right
+    after itself. pytest would then keep the test's function-scoped fixtures
+    alive in between (``nextitem`` is the item itself), and the second run
+    fails with ``KeyError: 'tmp_path'``. Passing the item's parent instead
+    tears the function down and keeps module/class fixtures.
     """
 
     @pytest.hookimpl(tryfirst=True)
@@ -84,12 +92,10 @@ class RepeatGuard:
 class AttemptExecutor:
     """pytest plugin: one sandbox per execution of a scheduled attempt."""
 
-    def __init__(
-        self, settings: ExecSettings, locate: Callable[[pytest.Item], Slot | None]
-    ) -> None:
+    def __init__(self, settings: Settings, locate: Callable[[pytest.Item], Slot | None]) -> None:
         self.settings = settings
         self.locate = locate
-        self.engine = Sandbox() if settings.mode != "off" else None
+        self.sandbox = Sandbox() if settings.mode != "off" else None
         self.hash_seed = process_hash_seed()
         self.handle: Any = None
         self._slot: Slot | None = None
@@ -99,6 +105,7 @@ class AttemptExecutor:
         self._mode = settings.mode
         self._failed = False
         self._started = 0.0
+        self._began = 0.0
         self._facts: AttemptFacts | None = None
         self._marker_cache: dict[str, tuple[bool, Any]] = {}
 
@@ -122,8 +129,7 @@ class AttemptExecutor:
         error = self._open(item, self._slot) if self._slot is not None else None
         result = yield
         if error is not None:
-            # After pytest's own setup, so its teardown finds what it expects;
-            # a UsageError here would be an INTERNALERROR on an xdist worker.
+            # After pytest's own setup, so its teardown finds what it expects.
             pytest.fail(str(error), pytrace=False)
         return result
 
@@ -144,11 +150,13 @@ class AttemptExecutor:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if self._slot is None:
+        slot = self._slot
+        if slot is None:
             return report
         data: dict[str, Any] = {
-            "key": self._slot.key,
-            "round": self._slot.round_no,
+            "round": slot.round_no,
+            "position": slot.position,
+            "repeat": slot.repeat,
             "execution": self._execution,
         }
         if report.failed:
@@ -172,20 +180,24 @@ class AttemptExecutor:
         self._failed = False
         self._facts = None
         self._started = _PERF()
-        if slot.seed is not None and self._execution == 1:
-            seed = slot.seed
-            now = slot.now if slot.now is not None else attempt_now(seed)
+        self._began = real_time()
+        step, timeline = slot.step, slot.timeline
+        first = self._execution == 1
+        if step.seed is not None and first:
+            seed = step.seed
         else:
-            base = slot.seed if slot.seed is not None else self.settings.base_seed
+            base = step.seed if step.seed is not None else self.settings.base_seed
             seed = attempt_seed(base, item.nodeid, slot.round_no, self._execution)
-            now = attempt_now(seed)
-        mode = slot.mode or self.settings.mode
+        if step.now is not None and first:
+            timeline.wall = step.now
+        now = timeline.wall
+        mode = step.mode
         self._seed, self._now, self._mode = seed, now, mode
         if mode == "off":
             self._seed = self._now = None
             return None
-        if self.engine is None:
-            self.engine = Sandbox()
+        if self.sandbox is None:
+            self.sandbox = Sandbox()
         try:
             spec = self.spec_for(item, seed, now, mode)
         except HuntError as exc:  # a bad marker: the attempt fails, unsandboxed
@@ -194,10 +206,11 @@ class AttemptExecutor:
         if spec is None:
             self._seed, self._now, self._mode = None, None, "off"
             return None
-        if slot.journal is not None and self._execution == 1:
+        spec = replace(spec, elapsed=timeline.elapsed)
+        if slot.journal is not None and first:
             spec = replace(spec, mode="replay", replay=slot.journal)
         self._seed, self._now = spec.seed, spec.now
-        self.handle = self.engine.enter(spec)
+        self.handle = self.sandbox.enter(spec)
         return None
 
     def _markers(self, item: pytest.Item) -> tuple[bool, Any]:
@@ -230,9 +243,13 @@ class AttemptExecutor:
             raise BadOption(f"{item.nodeid}: {exc}") from None
 
     def _close(self) -> None:
-        if self.engine is not None and self.engine.active:
-            self._facts = self.engine.exit(keep_journal=self._failed)
+        if self.sandbox is not None and self.sandbox.active:
+            self._facts = self.sandbox.exit(keep_journal=self._failed)
             self.handle = None
+            end = self._facts.end
+            slot = self._slot
+            if end is not None and slot is not None:
+                slot.timeline.wall, slot.timeline.elapsed = end
 
     def _final_facts(self) -> dict[str, Any]:
         facts = self._facts
@@ -243,6 +260,7 @@ class AttemptExecutor:
             "mode": self._mode,
             "hash_seed": self.hash_seed,
             "duration": _PERF() - self._started,
+            "started": self._began,
         }
         if facts is not None:
             data["counts"] = facts.counts or None
@@ -253,3 +271,8 @@ class AttemptExecutor:
                 data["journal"] = journal_format.encode(facts.journal)
                 data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"
         return data
+
+
+def round_start(base_seed: int, round_no: int, slot: int) -> Timeline:
+    """Where a hunt round's timeline starts on worker ``slot`` (see :func:`seeds.round_now`)."""
+    return Timeline(round_now(base_seed, round_no, slot))

@@ -1,32 +1,36 @@
-"""The hunt's controller: rounds, storage, progress and the end summary.
+"""The hunt's controller: the run row, results in, rounds out, the end summary.
 
 One :class:`HuntController` is registered on the process that owns the
-session: the only process of a ``-n 0`` hunt (which also runs the rounds,
-see :meth:`HuntController.pytest_runtestloop`), or xdist's controller (where
-:mod:`hermetic_hunt.hunt.xdist` schedules the rounds onto workers). Either way it
-is the single writer of the database: reports come in, attempts go out in
-batches.
+session: the only process of a ``-n 0`` hunt (:mod:`.local` forks the
+rounds from it) or xdist's controller (:mod:`.xdist` schedules the rounds
+onto workers). Either way it is the single writer of the database: the
+lines of finished steps come in (:meth:`HuntController.ingest`), attempts
+go out in batches.
 
-Order of phases: configure (options, database opened) -> session start
-(run row) -> collection -> rounds -> session finish (flush, isolation,
-status) -> terminal summary.
+Order of phases: configure (options, database opened) -> session start (run
+row) -> collection -> rounds (each ends at a barrier: files checked, progress
+printed) -> session finish (flush, isolation, status) -> terminal summary.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Generator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
-from hermetic_hunt import commands, environment
-from hermetic_hunt.engine.executor import AttemptExecutor, Slot
-from hermetic_hunt.engine.recorder import Recorder
+from hermetic_hunt import _compat, commands, environment
+from hermetic_hunt.engine import wire
+from hermetic_hunt.engine.runner import Job
+from hermetic_hunt.errors import HuntError
+from hermetic_hunt.hunt.files import FileWatch, attribute
 from hermetic_hunt.hunt.progress import Progress, line
-from hermetic_hunt.hunt.schedule import RoundPlan, plan_round, strategy_for
-from hermetic_hunt.models import AttemptRecord, HuntSettings, RunInfo, format_seconds
+from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
+from hermetic_hunt.hunt.tally import Tallies
+from hermetic_hunt.models import Attempt, Leak, RunInfo, Settings, Step, format_seconds
+from hermetic_hunt.seeds import round_now
 from hermetic_hunt.store import Store
 
 _PERF = time.perf_counter
@@ -40,7 +44,7 @@ class HuntController:
     def __init__(
         self,
         config: pytest.Config,
-        settings: HuntSettings,
+        settings: Settings,
         store: Store,
         workers: int,
         worker_spec: list[str],
@@ -51,27 +55,31 @@ class HuntController:
         self.workers = workers
         self.worker_spec = worker_spec
         self.run_id = 0
-        self.recorder: Recorder | None = None
         self.tests: list[str] = []
         self.test_ids: dict[str, int] = {}
-        self.executor: AttemptExecutor | None = None
-        self.next_slot: Slot | None = None
-        self.rounds_started = 0
-        self._round_done: dict[int, int] = {}
-        self._round_strategy: dict[int, str] = {}
+        self.tallies = Tallies()
         self.rounds_completed = 0
-        self._buffer: list[AttemptRecord] = []
+        self.isolation_lines: list[str] = []
+        self.files: FileWatch | None = None
+        self.error: str | None = None
+        self.interrupted = False
+        self.session: pytest.Session | None = None
+        self._plans: dict[int, RoundPlan] = {}
+        self._slices_left: dict[int, int] = {}
+        self._round_attempts: dict[int, list[Attempt]] = {}
+        self._leaks: list[tuple[int, Attempt | None, Leak, bool]] = []
+        self._buffer: list[Attempt] = []
         self._last_flush = _PERF()
         self._started = _PERF()
         self._interrupted = False
-        self.isolation_lines: list[str] = []
         self._finished = False
+        self._passed_reports = 0
 
     # -- set-up -------------------------------------------------------------
 
     @property
     def distributed(self) -> bool:
-        return self.workers > 1 or self.worker_spec != ["main"]
+        return self.worker_spec != ["main"]
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         config = self.config
@@ -87,15 +95,14 @@ class HuntController:
             environment=environment.collect(rootdir),
         )
         self.run_id = self.store.start_run(info)
-        self.recorder = Recorder(self.run_id, self.settings.base_seed, self.settings.mode, rootdir)
+        self.session = session
         self._started = _PERF()
         terminal = config.pluginmanager.getplugin("terminalreporter")
         if terminal is not None:
             # A file name per attempt and a percentage that passes 100% in the
             # first round say nothing in a hunt: the progress lines replace them.
             terminal.showfspath = False
-            if hasattr(terminal, "_show_progress_info"):
-                terminal._show_progress_info = False
+            _compat.quiet_progress(terminal)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
@@ -113,141 +120,169 @@ class HuntController:
         self.test_ids = self.store.test_ids(self.tests)
         self.store.set_run_tests(self.run_id, len(self.tests))
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        if not self.distributed:
-            self.set_tests([item.nodeid for item in items])
+    def begin(self) -> None:
+        """Right before the first round: what the checkout looks like."""
+        if not self.distributed or all(spec.startswith("popen") for spec in self.worker_spec):
+            db = str(self.store.path)
+            self.files = FileWatch(
+                str(self.config.rootpath), own=(db, f"{db}-wal", f"{db}-shm", f"{db}-journal")
+            )
+        self._started = _PERF()
 
-    # -- the rounds (-n 0) --------------------------------------------------
+    # -- rounds ------------------------------------------------------------------
 
-    def rounds(self) -> Generator[int, None, None]:
+    def stopping(self) -> bool:
+        """``-x``/``--maxfail`` (or a plugin) asked the session to stop."""
+        session = self.session
+        return bool(session is not None and (session.shouldfail or session.shouldstop))
+
+    def rounds(self) -> Iterator[int]:
         """Global round numbers to run, honouring the round count or time budget."""
         s = self.settings
         local = 0
         deadline = self._started + (s.budget_seconds or 0.0)
-        while True:
+        while self.error is None:
             if s.rounds is not None and local >= s.rounds:
                 return
             if s.budget_seconds is not None and local > 0 and _PERF() >= deadline:
                 return
-            self.rounds_started = local + 1
             yield s.shard.global_round(local)
             local += 1
 
-    def round_strategy(self, round_no: int) -> str:
-        return strategy_for(self.settings.order, round_no)
+    def plan(self, round_no: int, workers: int) -> RoundPlan:
+        plan = plan_round(self.settings.base_seed, round_no, self.tests, workers,
+                          self.settings.order)  # fmt: skip
+        self._plans[round_no] = plan
+        self._slices_left[round_no] = sum(1 for part in plan.slices if part)
+        self._round_attempts[round_no] = []
+        return plan
 
-    def round_planned(self, round_no: int, strategy: str) -> None:
-        self._round_strategy[round_no] = strategy
-        self.rounds_started += 1
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
-        if self.distributed:
-            return None
-        if session.testsfailed and not session.config.option.continue_on_collection_errors:
-            raise session.Interrupted(
-                f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
-                "during collection"
-            )
-        if session.config.option.collectonly:
-            return True
-        items = session.items
-        count = len(items)
-        if not count:
-            return True
-        tests = [item.nodeid for item in items]
-        rounds = self.rounds()
-        current = next(rounds, None)
-        plan = self._plan(current, tests) if current is not None else None
-        while current is not None and plan is not None:
-            self._round_strategy[current] = plan.strategy
-            sequence = plan.slices[0]
-            upcoming: int | None = None
-            upcoming_plan = None
-            for index, test_index in enumerate(sequence):
-                item = items[test_index]
-                if index + 1 < len(sequence):
-                    nextitem: Any = items[sequence[index + 1]]
-                else:
-                    # Decide on the next round only now: a time budget is
-                    # checked when this round is about to end.
-                    upcoming = next(rounds, None)
-                    upcoming_plan = self._plan(upcoming, tests) if upcoming is not None else None
-                    first = upcoming_plan.slices[0] if upcoming_plan is not None else ()
-                    nextitem = items[first[0]] if first else None
-                self.next_slot = Slot(current * count + test_index, current)
-                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                self.next_slot = None
-                if session.shouldfail:
-                    raise session.Failed(session.shouldfail)
-                if session.shouldstop:
-                    raise session.Interrupted(session.shouldstop)
-            current, plan = upcoming, upcoming_plan
-        return True
-
-    def _plan(self, round_no: int, tests: list[str]) -> RoundPlan:
-        """The one-worker plan of ``round_no`` over the collected tests."""
-        return plan_round(self.settings.base_seed, round_no, tests, 1, self.settings.order)
-
-    def locate(self, item: pytest.Item) -> Slot | None:
-        """The executor's locator in a ``-n 0`` hunt."""
-        return self.next_slot
+    def job(self, plan: RoundPlan, slot: int, tests: Sequence[str] | None = None) -> Job:
+        """Worker ``slot``'s share of a planned round (``tests``: that worker's collection)."""
+        names = tests if tests is not None else self.tests
+        indices = plan.slices[slot]
+        return make_job(self.settings, plan.round_no, slot, [names[i] for i in indices],
+                        plan.twice)  # fmt: skip
 
     # -- results --------------------------------------------------------------
 
-    def worker_name(self, report: Any) -> str:
-        node = getattr(report, "node", None)
-        gateway = getattr(node, "gateway", None)
-        return str(getattr(gateway, "id", None) or "main")
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        assert self.recorder is not None
-        record = self.recorder.report(report, self.worker_name(report))
-        if record is not None:
-            self.add(record)
-
-    def add(self, record: AttemptRecord) -> None:
-        self._buffer.append(record)
-        if record.execution == 1:
-            done = self._round_done.get(record.round_no, 0) + 1
-            self._round_done[record.round_no] = done
-            if done == len(self.tests):
-                self._round_finished(record.round_no)
+    def ingest(self, lines: Sequence[bytes], worker: str, round_no: int) -> None:
+        """Lines of finished steps from the process that ran ``round_no`` on ``worker``."""
+        for raw in lines:
+            try:
+                message = wire.decode(raw)
+            except ValueError:
+                continue
+            if message.get("op") == wire.END:
+                self._slice_ended(worker, round_no, message)
+                continue
+            for data in message.get("attempts") or []:
+                attempt = wire.attempt_from(data)
+                if attempt is None:
+                    continue
+                attempt.run_id, attempt.worker = self.run_id, worker
+                if self._verbose and not attempt.failed:
+                    # Passing attempts come without a report: -v still lists them.
+                    self._say(f"{attempt.nodeid} {attempt.outcome.upper()}")
+                self.tallies.add(attempt)
+                self._buffer.append(attempt)
+                self._round_attempts.setdefault(round_no, []).append(attempt)
+                for leak in attempt.leaks:
+                    self._leaks.append((round_no, attempt, leak, False))
+            for data in message.get("reports") or []:
+                self._show(data)
         if len(self._buffer) >= FLUSH_EVERY or _PERF() - self._last_flush >= FLUSH_SECONDS:
             self.flush()
 
-    def crashed(self, worker: str, key: int) -> None:
-        """xdist lost a worker while it ran attempt ``key``."""
-        assert self.recorder is not None
-        count = len(self.tests)
-        round_no, index = divmod(key, count)
-        self.add(self.recorder.crashed(worker, key, round_no, self.tests[index]))
+    @property
+    def _verbose(self) -> bool:
+        return self.config.get_verbosity() > 0
+
+    def _say(self, text: str) -> None:
+        terminal = self.config.pluginmanager.getplugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(text)
+
+    def _show(self, data: Any) -> None:
+        """A failing phase report, for pytest's terminal (its F and FAILURES section)."""
+        if not isinstance(data, dict):
+            return
+        try:
+            report = self.config.hook.pytest_report_from_serializable(config=self.config, data=data)
+        except Exception:  # a report pytest cannot rebuild: the attempt is stored anyway
+            return
+        if report is not None:
+            self.config.hook.pytest_runtest_logreport(report=report)
+
+    def _slice_ended(self, worker: str, round_no: int, message: dict[str, Any]) -> None:
+        status = message.get("status")
+        if status == "error":
+            self.error = str(message.get("detail") or "a job stopped")
+        elif status == "interrupted":
+            self.interrupted = True  # a test raised KeyboardInterrupt, as Ctrl-C would
+        kept = wire.round_leaks(message)
+        if kept:
+            ran = {
+                a.position: a
+                for a in self._round_attempts.get(round_no, [])
+                if a.worker == worker and a.execution == 1
+            }
+            for position, leaks in kept.items():
+                attempt = ran.get(position)
+                keys = {(x.resource, x.name) for x in leaks}
+                self._leaks = [
+                    (r, a, x, True if a is attempt and (x.resource, x.name) in keys else p)
+                    for r, a, x, p in self._leaks
+                ]
+        left = self._slices_left.get(round_no, 0) - 1
+        self._slices_left[round_no] = left
+        if left == 0:
+            self.round_done(round_no)
+
+    def crashed(self, worker: str, round_no: int, attempt: Attempt) -> None:
+        """xdist lost the worker process itself while it ran ``attempt``."""
+        self.ingest([wire.step_line(0, [attempt], [])], worker, round_no)
 
     def flush(self) -> None:
         if self._buffer:
-            batch, self._buffer = self._buffer, []
-            ids = self.store.add_attempts(batch, self.test_ids)
+            batch = self._buffer
+            ids = self.store.add_attempts(batch, self.test_ids)  # nothing lost on an error
+            self._buffer = []
             for record, attempt_id in zip(batch, ids, strict=True):
                 record.attempt_id = attempt_id
         self._last_flush = _PERF()
 
-    def _round_finished(self, round_no: int) -> None:
+    def _flush_leaks(self, round_no: int) -> None:
+        mine = [row for row in self._leaks if row[0] == round_no]
+        if not mine:
+            return
+        self._leaks = [row for row in self._leaks if row[0] != round_no]
+        self.flush()
+        self.store.add_leaks(
+            self.run_id,
+            [(r, a.attempt_id if a is not None else None, x, p) for r, a, x, p in mine],
+        )
+
+    def round_done(self, round_no: int) -> None:
+        """Every worker finished ``round_no``: files, leaks, progress."""
         self.rounds_completed += 1
+        self._check_files(round_no)
+        self._flush_leaks(round_no)
+        self._round_attempts.pop(round_no, None)
         self.store.set_rounds_done(self.run_id, self.rounds_completed)
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
         if terminal is None or self.config.get_verbosity() < 0:
             return
-        assert self.recorder is not None
-        rec = self.recorder
+        t = self.tallies
+        plan = self._plans.pop(round_no, None)
         progress = Progress(
             round_done=self.rounds_completed,
             rounds=self.settings.rounds,
-            strategy=self._round_strategy.get(round_no) or self.round_strategy(round_no),
-            attempts=rec.attempts,
-            failed=rec.failed_attempts,
-            flaky=len(rec.flaky()),
-            violations=rec.violation_attempts,
+            strategy=plan.strategy if plan is not None else "",
+            attempts=t.attempts,
+            failed=t.failed_attempts,
+            flaky=len(t.flaky()),
+            violations=t.violation_attempts,
             elapsed=_PERF() - self._started,
             budget=self.settings.budget_seconds,
             tests=len(self.tests),
@@ -257,24 +292,19 @@ class HuntController:
             writer.line()  # after the F of a failed attempt
         terminal.write_line(line(progress))
 
-    # -- terminal -----------------------------------------------------------
+    def _check_files(self, round_no: int) -> None:
+        if self.files is None:
+            return
+        attempts = self._round_attempts.get(round_no, [])
+        for change in self.files.check():
+            attempt, fits = attribute(change, attempts)
+            leak = self.files.leak(change)
+            if fits > 1:
+                leak = Leak(leak.resource, leak.name, leak.change,
+                            f"written while {fits} tests ran at once")  # fmt: skip
+            self._leaks.append((round_no, attempt, leak, True))
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_report_teststatus(
-        self, report: pytest.TestReport, config: pytest.Config
-    ) -> Generator[None, Any, Any]:
-        result = yield
-        # A character per passing attempt is noise in a hunt of thousands:
-        # the progress line reports per round. Failures keep their F; -v
-        # keeps pytest's per-attempt lines.
-        if (
-            config.get_verbosity() <= 0
-            and not report.failed
-            and isinstance(result, tuple)
-            and len(result) == 3
-        ):
-            return (result[0], "", "")
-        return result
+    # -- terminal -----------------------------------------------------------
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self) -> None:
@@ -287,30 +317,54 @@ class HuntController:
         if self._finished:
             return
         self._finished = True
-        self.flush()
-        rec = self.recorder
+        try:
+            self.flush()
+            for round_no in sorted({row[0] for row in self._leaks}):
+                self._flush_leaks(round_no)
+        except HuntError as exc:
+            self.error = str(exc)
+        t = self.tallies
         interrupted = (
             self._interrupted
+            or self.interrupted
             or exitstatus == pytest.ExitCode.INTERRUPTED
             or bool(session.shouldfail)
             or bool(session.shouldstop)
+            or self.error is not None
         )
-        found = rec is not None and (rec.failed_attempts or rec.violation_attempts)
+        found = t.failed_attempts or t.violation_attempts
         if found and not interrupted and session.exitstatus == pytest.ExitCode.OK:
             # Reruns that passed and swallowed network calls leave pytest at 0.
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.error is not None and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        self._count_passes()
         self._condense_duplicate_failures()
-        self.store.finish_run(
-            self.run_id,
-            status="interrupted" if interrupted else "complete",
-            rounds_done=self.rounds_completed,
-            exit_status=int(session.exitstatus),
-        )
-        if found and self.settings.isolate and not interrupted:
+        try:
+            self.store.finish_run(
+                self.run_id,
+                status="interrupted" if interrupted else "complete",
+                rounds_done=self.rounds_completed,
+                exit_status=int(session.exitstatus),
+            )
+        except HuntError as exc:
+            self.error = self.error or str(exc)
+        wanted = found or t.not_idempotent()
+        if wanted and self.settings.isolate and not interrupted:
             self._isolate()
 
+    def _count_passes(self) -> None:
+        """Passing attempts were never sent as reports: count them for pytest's last line."""
+        terminal = self.config.pluginmanager.getplugin("terminalreporter")
+        if terminal is None:
+            return
+        passed = sum(t.passed for t in self.tallies.tests.values())
+        if passed:
+            report = pytest.TestReport("hermetic-hunt", ("", None, ""), {}, "passed", None, "call")
+            _compat.add_stats(terminal, "passed", [report] * passed)
+
     def _isolate(self) -> None:
-        """Why each flake flakes, in fresh processes (see _probe_driver)."""
+        """Why each flake flakes, in fresh processes (see isolate.run)."""
         from hermetic_hunt.isolate.run import isolate_after_hunt
 
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
@@ -342,42 +396,35 @@ class HuntController:
                 kept.append(report)
         if repeats:
             terminal.stats["failed"] = kept
-            add_stats = getattr(terminal, "_add_stats", None)  # keeps its colour cache right
-            if add_stats is not None:
-                add_stats("repeated failures", repeats)
-            else:
-                terminal.stats.setdefault("repeated failures", []).extend(repeats)
+            _compat.add_stats(terminal, "repeated failures", repeats)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         for text in self.summary_lines():
             terminalreporter.write_line(text)
 
     def summary_lines(self) -> list[str]:
-        rec = self.recorder
-        if rec is None:
+        if not self.run_id:
             return []
+        t = self.tallies
         cwd = str(self.config.invocation_params.dir)
         db = commands.display_path(self.store.path, cwd)
         elapsed = format_seconds(round(_PERF() - self._started, 1))
-        flaky = rec.flaky()
-        broken = sorted(
-            n for n, t in rec.tallies.items() if t.failed and not t.passed and not t.other
-        )
-        violators = sorted(n for n, t in rec.tallies.items() if t.violations)
+        flaky, broken, violators = t.flaky(), t.broken(), t.violators()
         out = [
             "",
             f"hermetic-hunt: run {self.run_id} · {self.rounds_completed} round(s) · "
-            f"{rec.attempts:,} attempts in {elapsed} · {rec.failed_attempts:,} failed · "
+            f"{t.attempts:,} attempts in {elapsed} · {t.failed_attempts:,} failed · "
             f"{len(flaky)} flaky · {len(broken)} broken · {len(violators)} with network "
             f"violations · {db}",
         ]
+        if self.error is not None:
+            out.append(f"hermetic-hunt: the hunt stopped early: {self.error}")
         if flaky:
             out.append("flaky tests (passed and failed on the same code):")
             for nodeid in flaky:
-                tally = rec.tallies[nodeid]
-                total = tally.passed + tally.failed
+                tally = t.tests[nodeid]
                 first = tally.first_failure
-                out.append(f"  {nodeid}  failed {tally.failed}/{total}")
+                out.append(f"  {nodeid}  failed {tally.failed}/{tally.passed + tally.failed}")
                 if first is not None and first.failure is not None:
                     out.append(f"      {first.failure.describe()}")
                 if first is not None and first.attempt_id is not None:
@@ -385,13 +432,29 @@ class HuntController:
                         self.store.path, f"A{first.attempt_id}", cwd, rootdir=self.config.rootpath
                     )
                     out.append(f"      replay its first failing attempt: {command}")
+        twice = t.not_idempotent()
+        if twice:
+            out.append("fail when run a second time in one process (never in a plain run):")
+            out.extend(f"  {nodeid}" for nodeid in twice)
         if broken:
             out.append("broken tests (failed in every attempt):")
             out.extend(f"  {nodeid}" for nodeid in broken)
         if violators:
             out.append("network violations (outbound calls the guard blocked):")
             for nodeid in violators:
-                tally = rec.tallies[nodeid]
-                out.append(f"  {nodeid}  in {tally.violations} attempt(s)")
+                out.append(f"  {nodeid}  in {t.tests[nodeid].violations} attempt(s)")
         out.extend(self.isolation_lines)
         return out
+
+
+def make_job(settings: Settings, round_no: int, slot: int, nodeids: Sequence[str],
+             twice: bool) -> Job:  # fmt: skip
+    """The job of worker ``slot`` in ``round_no``: its tests, in order (each twice in a row)."""
+    mode = settings.mode
+    if twice:
+        steps = tuple(Step(n, mode=mode) for n in nodeids for _ in (1, 2))
+        repeats: tuple[int, ...] = tuple(r for _ in nodeids for r in (1, 2))
+    else:
+        steps, repeats = tuple(Step(n, mode=mode) for n in nodeids), ()
+    return Job(steps, round_no, start=round_now(settings.base_seed, round_no, slot),
+               repeats=repeats)  # fmt: skip

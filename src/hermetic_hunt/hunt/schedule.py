@@ -14,6 +14,10 @@ Attributes of a :class:`RoundPlan` (its invariants):
   differ by at most one (the earlier slices get the extra test).
 * ``round_no`` is the *global* round: shard K of M runs rounds
   K-1, K-1+M, K-1+2M, ... so shards never repeat each other's rounds.
+* ``twice``: each worker runs every test of its slice twice in a row (the
+  second run in the same process finds tests that are not idempotent).
+  Such a round is not a plain run: its attempts are stored with ``repeat``
+  1 and 2 and never count towards a test's fail rate.
 """
 
 from __future__ import annotations
@@ -23,26 +27,12 @@ from dataclasses import dataclass
 
 from hermetic_hunt.seeds import round_key
 
-#: Strategy names accepted by ``--hermetic-hunt-order``.
-ORDERS = ("auto", "shuffle", "grouped", "reversed")
 #: What ``auto`` cycles through: a test-level shuffle, the exact reverse of
 #: that shuffle (every pair of tests met in both orders), then a grouped
 #: shuffle (module -> class -> function, cheaper module/class fixtures).
 AUTO_CYCLE = ("shuffle", "reversed", "grouped")
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Shard ``index`` (1-based) of ``count`` machines hunting one suite."""
-
-    index: int = 1
-    count: int = 1
-
-    def global_round(self, local_round: int) -> int:
-        return local_round * self.count + (self.index - 1)
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
+#: The one round of an ``auto`` hunt that runs every test twice in a row.
+AUTO_TWICE_ROUND = 3
 
 
 @dataclass(frozen=True)
@@ -52,10 +42,16 @@ class RoundPlan:
     order: tuple[int, ...]
     slices: tuple[tuple[int, ...], ...]
 
+    @property
+    def twice(self) -> bool:
+        return self.strategy == "twice"
+
 
 def strategy_for(order: str, round_no: int) -> str:
     """The concrete strategy of ``round_no`` under ``--hermetic-hunt-order``."""
     if order == "auto":
+        if round_no == AUTO_TWICE_ROUND:
+            return "twice"
         return AUTO_CYCLE[round_no % len(AUTO_CYCLE)]
     return order
 
@@ -101,7 +97,7 @@ def round_order(base_seed: int, round_no: int, tests: Sequence[str], order: str)
     tests the other way round.
     """
     strategy = strategy_for(order, round_no)
-    if strategy == "shuffle":
+    if strategy in ("shuffle", "twice"):
         return shuffled(base_seed, round_no, tests)
     if strategy == "grouped":
         return grouped(base_seed, round_no, tests)

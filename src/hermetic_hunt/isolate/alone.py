@@ -4,7 +4,7 @@ Phase 2 (the order: victims, self-polluting, brittle, last resorts) is in
 :mod:`hermetic_hunt.isolate.order`; both are driven by
 :mod:`hermetic_hunt.isolate.classifier`.
 
-Every function takes the :class:`~hermetic_hunt.isolate.classifier.Classifier` of one
+Every function takes the :class:`~hermetic_hunt.isolate.case.Case` of one
 test, runs probes through it (which counts them against the budget and keeps
 them as evidence) and claims a kind only after a probe showed it.
 """
@@ -15,13 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from hermetic_hunt import stats
-from hermetic_hunt.isolate.classifier import (
-    Classifier,
-    Probe,
-    ProbeResult,
-    ProbeStep,
-)
+from hermetic_hunt.findings import Probe, ProbeResult
+from hermetic_hunt.isolate.case import Case
 from hermetic_hunt.isolate.search import repeats_for
+from hermetic_hunt.models import Step
 from hermetic_hunt.seeds import (
     MAX_SEED,
     attempt_now,
@@ -35,19 +32,19 @@ from hermetic_hunt.seeds import (
 CONFIRM = 3
 
 
-def numbers(c: Classifier, count: int) -> list[int]:
+def numbers(c: Case, count: int) -> list[int]:
     """Step numbers of the latest ``count`` probes."""
     return list(range(c.step_no() - count + 1, c.step_no() + 1))
 
 
-def names(steps: Sequence[ProbeStep]) -> str:
+def names(steps: Sequence[Step]) -> str:
     return ", ".join(step.nodeid for step in steps)
 
 
 # -- phase 1 -------------------------------------------------------------------
 
 
-def alone(c: Classifier) -> None:
+def alone(c: Case) -> None:
     """The failing attempt alone, repeated, with everything it was given.
 
     Three runs; when they agree, more, until the other outcome would have
@@ -57,7 +54,7 @@ def alone(c: Classifier) -> None:
     """
     target = c.target
     assert target is not None
-    step, hs = ProbeStep.of(target), c.hash_seed_of(target)
+    step, hs = Step.of(target), c.hash_seed_of(target)
     results = [c.probe("alone", [step], hs) for _ in range(c.settings.alone_runs)]
     total = len(c.failing) + len(c.passing)
     for agree, other in ((c.same, len(c.passing)), (shows_pass, len(c.failing))):
@@ -79,7 +76,7 @@ def alone(c: Classifier) -> None:
         concurrency(c, step, hs, results)
     else:
         if not any(passed):
-            c.verdict.notes.append(
+            c.finding.notes.append(
                 f"alone it fails differently from the hunt: {describe(results[0])}"
             )
         c.needs.add("order")
@@ -93,14 +90,14 @@ def describe(result: ProbeResult) -> str:
     return text
 
 
-def sandbox_factors(c: Classifier, step: ProbeStep, hs: int) -> None:
+def sandbox_factors(c: Case, step: Step, hs: int) -> None:
     """Fails alone every time: which single input decides it?"""
     target = c.target
     assert target is not None
     varied = replace(step, mode="seeded", attempt_id=None)
     found = False
     if target.seed is None or target.now is None or target.mode == "off":
-        c.verdict.notes.append(
+        c.finding.notes.append(
             "the attempt ran with the sandbox off: its seed and start time cannot be varied"
         )
     else:
@@ -118,7 +115,7 @@ def sandbox_factors(c: Classifier, step: ProbeStep, hs: int) -> None:
         c.needs.add("brittle")
 
 
-def _varied(c: Classifier, kind: str, label: str, probes: list[Probe], shown: list[str]) -> bool:
+def _varied(c: Case, kind: str, label: str, probes: list[Probe], shown: list[str]) -> bool:
     """Run the variations; a variation that passes twice decides ``kind``."""
     results = c.probe_many(probes)
     first = c.step_no() - len(results) + 1
@@ -135,11 +132,11 @@ def _varied(c: Classifier, kind: str, label: str, probes: list[Probe], shown: li
                 [*c.alone_numbers, first + offset, c.step_no()],
             )
             return True
-        c.verdict.notes.append(f"{label} {value} passed once, then failed: not decisive")
+        c.finding.notes.append(f"{label} {value} passed once, then failed: not decisive")
     return False
 
 
-def concurrency(c: Classifier, step: ProbeStep, hs: int, results: list[ProbeResult]) -> None:
+def concurrency(c: Case, step: Step, hs: int, results: list[ProbeResult]) -> None:
     """Identical inputs, different outcomes: rerun more, also in record mode."""
     reruns = [c.probe("rerun", [step], hs) for _ in range(c.settings.reruns)]
     rerun_numbers = numbers(c, len(reruns))
@@ -160,15 +157,15 @@ def concurrency(c: Classifier, step: ProbeStep, hs: int, results: list[ProbeResu
     if not uncontrolled(c, f"it failed in {failed} of {len(seeded)} identical runs alone"):
         c.claim("concurrency", why, [*c.alone_numbers, *rerun_numbers, *record_numbers])
     c.reproduce([step], hs, confirmed=any(c.same(r) for r in reruns))
-    c.verdict.notes.append(f"the reproducer fails in about {failed / len(seeded):.0%} of runs")
+    c.finding.notes.append(f"the reproducer fails in about {failed / len(seeded):.0%} of runs")
 
 
-def uncontrolled(c: Classifier, what: str) -> bool:
+def uncontrolled(c: Case, what: str) -> bool:
     """With the sandbox off, identical inputs are not identical: say so."""
     target = c.target
     if target is not None and target.mode != "off":
         return False
-    c.verdict.notes.append(
+    c.finding.notes.append(
         f"{what}, but the sandbox was off: randomness and the clock were not controlled, "
         "so random, time and concurrency cannot be told apart (hunt with "
         "--hermetic-hunt-mode=seeded)"
@@ -177,13 +174,13 @@ def uncontrolled(c: Classifier, what: str) -> bool:
 
 
 def consistent(
-    c: Classifier, steps: list[ProbeStep], hs: int, check: Callable[[ProbeResult], bool],
+    c: Case, steps: list[Step], hs: int, check: Callable[[ProbeResult], bool],
     what: str,
 ) -> bool:  # fmt: skip
     """A deterministic cause shows in every run: ``CONFIRM - 1`` more runs."""
     for _ in range(CONFIRM - 1):
         if not check(c.probe("confirm again", steps, hs)):
-            c.verdict.notes.append(
+            c.finding.notes.append(
                 f"{what} showed once, not {CONFIRM} times in a row: not claimed "
                 "(the test may fail at random)"
             )
@@ -198,36 +195,36 @@ def shows_pass(result: ProbeResult) -> bool:
 # -- variations ----------------------------------------------------------------
 
 
-def alternative_seeds(classifier: Classifier, count: int) -> list[int]:
+def alternative_seeds(case: Case, count: int) -> list[int]:
     """Seeds of passing attempts first (they passed), then derived ones."""
-    target = classifier.target
+    target = case.target
     assert target is not None
     seen = {target.seed}
     out: list[int] = []
-    for a in classifier.passing:
+    for a in case.passing:
         if a.seed is not None and a.seed not in seen:
             seen.add(a.seed)
             out.append(a.seed)
     index = 0
     while len(out) < count:
-        seed = digest_int("probe-seed", classifier.settings.base_seed, target.nodeid, index)
+        seed = digest_int("probe-seed", case.settings.base_seed, target.nodeid, index)
         index += 1
         if seed & MAX_SEED not in seen:
             out.append(seed & MAX_SEED)
     return out[:count]
 
 
-def alternative_nows(classifier: Classifier, count: int) -> list[float]:
+def alternative_nows(case: Case, count: int) -> list[float]:
     """Start times of passing attempts first, then drawn ones."""
-    target = classifier.target
+    target = case.target
     assert target is not None
     seen = {target.now}
     out: list[float] = []
-    for a in classifier.passing:
+    for a in case.passing:
         if a.now is not None and a.now not in seen:
             seen.add(a.now)
             out.append(a.now)
-    for seed in alternative_seeds(classifier, count + len(out)):
+    for seed in alternative_seeds(case, count + len(out)):
         if len(out) >= count:
             break
         now = attempt_now(seed)
@@ -237,20 +234,20 @@ def alternative_nows(classifier: Classifier, count: int) -> list[float]:
     return out[:count]
 
 
-def alternative_hash_seeds(classifier: Classifier, count: int) -> list[int]:
+def alternative_hash_seeds(case: Case, count: int) -> list[int]:
     """Hash seeds of passing attempts' processes first, then derived ones."""
-    target = classifier.target
+    target = case.target
     assert target is not None
-    own = classifier.hash_seed_of(target)
+    own = case.hash_seed_of(target)
     seen = {own}
     out: list[int] = []
-    for a in classifier.passing:
+    for a in case.passing:
         if a.hash_seed is not None and a.hash_seed not in seen:
             seen.add(a.hash_seed)
             out.append(a.hash_seed)
     index = 1
     while len(out) < count:
-        value = probe_hash_seed(classifier.settings.base_seed, index)
+        value = probe_hash_seed(case.settings.base_seed, index)
         index += 1
         if value not in seen:
             seen.add(value)

@@ -31,272 +31,18 @@ contain that test.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from hermetic_hunt.isolate.search import Budget, BudgetExceeded
-from hermetic_hunt.models import KINDS, Reproducer, ReproStep, Violation
-from hermetic_hunt.seeds import probe_hash_seed
-
-FAILING = ("failed", "crashed", "xpassed")
-#: Most attempt ids listed in a flake's evidence, per outcome.
-EVIDENCE_IDS = 20
+from hermetic_hunt.findings import Finding
+from hermetic_hunt.isolate import alone, order
+from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case
+from hermetic_hunt.isolate.search import BudgetExceeded
+from hermetic_hunt.models import KINDS, Step
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """One stored attempt, as isolation needs it."""
-
-    attempt_id: int
-    run_id: int
-    worker: str
-    position: int
-    execution: int
-    nodeid: str
-    outcome: str
-    seed: int | None
-    now: float | None
-    mode: str
-    hash_seed: int | None
-    exc_type: str = ""
-    location: str = ""
-    message: str = ""
-    violations: tuple[Violation, ...] = ()
-    has_journal: bool = False
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome in FAILING
-
-
-@dataclass(frozen=True)
-class ProbeStep:
-    """One attempt of a probe. ``attempt_id``: the hunt attempt it re-runs
-    (its journal is replayed when ``mode`` is ``record`` and one is stored)."""
-
-    nodeid: str
-    seed: int | None
-    now: float | None
-    mode: str = "seeded"
-    attempt_id: int | None = None
-
-    @classmethod
-    def of(cls, attempt: Attempt, **changes: Any) -> ProbeStep:
-        values: dict[str, Any] = {
-            "nodeid": attempt.nodeid, "seed": attempt.seed, "now": attempt.now,
-            "mode": attempt.mode, "attempt_id": attempt.attempt_id,
-        }  # fmt: skip
-        values.update(changes)
-        return cls(**values)
-
-
-@dataclass(frozen=True)
-class Probe:
-    purpose: str
-    steps: tuple[ProbeStep, ...]
-    hash_seed: int
-
-
-@dataclass(frozen=True)
-class StepResult:
-    nodeid: str
-    outcome: str
-    exc_type: str = ""
-    location: str = ""
-    message: str = ""
-    violations: tuple[Violation, ...] = ()
-    journal: bytes | None = None
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    """``status``: ``completed`` (every step ran), ``timeout`` or ``error``."""
-
-    status: str
-    steps: tuple[StepResult, ...] = ()
-    duration: float = 0.0
-    detail: str = ""
-
-    @property
-    def last(self) -> StepResult | None:
-        return self.steps[-1] if self.status == "completed" and self.steps else None
-
-    @property
-    def outcome(self) -> str:
-        """Of the probe's last step: passed | failed | timeout | error."""
-        last = self.last
-        if last is None:
-            return self.status if self.status != "completed" else "error"
-        return "failed" if last.outcome in FAILING else last.outcome
-
-
-class Prober(Protocol):
-    """Runs probes in fresh processes (see :mod:`hermetic_hunt.isolate.probes`)."""
-
-    def run(self, probe: Probe) -> ProbeResult: ...
-
-    def run_many(self, probes: Sequence[Probe]) -> list[ProbeResult]: ...
-
-    def collected(self, hash_seed: int | None) -> frozenset[str] | None: ...
-
-
-class History(Protocol):
-    """The hunt's record, read by the classifier."""
-
-    def preceding(self, attempt: Attempt) -> list[Attempt]:
-        """Attempts before ``attempt`` on its worker process, in order."""
-        ...
-
-    def tests(self) -> list[str]:
-        """Every test of the run, in collection order."""
-        ...
-
-    def representative(self, nodeid: str) -> Attempt | None:
-        """An attempt of ``nodeid`` in the run (a passing one if any)."""
-        ...
-
-
-@dataclass(frozen=True)
-class ClassifySettings:
-    budget: int = 200
-    base_seed: int = 0
-    alone_runs: int = 3
-    variations: int = 3
-    reruns: int = 6
-    record_reruns: int = 3
-    confidence: float = 0.99
-    max_raw_sequence: int = 20_000
-
-
-@dataclass
-class Verdict:
-    """What isolation concluded about one test (one ``flakes`` row)."""
-
-    nodeid: str
-    kinds: list[str] = field(default_factory=list)
-    status: str = "isolated"  # isolated | partial | not-collected | error
-    reproducer: Reproducer | None = None
-    polluters: list[list[str]] = field(default_factory=list)
-    cleaners: list[str] = field(default_factory=list)
-    state_setters: list[list[str]] = field(default_factory=list)
-    confirmed: bool | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    probes: list[tuple[Probe, ProbeResult]] = field(default_factory=list)
-
-    @property
-    def probe_seconds(self) -> float:
-        return sum(result.duration for _, result in self.probes)
-
-
-def choose_target(failing: Sequence[Attempt]) -> Attempt:
-    """The failing attempt to explain: most common signature, shortest history."""
-    counts: dict[tuple[str, str], int] = {}
-    for a in failing:
-        counts[(a.exc_type, a.location)] = counts.get((a.exc_type, a.location), 0) + 1
-    best = max(counts.values())
-    return min(
-        (a for a in failing if counts[(a.exc_type, a.location)] == best),
-        key=lambda a: (a.position, a.attempt_id),
-    )
-
-
-def dedupe(steps: Sequence[ProbeStep]) -> list[ProbeStep]:
-    """Keep each test's last run before the target, in order."""
-    last = {step.nodeid: index for index, step in enumerate(steps)}
-    return [step for index, step in enumerate(steps) if last[step.nodeid] == index]
-
-
-class Classifier:
-    """Classifies one test; one thread drives it (the prober may be shared)."""
-
-    def __init__(
-        self,
-        nodeid: str,
-        attempts: Sequence[Attempt],
-        history: History,
-        prober: Prober,
-        settings: ClassifySettings,
-    ) -> None:
-        self.history = history
-        self.prober = prober
-        self.settings = settings
-        self.budget = Budget(settings.budget)
-        self.failing = [a for a in attempts if a.failed]
-        self.passing = [a for a in attempts if a.outcome in ("passed", "xfailed")]
-        self.violating = [a for a in attempts if a.violations]
-        self.verdict = Verdict(nodeid)
-        self.target = choose_target(self.failing) if self.failing else None
-        self.needs: set[str] = set()  # work left for phase 2: "order", "brittle"
-        self.alone_numbers: list[int] = []  # steps of the target's alone runs
-        self.collected: frozenset[str] = frozenset()
-        self._why: list[dict[str, Any]] = []
-        self._done = False
-
-    # -- probing -------------------------------------------------------------
-
-    @property
-    def nodeid(self) -> str:
-        return self.verdict.nodeid
-
-    def hash_seed_of(self, attempt: Attempt) -> int:
-        if attempt.hash_seed is not None:
-            return attempt.hash_seed
-        return probe_hash_seed(self.settings.base_seed, 0)
-
-    def probe(self, purpose: str, steps: Sequence[ProbeStep], hash_seed: int) -> ProbeResult:
-        self.budget.spend()
-        probe = Probe(purpose, tuple(steps), hash_seed)
-        result = self.prober.run(probe)
-        self.verdict.probes.append((probe, result))
-        return result
-
-    def probe_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
-        allowed = list(probes[: self.budget.left])
-        for _ in allowed:
-            self.budget.spend()
-        results = self.prober.run_many(allowed)
-        self.verdict.probes.extend(zip(allowed, results, strict=True))
-        if len(allowed) < len(probes):
-            raise BudgetExceeded(f"probe budget of {self.budget.limit} exhausted")
-        return results
-
-    def step_no(self) -> int:
-        """Number of the latest probe (``isolation_steps.step``)."""
-        return len(self.verdict.probes)
-
-    def same(self, result: ProbeResult) -> bool:
-        """The probe's last step failed like the target attempt did."""
-        last, target = result.last, self.target
-        if last is None or target is None or last.outcome not in FAILING:
-            return False
-        return (last.exc_type, last.location) == (target.exc_type, target.location)
-
-    def claim(self, kind: str, why: str, probes: Sequence[int]) -> None:
-        assert kind in KINDS, kind
-        if kind not in self.verdict.kinds:
-            self.verdict.kinds.append(kind)
-        self._why.append({"kind": kind, "why": why, "probes": sorted(set(probes))})
-
-    def record(self, what: str, found: list[str], probes: Sequence[int]) -> None:
-        """Evidence that is not a kind (cleaners)."""
-        self._why.append({what: found, "probes": list(probes)})
-
-    def reproduce(self, steps: Sequence[ProbeStep], hash_seed: int, confirmed: bool) -> None:
-        target = self.target
-        self.verdict.reproducer = Reproducer(
-            steps=tuple(ReproStep(s.nodeid, s.seed, s.now, s.mode, s.attempt_id) for s in steps),
-            hash_seed=hash_seed,
-            exc_type=target.exc_type if target else "",
-            location=target.location if target else "",
-            message=target.message if target else "",
-            run_id=(target or self._any_attempt()).run_id,
-        )
-        self.verdict.confirmed = confirmed
-
-    def _any_attempt(self) -> Attempt:
-        return (self.failing or self.violating or self.passing)[0]
+class Classifier(Case):
+    """Classifies one test: phase 1, then phase 2, then :meth:`result`."""
 
     # -- phases ----------------------------------------------------------------
 
@@ -311,18 +57,18 @@ class Classifier:
 
     def fail(self, error: BaseException) -> None:
         """A bug or an unexpected error stopped this test's isolation."""
-        if self.verdict.status != "error":
-            self.verdict.status = "error"
-            self.verdict.notes.append(f"isolation failed: {error!r}")
+        if self.finding.status != "error":
+            self.finding.status = "error"
+            self.finding.notes.append(f"isolation failed: {error!r}")
         self._done = True
 
     def _guarded(self, work: Callable[[], None]) -> None:
         try:
             work()
         except BudgetExceeded as exc:
-            self.verdict.status = "partial"
-            if not any("budget" in note for note in self.verdict.notes):
-                self.verdict.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
+            self.finding.status = "partial"
+            if not any("budget" in note for note in self.finding.notes):
+                self.finding.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
             self._done = True
 
     def _environment(self) -> None:
@@ -332,13 +78,13 @@ class Classifier:
             return
         collected = self.prober.collected(self.hash_seed_of(anchor))
         if collected is None:
-            self.verdict.status = "error"
-            self.verdict.notes.append("the probe process could not start (see the steps' detail)")
+            self.finding.status = "error"
+            self.finding.notes.append("the probe process could not start (see the steps' detail)")
             self._done = True
             return
         if self.nodeid not in collected:
-            self.verdict.status = "not-collected"
-            self.verdict.notes.append(
+            self.finding.status = "not-collected"
+            self.finding.notes.append(
                 f"{self.nodeid} is not collected any more (renamed or deleted?): not isolated"
             )
             self._done = True
@@ -348,29 +94,25 @@ class Classifier:
             self._network_only()
             self._done = True
             return
-        from hermetic_hunt.isolate import alone as steps
-
-        steps.alone(self)
+        alone.alone(self)
         if not self.needs:
             self._network()
 
     def _order(self) -> None:
-        from hermetic_hunt.isolate import order as steps
-
         if "brittle" in self.needs:
-            steps.brittle(self)
+            order.brittle(self)
         if "order" in self.needs:
-            steps.order_dependent(self)
+            order.order_dependent(self)
         self._network()
 
     # -- network ---------------------------------------------------------------
 
     def _network(self) -> None:
-        if "network" in self.verdict.kinds:
+        if "network" in self.finding.kinds:
             return
         shown = [
             i
-            for i, (_, result) in enumerate(self.verdict.probes, start=1)
+            for i, (_, result) in enumerate(self.finding.probes, start=1)
             if result.last and result.last.violations
         ]
         if shown:
@@ -379,13 +121,13 @@ class Classifier:
         if not self.violating:
             return
         source = self.violating[0]
-        result = self.probe("network", [ProbeStep.of(source)], self.hash_seed_of(source))
+        result = self.probe("network", [Step.of(source)], self.hash_seed_of(source))
         if result.last and result.last.violations:
             self._claim_network([self.step_no()])
 
     def _claim_network(self, probes: list[int]) -> None:
         index = probes[0]
-        last = self.verdict.probes[index - 1][1].last
+        last = self.finding.probes[index - 1][1].last
         assert last is not None
         calls = sorted({v.describe() for v in last.violations})
         self.claim("network", f"the network guard blocked {', '.join(calls)}", probes)
@@ -393,7 +135,7 @@ class Classifier:
     def _network_only(self) -> None:
         """A test that never failed but whose calls were blocked."""
         source = self.violating[0]
-        step = ProbeStep.of(source)
+        step = Step.of(source)
         hash_seed = self.hash_seed_of(source)
         runs = [self.probe("network", [step], hash_seed) for _ in range(2)]
         first = self.step_no() - 1
@@ -406,8 +148,8 @@ class Classifier:
 
     # -- result ------------------------------------------------------------------
 
-    def result(self) -> Verdict:
-        v = self.verdict
+    def result(self) -> Finding:
+        v = self.finding
         if not v.kinds and v.status in ("isolated", "partial") and self.target is not None:
             tried = sorted({p.purpose for p, _ in v.probes})
             why = f"no probe reproduced a cause (tried: {', '.join(tried)})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate.alone import (
     CONFIRM,
     alternative_hash_seeds,
@@ -18,27 +19,21 @@ from hermetic_hunt.isolate.alone import (
     shows_pass,
     uncontrolled,
 )
-from hermetic_hunt.isolate.classifier import (
-    Attempt,
-    Classifier,
-    Probe,
-    ProbeResult,
-    ProbeStep,
-    dedupe,
-)
+from hermetic_hunt.isolate.case import Case, dedupe
 from hermetic_hunt.isolate.search import BudgetExceeded, find_cleaners, find_culprits
+from hermetic_hunt.models import Attempt, Step
 from hermetic_hunt.seeds import attempt_now, attempt_seed
 
 
 def sequence_before(
-    c: Classifier, attempt: Attempt, *, exclude_self: bool
-) -> tuple[list[ProbeStep], list[ProbeStep]]:
+    c: Case, attempt: Attempt, *, exclude_self: bool
+) -> tuple[list[Step], list[Step]]:
     """``(deduplicated, as run)`` steps before ``attempt`` on its worker."""
-    raw = [ProbeStep.of(a) for a in c.history.preceding(attempt)]
+    raw = [Step.of(a) for a in c.history.preceding(attempt)]
     kept = [s for s in raw if s.nodeid in c.collected]
     if len(kept) < len(raw):
         gone = sorted({s.nodeid for s in raw} - {s.nodeid for s in kept})
-        c.verdict.notes.append(f"not collected any more, left out: {', '.join(gone[:5])}")
+        c.finding.notes.append(f"not collected any more, left out: {', '.join(gone[:5])}")
     if exclude_self:
         kept = [s for s in kept if s.nodeid != attempt.nodeid]
     return dedupe(kept), kept
@@ -52,11 +47,11 @@ def _first_passed(result: ProbeResult) -> bool:
     )
 
 
-def order_dependent(c: Classifier) -> None:
+def order_dependent(c: Case) -> None:
     """Passes alone: self-polluting? a victim? else the last resorts."""
     target = c.target
     assert target is not None
-    step, hs = ProbeStep.of(target), c.hash_seed_of(target)
+    step, hs = Step.of(target), c.hash_seed_of(target)
     self_polluting = True
     for purpose in ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1)):
         result = c.probe(purpose, [step, step], hs)
@@ -75,15 +70,15 @@ def order_dependent(c: Classifier) -> None:
     if seq:
         victim(c, seq, raw, step, hs)
     elif not self_polluting:
-        c.verdict.notes.append("nothing ran before the failing attempt on its worker")
-    if not c.verdict.kinds:
+        c.finding.notes.append("nothing ran before the failing attempt on its worker")
+    if not c.finding.kinds:
         last_resorts(c, step, hs)
 
 
 def _reproducing_sequence(
-    c: Classifier, seq: list[ProbeStep], raw: list[ProbeStep], last: ProbeStep, hs: int,
+    c: Case, seq: list[Step], raw: list[Step], last: Step, hs: int,
     purpose: str, check: Callable[[ProbeResult], bool],
-) -> list[ProbeStep] | None:  # fmt: skip
+) -> list[Step] | None:  # fmt: skip
     """``seq`` (or, failing that, ``raw``) if it shows the signal before ``last``."""
     if check(c.probe(purpose, [*seq, last], hs)):
         return seq
@@ -94,13 +89,11 @@ def _reproducing_sequence(
     return None
 
 
-def victim(
-    c: Classifier, seq: list[ProbeStep], raw: list[ProbeStep], step: ProbeStep, hs: int
-) -> None:
+def victim(c: Case, seq: list[Step], raw: list[Step], step: Step, hs: int) -> None:
     """The preceding sequence fails: shrink it to minimal polluter sets."""
     cands = _reproducing_sequence(c, seq, raw, step, hs, "preceding sequence", c.same)
     if cands is None:
-        c.verdict.notes.append("the sequence that preceded the failure passes when replayed")
+        c.finding.notes.append("the sequence that preceded the failure passes when replayed")
         return
     full_no = c.step_no()
 
@@ -112,11 +105,11 @@ def victim(
     _search_notes(c, search.notes, search.partial, "polluter")
     if search.confirmed and search.repeats == 1:
         sets = _consistent_sets(c, sets, step, hs, c.same, "polluter set")
-        search.partial = c.verdict.status == "partial"
+        search.partial = c.finding.status == "partial"
     search_numbers = list(range(full_no, c.step_no() + 1))
     own = [s for s in sets if [x.nodeid for x in s] == [step.nodeid]]
     others = [s for s in sets if s not in own]
-    if own and "self-polluting" not in c.verdict.kinds:
+    if own and "self-polluting" not in c.finding.kinds:
         c.claim(
             "self-polluting",
             "fails right after its own earlier run in the same process (minimal set: itself)",
@@ -132,16 +125,16 @@ def victim(
         f"preceding tests, {search.probes + 1} probes)",
         [*c.alone_numbers, *search_numbers],
     )
-    c.verdict.polluters = [[x.nodeid for x in s] for s in others]
+    c.finding.polluters = [[x.nodeid for x in s] for s in others]
     c.reproduce([*others[0], step], hs, confirmed=search.confirmed)
     if not search.partial:
         cleaners(c, others, step, hs, search.repeats)
 
 
 def _consistent_sets(
-    c: Classifier, sets: list[list[ProbeStep]], step: ProbeStep, hs: int,
+    c: Case, sets: list[list[Step]], step: Step, hs: int,
     check: Callable[[ProbeResult], bool], what: str,
-) -> list[list[ProbeStep]]:  # fmt: skip
+) -> list[list[Step]]:  # fmt: skip
     """The sets that show every time (all of them, unchecked, if the budget runs out)."""
     kept = []
     for index, members in enumerate(sets):
@@ -149,8 +142,8 @@ def _consistent_sets(
             if consistent(c, [*members, step], hs, check, f"{what} {names(members)}"):
                 kept.append(members)
         except BudgetExceeded as exc:
-            c.verdict.status = "partial"
-            c.verdict.notes.append(
+            c.finding.status = "partial"
+            c.finding.notes.append(
                 f"{exc} while confirming the {what}s (--hermetic-hunt-isolate-budget): "
                 "partial result, not confirmed"
             )
@@ -158,19 +151,17 @@ def _consistent_sets(
     return kept
 
 
-def _search_notes(c: Classifier, notes: list[str], partial: bool, what: str) -> None:
-    c.verdict.notes.extend(f"{what} search: {n}" for n in notes if "budget" not in n)
+def _search_notes(c: Case, notes: list[str], partial: bool, what: str) -> None:
+    c.finding.notes.extend(f"{what} search: {n}" for n in notes if "budget" not in n)
     if partial:
-        c.verdict.status = "partial"
-        c.verdict.notes.append(
+        c.finding.status = "partial"
+        c.finding.notes.append(
             f"probe budget of {c.budget.limit} exhausted during the {what} search "
             "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet"
         )
 
 
-def cleaners(
-    c: Classifier, polluters: list[list[ProbeStep]], step: ProbeStep, hs: int, repeats: int
-) -> None:
+def cleaners(c: Case, polluters: list[list[Step]], step: Step, hs: int, repeats: int) -> None:
     """Tests that, placed between the polluters and the victim, make it pass."""
     excluded = {step.nodeid} | {x.nodeid for s in polluters for x in s}
     names_ = [n for n in c.history.tests() if n not in excluded and n in c.collected]
@@ -183,33 +174,33 @@ def cleaners(
 
     found, _, partial = find_cleaners(names_, cleans, repeats=repeats)
     if partial:
-        c.verdict.status = "partial"
-        c.verdict.notes.append("cleaner search: probe budget exhausted")
-    c.verdict.cleaners = found
+        c.finding.status = "partial"
+        c.finding.notes.append("cleaner search: probe budget exhausted")
+    c.finding.cleaners = found
     if found:
-        c.verdict.notes.append(
+        c.finding.notes.append(
             f"cleaners (each makes it pass between polluters and victim): {', '.join(found)}"
         )
         c.record("cleaners", found, list(range(first, c.step_no() + 1)))
 
 
-def _step_for(c: Classifier, nodeid: str) -> ProbeStep:
+def _step_for(c: Case, nodeid: str) -> Step:
     """A recorded attempt of ``nodeid`` to run it with (derived if none)."""
     attempt = c.history.representative(nodeid)
     if attempt is not None:
-        return ProbeStep.of(attempt)
+        return Step.of(attempt)
     seed = attempt_seed(c.settings.base_seed, nodeid, 0)
-    return ProbeStep(nodeid, seed, attempt_now(seed))
+    return Step(nodeid, seed, attempt_now(seed))
 
 
-def brittle(c: Classifier) -> None:
+def brittle(c: Case) -> None:
     """Fails alone whatever the inputs: what made it pass in the hunt?"""
     if not c.passing:
         return
     passing = min(c.passing, key=lambda a: (a.position, a.attempt_id))
-    step, hs = ProbeStep.of(passing), c.hash_seed_of(passing)
+    step, hs = Step.of(passing), c.hash_seed_of(passing)
     if c.probe("alone (a passing attempt)", [step], hs).outcome == "passed":
-        c.verdict.notes.append(
+        c.finding.notes.append(
             f"alone with the inputs of passing attempt A{passing.attempt_id} it passes: "
             "no single input decides it"
         )
@@ -221,7 +212,7 @@ def brittle(c: Classifier) -> None:
         else None
     )
     if cands is None:
-        c.verdict.notes.append(
+        c.finding.notes.append(
             f"the sequence before passing attempt A{passing.attempt_id} does not make it pass"
         )
         return
@@ -239,7 +230,7 @@ def brittle(c: Classifier) -> None:
     sets = [[x.nodeid for x in s] for s in found_sets]
     if not sets:
         return
-    c.verdict.state_setters = sets
+    c.finding.state_setters = sets
     c.claim(
         "brittle",
         f"fails alone every time; passes after {', '.join(sets[0])} (minimal state-setter "
@@ -248,7 +239,7 @@ def brittle(c: Classifier) -> None:
     )
 
 
-def last_resorts(c: Classifier, step: ProbeStep, hs: int) -> None:
+def last_resorts(c: Case, step: Step, hs: int) -> None:
     """Reproduced neither alone nor in order: many identical reruns, then hash seeds.
 
     Reruns come first: a test that fails at random under identical inputs

@@ -35,8 +35,10 @@ from concurrent.futures import TimeoutError as FutureTimeout  # not builtin befo
 from dataclasses import dataclass
 from typing import IO, Any
 
+from hermetic_hunt.engine.fork import fork_available
+from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate import wire
-from hermetic_hunt.isolate.classifier import Probe, ProbeResult
+from hermetic_hunt.models import DEFAULT_PROBE_TIMEOUT, Settings
 
 _PERF = time.perf_counter
 #: Seconds the client waits beyond a probe's timeout before it gives up on a server.
@@ -53,13 +55,10 @@ class ProbeTarget:
 
     invocation_dir: str
     args: tuple[str, ...]
-    base_seed: int
-    mode: str = "seeded"
-    integration_marker: str = "integration"
+    settings: Settings
 
 
-def fork_available() -> bool:
-    return hasattr(os, "fork") and sys.platform != "win32"
+__all__ = ["ProbeRunner", "ProbeTarget", "fork_available"]
 
 
 class _Server:
@@ -78,8 +77,7 @@ class _Server:
         resp_r, resp_w = os.pipe()
         spec = {
             "requests": req_r, "responses": resp_w, "fork": fork,
-            "base_seed": target.base_seed, "mode": target.mode,
-            "marker": target.integration_marker,
+            "settings": target.settings.to_json(),
         }  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
         env.update({"PYTHONHASHSEED": str(hash_seed), wire.ENV: json.dumps(spec)})
@@ -214,7 +212,7 @@ class ProbeRunner:
         target: ProbeTarget,
         *,
         parallel: int = 1,
-        timeout: float = 120.0,
+        timeout: float = DEFAULT_PROBE_TIMEOUT,
         fork: bool | None = None,
         journals: Callable[[int], bytes | None] | None = None,
     ) -> None:

@@ -18,22 +18,24 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from hermetic_hunt import commands, options
-from hermetic_hunt.errors import BadOption
+from hermetic_hunt import commands
+from hermetic_hunt.findings import Finding, Probe
 from hermetic_hunt.isolate import wire
-from hermetic_hunt.isolate.classifier import (
-    Attempt,
-    Classifier,
-    ClassifySettings,
-    Probe,
-    ProbeStep,
-    Verdict,
-)
+from hermetic_hunt.isolate.case import ClassifySettings
+from hermetic_hunt.isolate.classifier import Classifier
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
-from hermetic_hunt.models import HuntSettings, format_seconds
+from hermetic_hunt.models import (
+    DEFAULT_INTEGRATION_MARKER,
+    DEFAULT_ISOLATE_BUDGET,
+    DEFAULT_PROBE_TIMEOUT,
+    Attempt,
+    Settings,
+    Step,
+    format_seconds,
+)
 from hermetic_hunt.seeds import probe_hash_seed
 from hermetic_hunt.store import Store
 from hermetic_hunt.store import isolation as db
@@ -44,11 +46,20 @@ SANDBOX_OFF = "sandbox-off"
 
 @dataclass(frozen=True)
 class IsolationOptions:
-    budget: int = 200
-    timeout: float = 120.0
+    budget: int = DEFAULT_ISOLATE_BUDGET
+    timeout: float = DEFAULT_PROBE_TIMEOUT
     parallel: int = 1
-    integration_marker: str = "integration"
+    integration_marker: str = DEFAULT_INTEGRATION_MARKER
     fork: bool | None = None
+
+    @classmethod
+    def of(cls, settings: Settings, workers: int) -> IsolationOptions:
+        return cls(
+            budget=settings.isolate_budget,
+            timeout=settings.probe_timeout,
+            parallel=max(1, workers),
+            integration_marker=settings.integration_marker,
+        )
 
 
 @dataclass
@@ -57,7 +68,7 @@ class IsolationReport:
 
     run_id: int
     rootdir: str
-    flakes: list[tuple[str, Verdict]] = field(default_factory=list)
+    flakes: list[tuple[str, Finding]] = field(default_factory=list)
     checks: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     fork: bool = True
@@ -90,7 +101,7 @@ class IsolationReport:
 
 
 def _flake_lines(
-    flake_id: str, v: Verdict, db_path: str | os.PathLike[str], cwd: str, rootdir: str
+    flake_id: str, v: Finding, db_path: str | os.PathLike[str], cwd: str, rootdir: str
 ) -> list[str]:
     kinds = ", ".join(v.kinds) or "not classified"
     status = "" if v.status == "isolated" else f" [{v.status}]"
@@ -118,7 +129,7 @@ def _flake_lines(
     return out
 
 
-def _why(v: Verdict, kind: str) -> str:
+def _why(v: Finding, kind: str) -> str:
     claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == kind]
     return str(claims[0]["why"]) if claims else ""
 
@@ -135,32 +146,31 @@ def isolate(
     facts = db.run_facts(store, run_id)
     found = db.candidates(store, facts.run_id, only)
     report = IsolationReport(facts.run_id, facts.rootdir, parallel=opts.parallel)
-    if not found.flaky and not found.always_failing:
+    if not found.flaky and not found.always_failing and not found.not_idempotent:
         return report
     target = ProbeTarget(
         invocation_dir=facts.invocation_dir,
         args=tuple(wire.probe_args(facts.argv)),
-        base_seed=facts.base_seed,
-        mode=facts.mode,
-        integration_marker=opts.integration_marker,
+        settings=replace(facts.settings, integration_marker=opts.integration_marker),
     )
     history = db.RunHistory(store, facts.run_id)
-    rows = db.ensure_flakes(store, list(found.flaky), facts.run_id)
+    flaky = {**found.flaky, **found.not_idempotent}
+    rows = db.ensure_flakes(store, list(flaky), facts.run_id)
     settings = ClassifySettings(budget=opts.budget, base_seed=facts.base_seed)
     runner = ProbeRunner(
         target, parallel=opts.parallel, timeout=opts.timeout, fork=opts.fork,
         journals=history.journal,
     )  # fmt: skip
     report.fork = runner.fork
-    if say is not None and found.flaky:
-        say(f"hermetic-hunt: isolating {len(found.flaky)} flaky test(s)...")
+    if say is not None and flaky:
+        say(f"hermetic-hunt: isolating {len(flaky)} flaky test(s)...")
     try:
-        _classify_all(store, found.flaky, history, runner, settings, rows, report)
+        _classify_all(store, flaky, history, runner, settings, rows, report)
         _sandbox_off(store, found.always_failing, runner, facts, report)
     except KeyboardInterrupt:
         runner.abort()
         report.interrupted = True
-        report.pending = len(found.flaky) - len(report.flakes)
+        report.pending = len(flaky) - len(report.flakes)
     finally:
         runner.close()
         history.close()
@@ -191,7 +201,7 @@ def _classify_all(
         for c in _completed({pool.submit(c.order): c for c in classifiers}):
             verdict = c.result()
             row, flake_id = rows[c.nodeid]
-            db.save_verdict(store, row, report.run_id, verdict)
+            db.save_finding(store, row, report.run_id, verdict)
             report.flakes.append((flake_id, verdict))
     except KeyboardInterrupt:
         # Stop the probes first, or the pool would wait for them.
@@ -231,7 +241,7 @@ def _sandbox_off(
         hash_seed = first.hash_seed
         if hash_seed is None:
             hash_seed = probe_hash_seed(facts.base_seed, 0)
-        probes.append(Probe(SANDBOX_OFF, (ProbeStep(nodeid, None, None, "off"),), hash_seed))
+        probes.append(Probe(SANDBOX_OFF, (Step(nodeid, None, None, "off"),), hash_seed))
     for nodeid, result in zip(names, runner.run_many(probes), strict=True):
         outcome = result.outcome
         if outcome == "passed":
@@ -250,19 +260,13 @@ def _sandbox_off(
 def isolate_after_hunt(
     store: Store,
     run_id: int,
-    settings: HuntSettings,
+    settings: Settings,
     workers: int,
     cwd: str,
     say: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Isolation at the end of ``pytest --hermetic-hunt``; the summary's lines."""
-    opts = IsolationOptions(
-        budget=settings.isolate_budget,
-        timeout=settings.probe_timeout,
-        parallel=max(1, workers),
-        integration_marker=settings.integration_marker,
-    )
-    report = isolate(store, run_id, opts, say=say)
+    report = isolate(store, run_id, IsolationOptions.of(settings, workers), say=say)
     return report.lines(store.path, cwd)
 
 
@@ -276,39 +280,21 @@ def isolate_database(
     workers: int | None = None,
     cwd: str | None = None,
 ) -> list[str]:
-    """``hermetic-hunt isolate``: isolate (again) the flakes of a stored run."""
+    """``hermetic-hunt isolate``: isolate (again) the flakes of a stored run.
+
+    The hunt's stored settings decide, unless an argument overrides them.
+    """
     where = cwd or os.getcwd()
     path = Path(where, os.path.expanduser(db_path)).resolve()
     with Store.open(path, create=False) as store:
         facts = db.run_facts(store, run_id)
         only = db.resolve_refs(store, refs) if refs else None
-        opts = IsolationOptions(
-            budget=budget if budget is not None else _hunt_int(facts.argv, 200),
-            timeout=timeout if timeout is not None else _hunt_timeout(facts.argv),
-            parallel=workers if workers is not None else facts.workers,
-            integration_marker=wire.option_value(facts.argv, "--hermetic-hunt-integration-marker")
-            or "integration",
+        stored = IsolationOptions.of(facts.settings, workers or facts.workers)
+        opts = replace(
+            stored,
+            budget=budget if budget is not None else stored.budget,
+            timeout=timeout if timeout is not None else stored.timeout,
         )
         report = isolate(store, facts.run_id, opts, only)
         lines = report.lines(store.path, where)
     return lines or [f"run {facts.run_id}: nothing to isolate (no flaky or always-failing test)"]
-
-
-def _hunt_int(argv: Sequence[str], default: int) -> int:
-    value = wire.option_value(argv, "--hermetic-hunt-isolate-budget")
-    try:
-        return (
-            options.parse_positive_int("--hermetic-hunt-isolate-budget", value)
-            if value
-            else default
-        )
-    except BadOption:
-        return default
-
-
-def _hunt_timeout(argv: Sequence[str]) -> float:
-    value = wire.option_value(argv, "--hermetic-hunt-probe-timeout")
-    try:
-        return options.parse_seconds("--hermetic-hunt-probe-timeout", value) if value else 120.0
-    except BadOption:
-        return 120.0

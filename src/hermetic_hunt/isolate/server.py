@@ -3,15 +3,15 @@
 Started by :class:`hermetic_hunt.isolate.probes.ProbeRunner` as
 ``python -m pytest <the hunt's arguments> -p hermetic_hunt.isolate.server``
 with ``PYTHONHASHSEED`` set and its settings in ``$HERMETIC_HUNT_PROBE``
-(JSON: the request and response pipe descriptors, base seed, mode,
-integration marker, whether to fork). It collects, says ``ready`` (with the
-collected nodeids) and serves probe requests instead of running tests:
+(JSON: the request and response pipe descriptors, whether to fork, the
+hunt's settings). It collects, says ``ready`` (with the collected nodeids)
+and serves probe requests instead of running tests:
 
-* fork mode: each request forks a child from the collected, never-run
-  session. The child runs the probe's steps through
-  :class:`~hermetic_hunt.engine.sequence.SequenceRunner` (same executor and sandbox
-  as a hunt), writes its result to a pipe and leaves with ``os._exit``. The
-  server kills a child (its whole process group) that outlives its timeout.
+* fork mode: each request is a job run in a child forked from the
+  collected, never-run session (:func:`hermetic_hunt.engine.fork.spawn`) --
+  the same engine a hunt's rounds run in. The server reads the child's lines
+  and answers with the steps' attempts; it kills a child (its whole process
+  group) that outlives its timeout.
 * one-shot mode (no ``fork`` on this platform): the server runs one request
   itself and exits; the client enforces the timeout.
 
@@ -21,25 +21,26 @@ junit or coverage file is written on behalf of a probe.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
 import select
-import shutil
 import signal
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from hermetic_hunt import journal as journal_format
-from hermetic_hunt.engine.sequence import SequenceRunner, Step
+from hermetic_hunt.engine import fork
+from hermetic_hunt.engine import wire as engine_wire
+from hermetic_hunt.engine.runner import Job
+from hermetic_hunt.engine.setup import Engine
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.isolate import wire
+from hermetic_hunt.journal import Journal
+from hermetic_hunt.models import Attempt, Settings
 
 _PERF = time.perf_counter
 _READ = 65536
@@ -70,49 +71,54 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from hermetic_hunt.engine.executor import AttemptExecutor, ExecSettings
-    from hermetic_hunt.plugin import _hand_seeding_to_the_hunt, _register_executor
-
     spec = json.loads(os.environ[wire.ENV])
-    _hand_seeding_to_the_hunt(config)
-    server = Server(config, spec)
+    settings = Settings.from_json(spec.get("settings"))
+    server = Server(config, spec, Engine(config, settings))
     config.pluginmanager.register(server, "hermetic-hunt-probe-server")
-    executor = AttemptExecutor(
-        ExecSettings(int(spec["base_seed"]), str(spec["mode"]), str(spec["marker"])),
-        server.locate,
-    )
-    _register_executor(config, executor)
-    config.addinivalue_line("markers", f"{spec['marker']}: keeps real network during a hunt")
 
 
-@dataclass
-class _Child:
-    pid: int
-    request_id: int
-    fd: int
-    deadline: float
-    started: float
-    temp: str
-    data: bytearray = field(default_factory=bytearray)
+class _Probe:
+    """A request being answered: its child and the first execution of each step."""
+
+    def __init__(self, request_id: int, child: fork.Child, timeout: float) -> None:
+        self.request_id = request_id
+        self.child = child
+        self.deadline = child.started + timeout
+        self.timeout = timeout
+        self.attempts: list[Attempt] = []
+        self.status = ""
+        self.detail = ""
+
+    def take(self, lines: list[bytes]) -> None:
+        for line in lines:
+            try:
+                message = engine_wire.decode(line)
+            except ValueError:
+                continue
+            if message.get("op") == engine_wire.END:
+                status = message.get("status")
+                self.status = "completed" if status == "completed" else "error"
+                if status != "completed":
+                    self.detail = str(message.get("detail") or status)
+                continue
+            for raw in message.get("attempts") or []:
+                attempt = engine_wire.attempt_from(raw)
+                if attempt is not None and attempt.execution == 1:
+                    self.attempts.append(attempt)
 
 
 class Server:
     """Serves probe requests from the collected session."""
 
-    def __init__(self, config: pytest.Config, spec: dict[str, Any]) -> None:
+    def __init__(self, config: pytest.Config, spec: dict[str, Any], engine: Engine) -> None:
         self.config = config
+        self.engine = engine
         self.requests = int(spec["requests"])
         self.responses = int(spec["responses"])
         self.fork = bool(spec["fork"])
-        self.items: list[pytest.Item] = []
-        self.runner: SequenceRunner | None = None
-        self.children: dict[int, _Child] = {}
-        self.temp = tempfile.mkdtemp(prefix="hermetic-hunt-probes-")
+        self.probes: dict[int, _Probe] = {}
         self._buffer = bytearray()
         self._closed = False
-
-    def locate(self, item: pytest.Item) -> Any:
-        return self.runner.locate(item) if self.runner is not None else None
 
     def send(self, message: dict[str, Any]) -> None:
         data = wire.encode(message)
@@ -122,11 +128,10 @@ class Server:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        self.items = list(session.items)
         self.send(
             {
                 "op": "ready",
-                "collected": [item.nodeid for item in self.items],
+                "collected": [item.nodeid for item in session.items],
                 "hash_seed": os.environ.get("PYTHONHASHSEED"),
                 "fork": self.fork,
                 "pid": os.getpid(),
@@ -152,20 +157,22 @@ class Server:
             # pages it shares with this server.
             gc.collect()
             gc.freeze()
-        while not (self._closed and not self.children):
+        while not (self._closed and not self.probes):
             readers = [] if self._closed else [self.requests]
-            readers += [child.fd for child in self.children.values()]
-            deadline = min((c.deadline for c in self.children.values()), default=None)
+            readers += list(self.probes)
+            deadline = min((p.deadline for p in self.probes.values()), default=None)
             wait = None if deadline is None else max(0.0, deadline - _PERF())
             ready, _, _ = select.select(readers, [], [], wait)
             for fd in ready:
                 if fd == self.requests:
                     self._read_requests(session)
                 else:
-                    self._read_child(self.children[fd])
+                    self._read_child(self.probes[fd])
             now = _PERF()
-            for child in [c for c in self.children.values() if c.deadline <= now]:
-                self._kill(child)
+            for probe in [p for p in self.probes.values() if p.deadline <= now]:
+                probe.child.kill()
+                probe.status, probe.detail = "timeout", f"stopped after {probe.timeout:g}s"
+                self._finish(probe)
 
     def _read_requests(self, session: pytest.Session) -> None:
         chunk = os.read(self.requests, _READ)
@@ -182,135 +189,84 @@ class Server:
             elif message.get("op") == "probe":
                 self._start(session, message)
 
+    def _job(self, message: dict[str, Any]) -> Job:
+        steps = wire.steps_of(message)
+        journals: dict[int, Journal] = {}
+        for attempt_id, data in wire.journals_of(message).items():
+            nodeid = next((s.nodeid for s in steps if s.attempt_id == attempt_id), None)
+            journals[attempt_id] = journal_format.decode(
+                data, where=f"the journal of A{attempt_id}", expect_test=nodeid
+            )
+        return Job(tuple(steps), journals=journals)
+
     def _start(self, session: pytest.Session, message: dict[str, Any]) -> None:
         request_id = int(message["id"])
         timeout = float(message.get("timeout") or 120.0)
-        temp = tempfile.mkdtemp(dir=self.temp)
+        try:
+            job = self._job(message)
+            runner = self.engine.runner_for(job)
+            runner.select(session.items)
+        except (HuntError, ValueError, KeyError, TypeError) as exc:
+            self.send({"op": "result", "id": request_id, "status": "error", "detail": str(exc),
+                       "steps": [], "duration": 0.0})  # fmt: skip
+            return
         if not self.fork:
             started = _PERF()
-            result = self.run_probe(session, message, temp)
-            result.update(id=request_id, duration=_PERF() - started)
-            self.send(result)
+            attempts: list[Attempt] = []
+
+            def on_step(index: int, found: list[Attempt], reports: Any) -> None:
+                attempts.extend(a for a in found if a.execution == 1)
+
+            runner = self.engine.runner_for(job, on_step=on_step)
+            outcome = self.engine.run(session, job, runner=runner)
+            status = "completed" if outcome.status == "completed" else "error"
+            self.send({"op": "result", "id": request_id, "status": status,
+                       "detail": outcome.detail, "duration": _PERF() - started,
+                       "steps": [engine_wire.attempt_json(a) for a in attempts]})  # fmt: skip
             self._closed = True
             return
-        read_fd, write_fd = os.pipe()
-        started = _PERF()
-        # No SIGTERM between the fork and the child's registration: an abort
-        # must find every child to kill.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        pid = os.fork()
-        if pid == 0:  # the child
-            os.close(read_fd)
-            self._child(session, message, write_fd, temp)
-        os.close(write_fd)
-        self.children[read_fd] = _Child(pid, request_id, read_fd, started + timeout, started, temp)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        close = (self.requests, self.responses, *self.probes)
+        child = fork.spawn(self.engine, session, job, fork.ChildSetup(close, new_group=True))
+        self.probes[child.fd] = _Probe(request_id, child, timeout)
 
-    def _read_child(self, child: _Child) -> None:
-        chunk = os.read(child.fd, _READ)
+    def _read_child(self, probe: _Probe) -> None:
+        chunk = os.read(probe.child.fd, _READ)
         if chunk:
-            child.data += chunk
+            probe.take(probe.child.feed(chunk))
             return
-        _, status = os.waitpid(child.pid, 0)
-        try:
-            result = wire.decode(bytes(child.data))
-        except ValueError:
-            code = os.waitstatus_to_exitcode(status)
-            result = {"status": "error", "detail": f"the probe process died (exit status {code})"}
-        self._finish(child, result)
+        if not probe.status:
+            code = probe.child.reap()
+            tail = probe.child.stderr_tail().splitlines()[-1:] or [""]
+            probe.status = "error"
+            probe.detail = f"the probe process died ({fork.describe_exit(code)}) {tail[0]}".strip()
+        self._finish(probe)
 
-    def _kill(self, child: _Child) -> None:
-        for target in (-child.pid, child.pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(target, signal.SIGKILL)
-        os.waitpid(child.pid, 0)
-        limit = child.deadline - child.started
-        self._finish(child, {"status": "timeout", "detail": f"stopped after {limit:g}s"})
-
-    def _finish(self, child: _Child, result: dict[str, Any]) -> None:
-        del self.children[child.fd]
-        os.close(child.fd)
-        shutil.rmtree(child.temp, ignore_errors=True)
-        result.update(op="result", id=child.request_id, duration=_PERF() - child.started)
-        self.send(result)
+    def _finish(self, probe: _Probe) -> None:
+        del self.probes[probe.child.fd]
+        probe.child.reap()
+        probe.child.cleanup()
+        status = probe.status or "error"
+        if status == "completed" and len(probe.attempts) < len(probe.child.job.steps):
+            status = "error"
+            probe.detail = f"{len(probe.attempts)} of {len(probe.child.job.steps)} steps ran"
+        self.send(
+            {
+                "op": "result",
+                "id": probe.request_id,
+                "status": status,
+                "detail": probe.detail,
+                "duration": _PERF() - probe.child.started,
+                "steps": [engine_wire.attempt_json(a) for a in probe.attempts],
+            }
+        )
 
     def shutdown(self) -> None:
-        for child in list(self.children.values()):
-            self._kill(child)
-        shutil.rmtree(self.temp, ignore_errors=True)
-
-    # -- running a probe ---------------------------------------------------------
-
-    def _child(self, session: pytest.Session, message: dict[str, Any], fd: int, temp: str) -> None:
-        code = 0
-        try:
-            os.setpgid(0, 0)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-            for inherited in (self.requests, self.responses, *self.children):
-                os.close(inherited)
-            result = self.run_probe(session, message, temp)
-            data = wire.encode(result)
-            while data:
-                data = data[os.write(fd, data) :]
-        except BaseException:  # a child must never return into pytest
-            code = 70
-        finally:
-            os._exit(code)
-
-    def run_probe(
-        self, session: pytest.Session, message: dict[str, Any], temp: str
-    ) -> dict[str, Any]:
-        """Run the request's steps in this process; a result message (without id)."""
-        # Each probe gets its own pytest temporary directory root.
-        os.environ["PYTEST_DEBUG_TEMPROOT"] = temp
-        capture = self.config.pluginmanager.getplugin("capturemanager")
-        if self.fork and capture is not None and capture.is_globally_capturing():
-            # Fresh capture files: the server's are shared with every child.
-            capture.stop_global_capturing()
-            capture.start_global_capturing()
-        try:
-            steps = [_step(raw) for raw in message.get("steps") or []]
-            runner = SequenceRunner(steps, str(self.config.rootpath), deselect_others=False)
-            runner.select(self.items)
-        except (HuntError, ValueError, KeyError, TypeError) as exc:
-            return {"op": "result", "status": "error", "detail": str(exc), "steps": []}
-        self.runner = runner
-        self.config.pluginmanager.register(runner, "hermetic-hunt-probe-sequence")
-        status, detail = "completed", ""
-        try:
-            runner.run(session)
-        except (session.Failed, session.Interrupted) as exc:
-            status, detail = "error", f"the session stopped: {exc}"
-        if status == "completed" and len(runner.records) < len(steps):
-            status, detail = "error", f"{len(runner.records)} of {len(steps)} steps ran"
-        return {
-            "op": "result",
-            "status": status,
-            "detail": detail,
-            "steps": [wire.step_result_json(record) for record in runner.records],
-        }
+        for probe in list(self.probes.values()):
+            probe.child.kill()
+            probe.child.reap()
+            probe.child.cleanup()
+        self.probes.clear()
 
 
 def _stop(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
-
-
-def _step(raw: Any) -> Step:
-    if not isinstance(raw, dict) or not isinstance(raw.get("nodeid"), str):
-        raise ValueError("each step needs a nodeid")
-    data = raw.get("journal")
-    journal = None
-    if isinstance(data, str):
-        journal = journal_format.decode(
-            wire._unb64(data) or b"", where=f"the journal for {raw['nodeid']}",
-            expect_test=raw["nodeid"],
-        )  # fmt: skip
-    seed, now = raw.get("seed"), raw.get("now")
-    return Step(
-        nodeid=raw["nodeid"],
-        seed=int(seed) if isinstance(seed, int) else None,
-        now=float(now) if isinstance(now, (int, float)) else None,
-        mode=str(raw.get("mode") or "seeded"),
-        journal=journal,
-    )

@@ -4,30 +4,31 @@ Client -> server (the server's request pipe)::
 
     {"op": "probe", "id": 7, "timeout": 120.0,
      "steps": [{"nodeid": "...", "seed": 1, "now": 2.0, "mode": "seeded",
-                "journal": "<base64 gzip>" | null}, ...]}
+                "attempt_id": 12}, ...],
+     "journals": {"12": "<base64 gzip>"}}
     {"op": "quit"}
 
 Server -> client (its response pipe)::
 
     {"op": "ready", "collected": ["nodeid", ...], "hash_seed": "123", "fork": true}
     {"op": "result", "id": 7, "status": "completed" | "timeout" | "error",
-     "duration": 0.03, "detail": "", "steps": [{"nodeid": ..., "outcome": ...,
-     "exc_type": ..., "location": ..., "message": ..., "violations": [[op, host, port,
-     detail]], "journal": "<base64>" | null}, ...]}
+     "duration": 0.03, "detail": "", "steps": [{attempt}, ...]}
 
-Also :func:`probe_args`: the hunt's pytest arguments without the options
-that make no sense (or do harm) in a probe server.
+A result's steps are the first execution of every step that ran, as
+:func:`hermetic_hunt.engine.wire.attempt_json` writes them. Also
+:func:`probe_args`: the hunt's pytest arguments without the options that
+make no sense (or do harm) in a probe server.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from hermetic_hunt.isolate.classifier import ProbeResult, ProbeStep, StepResult
-from hermetic_hunt.models import Violation
+from hermetic_hunt.engine import wire as engine_wire
+from hermetic_hunt.findings import ProbeResult
+from hermetic_hunt.models import Step, as_mode
 
 #: Environment variable that hands a probe server its settings (JSON).
 ENV = "HERMETIC_HUNT_PROBE"
@@ -88,113 +89,86 @@ def probe_args(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def option_value(argv: Sequence[str], name: str) -> str | None:
-    """The last value of ``--name=V`` / ``--name V`` in ``argv`` (None: absent)."""
-    value = None
-    for index, arg in enumerate(argv):
-        if arg.startswith(f"{name}="):
-            value = arg.partition("=")[2]
-        elif arg == name and index + 1 < len(argv):
-            value = argv[index + 1]
-    return value
-
-
-def _b64(data: bytes | None) -> str | None:
-    return base64.b64encode(data).decode("ascii") if data is not None else None
-
-
-def _unb64(text: Any) -> bytes | None:
-    if not isinstance(text, str):
-        return None
-    return base64.b64decode(text.encode("ascii"), validate=True)
-
-
 def encode(message: dict[str, Any]) -> bytes:
-    return (json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    return engine_wire.encode(message)
 
 
 def decode(line: bytes) -> dict[str, Any]:
     """One message (ValueError when it is not a JSON object)."""
     if len(line) > MAX_LINE:
         raise ValueError(f"message of {len(line):,} bytes is over the {MAX_LINE:,} limit")
-    value = json.loads(line)
-    if not isinstance(value, dict):
-        raise ValueError("a message must be a JSON object")
-    return value
+    return engine_wire.decode(line)
 
 
 def probe_request(
-    request_id: int, steps: Sequence[ProbeStep], journals: dict[int, bytes], timeout: float
+    request_id: int, steps: Sequence[Step], journals: dict[int, bytes], timeout: float
 ) -> dict[str, Any]:
+    """A probe request; ``journals`` (by attempt id) are the ones its record steps replay."""
     return {
         "op": "probe",
         "id": request_id,
         "timeout": timeout,
-        "steps": [_step_json(s, journals) for s in steps],
+        "steps": [
+            {
+                "nodeid": s.nodeid,
+                "seed": s.seed,
+                "now": s.now,
+                "mode": s.mode,
+                "attempt_id": s.attempt_id,
+            }
+            for s in steps
+        ],
+        "journals": {
+            str(attempt_id): base64.b64encode(data).decode("ascii")
+            for attempt_id, data in journals.items()
+        },
     }
 
 
-def _step_json(step: ProbeStep, journals: dict[int, bytes]) -> dict[str, Any]:
-    replayed = None
-    if step.mode == "record" and step.attempt_id is not None:
-        replayed = _b64(journals.get(step.attempt_id))
-    return {
-        "nodeid": step.nodeid,
-        "seed": step.seed,
-        "now": step.now,
-        "mode": step.mode,
-        "journal": replayed,
-    }
+def steps_of(message: dict[str, Any]) -> list[Step]:
+    """The steps of a request (ValueError when one is malformed)."""
+    steps = []
+    for raw in message.get("steps") or []:
+        if not isinstance(raw, dict) or not isinstance(raw.get("nodeid"), str):
+            raise ValueError("each step needs a nodeid")
+        seed, now, attempt_id = raw.get("seed"), raw.get("now"), raw.get("attempt_id")
+        mode = as_mode(raw.get("mode"))
+        steps.append(
+            Step(
+                nodeid=raw["nodeid"],
+                seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+                now=float(now) if isinstance(now, (int, float)) and not isinstance(now, bool)
+                else None,
+                mode=mode,
+                attempt_id=attempt_id if isinstance(attempt_id, int) else None,
+            )
+        )  # fmt: skip
+    return steps
 
 
-def step_result_json(record: Any) -> dict[str, Any]:
-    """An :class:`~hermetic_hunt.models.AttemptRecord` as a result step."""
-    failure = record.failure
-    return {
-        "nodeid": record.nodeid,
-        "outcome": record.outcome,
-        "exc_type": failure.exc_type if failure else "",
-        "location": failure.location if failure else "",
-        "message": failure.message if failure else "",
-        "violations": [[v.op, v.host, v.port, v.detail] for v in record.violations],
-        "journal": _b64(record.journal),
-    }
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _violation(raw: Any) -> Violation | None:
-    if not isinstance(raw, list) or len(raw) != 4:
-        return None
-    port = raw[2] if isinstance(raw[2], int) and not isinstance(raw[2], bool) else None
-    return Violation(op=_text(raw[0]), host=_text(raw[1]), port=port, detail=_text(raw[3]))
+def journals_of(message: dict[str, Any]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    raw = message.get("journals")
+    if isinstance(raw, dict):
+        for key, text in raw.items():
+            data = engine_wire.unb64(text)
+            if isinstance(key, str) and key.isdigit() and data is not None:
+                out[int(key)] = data
+    return out
 
 
 def result_from(message: dict[str, Any]) -> ProbeResult:
-    """A ``result`` message as a :class:`~hermetic_hunt.isolate.classifier.ProbeResult`."""
-    steps = []
-    for raw in message.get("steps") or []:
-        if not isinstance(raw, dict):
-            continue
-        violations = tuple(v for v in map(_violation, raw.get("violations") or []) if v)
-        steps.append(
-            StepResult(
-                nodeid=_text(raw.get("nodeid")),
-                outcome=_text(raw.get("outcome")) or "error",
-                exc_type=_text(raw.get("exc_type")),
-                location=_text(raw.get("location")),
-                message=_text(raw.get("message")),
-                violations=violations,
-                journal=_unb64(raw.get("journal")),
-            )
-        )
+    """A ``result`` message as a :class:`~hermetic_hunt.findings.ProbeResult`."""
+    steps = tuple(
+        a for a in map(engine_wire.attempt_from, message.get("steps") or []) if a is not None
+    )
     status = message.get("status")
     duration = message.get("duration")
+    detail = message.get("detail")
     return ProbeResult(
-        status=status if status in ("completed", "timeout", "error") else "error",
-        steps=tuple(steps),
+        status="completed" if status == "completed" else "timeout" if status == "timeout"
+        else "error",
+        steps=steps,
         duration=float(duration) if isinstance(duration, (int, float)) else 0.0,
-        detail=_text(message.get("detail")),
-    )
+        detail=detail if isinstance(detail, str) else "",
+    )  # fmt: skip

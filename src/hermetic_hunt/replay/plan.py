@@ -17,23 +17,27 @@ nodeids only ever select among the tests pytest collected.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
+from hermetic_hunt.findings import StoredFlake
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.models import Reproducer
+from hermetic_hunt.models import (
+    FAILING,
+    MODES,
+    Attempt,
+    Reproducer,
+    Step,
+    looks_like_ref,
+    parse_ref,
+)
 
 #: Environment variable marking a process that hermetic-hunt re-executed
 #: under the hash seed a replay needs (so it never loops).
 REEXEC_ENV = "HERMETIC_HUNT_REPLAY_REEXEC"
-OUTCOMES = ("reproduced", "not-reproduced", "failed-differently")
-FAILING = ("failed", "xpassed", "crashed")
-_FLAKE_REF = re.compile(r"[Ff]([1-9][0-9]{0,17})")
-_ATTEMPT_REF = re.compile(r"[Aa]([1-9][0-9]{0,17})")
 _USAGE = (
     "--hermetic-replay-db: expected PATH::ID, e.g. flakes.db::F3 (a flake), "
     "flakes.db::A1207 (an attempt) or flakes.db::tests/test_x.py::test_y (a test's newest flake)"
@@ -61,67 +65,32 @@ def parse_target(value: str) -> Target:
     path, sep, ref = value.partition("::")
     if not sep or not path.strip() or not ref.strip():
         raise BadOption(f"{_USAGE}; got {value!r}")
-    return parse_ref(path, ref, shown=value)
+    return target_of(path, ref, shown=value)
 
 
-def parse_ref(path: str, ref: str, *, shown: str | None = None) -> Target:
+def target_of(path: str, ref: str, *, shown: str | None = None) -> Target:
     """The target ``ref`` (``F3``, ``A1207`` or a nodeid) in the database at ``path``."""
     shown = shown if shown is not None else ref
     if not ref.strip():
         raise BadOption(f"{_USAGE}; got an empty ID")
     if ref != ref.strip() or "\x00" in ref or "\n" in ref:
         raise BadOption(f"{_USAGE}; got {shown!r} (the ID has stray whitespace)")
-    if match := _FLAKE_REF.fullmatch(ref):
-        return Target(path, f"F{int(match.group(1))}", "flake", int(match.group(1)))
-    if match := _ATTEMPT_REF.fullmatch(ref):
-        return Target(path, f"A{int(match.group(1))}", "attempt", int(match.group(1)))
-    if re.fullmatch(r"[FfAa][0-9]*", ref):
+    parsed = parse_ref(ref)
+    if parsed is not None:
+        return Target(path, str(parsed), parsed.kind, parsed.number)
+    if looks_like_ref(ref):
         raise BadOption(f"{_USAGE}; got {shown!r} ({ref!r} is not a valid id)")
     return Target(path, ref, "nodeid")
-
-
-@dataclass(frozen=True)
-class AttemptInfo:
-    """One stored attempt, as much of it as a replay needs."""
-
-    attempt_id: int
-    run_id: int | None
-    nodeid: str
-    outcome: str
-    phase: str | None
-    seed: int | None
-    now: float | None
-    mode: str
-    hash_seed: int | None
-    counts: dict[str, Any] = field(default_factory=dict)
-    violations: int = 0
-    exc_type: str | None = None
-    message: str = ""
-    location: str = ""
-    has_journal: bool = False
-
-
-@dataclass(frozen=True)
-class FlakeInfo:
-    """One stored flake; ``reproducer`` is its parsed (still unvalidated) JSON."""
-
-    row_id: int
-    flake_id: str
-    nodeid: str
-    kinds: tuple[str, ...]
-    status: str
-    reproducer: Any
-    last_run_id: int | None
 
 
 class Source(Protocol):
     """Read access to a database (:class:`hermetic_hunt.store.replay.ReplaySource`)."""
 
-    def attempt(self, attempt_id: int) -> AttemptInfo | None: ...
-    def newest_failing_attempt(self, nodeid: str) -> AttemptInfo | None: ...
+    def attempt(self, attempt_id: int) -> Attempt | None: ...
+    def newest_failing_attempt(self, nodeid: str) -> Attempt | None: ...
     def test_known(self, nodeid: str) -> bool: ...
-    def flake(self, flake_id: str) -> FlakeInfo | None: ...
-    def flake_of(self, nodeid: str) -> FlakeInfo | None: ...
+    def flake(self, flake_id: str) -> StoredFlake | None: ...
+    def flake_of(self, nodeid: str) -> StoredFlake | None: ...
     def journal(self, attempt_id: int) -> bytes | None: ...
 
 
@@ -145,28 +114,18 @@ class Expected:
         return f"{text} at {self.location}" if self.location else text or "a failure"
 
 
-@dataclass(frozen=True)
-class PlannedStep:
-    """One test of a plan. ``journal`` is replayed only in ``record`` mode;
-    a seeded step's journal (when kept) only explains the recording."""
-
-    nodeid: str
-    seed: int | None
-    now: float | None
-    mode: str
-    journal: Journal | None = None
-    attempt_id: int | None = None
-
-
 @dataclass
 class Plan:
     """Everything a replay session runs and checks, resolved from the database."""
 
     label: str
     target: Target
-    steps: tuple[PlannedStep, ...]
+    steps: tuple[Step, ...]
     hash_seed: int | None
     expected: Expected
+    #: Journals of the steps' attempts, by attempt id: replayed by a
+    #: ``record`` step; a ``seeded`` step's journal only explains the recording.
+    journals: dict[int, Journal] = field(default_factory=dict)
     run_id: int | None = None
     flake_row: int | None = None
     attempt_id: int | None = None
@@ -177,6 +136,19 @@ class Plan:
     @property
     def test(self) -> str:
         return self.steps[-1].nodeid
+
+    def journal_of(self, step: Step) -> Journal | None:
+        return self.journals.get(step.attempt_id) if step.attempt_id is not None else None
+
+    def replayed(self) -> dict[int, Journal]:
+        """The journals a replay feeds back (those of record-mode steps)."""
+        return {
+            step.attempt_id: journal
+            for step in self.steps
+            if step.mode == "record"
+            and step.attempt_id is not None
+            and (journal := self.journals.get(step.attempt_id)) is not None
+        }
 
 
 def resolve(target: Target, source: Source) -> Plan:
@@ -244,8 +216,9 @@ def _explanation(source: Source, attempt_id: int, nodeid: str) -> Journal | None
         return None
 
 
-def _attempt_step(attempt: AttemptInfo, source: Source) -> PlannedStep:
-    mode = attempt.mode if attempt.mode in ("seeded", "record", "off") else "seeded"
+def _attempt_step(attempt: Attempt, source: Source, journals: dict[int, Journal]) -> Step:
+    assert attempt.attempt_id is not None
+    mode = attempt.mode if attempt.mode in MODES else "seeded"
     journal = None
     if mode == "record" and attempt.has_journal:
         journal = _journal_of(source, attempt.attempt_id, attempt.nodeid)
@@ -256,33 +229,37 @@ def _attempt_step(attempt: AttemptInfo, source: Source) -> PlannedStep:
             f"A{attempt.attempt_id} has no seed stored although it ran in {mode} mode: "
             "the database is damaged; run a new hunt"
         )
-    return PlannedStep(attempt.nodeid, attempt.seed, attempt.now, mode, journal,
-                       attempt.attempt_id)  # fmt: skip
+    if journal is not None:
+        journals[attempt.attempt_id] = journal
+    return Step(attempt.nodeid, attempt.seed, attempt.now, mode, attempt.attempt_id)
 
 
-def _expected_of(attempt: AttemptInfo) -> Expected:
+def _expected_of(attempt: Attempt) -> Expected:
     if attempt.outcome in FAILING:
-        return Expected("failed", attempt.exc_type or "", attempt.location, attempt.message,
-                        attempt.violations > 0)  # fmt: skip
-    return Expected("passed", violations=attempt.violations > 0)
+        return Expected("failed", attempt.exc_type, attempt.location, attempt.message,
+                        bool(attempt.violations))  # fmt: skip
+    return Expected("passed", violations=bool(attempt.violations))
 
 
-def _attempt_plan(target: Target, attempt: AttemptInfo, source: Source) -> Plan:
+def _attempt_plan(target: Target, attempt: Attempt, source: Source) -> Plan:
     if not attempt.nodeid:
         raise BadDatabase(f"A{attempt.attempt_id} names no test: the database is damaged")
+    journals: dict[int, Journal] = {}
+    step = _attempt_step(attempt, source, journals)
     return Plan(
         label=f"A{attempt.attempt_id}",
         target=target,
-        steps=(_attempt_step(attempt, source),),
+        steps=(step,),
+        journals=journals,
         hash_seed=attempt.hash_seed,
         expected=_expected_of(attempt),
         run_id=attempt.run_id,
         attempt_id=attempt.attempt_id,
-        counts=dict(attempt.counts),
+        counts=dict(attempt.counts or {}),
     )
 
 
-def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
+def _flake_plan(target: Target, flake: StoredFlake, source: Source) -> Plan:
     if flake.reproducer is None:
         attempt = source.newest_failing_attempt(flake.nodeid)
         if attempt is None:
@@ -313,6 +290,7 @@ def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
             "run a new hunt"
         )
     steps = []
+    journals: dict[int, Journal] = {}
     for index, step in enumerate(repro.steps, start=1):
         journal = None
         if step.mode == "record" and step.attempt_id is not None:
@@ -324,8 +302,9 @@ def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
             )
         elif step.mode == "seeded" and step.attempt_id is not None:
             journal = _explanation(source, step.attempt_id, step.nodeid)
-        steps.append(PlannedStep(step.nodeid, step.seed, step.now, step.mode, journal,
-                                 step.attempt_id))  # fmt: skip
+        if journal is not None and step.attempt_id is not None:
+            journals[step.attempt_id] = journal
+        steps.append(step)
     if repro.exc_type:
         expected = Expected("failed", repro.exc_type, repro.location, repro.message)
     elif "network" in flake.kinds:
@@ -339,10 +318,11 @@ def _flake_plan(target: Target, flake: FlakeInfo, source: Source) -> Plan:
         steps=tuple(steps),
         hash_seed=repro.hash_seed,
         expected=expected,
+        journals=journals,
         run_id=repro.run_id if repro.run_id is not None else flake.last_run_id,
         flake_row=flake.row_id,
         attempt_id=steps[-1].attempt_id,
-        counts=dict(last.counts) if last is not None else {},
+        counts=dict(last.counts or {}) if last is not None else {},
         kinds=flake.kinds,
     )
 

@@ -3,20 +3,19 @@
 :func:`configure_replay` (called from :mod:`hermetic_hunt.plugin`'s
 ``pytest_configure``) opens the database, resolves the target into a
 :class:`~hermetic_hunt.replay.plan.Plan`, restarts the process under the hash
-seed the plan needs, and registers the same objects a hunt runs attempts
-with: a :class:`~hermetic_hunt.engine.sequence.SequenceRunner` (selects exactly the
-plan's tests among the collected ones and runs them in order), the
-:class:`~hermetic_hunt.engine.executor.AttemptExecutor` and the ``hermetic_sandbox``
-fixture. Everything else is plain pytest, so ``--pdb``, ``-x``, ``-vv``,
-``--tb=long`` and ``-s`` work. :class:`ReplayReporter` says at the end whether
-the recorded failure came back and stores the answer in ``replays``.
+seed the plan needs, and installs the engine a hunt runs its rounds with
+(:class:`~hermetic_hunt.engine.setup.Engine`, with the hunt's stored
+settings): :class:`ReplayRunner` selects exactly the plan's tests among the
+collected ones and runs them in order, in this fresh process. Everything
+else is plain pytest, so ``--pdb``, ``-x``, ``-vv``, ``--tb=long`` and ``-s``
+work. :class:`ReplayReporter` says at the end whether the recorded failure
+came back and stores the answer in ``replays``.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import sqlite3
 import subprocess
 import sys
 from dataclasses import replace
@@ -26,12 +25,13 @@ from typing import Any
 import pytest
 
 from hermetic_hunt import commands, environment
+from hermetic_hunt.engine.runner import Job, StepRunner
 from hermetic_hunt.errors import BadDatabase, HuntError
-from hermetic_hunt.models import MAX_HASH_SEED, hash_seed_problem
-from hermetic_hunt.replay.plan import FAILING, REEXEC_ENV, Plan, needs_reexec, parse_target, resolve
+from hermetic_hunt.models import FAILING, MAX_HASH_SEED, Attempt, Settings, hash_seed_problem
+from hermetic_hunt.replay.plan import REEXEC_ENV, Plan, needs_reexec, parse_target, resolve
 from hermetic_hunt.replay.verdict import (
     Observed,
-    Verdict,
+    ReplayVerdict,
     describe,
     earlier_failures,
     faithfulness_warnings,
@@ -50,10 +50,13 @@ _CONFLICTS: tuple[tuple[str, str], ...] = (
 )
 
 
-def configure_replay(config: pytest.Config, value: str) -> None:
-    """Set up a replay session (HuntError -> the caller's pytest.UsageError)."""
+def configure_replay(config: pytest.Config, value: str, marker: str | None = None) -> None:
+    """Set up a replay session (HuntError -> the caller's pytest.UsageError).
+
+    ``marker``: the integration marker given as an option (else the hunt's).
+    """
     try:
-        _configure(config, value)
+        _configure(config, value, marker)
     except HuntError as exc:
         text = str(exc)
         if not text.startswith("--hermetic-replay-db"):
@@ -61,9 +64,9 @@ def configure_replay(config: pytest.Config, value: str) -> None:
         raise
 
 
-def _configure(config: pytest.Config, value: str) -> None:
+def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     _check_conflicts(config)
-    store, plan, recorded_env, display = _load(config, value)
+    store, plan, recorded_env, settings, display = _load(config, value)
     config.add_cleanup(store.close)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
     ignored = _own_selection(config)
@@ -71,20 +74,16 @@ def _configure(config: pytest.Config, value: str) -> None:
         plan.notes.append(f"{', '.join(ignored)} ignored: the reproducer decides what runs")
     # Imported only now: a process about to restart under another hash seed
     # never pays for the sandbox and the executor.
-    from hermetic_hunt.engine.executor import AttemptExecutor, ExecSettings
-    from hermetic_hunt.engine.sequence import SequenceRunner
-    from hermetic_hunt.plugin import _hand_seeding_to_the_hunt, _register_executor, _value
+    from hermetic_hunt.engine.setup import Engine
 
-    _hand_seeding_to_the_hunt(config)
     if getattr(config.option, "hermetic_seed", None) is None and plan.steps[-1].seed is not None:
         # hermetic-sandbox's header then names the seed the replayed test runs with.
         config.option.hermetic_seed = plan.steps[-1].seed
-    marker = _value(config, "hermetic_hunt_integration_marker", "hermetic_hunt_integration_marker")
-    marker = marker or "integration"
-    config.addinivalue_line(
-        "markers", f"{marker}: keeps real network during a hermetic-hunt hunt or replay"
-    )
-    runner = SequenceRunner([_sequence_step(step) for step in plan.steps], str(config.rootpath))
+    if marker:
+        settings = replace(settings, integration_marker=marker)
+    engine = Engine(config, settings)
+    job = Job(plan.steps, journals=plan.replayed())
+    runner = engine.runner_for(job, watch_leaks=False)
     reporter = ReplayReporter(config, plan, store, display, runner)
     reporter.restarted = restarted
     reporter.current_env = environment.collect(str(config.rootpath))
@@ -92,13 +91,12 @@ def _configure(config: pytest.Config, value: str) -> None:
     # The reporter first: among trylast hooks the earlier registered runs
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
-    config.pluginmanager.register(runner, "hermetic-hunt-replay-runner")
-    modes = [step.mode for step in plan.steps if step.mode != "off"]
-    executor = AttemptExecutor(ExecSettings(0, modes[0] if modes else "off", marker), runner.locate)
-    _register_executor(config, executor)
+    config.pluginmanager.register(ReplayRunner(engine, runner), "hermetic-hunt-replay-runner")
 
 
-def _load(config: pytest.Config, value: str) -> tuple[Store, Plan, dict[str, Any] | None, str]:
+def _load(
+    config: pytest.Config, value: str
+) -> tuple[Store, Plan, dict[str, Any] | None, Settings, str]:
     """Open the database and resolve the target (restarting here if the hash seed differs)."""
     target = parse_target(value)
     cwd = str(config.invocation_params.dir)
@@ -109,6 +107,7 @@ def _load(config: pytest.Config, value: str) -> tuple[Store, Plan, dict[str, Any
         source = ReplaySource(store)
         plan = resolve(replace(target, path=display), source)
         recorded_env = source.run_environment(plan.run_id) if plan.run_id is not None else None
+        settings = source.run_settings(plan.run_id)
         _check_hash_seed(plan)
         if needs_reexec(plan.hash_seed, os.environ):
             store.close()
@@ -116,16 +115,44 @@ def _load(config: pytest.Config, value: str) -> tuple[Store, Plan, dict[str, Any
     except BaseException:
         store.close()
         raise
-    return store, plan, recorded_env, display
+    return store, plan, recorded_env, settings, display
 
 
-def _sequence_step(step: Any) -> Any:
-    from hermetic_hunt.engine.sequence import Step
+class ReplayRunner:
+    """pytest plugin: select exactly the plan's tests, run them in order."""
 
-    # A seeded step's journal only explains the recording: replaying it
-    # would feed back values the seed re-derives anyway.
-    journal = step.journal if step.mode == "record" else None
-    return Step(step.nodeid, seed=step.seed, now=step.now, mode=step.mode, journal=journal)
+    def __init__(self, engine: Any, runner: StepRunner) -> None:
+        self.engine = engine
+        self.runner = runner
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        try:
+            self.runner.select(items)
+        except HuntError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        wanted = set(self.runner.items)
+        deselected = [item for item in items if item.nodeid not in wanted]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+        items[:] = [self.runner.items[nodeid] for nodeid in dict.fromkeys(self.runner.items)]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
+        if session.config.option.collectonly:
+            return True
+        outcome = self.engine.run(session, self.runner.job, runner=self.runner)
+        if outcome.status == "interrupted":
+            raise KeyboardInterrupt
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+        return True
 
 
 def _check_conflicts(config: pytest.Config) -> None:
@@ -244,7 +271,7 @@ class ReplayReporter:
         self.warnings: list[str] = []
         self.current_env: dict[str, Any] = {}
         self.deselected: set[str] = set()
-        self.verdict: Verdict | None = None
+        self.verdict: ReplayVerdict | None = None
         self.lines: list[str] = []
         self._stopped = ""
 
@@ -304,14 +331,7 @@ class ReplayReporter:
         last = len(self.plan.steps) - 1
         for record in self.runner.records:
             if record.position == last and record.execution == 1:
-                failure = record.failure if record.outcome in FAILING else None
-                return Observed(
-                    outcome=record.outcome,
-                    exc_type=failure.exc_type if failure else "",
-                    location=failure.location if failure else "",
-                    message=failure.message if failure else "",
-                    violations=tuple(v.describe() for v in record.violations),
-                )
+                return _observed(record)
         return None
 
     def _before(self) -> list[tuple[str, str]]:
@@ -319,7 +339,7 @@ class ReplayReporter:
         return [(r.nodeid, r.outcome) for r in self.runner.records
                 if r.position < last and r.execution == 1]  # fmt: skip
 
-    def _store(self, verdict: Verdict, notes: list[str]) -> None:
+    def _store(self, verdict: ReplayVerdict, notes: list[str]) -> None:
         try:
             add_replay(
                 self.store,
@@ -330,7 +350,7 @@ class ReplayReporter:
                 detail="\n".join([verdict.line, *notes]),
                 environment=self.current_env,
             )
-        except (sqlite3.Error, HuntError) as exc:
+        except HuntError as exc:
             self.warnings.append(f"could not store this replay in {self.display}: {exc}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -342,3 +362,14 @@ class ReplayReporter:
         for index, text in enumerate(self.lines):
             markup = colour.get(self.verdict.outcome, {"yellow": True}) if index == 0 else {}
             terminalreporter.write_line(text, **markup)
+
+
+def _observed(record: Attempt) -> Observed:
+    failure = record.failure if record.outcome in FAILING else None
+    return Observed(
+        outcome=record.outcome,
+        exc_type=failure.exc_type if failure else "",
+        location=failure.location if failure else "",
+        message=failure.message if failure else "",
+        violations=tuple(v.describe() for v in record.violations),
+    )

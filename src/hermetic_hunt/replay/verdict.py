@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermetic_hunt.environment import differences
-from hermetic_hunt.replay.plan import FAILING, Plan
+from hermetic_hunt.models import FAILING
+from hermetic_hunt.replay.plan import Plan
 from hermetic_hunt.seeds import iso
 
 
@@ -27,7 +28,7 @@ def describe(plan: Plan, db_display: str) -> str:
     parts = [f"hermetic-hunt replay: {plan.label} from {db_display}: {runs}", f"mode {step.mode}"]
     if step.mode != "off" and step.seed is not None:
         parts.append(f"seed {step.seed}")
-    if step.mode == "record" and step.journal is not None:
+    if step.mode == "record" and plan.journal_of(step) is not None:
         parts.append(f"journal of A{step.attempt_id}")
     elif step.mode != "off" and step.now is not None:
         parts.append(f"now {iso(step.now)}")
@@ -53,7 +54,7 @@ def faithfulness_warnings(
     counted = plan.counts.get("threads")
     threads = max(
         [counted if isinstance(counted, int) else 0]
-        + [step.journal.threads for step in plan.steps if step.journal is not None]
+        + [journal.threads for journal in plan.journals.values()]
     )
     if "concurrency" in plan.kinds:
         out.append(
@@ -66,7 +67,7 @@ def faithfulness_warnings(
             "thread interleaving is not replayed, so a race may or may not come back"
         )
     for step in plan.steps:
-        journal = step.journal
+        journal = plan.journal_of(step)
         if step.mode == "off":
             out.append(
                 f"{step.nodeid} was recorded without a sandbox (mode off): its time and "
@@ -107,7 +108,7 @@ class Observed:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ReplayVerdict:
     outcome: str  # reproduced | not-reproduced | failed-differently
     line: str
 
@@ -119,45 +120,49 @@ def _got(observed: Observed) -> str:
     return f"{text} at {observed.location}" if observed.location else text
 
 
-def judge(plan: Plan, observed: Observed | None, stopped: str = "") -> Verdict:
+def judge(plan: Plan, observed: Observed | None, stopped: str = "") -> ReplayVerdict:
     """Whether the replay showed the recorded behaviour again, as one sentence."""
     label, test, expected = plan.label, plan.test, plan.expected
     if observed is None:
         why = stopped or "the session stopped before it"
-        return Verdict("not-reproduced", f"did not reproduce {label} ({test} did not run: {why})")
+        return ReplayVerdict(
+            "not-reproduced", f"did not reproduce {label} ({test} did not run: {why})"
+        )
     if expected.outcome == "passed":
         if observed.outcome in FAILING:
-            return Verdict(
+            return ReplayVerdict(
                 "failed-differently",
                 f"failed differently: {label} recorded a pass of {test}, the replay got "
                 f"{_got(observed)}",
             )
         if observed.outcome != "passed":
-            return Verdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
+            return ReplayVerdict(
+                "not-reproduced", f"did not reproduce {label} ({observed.outcome})"
+            )
         if expected.violations and not observed.violations:
-            return Verdict(
+            return ReplayVerdict(
                 "not-reproduced",
                 f"did not reproduce {label} (passed without the recorded blocked network call)",
             )
         if expected.violations:
-            return Verdict(
+            return ReplayVerdict(
                 "reproduced",
                 f"reproduced {label}: {test} made the recorded blocked network call "
                 f"({observed.violations[0]})",
             )
-        return Verdict("reproduced", f"reproduced {label}: {test} passed as recorded")
+        return ReplayVerdict("reproduced", f"reproduced {label}: {test} passed as recorded")
     if observed.outcome not in FAILING:
-        return Verdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
+        return ReplayVerdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
     same = not expected.exc_type or (
         observed.exc_type == expected.exc_type and observed.location == expected.location
     )
     if same:
-        return Verdict(
+        return ReplayVerdict(
             "reproduced",
             f"reproduced {label}: {test} failed with the recorded signature "
             f"({expected.describe() if expected.exc_type else _got(observed)})",
         )
-    return Verdict(
+    return ReplayVerdict(
         "failed-differently",
         f"failed differently: {label} recorded {expected.describe()}, the replay of {test} got "
         f"{_got(observed)}",

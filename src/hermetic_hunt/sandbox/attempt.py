@@ -135,15 +135,16 @@ class AttemptFacts:
 
     ``counts`` maps each source to how often the attempt read it (stored
     for every attempt), plus ``threads`` when more than one thread read a
-    source and ``leaks`` (what the test changed and left behind, restored by
-    the sandbox). ``warnings`` say how a replay was less than faithful.
+    source. ``warnings`` say how a replay was less than faithful. ``end``
+    is where a virtual clock stood when the sandbox closed, ``(wall,
+    elapsed)``: the next attempt of the round starts there (None: real time).
     """
 
     counts: dict[str, Any] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
-    leaks: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     journal: Journal | None = None
+    end: tuple[float, float] | None = None
 
 
 _STATIC_FINGERPRINT: dict[str, Any] = {}
@@ -180,7 +181,7 @@ def fingerprint() -> dict[str, Any]:
 class _Active:
     """The attempt in progress (one at a time per process)."""
 
-    __slots__ = ("clock", "entropy", "fs", "patches", "policy", "random_seed", "saved",
+    __slots__ = ("clock", "cwd", "entropy", "fs", "patches", "policy", "random_seed", "saved",
                  "spec", "trace")  # fmt: skip
 
     def __init__(self, spec: SandboxSpec) -> None:
@@ -193,6 +194,7 @@ class _Active:
         self.entropy: entropy.Entropy | None = None
         self.policy: netguard.Policy | None = None
         self.fs: FsPaths | None = None
+        self.cwd: str | None = None
 
 
 def _replayed(spec: SandboxSpec) -> SandboxSpec:
@@ -238,15 +240,14 @@ class Sandbox:
     def _enter(self, active: _Active) -> hermetic.SandboxHandle:
         spec = active.spec
         if spec.fs == "isolate":
-            active.fs = _isolate_fs(spec.chdir)
+            active.cwd = _cwd()
+            active.fs = _isolate_fs(spec.chdir, active.saved)
         if spec.scrub_env or spec.env:
-            _apply_env(spec)
+            _apply_env(spec, active.saved)
         if spec.rng != "off":
             _enter_rng(active)
         if spec.clock == "virtual":
             _enter_clock(active)
-        else:
-            active.patches.update(_TIME_NAMESPACE, clock_patch.TZSET_PATCH)
         if spec.network != "off":
             allowlist = spec.network if isinstance(spec.network, tuple) else ()
             active.policy = netguard.Policy(
@@ -282,42 +283,42 @@ class Sandbox:
         end_state = (
             state.random_state() if keep_journal and active.random_seed is not None else None
         )
-        facts.leaks = self._restore(active)
-        if facts.leaks:
-            facts.counts["leaks"] = facts.leaks
+        if isinstance(active.clock, SeededClock):
+            facts.end = active.clock.end()
+        self._restore(active)
         if keep_journal and active.spec.mode in ("seeded", "record"):
             facts.journal = _journal(active, end_state)
         return facts
 
-    def _restore(self, active: _Active) -> list[str]:
+    def _restore(self, active: _Active) -> None:
         _hermetic_internal._active_handle = None
         netguard.uninstall()
         datetimes.set_clock(None)
         clock_patch.activate(None)
         entropy.activate(None)
         active.patches.undo()
-        spec = active.spec
-        expected = {name for name, _ in spec.env}
-        if active.fs is not None:
-            expected |= {"HOME", "TMPDIR", "TEMP", "TMP"}
-        leaks = state.restore(
-            active.saved,
-            expected_env=frozenset(expected),
-            moved_cwd=active.fs is not None and spec.chdir,
-        )
-        if spec.scrub_env:
-            leaks = [leak for leak in leaks if not leak.startswith("env:")]
-        if active.fs is not None:
-            shutil.rmtree(active.fs.root, ignore_errors=True)
-        return leaks
+        fs = active.fs
+        moved = fs is not None and active.spec.chdir and _cwd() == str(fs.cwd)
+        state.restore(active.saved, cwd=active.cwd if moved else None, tempdir=fs is not None)
+        if fs is not None:
+            shutil.rmtree(fs.root, ignore_errors=True)
 
 
-def _apply_env(spec: SandboxSpec) -> None:
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _apply_env(spec: SandboxSpec, saved: state.Saved) -> None:
     if spec.scrub_env:
         for key in list(os.environ):
             if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
+                saved.note_env(key)
                 del os.environ[key]
     for key, value in spec.env:
+        saved.note_env(key)
         if value is None:
             os.environ.pop(key, None)
         else:
@@ -352,7 +353,7 @@ def _enter_rng(active: _Active) -> None:
 
 def _enter_clock(active: _Active) -> None:
     spec, trace, replay = active.spec, active.trace, active.spec.replay
-    seeded = SeededClock(spec.now, spec.tick, spec.spin_limit, trace, _spin_error)
+    seeded = SeededClock(spec.now, spec.tick, spec.spin_limit, trace, _spin_error, spec.elapsed)
     source: ClockSource = seeded
     if spec.mode == "record":
         source = RecordClock(trace)
@@ -366,13 +367,15 @@ def _enter_clock(active: _Active) -> None:
     datetimes.install(active.patches)
 
 
-def _isolate_fs(chdir: bool) -> FsPaths:
-    saved = tempfile.tempdir
+def _isolate_fs(chdir: bool, saved: state.Saved) -> FsPaths:
+    kept = tempfile.tempdir
     root = Path(tempfile.mkdtemp(prefix="hermetic-hunt-")).resolve()
-    tempfile.tempdir = saved
+    tempfile.tempdir = kept
     paths = FsPaths(root, root / "cwd", root / "home", root / "tmp")
     for path in (paths.cwd, paths.home, paths.tmp):
         path.mkdir()
+    for var in ("TMPDIR", "TEMP", "TMP", "HOME"):
+        saved.note_env(var)
     for var in ("TMPDIR", "TEMP", "TMP"):
         os.environ[var] = str(paths.tmp)
     os.environ["HOME"] = str(paths.home)

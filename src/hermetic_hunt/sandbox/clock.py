@@ -30,7 +30,6 @@ REAL_GMTIME = _time_module.gmtime
 REAL_CTIME = _time_module.ctime
 REAL_STRFTIME = _time_module.strftime
 REAL_ASCTIME = _time_module.asctime
-REAL_TZSET: Callable[[], None] | None = getattr(_time_module, "tzset", None)
 
 _MONO_BASE = 10_000.0
 _PERF_BASE = 20_000.0
@@ -101,6 +100,14 @@ class ClockSource:
 
 
 class SeededClock(ClockSource):
+    """Virtual time: wall time starts at ``now``; the monotonic clocks at ``elapsed``.
+
+    A round's attempts share one timeline: each attempt's clock starts where
+    the previous one ended (:meth:`end`), so ``monotonic`` never runs
+    backwards between two tests of a round and a fixture's reading agrees
+    with the tests that use it.
+    """
+
     def __init__(
         self,
         now: float,
@@ -108,10 +115,11 @@ class SeededClock(ClockSource):
         spin_limit: int,
         trace: Trace,
         spin_error: Callable[[int], Exception],
+        elapsed: float = 0.0,
     ) -> None:
         self._start = now
         self._offset = 0.0
-        self._ticks = 0.0
+        self._ticks = elapsed
         self._tick = tick
         self._reads = 0
         self._spin_limit = spin_limit
@@ -167,6 +175,11 @@ class SeededClock(ClockSource):
 
     def peek_wall(self) -> float:
         return self._start + self._offset
+
+    def end(self) -> tuple[float, float]:
+        """``(wall, elapsed)`` now: where the next attempt's clock starts."""
+        with self._lock:
+            return self._start + self._offset, self._offset + self._ticks
 
 
 class RecordClock(ClockSource):
@@ -273,7 +286,6 @@ class ReplayClock(ClockSource):
 
 
 _source: ClockSource | None = None
-_tzset_called = False
 
 
 # The patched ``time`` functions are created once and read the active source,
@@ -349,14 +361,6 @@ def _asctime(t: Any = _OMITTED) -> str:
     return REAL_ASCTIME(REAL_LOCALTIME(_wall_or(None)) if t is _OMITTED else t)
 
 
-def _tzset() -> None:
-    # Noted so the engine re-syncs the C timezone after the attempt.
-    global _tzset_called
-    _tzset_called = True
-    if REAL_TZSET is not None:
-        REAL_TZSET()
-
-
 #: What an attempt with a virtual clock puts into the ``time`` module.
 TIME_PATCH: dict[str, Any] = {
     "time": _time,
@@ -372,18 +376,9 @@ TIME_PATCH: dict[str, Any] = {
     "strftime": _strftime,
     "asctime": _asctime,
 }
-#: Every attempt (any clock) watches ``time.tzset`` (see :func:`take_tzset_called`).
-TZSET_PATCH: dict[str, Any] = {"tzset": _tzset} if REAL_TZSET is not None else {}
 
 
 def activate(source: ClockSource | None) -> None:
     """Point the patched functions at ``source`` (None: real time)."""
     global _source
     _source = source
-
-
-def take_tzset_called() -> bool:
-    """Whether ``time.tzset()`` ran since the last call (and reset the flag)."""
-    global _tzset_called
-    called, _tzset_called = _tzset_called, False
-    return called

@@ -27,6 +27,9 @@ class SandboxSpec:
     seed: int
     now: float
     mode: str = "seeded"  # seeded | record | replay
+    #: Virtual seconds the round's timeline has run before this attempt
+    #: (where ``monotonic``/``perf_counter`` continue from).
+    elapsed: float = 0.0
     test_id: str = ""
     tick: float = DEFAULT_TICK
     clock: str = "virtual"
@@ -42,10 +45,6 @@ class SandboxSpec:
     spin_limit: int = DEFAULT_SPIN_LIMIT
     strict_replay: bool = True
     replay: Journal | None = None
-
-    @property
-    def blocks_network(self) -> bool:
-        return self.network != "off"
 
 
 _BOOL_KEYS = ("allow_loopback", "allow_unix", "chdir", "scrub_env", "strict_replay",

@@ -1,10 +1,12 @@
-"""Process state an attempt may change, saved at enter and put back at exit.
+"""What a sandbox changes in the process, saved at enter and put back at exit.
 
-The global ``random`` state, the environment, the working directory, the
-C library's timezone (``TZ`` + ``time.tzset()``) and ``tempfile.tempdir``
-are restored *exactly* after every attempt, whatever the test did; what the
-test changed and did not put back itself is reported as a leak (a polluter
-in the making).
+A sandbox undoes its *own* changes only: the global ``random`` state it
+seeded, and what ``@pytest.mark.hermetic(env=..., scrub_env=True,
+fs="isolate")`` set (those variables, ``tempfile.tempdir``, the working
+directory it moved to). Whatever the test itself changed -- the
+environment, the working directory, the timezone -- stays changed, as in a
+plain pytest run, where such a change pollutes the tests after it; the
+engine's leak checks (:mod:`hermetic_hunt.engine.leaks`) record it.
 
 The global ``random`` state (2.5 KB) is the dearest thing to save: through
 ``getstate()``/``setstate()`` it becomes 625 Python ints and back, about a
@@ -22,10 +24,7 @@ import ctypes
 import os
 import random
 import tempfile
-import time
 from typing import Any
-
-from hermetic_hunt.sandbox import clock
 
 _C_RANDOM: Any = _random.Random
 _HEADER = object.__basicsize__
@@ -76,46 +75,22 @@ def _raw_copy_works() -> bool:
 RandomState: Any = RawRandomState if _raw_copy_works() else PortableRandomState
 
 
-def _encoded(name: str) -> Any:
-    encode = getattr(os.environ, "encodekey", None)
-    return encode(name) if encode is not None else name
-
-
-#: Variables pytest itself changes around every test phase: never a leak, and
-#: left as pytest set them.
-_PYTEST_OWNED = tuple(_encoded(name) for name in ("PYTEST_CURRENT_TEST",))
-
-
-def _environ() -> dict[Any, Any]:
-    data = getattr(os.environ, "_data", None)
-    return dict(data) if data is not None else dict(os.environ)
-
-
-def _tz() -> tuple[Any, ...]:
-    return (time.tzname, time.timezone, time.altzone, time.daylight)
-
-
-def _getcwd() -> str | None:
-    try:
-        return os.getcwd()
-    except OSError:
-        return None
-
-
 class Saved:
-    """The state before an attempt."""
+    """What the sandbox may change, as it was before the attempt."""
 
-    __slots__ = ("cwd", "env", "gauss", "generator", "random", "tempdir", "tz")
+    __slots__ = ("env", "gauss", "generator", "random", "tempdir")
 
     def __init__(self) -> None:
-        self.env = _environ()
-        self.cwd = _getcwd()
-        self.tz = _tz()
         self.generator: Any = random._inst
         self.random = RandomState(self.generator)
         self.gauss = getattr(self.generator, "gauss_next", None)
         self.tempdir = tempfile.tempdir
-        clock.take_tzset_called()
+        self.env: dict[str, str | None] = {}
+
+    def note_env(self, name: str) -> None:
+        """Remember ``name``'s value before the sandbox itself sets or removes it."""
+        if name not in self.env:
+            self.env[name] = os.environ.get(name)
 
 
 def seed_random(seed: int) -> None:
@@ -156,60 +131,23 @@ def words_consumed(seed: int, end: tuple[int, ...]) -> int | None:
     return None
 
 
-def restore(saved: Saved, *, expected_env: frozenset[str], moved_cwd: bool) -> list[str]:
-    """Put everything back; the leaks (``env:NAME``, ``tz``, ``cwd``) found.
+def restore(saved: Saved, *, cwd: str | None = None, tempdir: bool = False) -> None:
+    """Undo the sandbox's own changes.
 
-    ``expected_env`` names variables the sandbox itself set (marker ``env``,
-    ``fs="isolate"``), ``moved_cwd`` says the sandbox itself changed the
-    working directory: neither is the test's leak.
+    ``cwd``: where to go back to when the sandbox moved the working
+    directory; ``tempdir``: the sandbox set ``tempfile.tempdir``.
     """
-    leaks: list[str] = []
     saved.random.restore(saved.generator)
     saved.generator.gauss_next = saved.gauss
-    tempfile.tempdir = saved.tempdir
-    data = getattr(os.environ, "_data", None)
-    current = data if data is not None else _environ()
-    for key in _PYTEST_OWNED:
-        if key in current:
-            saved.env[key] = current[key]
+    if tempdir:
+        tempfile.tempdir = saved.tempdir
+    for name, value in saved.env.items():
+        if value is None:
+            os.environ.pop(name, None)
         else:
-            saved.env.pop(key, None)
-    if current != saved.env:
-        leaks.extend(f"env:{name}" for name in _changed(saved.env) if name not in expected_env)
-        _restore_environ(saved.env)
-    tz_now = _tz()
-    if clock.take_tzset_called() or tz_now != saved.tz:
-        if tz_now != saved.tz:
-            leaks.append("tz")
-        if clock.REAL_TZSET is not None:
-            clock.REAL_TZSET()
-    cwd = _getcwd()
-    if cwd != saved.cwd and saved.cwd is not None:
+            os.environ[name] = value
+    if cwd is not None:
         try:
-            os.chdir(saved.cwd)
+            os.chdir(cwd)
         except OSError:
             os.chdir(os.path.expanduser("~"))
-        if not moved_cwd:
-            leaks.append("cwd")
-    return leaks
-
-
-def _decode(value: Any) -> str:
-    return os.fsdecode(value) if isinstance(value, bytes) else str(value)
-
-
-def _changed(before: dict[Any, Any]) -> list[str]:
-    now = _environ()
-    keys = set(now) ^ set(before)
-    keys |= {key for key in now.keys() & before.keys() if now[key] != before[key]}
-    return sorted(_decode(key) for key in keys)
-
-
-def _restore_environ(snapshot: dict[Any, Any]) -> None:
-    current = _environ()
-    for key in current:
-        if key not in snapshot:
-            os.environ.pop(_decode(key), None)
-    for key, value in snapshot.items():
-        if current.get(key) != value:
-            os.environ[_decode(key)] = _decode(value)

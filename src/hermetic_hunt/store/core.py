@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from typing import Any
 import sqlite_utils
 
 from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import AttemptRecord, RunInfo
+from hermetic_hunt.models import Attempt, Leak, RunInfo
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -132,12 +132,47 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- writing a hunt ----------------------------------------------------
+    # -- writing ------------------------------------------------------------------
 
-    def _begin(self) -> None:
-        # IMMEDIATE takes the write lock up front: under WAL a deferred
-        # transaction that upgrades later can fail with "database is locked".
-        self.conn.execute("BEGIN IMMEDIATE")
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a failure rolls it back and says why in one line.
+
+        ``BEGIN IMMEDIATE`` takes the write lock up front: under WAL a
+        deferred transaction that upgrades later can fail with "database is
+        locked". When SQLite already rolled back by itself (a full disk), the
+        original error is the one reported, not "no transaction is active".
+        """
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._write_error(exc) from None
+        try:
+            yield self.conn
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            if self.conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self._write_error(exc) from None
+            raise
+
+    def _write_error(self, exc: sqlite3.Error) -> BadDatabase:
+        text = str(exc)
+        if "full" in text:
+            return BadDatabase(
+                f"cannot write to {self.path}: the disk is full ({text}); free some space "
+                "(what was written before is kept)"
+            )
+        return BadDatabase(f"cannot write to {self.path}: {text}")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """One statement outside a transaction (autocommit), errors in one line."""
+        try:
+            self.conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise self._write_error(exc) from None
 
     def start_run(self, info: RunInfo) -> int:
         settings = info.settings
@@ -157,35 +192,26 @@ class Store:
             "order_strategy": settings.order,
             "shard": str(settings.shard),
             "environment": json.dumps(info.environment, sort_keys=True),
+            "settings": json.dumps(settings.to_json(), sort_keys=True),
         }
-        self._begin()
-        try:
-            cursor = self.conn.execute(
+        with self.transaction() as conn:
+            cursor = conn.execute(
                 f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",  # noqa: S608
                 list(row.values()),
             )
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
     def set_run_tests(self, run_id: int, count: int) -> None:
-        self.conn.execute("UPDATE runs SET tests = ? WHERE id = ?", (count, run_id))
+        self.execute("UPDATE runs SET tests = ? WHERE id = ?", (count, run_id))
 
     def test_ids(self, nodeids: Iterable[str]) -> dict[str, int]:
         """Ids of ``nodeids`` in ``tests``, inserting the ones not seen before."""
         wanted = list(dict.fromkeys(nodeids))
-        self._begin()
-        try:
-            self.conn.executemany(
+        with self.transaction() as conn:
+            conn.executemany(
                 "INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", [(n,) for n in wanted]
             )
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
         ids: dict[str, int] = {}
         for chunk_start in range(0, len(wanted), 500):
             chunk = wanted[chunk_start : chunk_start + 500]
@@ -197,13 +223,16 @@ class Store:
                 ids[nodeid] = row_id
         return ids
 
-    def add_attempts(self, records: Sequence[AttemptRecord], test_ids: dict[str, int]) -> list[int]:
-        """Store a batch of attempts (and their failures, violations, journals)."""
+    def add_attempts(self, records: Sequence[Attempt], test_ids: dict[str, int]) -> list[int]:
+        """Store a batch of attempts (and their failures, violations, journals).
+
+        All or nothing: on an error (a full disk) nothing of the batch is
+        stored and :class:`BadDatabase` says why; the caller keeps the batch.
+        """
         if not records:
             return []
-        self._begin()
-        try:
-            (last,) = self.conn.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()
+        with self.transaction() as conn:
+            (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()
             ids = list(range(last + 1, last + 1 + len(records)))
             attempts: list[tuple[Any, ...]] = []
             failures: list[tuple[Any, ...]] = []
@@ -212,24 +241,14 @@ class Store:
             for attempt_id, rec in zip(ids, records, strict=True):
                 attempts.append(
                     (
-                        attempt_id,
-                        rec.run_id,
-                        rec.round_no,
-                        rec.worker,
-                        rec.position,
-                        test_ids[rec.nodeid],
-                        rec.execution,
-                        rec.outcome,
-                        rec.phase,
-                        round(rec.duration, 6),
-                        rec.seed,
-                        rec.now,
-                        rec.mode,
-                        rec.hash_seed,
+                        attempt_id, rec.run_id, rec.round_no, rec.worker, rec.position,
+                        test_ids[rec.nodeid], rec.execution, rec.outcome, rec.phase,
+                        round(rec.duration, 6), rec.seed, rec.now, rec.mode, rec.hash_seed,
                         json.dumps(rec.counts, separators=(",", ":")) if rec.counts else None,
-                        len(rec.violations),
+                        len(rec.violations), rec.repeat, rec.started, rec.profile,
+                        rec.switch_interval, rec.stress,
                     )
-                )
+                )  # fmt: skip
                 if rec.failure is not None:
                     f = rec.failure
                     failures.append((attempt_id, f.exc_type, f.message, f.location, f.excerpt))
@@ -239,41 +258,53 @@ class Store:
                     journals.append(
                         (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
                     )
-            self.conn.executemany(
+            conn.executemany(
                 "INSERT INTO attempts (id, run_id, round, worker, position, test_id, execution, "
-                "outcome, phase, duration, seed, now, mode, hash_seed, counts, violations) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "outcome, phase, duration, seed, now, mode, hash_seed, counts, violations, "
+                "repeat, started, profile, switch_interval, stress) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 attempts,
             )
             if failures:
-                self.conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
+                conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
             if violations:
-                self.conn.executemany(
+                conn.executemany(
                     "INSERT INTO violations (attempt_id, op, host, port, detail) "
                     "VALUES (?,?,?,?,?)",
                     violations,
                 )
             if journals:
-                self.conn.executemany(
+                conn.executemany(
                     "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)",
                     journals,
                 )
-            self.conn.execute(
+            conn.execute(
                 "UPDATE runs SET attempts = attempts + ? WHERE id = ?",
                 (len(records), records[0].run_id),
             )
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
         return ids
 
+    def add_leaks(self, run_id: int, rows: Sequence[tuple[int, int | None, Leak, bool]]) -> None:
+        """Store leaks: ``(round, attempt id or None, leak, persisted)`` each."""
+        if not rows:
+            return
+        with self.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO leaks (run_id, round, attempt_id, resource, name, change, detail, "
+                "persisted) VALUES (?,?,?,?,?,?,?,?)",
+                [
+                    (run_id, round_no, attempt_id, leak.resource, leak.name, leak.change,
+                     leak.detail, int(persisted))
+                    for round_no, attempt_id, leak, persisted in rows
+                ],
+            )  # fmt: skip
+
     def finish_run(self, run_id: int, *, status: str, rounds_done: int, exit_status: int) -> None:
-        self.conn.execute(
+        self.execute(
             "UPDATE runs SET status = ?, finished_at = ?, rounds_done = ?, exit_status = ? "
             "WHERE id = ?",
             (status, real_now_iso(), rounds_done, exit_status, run_id),
         )
 
     def set_rounds_done(self, run_id: int, rounds_done: int) -> None:
-        self.conn.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))
+        self.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))

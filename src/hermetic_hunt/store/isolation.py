@@ -12,29 +12,39 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hermetic_hunt.errors import BadDatabase, UnknownId
-from hermetic_hunt.isolate.classifier import FAILING, Attempt, Probe, ProbeResult, Verdict
+from hermetic_hunt.findings import Finding, Probe, ProbeResult
 from hermetic_hunt.journal import MAX_COMPRESSED
-from hermetic_hunt.models import Violation
+from hermetic_hunt.models import (
+    FAILING,
+    PASSING,
+    Attempt,
+    Failure,
+    Leak,
+    Settings,
+    Violation,
+    parse_ref,
+    sql_set,
+)
 from hermetic_hunt.store.core import Store, real_now_iso
 
-_FAIL = "('" + "', '".join(FAILING) + "')"
-_PASS = "('passed', 'xfailed')"  # noqa: S105 - outcomes, not a password
+_FAIL = sql_set(FAILING)
+_PASS = sql_set(PASSING)
 _ATTEMPT = """
     SELECT a.id, a.run_id, a.worker, a.position, a.execution, t.nodeid, a.outcome, a.seed,
            a.now, a.mode, a.hash_seed, coalesce(f.exc_type, ''), coalesce(f.location, ''),
-           coalesce(f.message, ''), a.violations, j.attempt_id IS NOT NULL
+           coalesce(f.message, ''), a.violations, j.attempt_id IS NOT NULL, a.round, a.repeat
     FROM attempts a JOIN tests t ON t.id = a.test_id
     LEFT JOIN failures f ON f.attempt_id = a.id
     LEFT JOIN journals j ON j.attempt_id = a.id
 """
 
 _REPRESENTATIVE = (
-    _ATTEMPT + f" WHERE a.run_id = ? AND t.nodeid = ? ORDER BY a.outcome IN {_PASS} DESC, a.id "
-    "LIMIT 1"
+    _ATTEMPT + " WHERE a.run_id = ? AND t.nodeid = ? "
+    f"ORDER BY a.repeat != 0, a.outcome IN {_PASS} DESC, a.id LIMIT 1"
 )
 
 _JOURNAL = (
@@ -50,9 +60,12 @@ class RunFacts:
     argv: tuple[str, ...]
     invocation_dir: str
     rootdir: str
-    base_seed: int
-    mode: str
+    settings: Settings
     workers: int
+
+    @property
+    def base_seed(self) -> int:
+        return self.settings.base_seed
 
 
 def _int(value: Any) -> int | None:
@@ -77,7 +90,8 @@ def run_facts(store: Store, run_id: int | None) -> RunFacts:
             raise UnknownId(f"{store.path} holds no run yet: hunt first (pytest --hermetic-hunt=N)")
         run_id = int(row[0])
     row = store.conn.execute(
-        "SELECT argv, invocation_dir, rootdir, base_seed, mode, workers FROM runs WHERE id = ?",
+        "SELECT argv, invocation_dir, rootdir, base_seed, mode, workers, settings FROM runs "
+        "WHERE id = ?",
         (run_id,),
     ).fetchone()
     if row is None:
@@ -91,18 +105,25 @@ def run_facts(store: Store, run_id: int | None) -> RunFacts:
     base_seed, workers = _int(row[3]), _int(row[5])
     if base_seed is None or not isinstance(row[1], str) or not isinstance(row[2], str):
         raise BadDatabase(f"{store.path}: run {run_id} is damaged; re-run the hunt")
+    try:
+        stored = json.loads(row[6]) if isinstance(row[6], str) else None
+    except (ValueError, RecursionError):
+        stored = None
+    settings = Settings.from_json(stored, base_seed=base_seed)
+    if stored is None and row[4] in ("seeded", "record", "off"):
+        settings = replace(settings, mode=row[4])  # a run from before settings were stored
     return RunFacts(
         run_id=run_id,
         argv=tuple(argv),
         invocation_dir=row[1],
         rootdir=row[2],
-        base_seed=base_seed,
-        mode=_text(row[4]) or "seeded",
+        settings=settings,
         workers=max(1, workers or 1),
     )
 
 
-def _attempt(row: Sequence[Any], violations: tuple[Violation, ...] = ()) -> Attempt:
+def _attempt(row: Sequence[Any], violations: Sequence[Violation] = ()) -> Attempt:
+    failed = _text(row[6]) in FAILING
     return Attempt(
         attempt_id=int(row[0]),
         run_id=int(row[1]),
@@ -115,11 +136,11 @@ def _attempt(row: Sequence[Any], violations: tuple[Violation, ...] = ()) -> Atte
         now=_float(row[8]),
         mode=_text(row[9]) or "seeded",
         hash_seed=_int(row[10]),
-        exc_type=_text(row[11]),
-        location=_text(row[12]),
-        message=_text(row[13]),
-        violations=violations,
+        failure=Failure(_text(row[11]), _text(row[13]), _text(row[12])) if failed else None,
+        violations=list(violations),
         has_journal=bool(row[15]),
+        round_no=_int(row[16]) or 0,
+        repeat=_int(row[17]) or 0,
     )
 
 
@@ -140,31 +161,41 @@ def _violations(store: Store, attempt_ids: Sequence[int]) -> dict[int, tuple[Vio
 
 @dataclass(frozen=True)
 class Candidates:
-    """Tests of a run that isolation looks at."""
+    """Tests of a run that isolation looks at, each with its attempts."""
 
-    flaky: dict[str, list[Attempt]]  # passed and failed, or had blocked calls
-    always_failing: dict[str, list[Attempt]]  # failed in every attempt
+    flaky: dict[str, list[Attempt]]  # passed and failed in plain runs, or had blocked calls
+    always_failing: dict[str, list[Attempt]]  # failed in every plain attempt
+    not_idempotent: dict[str, list[Attempt]]  # failed only when run twice in one process
 
 
 def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> Candidates:
-    """Flaky and violating tests of ``run_id`` (restricted to ``only``), with attempts."""
+    """Flaky, violating and not-idempotent tests of ``run_id`` (restricted to ``only``)."""
     rows = store.conn.execute(
-        f"SELECT t.nodeid, sum(a.outcome IN {_PASS}), sum(a.outcome IN {_FAIL}), "  # noqa: S608
-        "sum(a.violations > 0) FROM attempts a JOIN tests t ON t.id = a.test_id "
+        f"SELECT t.nodeid, sum(a.repeat = 0 AND a.outcome IN {_PASS}), "  # noqa: S608
+        f"sum(a.repeat = 0 AND a.outcome IN {_FAIL}), sum(a.violations > 0), "
+        f"sum(a.repeat = 2 AND a.execution = 1 AND a.outcome IN {_FAIL} AND EXISTS ("
+        "SELECT 1 FROM attempts b WHERE b.run_id = a.run_id AND b.worker = a.worker "
+        "AND b.round = a.round AND b.test_id = a.test_id AND b.repeat = 1 "
+        f"AND b.execution = 1 AND b.outcome IN {_PASS})) "
+        "FROM attempts a JOIN tests t ON t.id = a.test_id "
         "WHERE a.run_id = ? GROUP BY t.nodeid ORDER BY t.nodeid",
         (run_id,),
     ).fetchall()
     wanted = set(only) if only is not None else None
-    flaky, broken = [], []
-    for nodeid, passed, failed, violating in rows:
+    flaky, broken, twice = [], [], []
+    for nodeid, passed, failed, violating, second_runs in rows:
         if wanted is not None and nodeid not in wanted:
             continue
         if (passed and failed) or violating:
             flaky.append(nodeid)
         elif failed and not passed:
             broken.append(nodeid)
+        elif second_runs:
+            twice.append(nodeid)
     return Candidates(
-        flaky=attempts_of(store, run_id, flaky), always_failing=attempts_of(store, run_id, broken)
+        flaky=attempts_of(store, run_id, flaky),
+        always_failing=attempts_of(store, run_id, broken),
+        not_idempotent=attempts_of(store, run_id, twice),
     )
 
 
@@ -209,13 +240,33 @@ class RunHistory:
             return self._conn.execute(sql, params).fetchall()
 
     def preceding(self, attempt: Attempt) -> list[Attempt]:
+        """What ran before ``attempt`` in its process: its round on its worker, since
+        the last crash (a crashed step's successors ran in a new process)."""
         rows = self._rows(
-            _ATTEMPT + " WHERE a.run_id = ? AND a.worker = ? AND "
+            _ATTEMPT + " WHERE a.run_id = ? AND a.worker = ? AND a.round = ? AND "
             "(a.position < ? OR (a.position = ? AND a.execution < ?)) "
             "ORDER BY a.position, a.execution",
-            (attempt.run_id, attempt.worker, attempt.position, attempt.position, attempt.execution),
-        )
-        return [_attempt(row) for row in rows]
+            (attempt.run_id, attempt.worker, attempt.round_no, attempt.position,
+             attempt.position, attempt.execution),
+        )  # fmt: skip
+        before = [_attempt(row) for row in rows]
+        crashes = [i for i, a in enumerate(before) if a.outcome == "crashed"]
+        return before[crashes[-1] + 1 :] if crashes else before
+
+    def leaks(self) -> dict[str, list[Leak]]:
+        """What each test of the run left behind, in any attempt (distinct leaks)."""
+        out: dict[str, list[Leak]] = {}
+        for nodeid, resource, name, change, detail in self._rows(
+            "SELECT t.nodeid, l.resource, l.name, l.change, l.detail FROM leaks l "
+            "JOIN attempts a ON a.id = l.attempt_id JOIN tests t ON t.id = a.test_id "
+            "WHERE l.run_id = ? ORDER BY l.persisted DESC, l.id",
+            (self.run_id,),
+        ):
+            leak = Leak(_text(resource), _text(name), _text(change), _text(detail))
+            found = out.setdefault(_text(nodeid), [])
+            if all((x.resource, x.name) != (leak.resource, leak.name) for x in found):
+                found.append(leak)
+        return out
 
     def journal(self, attempt_id: int) -> bytes | None:
         """The stored journal of an attempt (None: none kept, or oversized)."""
@@ -245,11 +296,16 @@ def resolve_refs(store: Store, refs: Sequence[str]) -> list[str]:
     """Flake ids (``F3``) or nodeids -> nodeids (UnknownId for anything unknown)."""
     out = []
     for ref in refs:
-        row = store.conn.execute(
-            "SELECT t.nodeid FROM flakes fl JOIN tests t ON t.id = fl.test_id "
-            "WHERE fl.flake_id = ? COLLATE NOCASE",
-            (ref,),
-        ).fetchone()
+        parsed = parse_ref(ref)
+        row = (
+            store.conn.execute(
+                "SELECT t.nodeid FROM flakes fl JOIN tests t ON t.id = fl.test_id "
+                "WHERE fl.flake_id = ?",
+                (str(parsed),),
+            ).fetchone()
+            if parsed is not None and parsed.kind == "flake"
+            else None
+        )
         if row is None:
             row = store.conn.execute("SELECT nodeid FROM tests WHERE nodeid = ?", (ref,)).fetchone()
         if row is None:
@@ -265,29 +321,28 @@ def ensure_flakes(store: Store, nodeids: Sequence[str], run_id: int) -> dict[str
     """A flake row for each test (new ones get the next ``F`` id); ``{nodeid: (row, id)}``."""
     now = real_now_iso()
     out: dict[str, tuple[int, str]] = {}
-    store.conn.execute("BEGIN IMMEDIATE")
-    try:
+    with store.transaction() as conn:
         for nodeid in nodeids:
-            store.conn.execute("INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", (nodeid,))
-            (test_id,) = store.conn.execute(
-                "SELECT id FROM tests WHERE nodeid = ?", (nodeid,)
-            ).fetchone()
-            row = store.conn.execute(
+            conn.execute("INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", (nodeid,))
+            (test_id,) = conn.execute("SELECT id FROM tests WHERE nodeid = ?", (nodeid,)).fetchone()
+            row = conn.execute(
                 "SELECT id, flake_id FROM flakes WHERE test_id = ?", (test_id,)
             ).fetchone()
             if row is None:
-                (last,) = store.conn.execute("SELECT coalesce(max(id), 0) FROM flakes").fetchone()
+                (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM flakes").fetchone()
                 row = (last + 1, f"F{last + 1}")
-                store.conn.execute(
+                conn.execute(
                     "INSERT INTO flakes (id, flake_id, test_id, first_run_id, last_run_id, "
                     "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (row[0], row[1], test_id, run_id, run_id, now, now),
                 )
+            else:
+                conn.execute(
+                    "UPDATE flakes SET first_run_id = min(coalesce(first_run_id, ?), ?), "
+                    "last_run_id = max(coalesce(last_run_id, ?), ?) WHERE id = ?",
+                    (run_id, run_id, run_id, run_id, row[0]),
+                )
             out[nodeid] = (int(row[0]), str(row[1]))
-        store.conn.execute("COMMIT")
-    except BaseException:
-        store.conn.execute("ROLLBACK")
-        raise
     return out
 
 
@@ -316,12 +371,11 @@ def _step_row(
     )  # fmt: skip
 
 
-def save_verdict(store: Store, flake_row: int, run_id: int, verdict: Verdict) -> None:
+def save_finding(store: Store, flake_row: int, run_id: int, verdict: Finding) -> None:
     """Write one test's isolation: its flake row and every probe it ran."""
     now = real_now_iso()
     reproducer = verdict.reproducer
     values = {
-        "last_run_id": run_id,
         "kinds": json.dumps(verdict.kinds),
         "status": verdict.status,
         "evidence": json.dumps(verdict.evidence, sort_keys=True),
@@ -335,13 +389,12 @@ def save_verdict(store: Store, flake_row: int, run_id: int, verdict: Verdict) ->
         "note": "; ".join(verdict.notes),
         "updated_at": now,
     }
-    store.conn.execute("BEGIN IMMEDIATE")
-    try:
-        store.conn.execute(
+    with store.transaction() as conn:
+        conn.execute(
             f"UPDATE flakes SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",  # noqa: S608
             [*values.values(), flake_row],
         )
-        store.conn.executemany(
+        conn.executemany(
             "INSERT INTO isolation_steps (flake_id, run_id, step, purpose, sequence, "
             "environment, outcome, detail, duration, journal, created_at) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -350,17 +403,14 @@ def save_verdict(store: Store, flake_row: int, run_id: int, verdict: Verdict) ->
                 for n, (probe, result) in enumerate(verdict.probes, start=1)
             ],
         )
-        store.conn.execute("COMMIT")
-    except BaseException:
-        store.conn.execute("ROLLBACK")
-        raise
 
 
 def add_check(store: Store, run_id: int, nodeid: str, name: str, outcome: str, detail: str) -> None:
     """One ``test_checks`` row (e.g. ``sandbox-off`` of an always-failing test)."""
-    store.conn.execute("INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", (nodeid,))
-    store.conn.execute(
-        "INSERT INTO test_checks (run_id, test_id, check_name, outcome, detail, created_at) "
-        "SELECT ?, id, ?, ?, ?, ? FROM tests WHERE nodeid = ?",
-        (run_id, name, outcome, detail[:2000], real_now_iso(), nodeid),
-    )
+    with store.transaction() as conn:
+        conn.execute("INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", (nodeid,))
+        conn.execute(
+            "INSERT INTO test_checks (run_id, test_id, check_name, outcome, detail, created_at) "
+            "SELECT ?, id, ?, ?, ?, ? FROM tests WHERE nodeid = ?",
+            (run_id, name, outcome, detail[:2000], real_now_iso(), nodeid),
+        )

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermetic_hunt.errors import UnknownId
+from hermetic_hunt.models import FAILING, PASSING, sql_set
 from hermetic_hunt.report.model import (
     CheckRow,
     FailureRow,
@@ -26,14 +27,20 @@ from hermetic_hunt.report.model import (
 from hermetic_hunt.report.show import AttemptDetail, StepRow, ViolationDetail
 from hermetic_hunt.store.core import Store
 
-_FAILING = "('failed', 'crashed', 'xpassed')"
-_PASSING = "('passed', 'xfailed')"
+_FAILING = sql_set(FAILING)
+_PASSING = sql_set(PASSING)
 
 
 def _runs_clause(runs: Sequence[int] | None, column: str) -> tuple[str, list[Any]]:
     if runs is None:
         return "1", []
     return f"{column} IN ({','.join('?' * len(runs))})", list(runs)
+
+
+def _plain_clause(runs: Sequence[int] | None) -> tuple[str, list[Any]]:
+    """Attempts of ``runs`` that were plain runs (not a ``twice`` round's)."""
+    clause, params = _runs_clause(runs, "a.run_id")
+    return f"{clause} AND a.repeat = 0", params
 
 
 def _argv(text: str) -> tuple[str, ...]:
@@ -78,8 +85,8 @@ def _run(r: Any) -> RunRow:
 
 
 def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
-    """Per-test tallies over ``runs``, with each test's first failure."""
-    clause, params = _runs_clause(runs, "a.run_id")
+    """Per-test tallies over ``runs``, with each test's first failure (plain runs only)."""
+    clause, params = _plain_clause(runs)
     rows = store.conn.execute(
         f"""
         SELECT t.nodeid,
@@ -170,7 +177,7 @@ def check_rows(store: Store, runs: Sequence[int] | None) -> list[CheckRow]:
 
 def violation_rows(store: Store, runs: Sequence[int] | None) -> list[ViolationRow]:
     """Blocked calls per test and target: how many attempts, and the first one."""
-    clause, params = _runs_clause(runs, "a.run_id")
+    clause, params = _plain_clause(runs)
     sql = (
         "SELECT t.nodeid, v.op, v.host, v.port, count(DISTINCT v.attempt_id), "  # noqa: S608
         "min(v.attempt_id) FROM violations v JOIN attempts a ON a.id = v.attempt_id "
@@ -187,7 +194,7 @@ def round_cells(
     """Outcomes by (run, round) of ``nodeids``: the outcome-by-round view."""
     if not nodeids:
         return []
-    clause, params = _runs_clause(runs, "a.run_id")
+    clause, params = _plain_clause(runs)
     out: list[RoundCell] = []
     wanted = list(nodeids)
     for start in range(0, len(wanted), 500):
@@ -250,7 +257,7 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
     row = store.conn.execute(
         f"""
         SELECT a.id FROM attempts a JOIN tests t ON t.id = a.test_id
-        WHERE t.nodeid = ? AND a.outcome IN {outcomes} AND a.id != ?
+        WHERE t.nodeid = ? AND a.outcome IN {outcomes} AND a.id != ? AND a.repeat = 0
         ORDER BY a.run_id != (SELECT run_id FROM attempts WHERE id = ?), abs(a.id - ?)
         LIMIT 1
         """,  # noqa: S608 - constants and placeholders only
@@ -262,7 +269,7 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
 def first_failing_attempt(store: Store, nodeid: str) -> int | None:
     row = store.conn.execute(
         f"SELECT min(a.id) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
-        f"WHERE t.nodeid = ? AND a.outcome IN {_FAILING}",
+        f"WHERE t.nodeid = ? AND a.outcome IN {_FAILING} AND a.repeat = 0",
         (nodeid,),
     ).fetchone()
     return int(row[0]) if row and row[0] is not None else None

@@ -10,14 +10,14 @@ they are fetched, so an oversized blob is never read into memory.
 from __future__ import annotations
 
 import json
-import os
+import math
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 from hermetic_hunt.errors import BadDatabase, BadJournal
+from hermetic_hunt.findings import StoredFlake
 from hermetic_hunt.journal import MAX_COMPRESSED
-from hermetic_hunt.replay.plan import AttemptInfo, FlakeInfo, location_arg, parse_ref, resolve
+from hermetic_hunt.models import FAILING, Attempt, Failure, Settings, Violation, sql_set
 from hermetic_hunt.store.core import Store, real_now_iso
 
 _ATTEMPT_SQL = """
@@ -51,28 +51,37 @@ def _json(value: Any) -> Any:
         return None
 
 
-def _attempt(row: tuple[Any, ...]) -> AttemptInfo:
+def _float(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _attempt(row: tuple[Any, ...]) -> Attempt:
     counts = _json(row[9])
-    return AttemptInfo(
+    failure = (
+        Failure(_text(row[11]), _text(row[12]), _text(row[13]))
+        if isinstance(row[11], str)
+        else None
+    )
+    return Attempt(
         attempt_id=int(row[0]),
-        run_id=_int(row[1]),
+        run_id=_int(row[1]) or 0,
         nodeid=_text(row[2]),
         outcome=_text(row[3]),
         phase=row[4] if isinstance(row[4], str) else None,
         seed=_int(row[5]),
-        now=float(row[6]) if isinstance(row[6], (int, float)) else None,
+        now=_float(row[6]),
         mode=_text(row[7]),
         hash_seed=_int(row[8]),
         counts=counts if isinstance(counts, dict) else {},
-        violations=_int(row[10]) or 0,
-        exc_type=row[11] if isinstance(row[11], str) else None,
-        message=_text(row[12]),
-        location=_text(row[13]),
+        violations=[],
+        failure=failure,
         has_journal=bool(row[14]),
     )
 
 
-def _flake(row: tuple[Any, ...]) -> FlakeInfo:
+def _flake(row: tuple[Any, ...]) -> StoredFlake:
     kinds = _json(row[3])
     reproducer = _json(row[5])
     if row[5] is not None and reproducer is None:
@@ -80,7 +89,7 @@ def _flake(row: tuple[Any, ...]) -> FlakeInfo:
             f"the reproducer of {_text(row[1])} is malformed (not JSON): the database is "
             "damaged or was edited; run a new hunt"
         )
-    return FlakeInfo(
+    return StoredFlake(
         row_id=int(row[0]),
         flake_id=_text(row[1]),
         nodeid=_text(row[2]),
@@ -105,26 +114,43 @@ class ReplaySource:
             raise BadDatabase(f"{self.store.path} cannot be read ({exc}): is it damaged?") from None
         return tuple(row) if row is not None else None
 
-    def attempt(self, attempt_id: int) -> AttemptInfo | None:
+    def attempt(self, attempt_id: int) -> Attempt | None:
         row = self._fetch(_ATTEMPT_SQL + " WHERE a.id = ?", (attempt_id,))
-        return _attempt(row) if row else None
+        return self._with_violations(_attempt(row), row) if row else None
 
-    def newest_failing_attempt(self, nodeid: str) -> AttemptInfo | None:
+    def _with_violations(self, attempt: Attempt, row: tuple[Any, ...]) -> Attempt:
+        if not _int(row[10]):
+            return attempt
+        try:
+            found = self.conn.execute(
+                "SELECT op, host, port, detail FROM violations WHERE attempt_id = ? "
+                "ORDER BY id LIMIT 100",
+                (attempt.attempt_id,),
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise BadDatabase(f"{self.store.path} cannot be read ({exc}): is it damaged?") from None
+        attempt.violations = [
+            Violation(_text(op), _text(host), _int(port), _text(detail))
+            for op, host, port, detail in found
+        ]
+        return attempt
+
+    def newest_failing_attempt(self, nodeid: str) -> Attempt | None:
         row = self._fetch(
-            _ATTEMPT_SQL + " WHERE t.nodeid = ? AND a.outcome IN ('failed', 'xpassed', 'crashed')"
+            _ATTEMPT_SQL + f" WHERE t.nodeid = ? AND a.outcome IN {sql_set(FAILING)}"
             " ORDER BY a.run_id DESC, a.id DESC LIMIT 1",
             (nodeid,),
         )
-        return _attempt(row) if row else None
+        return self._with_violations(_attempt(row), row) if row else None
 
     def test_known(self, nodeid: str) -> bool:
         return self._fetch("SELECT 1 FROM tests WHERE nodeid = ?", (nodeid,)) is not None
 
-    def flake(self, flake_id: str) -> FlakeInfo | None:
+    def flake(self, flake_id: str) -> StoredFlake | None:
         row = self._fetch(_FLAKE_SQL + " WHERE fl.flake_id = ? COLLATE NOCASE", (flake_id,))
         return _flake(row) if row else None
 
-    def flake_of(self, nodeid: str) -> FlakeInfo | None:
+    def flake_of(self, nodeid: str) -> StoredFlake | None:
         """The newest flake of ``nodeid`` (flakes are one per test today)."""
         row = self._fetch(
             _FLAKE_SQL + " WHERE t.nodeid = ? ORDER BY fl.updated_at DESC, fl.id DESC LIMIT 1",
@@ -157,6 +183,13 @@ class ReplaySource:
         row = self._fetch("SELECT environment FROM runs WHERE id = ?", (run_id,))
         value = _json(row[0]) if row else None
         return value if isinstance(value, dict) else None
+
+    def run_settings(self, run_id: int | None) -> Settings:
+        """The settings the hunt of ``run_id`` ran with (defaults for an older database)."""
+        row = self._fetch("SELECT settings, base_seed FROM runs WHERE id = ?", (run_id,))
+        if row is None:
+            return Settings.from_json(None)
+        return Settings.from_json(_json(row[0]), base_seed=_int(row[1]) or 0)
 
     def run_location(self, run_id: int) -> tuple[str, str] | None:
         """``(rootdir, invocation_dir)`` of a run, as the hunt recorded them."""
@@ -192,20 +225,3 @@ def add_replay(
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid
-
-
-def prepare_command(db_path: str, ref: str, cwd: str) -> tuple[str, str | None]:
-    """Check ``ref`` against the database; its canonical form and the rootdir argument.
-
-    What ``hermetic-hunt replay`` prints: the target is resolved (so an
-    unknown id or a corrupt journal is said now, not when the command runs)
-    and, when the hunt's rootdir is a directory below ``cwd``, that directory
-    becomes the command's argument (see :func:`hermetic_hunt.replay.plan.location_arg`).
-    """
-    path = Path(cwd, os.path.expanduser(db_path)).resolve()
-    with Store.open(path, create=False) as store:
-        source = ReplaySource(store)
-        plan = resolve(parse_ref(str(db_path), ref), source)
-        where = source.run_location(plan.run_id) if plan.run_id is not None else None
-    location = location_arg(where[0], where[1], cwd) if where else None
-    return plan.target.ref, str(Path(cwd, location)) if location else None

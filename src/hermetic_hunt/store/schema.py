@@ -201,4 +201,86 @@ def _initial(db: Any) -> None:
     )
 
 
+@_migration("0002_fresh_rounds")  # type: ignore[untyped-decorator]
+def _fresh_rounds(db: Any) -> None:
+    """Rounds in fresh processes: settings, leaks, twice rounds, timing conditions."""
+    db.executescript(
+        """
+        ALTER TABLE runs ADD COLUMN settings TEXT;     -- JSON: the resolved hunt settings
+        ALTER TABLE attempts ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;
+            -- 0 ordinary; 1 / 2: first / second run of a test in a 'twice' round
+        ALTER TABLE attempts ADD COLUMN started REAL;  -- real start time, UTC epoch seconds
+        ALTER TABLE attempts ADD COLUMN profile TEXT;  -- clock profile of a seeded attempt
+        ALTER TABLE attempts ADD COLUMN switch_interval REAL;  -- sys.setswitchinterval
+        ALTER TABLE attempts ADD COLUMN stress INTEGER NOT NULL DEFAULT 0;  -- CPU stress
+        CREATE TABLE leaks (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            round INTEGER NOT NULL,
+            attempt_id INTEGER REFERENCES attempts(id),  -- NULL: not one attempt's
+            resource TEXT NOT NULL,            -- env cwd tz locale sys.path module warnings
+                                               -- logging signal thread process fd file
+                                               -- tempfile socket-timeout recursion-limit
+                                               -- switch-interval tempfile.tempdir asyncio-policy
+            name TEXT NOT NULL,                -- which one: a variable, a path, a thread name
+            change TEXT NOT NULL,              -- added | changed | removed | deleted
+            detail TEXT NOT NULL DEFAULT '',   -- the new value, bounded (secrets masked)
+            persisted INTEGER NOT NULL DEFAULT 1  -- still in place when the round ended
+        );
+        CREATE INDEX leaks_attempt ON leaks(attempt_id);
+        CREATE INDEX leaks_run ON leaks(run_id, round);
+
+        DROP VIEW attempts_view;
+        CREATE VIEW attempts_view AS
+        SELECT a.id, 'A' || a.id AS attempt_ref, a.run_id, a.round, a.worker, a.position,
+               t.nodeid, a.execution, a.repeat, a.outcome, a.phase, a.duration, a.seed,
+               a.now, strftime('%Y-%m-%dT%H:%M:%fZ', a.now, 'unixepoch') AS now_iso,
+               a.mode, a.hash_seed, a.profile, a.switch_interval, a.stress, a.counts,
+               a.violations, f.exc_type, f.message, f.location
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        LEFT JOIN failures f ON f.attempt_id = a.id;
+
+        DROP VIEW flaky_tests;
+        DROP VIEW test_stats;
+        DROP VIEW test_stats_all;
+        CREATE VIEW test_stats AS
+        SELECT a.run_id, t.nodeid,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
+               sum(a.outcome = 'skipped') AS skipped,
+               sum(a.outcome = 'crashed') AS crashed,
+               sum(a.violations > 0) AS with_violations,
+               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
+                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        WHERE a.repeat = 0
+        GROUP BY a.run_id, t.nodeid;
+
+        CREATE VIEW test_stats_all AS
+        SELECT t.nodeid,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
+               sum(a.outcome = 'skipped') AS skipped,
+               sum(a.outcome = 'crashed') AS crashed,
+               sum(a.violations > 0) AS with_violations,
+               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
+                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        WHERE a.repeat = 0
+        GROUP BY t.nodeid;
+
+        CREATE VIEW flaky_tests AS
+        SELECT * FROM test_stats_all WHERE passed > 0 AND failed > 0;
+
+        CREATE VIEW leaks_view AS
+        SELECT l.run_id, l.round, l.attempt_id, t.nodeid, l.resource, l.name, l.change,
+               l.detail, l.persisted
+        FROM leaks l LEFT JOIN attempts a ON a.id = l.attempt_id
+        LEFT JOIN tests t ON t.id = a.test_id;
+        """
+    )
+
+
 SCHEMA_VERSION = len(NAMES)

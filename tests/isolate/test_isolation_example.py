@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import hermetic_hunt
-from hermetic_hunt.isolate.classifier import Probe, ProbeStep
+from hermetic_hunt.findings import Probe
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
 from hermetic_hunt.isolate.wire import probe_args
-from hermetic_hunt.models import Reproducer
+from hermetic_hunt.models import Reproducer, Settings, Step
 
 T = "tests/"
 #: nodeid -> (kinds, polluters, cleaners, state-setters), from the suite's README.
@@ -119,11 +119,15 @@ def the_summary_lists_each_flake_with_its_kinds_sets_and_command(root: Path, std
 
 
 def every_reproducer_fails_again_when_run_by_hand(root: Path) -> None:
-    target = ProbeTarget(str(root), tuple(probe_args([*ARGS, "shop"])), base_seed=7)
+    target = ProbeTarget(
+        str(root),
+        tuple(probe_args([*ARGS, "shop"])),
+        Settings(rounds=1, budget_seconds=None, base_seed=7),
+    )
     with ProbeRunner(target, parallel=2) as runner:
         for nodeid, row in flakes(root).items():
             repro = Reproducer.from_json(json.loads(row["reproducer"]))
-            steps = tuple(ProbeStep(s.nodeid, s.seed, s.now, s.mode) for s in repro.steps)
+            steps = tuple(Step(s.nodeid, s.seed, s.now, s.mode) for s in repro.steps)
             probe = Probe("by hand", steps, repro.hash_seed or 0)
             # The concurrency example fails every other run: give it four.
             tries = 4 if "concurrency" in json.loads(row["kinds"]) else 1

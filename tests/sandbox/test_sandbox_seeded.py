@@ -134,7 +134,7 @@ def test_a_seeded_hunt_stores_counts_for_every_attempt_and_journals_for_failing_
     pytester.makepyfile(test_seeded=SUITE)
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "--hermetic-seed=3", "--hermetic-hunt=8",
-        "--hermetic-hunt-isolate=off",
+        "--hermetic-hunt-isolate=off", "--hermetic-hunt-order=shuffle",
     )  # fmt: skip
     assert result.ret == 1
     db = pytester.path / "flakes.db"

@@ -49,7 +49,7 @@ def test_a_bad_hunt_value_is_a_usage_error(suite, value, message):
         ),
         (
             "--hermetic-hunt-order=random",
-            "--hermetic-hunt-order: expected one of auto, shuffle, grouped, reversed, got 'random'",
+            "--hermetic-hunt-order: expected one of auto, shuffle, grouped, reversed, twice, got 'random'",
         ),
         ("--hermetic-hunt-shard=3/2", "--hermetic-hunt-shard: K must be between 1 and M*"),
         (

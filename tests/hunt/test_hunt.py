@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import one, rows, sequences
+from helpers import hunt, one, rows, sequences
 
 SUITE = """
 import random
@@ -39,15 +39,14 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def hunt(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:randomly", "--hermetic-seed=2", *args)
-
-
 @pytest.mark.parametrize(
     "workers", [[], ["-n", "2"], ["-p", "no:xdist"]], ids=["n0", "n2", "no-xdist"]
 )
 def test_a_hunt_stores_every_attempt_of_every_round(suite, workers):
-    result = hunt(suite, "--hermetic-hunt=4", "--hermetic-hunt-isolate=off", *workers)
+    result = hunt(
+        suite, "--hermetic-hunt=4", "--hermetic-hunt-order=shuffle", "--hermetic-hunt-isolate=off",
+        *workers,
+    )  # fmt: skip
     db = suite.path / "flakes.db"
     assert result.ret == 1
     assert one(db, "SELECT count(*) FROM attempts") == 4 * TESTS
@@ -65,15 +64,13 @@ def test_a_hunt_stores_every_attempt_of_every_round(suite, workers):
     assert one(db, "SELECT count(*) FROM attempts WHERE now IS NULL") == 0
     environment = json.loads(one(db, "SELECT environment FROM runs"))
     assert {"python", "platform", "git_sha", "versions"} <= set(environment)
-    # positions are each worker's sequence, without gaps
-    for worker, (count, low, high) in {
-        w: (c, lo, hi)
-        for w, c, lo, hi in rows(
-            db,
-            "SELECT worker, count(*), min(position), max(position) FROM attempts GROUP BY worker",
-        )
-    }.items():
-        assert (low, high) == (0, count - 1), worker
+    # positions number each worker's sequence in each round (a fresh process), no gaps
+    for worker, round_no, count, low, high in rows(
+        db,
+        "SELECT worker, round, count(*), min(position), max(position) FROM attempts "
+        "GROUP BY worker, round",
+    ):
+        assert (low, high) == (0, count - 1), (worker, round_no)
 
 
 def test_rounds_run_in_different_orders(suite):
@@ -82,7 +79,8 @@ def test_rounds_run_in_different_orders(suite):
     orders = {}
     for round_no, nodeid in rows(
         db,
-        "SELECT a.round, t.nodeid FROM attempts a JOIN tests t ON t.id = a.test_id ORDER BY a.position",
+        "SELECT a.round, t.nodeid FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "WHERE a.repeat < 2 ORDER BY a.position",
     ):
         orders.setdefault(round_no, []).append(nodeid)
     assert len({tuple(o) for o in orders.values()}) == 6
@@ -161,7 +159,7 @@ def test_a_time_budget_runs_whole_rounds_until_it_is_spent(suite):
         db, "SELECT rounds_done, budget_seconds, rounds_planned FROM runs"
     )
     assert rounds_done >= 1 and budget == 1.0 and planned is None
-    assert one(db, "SELECT count(*) FROM attempts") == rounds_done * TESTS
+    assert whole_rounds(db) == rounds_done
     result.stdout.fnmatch_lines(["hermetic-hunt: run 1 · a 1s budget *", "*round 1/? *left*"])
 
 
@@ -170,7 +168,18 @@ def test_a_time_budget_under_xdist_sends_whole_rounds(suite):
     db = suite.path / "flakes.db"
     rounds_done = one(db, "SELECT rounds_done FROM runs")
     assert rounds_done >= 2
-    assert one(db, "SELECT count(*) FROM attempts") == rounds_done * TESTS
+    assert whole_rounds(db) == rounds_done
+
+
+def whole_rounds(db):
+    """Rounds in which every test ran (exactly once, or twice in a twice round)."""
+    per_round = rows(
+        db,
+        "SELECT round, count(DISTINCT test_id), count(*), max(repeat) FROM attempts GROUP BY round",
+    )
+    for _round, tests, attempts, repeat in per_round:
+        assert tests == TESTS and attempts == TESTS * (2 if repeat else 1)
+    return len(per_round)
 
 
 def test_several_hunts_accumulate_in_one_database(suite):
@@ -203,52 +212,70 @@ def test_workers_get_distinct_recorded_hash_seeds(suite):
     assert seeds[0][2] != seeds[1][2]
 
 
+#: Counter files exist before the hunt: a file that was there is never touched
+#: between rounds (one a round creates would be removed, as a new checkout).
+COUNTER = "from pathlib import Path\nCOUNTER = Path(__file__).with_name('runs.txt')\n"
+
+
+def counted(pytester: pytest.Pytester, name: str, body: str) -> None:
+    pytester.makepyfile(**{name: COUNTER + body})
+    (pytester.path / "runs.txt").write_text("0")
+
+
 CRASHING = """
-import os
-from pathlib import Path
+import ctypes, os, signal
 
 def test_steady():
     pass
 
 def test_dies_on_its_third_run():
-    counter = Path(__file__).with_name("runs.txt")
-    runs = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(runs + 1))
+    runs = int(COUNTER.read_text())
+    COUNTER.write_text(str(runs + 1))
     if runs == 2:
-        os._exit(1)
+        {how}
 
 def test_also_steady():
     pass
 """
+DEATHS = {
+    "exit": "os._exit(3)",
+    "sigkill": "os.kill(os.getpid(), signal.SIGKILL)",
+    "segfault": "ctypes.string_at(0)",
+}
 
 
-def test_a_worker_that_dies_costs_its_current_attempt_and_the_hunt_goes_on(pytester):
-    pytester.makepyfile(test_crash=CRASHING)
-    result = hunt(pytester, "--hermetic-hunt=5", "-n", "2", "--hermetic-hunt-isolate=off")
+@pytest.mark.parametrize("how", sorted(DEATHS))
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
+def test_a_test_that_kills_its_process_costs_only_its_attempt(pytester, workers, how):
+    counted(pytester, "test_crash", CRASHING.replace("{how}", DEATHS[how]))
+    result = hunt(
+        pytester, "--hermetic-hunt=5", "--hermetic-hunt-order=shuffle",
+        "--hermetic-hunt-isolate=off", "-p", "no:faulthandler", *workers,
+    )  # fmt: skip
     db = pytester.path / "flakes.db"
     assert one(db, "SELECT count(*) FROM attempts") == 15
+    assert one(db, "SELECT attempts FROM runs") == 15
     crashed = rows(
         db,
         "SELECT t.nodeid, a.round FROM attempts a JOIN tests t ON t.id = a.test_id "
         "WHERE a.outcome = 'crashed'",
     )
     assert len(crashed) == 1 and crashed[0][0].endswith("test_dies_on_its_third_run")
-    assert one(db, "SELECT exc_type FROM failures") == "WorkerCrashed"
-    assert one(db, "SELECT status FROM runs") == "complete"
+    assert crashed[0][1] == 2
+    exc_type, message = one(db, "SELECT exc_type, message FROM failures")
+    assert exc_type == "Crashed"
+    assert ("SIG" in message) == (how != "exit"), message
+    assert one(db, "SELECT status, rounds_done FROM runs") == ("complete", 5)
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*replacing crashed worker*"])
 
 
 INTERRUPTED = """
-from pathlib import Path
-
 def test_a():
     pass
 
 def test_interrupts_on_its_third_run():
-    counter = Path(__file__).with_name("runs.txt")
-    runs = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(runs + 1))
+    runs = int(COUNTER.read_text())
+    COUNTER.write_text(str(runs + 1))
     if runs == 2:
         raise KeyboardInterrupt
 
@@ -259,7 +286,7 @@ def test_b():
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
 def test_an_interrupted_hunt_keeps_every_finished_attempt(pytester, workers):
-    pytester.makepyfile(test_stop=INTERRUPTED)
+    counted(pytester, "test_stop", INTERRUPTED)
     result = hunt(pytester, "--hermetic-hunt=10", "--hermetic-hunt-isolate=off", *workers)
     db = pytester.path / "flakes.db"
     assert result.ret == 2
@@ -271,19 +298,16 @@ def test_an_interrupted_hunt_keeps_every_finished_attempt(pytester, workers):
 
 
 RERUN = """
-from pathlib import Path
-
 def test_fails_every_other_time():
-    counter = Path(__file__).with_name("runs.txt")
-    runs = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(runs + 1))
+    runs = int(COUNTER.read_text())
+    COUNTER.write_text(str(runs + 1))
     assert runs % 2 == 1
 """
 
 
 def test_with_rerunfailures_every_rerun_is_an_attempt_and_failures_are_kept(pytester):
     pytest.importorskip("pytest_rerunfailures")
-    pytester.makepyfile(test_rerun=RERUN)
+    counted(pytester, "test_rerun", RERUN)
     hunt(pytester, "--hermetic-hunt=3", "--reruns=1", "--hermetic-hunt-isolate=off")
     db = pytester.path / "flakes.db"
     attempts = rows(db, "SELECT round, execution, outcome, seed FROM attempts ORDER BY id")
@@ -301,10 +325,10 @@ def test_with_rerunfailures_every_rerun_is_an_attempt_and_failures_are_kept(pyte
 
 def test_with_rerunfailures_under_xdist_reruns_are_attempts_too(pytester):
     pytest.importorskip("pytest_rerunfailures")
-    pytester.makepyfile(test_rerun=RERUN)
+    counted(pytester, "test_rerun", RERUN)
     hunt(pytester, "--hermetic-hunt=4", "--reruns=1", "-n", "2", "--hermetic-hunt-isolate=off")
     db = pytester.path / "flakes.db"
-    assert one(db, "SELECT count(*) FROM attempts WHERE execution = 1") == 4
+    assert one(db, "SELECT count(*) FROM attempts WHERE execution = 1 AND repeat < 2") == 4
     assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'failed'") >= 2
 
 

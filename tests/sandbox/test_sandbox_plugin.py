@@ -96,6 +96,7 @@ def test_markers_fixture_and_violations_in_a_hunt(
     pytester.makepyfile(test_marked=SUITE)
     notes = pytester.path / "notes.jsonl"
     monkeypatch.setenv("HH_NOTES", str(notes))
+    notes.write_text("")  # there before the hunt: never removed between rounds
     result = pytester.runpytest_subprocess(
         "-p", "no:randomly", "--hermetic-seed=9", "--hermetic-hunt=2",
         "--hermetic-hunt-isolate=off", "-W", "error::pytest.PytestUnknownMarkWarning", *workers,

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from report_rows import Rows
+from helpers import Rows
 
 from hermetic_hunt.models import Failure, Violation
 from hermetic_hunt.report.load import write_report

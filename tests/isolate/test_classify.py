@@ -14,67 +14,63 @@ from dataclasses import replace
 
 import pytest
 
-from hermetic_hunt.isolate.classifier import (
-    Attempt,
-    Classifier,
-    ClassifySettings,
-    Probe,
-    ProbeResult,
-    ProbeStep,
-    StepResult,
-    Verdict,
-    choose_target,
-    dedupe,
-)
-from hermetic_hunt.models import KINDS, Violation
+from hermetic_hunt.findings import Finding, Probe, ProbeResult
+from hermetic_hunt.isolate.case import ClassifySettings, choose_target, dedupe
+from hermetic_hunt.isolate.classifier import Classifier
+from hermetic_hunt.models import KINDS, Attempt, Failure, Step, Violation
 
 DAY = 86400.0
-Behaviour = Callable[[dict, ProbeStep, int, "World"], StepResult]
+Behaviour = Callable[[dict, Step, int, "World"], Attempt]
 
 
-def ok(nodeid: str, *violations: Violation) -> StepResult:
-    return StepResult(nodeid, "passed", violations=tuple(violations))
+def ok(nodeid: str, *violations: Violation) -> Attempt:
+    return Attempt(nodeid, "passed", violations=list(violations))
 
 
-def boom(nodeid: str, exc: str = "AssertionError", *violations: Violation) -> StepResult:
-    return StepResult(nodeid, "failed", exc, f"{nodeid}.py:1", "boom", tuple(violations))
+def boom(nodeid: str, exc: str = "AssertionError", *violations: Violation) -> Attempt:
+    return Attempt(
+        nodeid,
+        "failed",
+        failure=Failure(exc, "boom", f"{nodeid}.py:1"),
+        violations=list(violations),
+    )
 
 
 BLOCKED = Violation("connect", "metrics.example.invalid", 80)
 
 
 def sets(key: str, value: object = True) -> Behaviour:
-    def run(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+    def run(state: dict, step: Step, hs: int, world: World) -> Attempt:
         state[key] = value
         return ok(step.nodeid)
 
     return run
 
 
-def fails_if(condition: Callable[[dict, ProbeStep, int, World], bool], exc: str = "AssertionError"):
-    def run(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+def fails_if(condition: Callable[[dict, Step, int, World], bool], exc: str = "AssertionError"):
+    def run(state: dict, step: Step, hs: int, world: World) -> Attempt:
         return boom(step.nodeid, exc) if condition(state, step, hs, world) else ok(step.nodeid)
 
     return run
 
 
-def self_polluting(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+def self_polluting(state: dict, step: Step, hs: int, world: World) -> Attempt:
     state["runs"] = state.get("runs", 0) + 1
     return boom(step.nodeid) if state["runs"] > 1 else ok(step.nodeid)
 
 
-def racy(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+def racy(state: dict, step: Step, hs: int, world: World) -> Attempt:
     world.counter += 1  # shared by every process, like the example's counter file
     return boom(step.nodeid) if world.counter % 2 else ok(step.nodeid)
 
 
-def networked(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+def networked(state: dict, step: Step, hs: int, world: World) -> Attempt:
     if step.seed is not None and step.seed % 4 == 0:
         return boom(step.nodeid, "URLError", BLOCKED)
     return ok(step.nodeid)
 
 
-def swallows_network(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+def swallows_network(state: dict, step: Step, hs: int, world: World) -> Attempt:
     return ok(step.nodeid, BLOCKED)
 
 
@@ -101,7 +97,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
 }
 
 
-def coin(state: dict, step: ProbeStep, hs: int, world: World) -> StepResult:
+def coin(state: dict, step: Step, hs: int, world: World) -> Attempt:
     return boom(step.nodeid) if world.rng.random() < 0.25 else ok(step.nodeid)
 
 
@@ -120,7 +116,7 @@ class World:
         self.hang = hang
         self._collected = frozenset(collected if collected is not None else BEHAVIOURS)
 
-    def execute(self, steps: Sequence[ProbeStep], hash_seed: int) -> list[StepResult]:
+    def execute(self, steps: Sequence[Step], hash_seed: int) -> list[Attempt]:
         state: dict = {}
         return [BEHAVIOURS[step.nodeid](state, step, hash_seed, self) for step in steps]
 
@@ -163,7 +159,7 @@ def hunt(world: World, workers: dict[str, tuple[int, list[Run]]]) -> History:
     """Run each worker's sequence in one simulated process; record attempts."""
     attempts: list[Attempt] = []
     for worker, (hash_seed, runs) in workers.items():
-        steps = [ProbeStep(n, seed, now) for n, seed, now in runs]
+        steps = [Step(n, seed, now) for n, seed, now in runs]
         results = world.execute(steps, hash_seed)
         for position, (step, result) in enumerate(zip(steps, results, strict=True)):
             attempts.append(
@@ -179,16 +175,14 @@ def hunt(world: World, workers: dict[str, tuple[int, list[Run]]]) -> History:
                     now=step.now,
                     mode="seeded",
                     hash_seed=hash_seed,
-                    exc_type=result.exc_type,
-                    location=result.location,
-                    message=result.message,
+                    failure=result.failure,
                     violations=result.violations,
                 )
             )
     return History(attempts)
 
 
-def classify(world: World, history: History, nodeid: str, **settings: object) -> Verdict:
+def classify(world: World, history: History, nodeid: str, **settings: object) -> Finding:
     attempts = [a for a in history.attempts if a.nodeid == nodeid]
     classifier = Classifier(nodeid, attempts, history, world, ClassifySettings(**settings))
     classifier.environment()
@@ -196,7 +190,7 @@ def classify(world: World, history: History, nodeid: str, **settings: object) ->
     return classifier.result()
 
 
-def steps_of(verdict: Verdict) -> list[str]:
+def steps_of(verdict: Finding) -> list[str]:
     assert verdict.reproducer is not None
     return [s.nodeid for s in verdict.reproducer.steps]
 
@@ -205,7 +199,7 @@ def noise(count: int, seed: int = 100) -> list[Run]:
     return [(f"stable{i}", seed + i, 1e9 + i) for i in range(count)]
 
 
-def check_evidence(verdict: Verdict) -> None:
+def check_evidence(verdict: Finding) -> None:
     """Every claimed kind names probes that ran; kinds are in KINDS order."""
     assert verdict.kinds == [k for k in KINDS if k in verdict.kinds]
     claims = [v for v in verdict.evidence["verdicts"] if "kind" in v]
@@ -443,14 +437,17 @@ def test_a_probe_that_hangs_is_a_timeout_not_a_failure() -> None:
 
 def test_the_target_is_the_most_common_failure_with_the_shortest_history() -> None:
     def attempt(i: int, position: int, exc: str) -> Attempt:
-        return Attempt(i, 1, "gw0", position, 1, "t", "failed", i, 0.0, "seeded", 1, exc, "x:1")
+        return Attempt(
+            "t", "failed", run_id=1, worker="gw0", position=position, seed=i, now=0.0,
+            hash_seed=1, failure=Failure(exc, "", "x:1"), attempt_id=i,
+        )  # fmt: skip
 
     failing = [attempt(1, 9, "KeyError"), attempt(2, 7, "ValueError"), attempt(3, 8, "ValueError")]
     assert choose_target(failing).attempt_id == 2
 
 
 def test_dedupe_keeps_each_tests_last_run_in_order() -> None:
-    steps = [ProbeStep(n, i, 0.0) for i, n in enumerate("abcab")]
+    steps = [Step(n, i, 0.0) for i, n in enumerate("abcab")]
     assert [(s.nodeid, s.seed) for s in dedupe(steps)] == [("c", 2), ("a", 3), ("b", 4)]
 
 
@@ -474,7 +471,7 @@ def test_every_kind_rests_on_probes_that_showed_it(nodeid: str) -> None:
         result = world.run(
             Probe(
                 "check",
-                tuple(ProbeStep(s.nodeid, s.seed, s.now) for s in verdict.reproducer.steps),
+                tuple(Step(s.nodeid, s.seed, s.now) for s in verdict.reproducer.steps),
                 verdict.reproducer.hash_seed or 0,
             )
         )

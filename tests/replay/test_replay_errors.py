@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import sqlite_utils
 
-from hermetic_hunt.models import AttemptRecord, Failure, HuntSettings, RunInfo
+from hermetic_hunt.models import Attempt, Failure, RunInfo, Settings
 from hermetic_hunt.store import Store
 
 SUITE = "def test_one():\n    assert False, 'boom'\n\ndef test_two():\n    pass\n"
 
 
-def record(nodeid: str, outcome: str = "failed", **changes: Any) -> AttemptRecord:
+def record(nodeid: str, outcome: str = "failed", **changes: Any) -> Attempt:
     values: dict[str, Any] = dict(
         run_id=0, round_no=0, worker="main", position=0, nodeid=nodeid, execution=1,
         outcome=outcome, phase="call" if outcome == "failed" else None, duration=0.01, seed=7,
@@ -27,14 +27,14 @@ def record(nodeid: str, outcome: str = "failed", **changes: Any) -> AttemptRecor
         if outcome == "failed" else None,
     )  # fmt: skip
     values.update(changes)
-    return AttemptRecord(**values)
+    return Attempt(**values)
 
 
-def build_db(path: Path, records: list[AttemptRecord]) -> list[int]:
+def build_db(path: Path, records: list[Attempt]) -> list[int]:
     """A hermetic-hunt database with one run holding ``records`` (their attempt ids)."""
     info = RunInfo(
         uuid=uuid.uuid4().hex, argv=[], invocation_dir=str(path.parent),
-        rootdir=str(path.parent), settings=HuntSettings(rounds=1, budget_seconds=None, base_seed=1),
+        rootdir=str(path.parent), settings=Settings(rounds=1, budget_seconds=None, base_seed=1),
         workers=1, worker_spec=["main"], environment={},
     )  # fmt: skip
     with Store.open(path) as store:

@@ -28,7 +28,7 @@ from test_replay import (
 from test_replay_errors import insert_flake
 from test_replay_nodeids import EXAMPLE_CONFTEST
 
-from hermetic_hunt.models import Reproducer, ReproStep
+from hermetic_hunt.models import Reproducer, Step
 
 SUITE = """
 import random
@@ -94,15 +94,15 @@ def attempt(db: Path, name: str, outcome: str | None) -> tuple[int, int, float]:
     return rows[0]
 
 
-def step(db: Path, name: str, outcome: str | None = "passed", **changes: Any) -> ReproStep:
+def step(db: Path, name: str, outcome: str | None = "passed", **changes: Any) -> Step:
     attempt_id, seed, now = attempt(db, name, outcome)
     values: dict[str, Any] = dict(nodeid=node(name), seed=seed, now=now, attempt_id=attempt_id)
     values.update(changes)
-    return ReproStep(**values)
+    return Step(**values)
 
 
 def add_flake(
-    db: Path, flake_id: str, steps: list[ReproStep], *, exc_type: str = "", location: str = "",
+    db: Path, flake_id: str, steps: list[Step], *, exc_type: str = "", location: str = "",
     message: str = "", hash_seed: int | None = None, kinds: tuple[str, ...] = ("victim",),
 ) -> None:  # fmt: skip
     repro = Reproducer(tuple(steps), hash_seed, exc_type, location, message, run_id=1)

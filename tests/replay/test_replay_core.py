@@ -13,14 +13,12 @@ import pytest
 
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
+from hermetic_hunt.findings import StoredFlake
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.models import Reproducer, ReproStep
+from hermetic_hunt.models import Attempt, Failure, Reproducer, Step
 from hermetic_hunt.replay.plan import (
-    AttemptInfo,
     Expected,
-    FlakeInfo,
     Plan,
-    PlannedStep,
     Target,
     location_arg,
     needs_reexec,
@@ -49,52 +47,58 @@ def journal(test: str, *, mode: str = "record", threads: int = 1, network: str =
     )
 
 
-def attempt(attempt_id: int = 7, **changes: Any) -> AttemptInfo:
+def attempt(attempt_id: int = 7, **changes: Any) -> Attempt:
+    failure = Failure(
+        changes.pop("exc_type", "KeyError"),
+        changes.pop("message", "'sku'"),
+        changes.pop("location", "shop/cart.py:42"),
+    )
     values: dict[str, Any] = dict(
         attempt_id=attempt_id, run_id=1, nodeid=VICTIM, outcome="failed", phase="call",
-        seed=11, now=1.5e9, mode="seeded", hash_seed=42, exc_type="KeyError",
-        message="'sku'", location="shop/cart.py:42",
+        seed=11, now=1.5e9, mode="seeded", hash_seed=42,
     )  # fmt: skip
     values.update(changes)
-    return AttemptInfo(**values)
+    if values["outcome"] in ("failed", "crashed", "xpassed"):
+        values["failure"] = failure
+    return Attempt(**values)
 
 
 class FakeSource:
     """A database in memory: attempts, flakes and journals by id."""
 
     def __init__(self) -> None:
-        self.attempts: dict[int, AttemptInfo] = {}
-        self.flakes: dict[str, FlakeInfo] = {}
+        self.attempts: dict[int, Attempt] = {}
+        self.flakes: dict[str, StoredFlake] = {}
         self.journals: dict[int, bytes] = {}
 
-    def attempt(self, attempt_id: int) -> AttemptInfo | None:
+    def attempt(self, attempt_id: int) -> Attempt | None:
         return self.attempts.get(attempt_id)
 
-    def newest_failing_attempt(self, nodeid: str) -> AttemptInfo | None:
+    def newest_failing_attempt(self, nodeid: str) -> Attempt | None:
         found = [a for a in self.attempts.values() if a.nodeid == nodeid and a.outcome == "failed"]
         return max(found, key=lambda a: a.attempt_id) if found else None
 
     def test_known(self, nodeid: str) -> bool:
         return any(a.nodeid == nodeid for a in self.attempts.values())
 
-    def flake(self, flake_id: str) -> FlakeInfo | None:
+    def flake(self, flake_id: str) -> StoredFlake | None:
         return self.flakes.get(flake_id)
 
-    def flake_of(self, nodeid: str) -> FlakeInfo | None:
+    def flake_of(self, nodeid: str) -> StoredFlake | None:
         return next((f for f in self.flakes.values() if f.nodeid == nodeid), None)
 
     def journal(self, attempt_id: int) -> bytes | None:
         return self.journals.get(attempt_id)
 
 
-def flake(reproducer: Any, *, kinds: tuple[str, ...] = ("victim",)) -> FlakeInfo:
-    return FlakeInfo(row_id=1, flake_id="F3", nodeid=VICTIM, kinds=kinds, status="isolated",
+def flake(reproducer: Any, *, kinds: tuple[str, ...] = ("victim",)) -> StoredFlake:
+    return StoredFlake(row_id=1, flake_id="F3", nodeid=VICTIM, kinds=kinds, status="isolated",
                      reproducer=reproducer, last_run_id=2)  # fmt: skip
 
 
 def victim_reproducer(**changes: Any) -> dict[str, Any]:
     repro = Reproducer(
-        steps=(ReproStep(POLLUTER, 1, 1.0e9), ReproStep(VICTIM, 2, 1.1e9, attempt_id=7)),
+        steps=(Step(POLLUTER, 1, 1.0e9), Step(VICTIM, 2, 1.1e9, attempt_id=7)),
         hash_seed=99, exc_type="KeyError", location="shop/cart.py:42", message="'sku'", run_id=1,
     )  # fmt: skip
     data = repro.to_json()
@@ -142,7 +146,7 @@ def test_an_attempt_plan_runs_that_test_with_its_seed_now_and_hash_seed():
     source.attempts[7] = attempt(counts={"time": 2})
     plan = resolve(Target("x.db", "A7", "attempt", 7), source)
     assert plan.label == "A7" and plan.attempt_id == 7 and plan.run_id == 1
-    assert plan.steps == (PlannedStep(VICTIM, 11, 1.5e9, "seeded", None, 7),)
+    assert plan.steps == (Step(VICTIM, 11, 1.5e9, "seeded", 7),)
     assert plan.hash_seed == 42
     assert plan.expected == Expected("failed", "KeyError", "shop/cart.py:42", "'sku'")
 
@@ -152,7 +156,8 @@ def test_a_record_mode_attempt_replays_its_validated_journal():
     source.attempts[7] = attempt(mode="record", has_journal=True)
     source.journals[7] = journal(VICTIM)
     plan = resolve(Target("x.db", "A7", "attempt", 7), source)
-    assert plan.steps[0].journal is not None and plan.steps[0].journal.events["time"] == [1.0e9]
+    replayed = plan.journal_of(plan.steps[0])
+    assert replayed is not None and replayed.events["time"] == [1.0e9]
 
 
 def test_a_record_mode_step_without_a_stored_journal_runs_live_with_a_warning():
@@ -168,7 +173,7 @@ def test_a_record_mode_step_without_a_stored_journal_runs_live_with_a_warning():
     source.attempts[7] = attempt(mode="record", has_journal=True)
     source.journals[7] = journal(VICTIM)
     plan = resolve(Target("x.db", "F3", "flake", 3), source)
-    assert [s.journal is not None for s in plan.steps] == [False, True]
+    assert [plan.journal_of(s) is not None for s in plan.steps] == [False, True]
     warnings = faithfulness_warnings(plan, {}, {})
     assert (
         f"{POLLUTER} ran in record mode without a stored journal: it runs with real time and entropy"
@@ -275,11 +280,12 @@ def test_a_seeded_steps_journal_explains_the_recording_and_a_corrupt_one_is_igno
     source.attempts[7] = attempt(has_journal=True)
     source.journals[7] = journal(VICTIM, mode="seeded", threads=2, network="off")
     plan = resolve(Target("x.db", "F3", "flake", 3), source)
-    assert plan.steps[-1].journal is not None
+    assert plan.journal_of(plan.steps[-1]) is not None
     warnings = "\n".join(faithfulness_warnings(plan, {}, {}))
     assert "multi-threaded (2 threads" in warnings and "network allowed" in warnings
     source.journals[7] = b"garbage"
-    assert resolve(Target("x.db", "F3", "flake", 3), source).steps[-1].journal is None
+    again = resolve(Target("x.db", "F3", "flake", 3), source)
+    assert again.journal_of(again.steps[-1]) is None
 
 
 def test_a_network_flake_without_a_failure_expects_the_blocked_call():
@@ -293,7 +299,7 @@ def test_a_network_flake_without_a_failure_expects_the_blocked_call():
 
 
 def plan_for(expected: Expected, label: str = "F3") -> Plan:
-    return Plan(label, Target("x.db", label, "flake", 3), (PlannedStep(VICTIM, 1, 1.0, "seeded"),),
+    return Plan(label, Target("x.db", label, "flake", 3), (Step(VICTIM, 1, 1.0, "seeded"),),
                 None, expected)  # fmt: skip
 
 
@@ -339,12 +345,11 @@ def test_a_passing_recording_is_reproduced_by_a_pass_and_a_network_one_by_the_ca
 
 
 def test_warnings_name_every_difference_that_makes_a_replay_less_faithful():
-    steps = (
-        PlannedStep(POLLUTER, None, None, "off"),
-        PlannedStep(VICTIM, 1, 1.0, "record",
-                    journal_format.decode(journal(VICTIM, threads=3, network="off"), where="j"), 7),
-    )  # fmt: skip
-    plan = Plan("F3", Target("x.db", "F3", "flake", 3), steps, None, RECORDED)
+    steps = (Step(POLLUTER, None, None, "off"), Step(VICTIM, 1, 1.0, "record", 7))
+    recording = journal_format.decode(journal(VICTIM, threads=3, network="off"), where="j")
+    plan = Plan(
+        "F3", Target("x.db", "F3", "flake", 3), steps, None, RECORDED, journals={7: recording}
+    )
     recorded = {"python": "3.10.1", "platform": "Linux-A", "tz": "Europe/Paris",
                 "git_sha": "a" * 40,
                 "locale": "C", "versions": {"hermetic-sandbox": "0.1.0"}}  # fmt: skip
@@ -365,7 +370,7 @@ def test_warnings_name_every_difference_that_makes_a_replay_less_faithful():
     assert "platform" not in text
     plan.hash_seed = 5
     same = faithfulness_warnings(
-        Plan("A1", plan.target, (PlannedStep(VICTIM, 1, 1.0, "seeded"),), 5, RECORDED),
+        Plan("A1", plan.target, (Step(VICTIM, 1, 1.0, "seeded"),), 5, RECORDED),
         current,
         current,
     )
@@ -397,7 +402,7 @@ def test_the_command_points_at_the_hunts_rootdir_only_inside_the_current_directo
 
 
 def test_the_header_says_what_runs_with_what():
-    steps = (PlannedStep(POLLUTER, 1, 0.0, "seeded"), PlannedStep(VICTIM, 2, 951782400.0, "seeded"))
+    steps = (Step(POLLUTER, 1, 0.0, "seeded"), Step(VICTIM, 2, 951782400.0, "seeded"))
     plan = Plan("F3", Target("x.db", "F3", "flake", 3), steps, 77, RECORDED)
     assert describe(plan, "ci/x.db") == (
         f"hermetic-hunt replay: F3 from ci/x.db: 2 tests in order (1 before {VICTIM}) "
@@ -417,7 +422,7 @@ def test_the_core_imports_neither_pytest_nor_sqlite_nor_hermetic():
 
 
 def test_nothing_in_the_replay_path_unpickles_evaluates_or_uses_a_shell():
-    root = Path(__file__).resolve().parent.parent / "src" / "hermetic_hunt"
+    root = Path(__file__).resolve().parents[2] / "src" / "hermetic_hunt"
     for name in ("replay/plan.py", "replay/verdict.py", "replay/session.py", "store/replay.py"):
         text = (root / name).read_text()
         for forbidden in (r"\bpickle\b", r"\beval\(", r"\bexec\(", r"shell=True", r"os\.system",

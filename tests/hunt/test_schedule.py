@@ -6,7 +6,6 @@ import pytest
 
 from hermetic_hunt.hunt.schedule import (
     AUTO_CYCLE,
-    Shard,
     grouped,
     plan_round,
     round_order,
@@ -14,6 +13,7 @@ from hermetic_hunt.hunt.schedule import (
     split,
     strategy_for,
 )
+from hermetic_hunt.models import Shard
 
 TESTS = [
     f"tests/test_{m}.py::{c}test_{f}[{p}]"
@@ -51,8 +51,18 @@ def test_rounds_differ_in_order():
     assert len(orders) == 10
 
 
-def test_auto_cycles_shuffle_reversed_grouped():
-    assert [strategy_for("auto", r) for r in range(6)] == list(AUTO_CYCLE) * 2
+def test_auto_cycles_shuffle_reversed_grouped_with_one_twice_round():
+    assert [strategy_for("auto", r) for r in range(7)] == [
+        "shuffle", "reversed", "grouped", "twice", "reversed", "grouped", "shuffle",
+    ]  # fmt: skip
+    assert [strategy_for("auto", r) for r in range(30)].count("twice") == 1
+    assert set(AUTO_CYCLE) == {"shuffle", "reversed", "grouped"}
+
+
+def test_a_twice_round_is_a_shuffle_whose_plan_says_twice():
+    plan = plan_round(5, 3, TESTS, 2, "auto")
+    assert plan.twice and plan.strategy == "twice"
+    assert list(plan.order) == round_order(5, 3, TESTS, "shuffle")
 
 
 def test_a_reversed_round_is_the_exact_reverse_of_the_round_before():

@@ -25,7 +25,7 @@ from test_replay import (
 from hermetic_hunt.cli import main
 
 EXAMPLE_CONFTEST = (
-    Path(__file__).resolve().parent.parent
+    Path(__file__).resolve().parents[2]
     / "src"
     / "hermetic_hunt"
     / "examples"

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from report_rows import (
+from helpers import (
     BROKEN,
     CLEANER,
     INCOMPATIBLE,

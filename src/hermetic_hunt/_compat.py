@@ -1,0 +1,158 @@
+"""Every private name of pytest, pytest-xdist, hermetic-sandbox and CPython we touch.
+
+One module, so that a version bump of any of them is checked in one place.
+Each function says what it relies on, since which version it was verified,
+and what happens when the private is gone (a degraded feature, never a
+crash). ``tests/test_compat.py`` checks each against the installed versions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import random
+import sys
+from collections.abc import Callable
+from typing import Any
+
+# -- CPython -----------------------------------------------------------------------
+
+
+def environ_data() -> dict[Any, Any]:
+    """A copy of the environment as the OS has it.
+
+    ``os.environ._data`` (CPython 3.x): the encoded mapping, copied without
+    decoding every value -- a third of the cost of ``dict(os.environ)``.
+    Falls back to ``dict(os.environ)``.
+    """
+    data = getattr(os.environ, "_data", None)
+    return dict(data) if data is not None else dict(os.environ)
+
+
+def random_instance() -> Any:
+    """The generator behind the ``random`` module's functions (``random._inst``)."""
+    return random._inst
+
+
+def asyncio_policy() -> Any:
+    """The asyncio event loop policy if one was set, without creating one.
+
+    ``asyncio.events._event_loop_policy`` (3.10-3.14); ``get_event_loop_policy()``
+    would create the default policy as a side effect. None when asyncio was
+    never imported or the private is gone.
+    """
+    events = sys.modules.get("asyncio.events")
+    return getattr(events, "_event_loop_policy", None) if events is not None else None
+
+
+def type_dict(cls: type) -> dict[str, Any] | None:
+    """The writable dict behind a type's read-only ``__dict__`` (CPython).
+
+    ``gc.get_referents(cls.__dict__)`` hands over the one dict a mappingproxy
+    wraps. None where the layout differs: the datetime freeze then falls back
+    to real time for ``now()`` (see :mod:`hermetic_hunt.sandbox.datetimes`).
+    """
+    referents = gc.get_referents(cls.__dict__)
+    if len(referents) == 1 and isinstance(referents[0], dict):
+        return referents[0]
+    return None
+
+
+def type_modified() -> Callable[[type], None] | None:
+    """``PyType_Modified`` from the C API: drops a type's attribute caches after a write."""
+    api = getattr(ctypes, "pythonapi", None)
+    function = getattr(api, "PyType_Modified", None)
+    if function is None:
+        return None
+    function.argtypes = [ctypes.py_object]
+    function.restype = None
+    return function  # type: ignore[no-any-return]
+
+
+# -- hermetic-sandbox (0.1.x) --------------------------------------------------------
+
+
+def set_hermetic_handle(handle: Any) -> None:
+    """Make ``hermetic.current()`` return ``handle`` (``hermetic._sandbox._active_handle``)."""
+    import hermetic._sandbox as internal
+
+    internal._active_handle = handle
+
+
+# -- pytest (8.x, 9.x) ------------------------------------------------------------------
+
+
+def quiet_progress(terminal: Any) -> None:
+    """Turn off the per-file percentage (``TerminalReporter._show_progress_info``).
+
+    A hunt's progress is per round; without the private the percentage stays.
+    """
+    if hasattr(terminal, "_show_progress_info"):
+        terminal._show_progress_info = False
+
+
+def add_stats(terminal: Any, category: str, items: list[Any]) -> None:
+    """Add to ``terminalreporter.stats`` keeping its colour cache right (``_add_stats``)."""
+    adder = getattr(terminal, "_add_stats", None)
+    if adder is not None:
+        adder(category, items)
+    else:
+        terminal.stats.setdefault(category, []).extend(items)
+
+
+def silence_terminal(config: Any) -> None:
+    """Point the terminal reporter's writer at /dev/null (``TerminalReporter._tw``).
+
+    In a forked child that runs tests for the hunt: its parent prints. The
+    child's file descriptors 1 and 2 are redirected too, so this only stops
+    the reporter's own writes early.
+    """
+    terminal = config.pluginmanager.getplugin("terminalreporter")
+    if terminal is None:
+        return
+    from _pytest._io import TerminalWriter
+
+    devnull = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives with the child
+    with contextlib.suppress(AttributeError, TypeError):
+        terminal._tw = TerminalWriter(devnull)
+
+
+# -- pytest-xdist (3.5-3.8) ----------------------------------------------------------------
+
+
+def worker_interactor(config: Any) -> Any:
+    """xdist's ``WorkerInteractor`` on a worker (registered without a name).
+
+    Found by class name (``xdist.remote.WorkerInteractor``); None when xdist
+    changed it -- then the worker runs its tests through xdist's own loop
+    and the hunt degrades to one process per worker (a clear error says so).
+    """
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "channel"):
+            return plugin
+    return None
+
+
+def gateway_fds(interactor: Any) -> list[int]:
+    """File descriptors of the execnet connection to the controller.
+
+    ``channel.gateway._io`` (execnet 2.x: ``Popen2IO`` with ``outfile`` and
+    ``infile``). A forked child closes them so that nothing it runs can write
+    into the controller's channel. Empty when the layout differs.
+    """
+    fds: list[int] = []
+    io = getattr(getattr(getattr(interactor, "channel", None), "gateway", None), "_io", None)
+    for name in ("outfile", "infile"):
+        handle: Any = getattr(io, name, None)
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            fds.append(int(handle.fileno()))
+    return fds
+
+
+def parse_tx_specs(config: Any) -> list[str]:
+    """The gateway specs of ``-n``/``--tx`` (``xdist.workermanage.parse_tx_spec_config``)."""
+    from xdist.workermanage import parse_tx_spec_config
+
+    return [str(spec) for spec in parse_tx_spec_config(config)]

@@ -1,0 +1,332 @@
+"""What a test leaves behind: the process state after each attempt, compared.
+
+Modelled on CPython's regrtest ``save_env``: after every attempt the engine
+looks at the resources a test can change and not put back, and names what
+changed. A leak is a polluter in the making -- the report lists the tests
+that leave state behind even when no victim exists yet, and isolation tries
+leaking tests first when it looks for polluters.
+
+Checked after every attempt, cheaply (a comparison when nothing changed):
+environment variables, the working directory (changed or deleted), the
+timezone, the locale, ``sys.path``, modules of the project imported at run
+time, warnings filters, the root logger (level and handlers), signal
+handlers, threads and child processes still running, open file descriptors,
+``socket.getdefaulttimeout()``, ``sys.getrecursionlimit()``,
+``sys.getswitchinterval()``, ``tempfile.tempdir`` and the asyncio event
+loop policy. Files in the rootdir and the temporary directory are compared
+at round boundaries (:class:`FileWatch`: a tree walk per attempt would cost
+more than the attempt).
+
+Value changes (an environment variable, the cwd...) count as leaks only when
+they are still in place when the round has torn down its fixtures: a
+module-scoped fixture that sets and later unsets a variable leaves nothing
+behind. Running things (threads, processes, descriptors) count when they
+outlive the test that started them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import locale
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermetic_hunt import _compat
+from hermetic_hunt.models import Leak
+
+#: Longest value kept in a leak's detail.
+DETAIL = 80
+#: Most leaks kept per attempt (a test that sets 500 variables is one finding).
+MAX_PER_ATTEMPT = 20
+#: Resources that are running things: a leak as soon as the test is over.
+RUNNING = frozenset({"thread", "process", "fd"})
+#: Variables pytest (or the hunt) changes around every test: never a leak.
+_OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST"})
+_SECRET = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "PRIVATE")
+_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in (
+        "SIGINT",
+        "SIGTERM",
+        "SIGHUP",
+        "SIGALRM",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGCHLD",
+        "SIGPIPE",
+        "SIGQUIT",
+    )
+    if hasattr(signal, name)
+)
+_PROC = Path("/proc/self")
+
+
+def bounded(text: object, limit: int = DETAIL) -> str:
+    value = str(text)
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _env_value(name: str, value: str | None) -> str:
+    if value is None:
+        return ""
+    if any(marker in name.upper() for marker in _SECRET):
+        return "***"
+    return bounded(repr(value))
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _locale() -> str | None:
+    try:
+        return locale.setlocale(locale.LC_ALL)
+    except locale.Error:
+        return None
+
+
+def _signals() -> tuple[Any, ...]:
+    out = []
+    for number in _SIGNALS:
+        try:
+            out.append(signal.getsignal(number))
+        except (ValueError, OSError):
+            out.append(None)
+    return tuple(out)
+
+
+def _children() -> frozenset[int]:
+    """Pids of this process's children (Linux; empty elsewhere)."""
+    pids: set[int] = set()
+    try:
+        tasks = list((_PROC / "task").iterdir())
+    except OSError:
+        return frozenset()
+    for task in tasks:
+        try:
+            text = (task / "children").read_text()
+        except OSError:
+            continue
+        pids.update(int(pid) for pid in text.split())
+    return frozenset(pids)
+
+
+def _fds() -> frozenset[int]:
+    try:
+        return frozenset(int(name) for name in os.listdir("/proc/self/fd"))
+    except OSError:
+        return frozenset()
+
+
+def _fd_target(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return f"fd {fd}"
+
+
+def _process_name(pid: int) -> str:
+    try:
+        return f"{(_PROC.parent / str(pid) / 'comm').read_text().strip()} (pid {pid})"
+    except OSError:
+        return f"pid {pid}"
+
+
+@dataclass
+class Snapshot:
+    """The process state at one moment (between two attempts)."""
+
+    env: dict[Any, Any]
+    cwd: str | None
+    tz: tuple[Any, ...]
+    locale: str | None
+    path: list[str]
+    modules: int
+    warnings: tuple[Any, ...]
+    logging: tuple[Any, ...]
+    signals: tuple[Any, ...]
+    threads: frozenset[threading.Thread]
+    children: frozenset[int]
+    fds: frozenset[int]
+    scalars: tuple[Any, ...]
+
+    @classmethod
+    def take(cls) -> Snapshot:
+        logging = sys.modules.get("logging")
+        root = getattr(logging, "root", None)
+        asyncio_policy = _compat.asyncio_policy()
+        return cls(
+            env=_compat.environ_data(),
+            cwd=_cwd(),
+            tz=(time.tzname, time.timezone, time.altzone, time.daylight),
+            locale=_locale(),
+            path=list(sys.path),
+            modules=len(sys.modules),
+            warnings=tuple(warnings.filters),
+            logging=(root.level, tuple(root.handlers)) if root is not None else (),
+            signals=_signals(),
+            threads=frozenset(t for t in threading.enumerate() if t.is_alive()),
+            children=_children(),
+            fds=_fds(),
+            scalars=(
+                socket.getdefaulttimeout(),
+                sys.getrecursionlimit(),
+                sys.getswitchinterval(),
+                tempfile.tempdir,
+                type(asyncio_policy).__name__ if asyncio_policy is not None else None,
+            ),
+        )
+
+
+_SCALARS = ("socket-timeout", "recursion-limit", "switch-interval", "tempfile.tempdir",
+            "asyncio-policy")  # fmt: skip
+
+
+def _decode(value: Any) -> str:
+    return os.fsdecode(value) if isinstance(value, bytes) else str(value)
+
+
+def diff(before: Snapshot, after: Snapshot, rootdir: str | None = None) -> list[Leak]:
+    """What changed from ``before`` to ``after`` (running things: what was started)."""
+    out: list[Leak] = []
+    if before.env != after.env:
+        for key in sorted(set(before.env) | set(after.env), key=_decode):
+            name = _decode(key)
+            if name in _OWNED_ENV or before.env.get(key) == after.env.get(key):
+                continue
+            old, new = before.env.get(key), after.env.get(key)
+            change = "added" if old is None else "removed" if new is None else "changed"
+            value = None if new is None else _decode(new)
+            out.append(Leak("env", name, change, _env_value(name, value)))
+    if before.cwd != after.cwd:
+        if after.cwd is None:
+            out.append(Leak("cwd", "cwd", "deleted", bounded(before.cwd or "")))
+        else:
+            out.append(Leak("cwd", "cwd", "changed", bounded(after.cwd)))
+    if before.tz != after.tz:
+        out.append(Leak("tz", "timezone", "changed", bounded("/".join(after.tz[0]))))
+    if before.locale != after.locale:
+        out.append(Leak("locale", "LC_ALL", "changed", bounded(after.locale or "")))
+    if before.path != after.path:
+        added = [p for p in after.path if p not in before.path]
+        removed = [p for p in before.path if p not in after.path]
+        for entry in added[:3]:
+            out.append(Leak("sys.path", bounded(entry), "added"))
+        for entry in removed[:3]:
+            out.append(Leak("sys.path", bounded(entry), "removed"))
+        if not added and not removed:
+            out.append(Leak("sys.path", "order", "changed"))
+    if after.modules > before.modules and rootdir is not None:
+        out.extend(_project_modules(after.modules - before.modules, rootdir))
+    if before.warnings != after.warnings:
+        delta = len(after.warnings) - len(before.warnings)
+        out.append(Leak("warnings", "filters", "changed", f"{delta:+d} filter(s)"))
+    if before.logging != after.logging:
+        out.extend(_logging(before.logging, after.logging))
+    if before.signals != after.signals:
+        for number, old, new in zip(_SIGNALS, before.signals, after.signals, strict=True):
+            if old != new:
+                out.append(Leak("signal", signal.Signals(number).name, "changed", bounded(new)))
+    for thread in sorted(after.threads - before.threads, key=lambda t: t.name):
+        if thread.is_alive():
+            out.append(Leak("thread", thread.name, "added", "daemon" if thread.daemon else ""))
+    for pid in sorted(after.children - before.children):
+        out.append(Leak("process", _process_name(pid), "added"))
+    opened = sorted(after.fds - before.fds)
+    if opened:
+        targets = ", ".join(_fd_target(fd) for fd in opened[:3])
+        out.append(Leak("fd", f"{len(opened)} descriptor(s)", "added", bounded(targets)))
+    for name, old, new in zip(_SCALARS, before.scalars, after.scalars, strict=True):
+        if old != new:
+            out.append(Leak(name, name, "changed", bounded(new)))
+    return out[:MAX_PER_ATTEMPT]
+
+
+def _project_modules(count: int, rootdir: str) -> Iterator[Leak]:
+    """The newest ``count`` modules, if they are the project's own code.
+
+    ``sys.modules`` keeps insertion order: new modules are at its end, so
+    this costs as many steps as modules were added. A test that imports a
+    module of the standard library or of a dependency late is not a leak;
+    one of the project's own modules can register things at import time.
+    """
+    root = os.path.join(os.path.realpath(rootdir), "")
+    for name in itertools.islice(reversed(list(sys.modules)), min(count, 50)):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.realpath(path).startswith(root):
+            yield Leak("module", name, "added")
+
+
+def _logging(before: tuple[Any, ...], after: tuple[Any, ...]) -> Iterator[Leak]:
+    if not before or not after:
+        return
+    if before[0] != after[0]:
+        yield Leak("logging", "root level", "changed", str(after[0]))
+    for handler in after[1]:
+        if handler not in before[1]:
+            yield Leak("logging", type(handler).__name__, "added", "root handler")
+    for handler in before[1]:
+        if handler not in after[1]:
+            yield Leak("logging", type(handler).__name__, "removed", "root handler")
+
+
+@dataclass
+class RoundLeaks:
+    """A round's leaks as they happen, and which of them stayed to its end.
+
+    :meth:`after_attempt` is called after each attempt with its position;
+    :meth:`finish` after the last one (all fixtures torn down) keeps the
+    value changes whose key still differs from the round's start and the
+    running things, each attributed to the attempt that made it.
+    """
+
+    rootdir: str | None
+    start: Snapshot = field(default_factory=Snapshot.take)
+    last: Snapshot | None = None
+    changes: dict[int, list[Leak]] = field(default_factory=dict)
+
+    def after_attempt(self, position: int) -> list[Leak]:
+        before = self.last or self.start
+        now = Snapshot.take()
+        self.last = now
+        found = diff(before, now, self.rootdir)
+        if found:
+            self.changes[position] = found
+        return found
+
+    def finish(self) -> dict[int, list[Leak]]:
+        """``{position: leaks}`` that the round left behind (see the class docstring)."""
+        end = self.last or self.start
+        left = {(leak.resource, leak.name) for leak in diff(self.start, end, self.rootdir)}
+        last_change: dict[tuple[str, str], int] = {}
+        for position in sorted(self.changes):
+            for leak in self.changes[position]:
+                last_change[(leak.resource, leak.name)] = position
+        out: dict[int, list[Leak]] = {}
+        for position, leaks in self.changes.items():
+            kept = [
+                leak
+                for leak in leaks
+                if leak.resource in RUNNING
+                or (
+                    (leak.resource, leak.name) in left
+                    and last_change[(leak.resource, leak.name)] == position
+                )
+            ]
+            if kept:
+                out[position] = kept
+        return out

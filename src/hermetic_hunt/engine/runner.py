@@ -1,0 +1,173 @@
+"""Running a job -- steps in order, in this process -- for rounds, probes and replays.
+
+A :class:`Job` is what one process runs: a hunt round's slice on one worker,
+an isolation probe, a replay's reproducer. :class:`StepRunner` runs its
+steps in order inside an ordinary pytest session, through the same
+:class:`~hermetic_hunt.engine.executor.AttemptExecutor` and sandbox
+whatever the job, folds the reports into attempts and checks, after every
+step, what it left behind (:mod:`hermetic_hunt.engine.leaks`). Rounds and
+probes run it in a forked child (:mod:`hermetic_hunt.engine.fork`), a
+replay in its own session.
+
+Nodeids only ever *select among collected items*: a step naming a test that
+is not collected raises :class:`~hermetic_hunt.errors.NotCollected`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from hermetic_hunt.engine.executor import Slot, Timeline
+from hermetic_hunt.engine.leaks import RoundLeaks
+from hermetic_hunt.engine.recorder import Recorder
+from hermetic_hunt.errors import NotCollected
+from hermetic_hunt.journal import Journal
+from hermetic_hunt.models import Attempt, Leak, Step
+from hermetic_hunt.seeds import attempt_now
+
+#: ``on_step(index, attempts, failing reports)`` after every finished step.
+OnStep = Callable[[int, list[Attempt], list[dict[str, Any]]], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """Steps for one process to run in order.
+
+    ``start`` is where the virtual clock starts (a hunt round: drawn from
+    the round's seed); None starts at the first step's own ``now``.
+    ``repeats`` marks the runs of a ``twice`` round (1, 2 per step; empty:
+    none). ``first_position`` numbers the steps (a slice continued after a
+    crash keeps its numbering). ``journals`` are replayed by record-mode
+    steps, by attempt id.
+    """
+
+    steps: tuple[Step, ...]
+    round_no: int = 0
+    start: float | None = None
+    repeats: tuple[int, ...] = ()
+    first_position: int = 0
+    journals: Mapping[int, Journal] = field(default_factory=dict)
+
+    def rest(self, after: int, start: float | None) -> Job:
+        """The steps after index ``after``, numbered as they were (a crash's continuation)."""
+        return Job(
+            steps=self.steps[after + 1 :],
+            round_no=self.round_no,
+            start=start,
+            repeats=self.repeats[after + 1 :],
+            first_position=self.first_position + after + 1,
+            journals=self.journals,
+        )
+
+    def timeline(self) -> Timeline:
+        if self.start is not None:
+            return Timeline(self.start)
+        first = self.steps[0] if self.steps else None
+        if first is not None and first.now is not None:
+            return Timeline(first.now)
+        return Timeline(attempt_now(first.seed or 0) if first is not None else 0.0)
+
+
+@dataclass
+class Outcome:
+    """How a job ended: ``completed``, ``stopped`` (``-x``, an error) or ``interrupted``."""
+
+    status: str = "completed"
+    detail: str = ""
+    leaks: dict[int, list[Leak]] = field(default_factory=dict)
+
+
+class StepRunner:
+    """pytest plugin: runs a :class:`Job` in this process.
+
+    ``on_step`` receives each finished step's attempts (and failing
+    reports); ``records`` keeps them all when no callback is given.
+    """
+
+    def __init__(
+        self,
+        job: Job,
+        rootdir: str,
+        *,
+        on_step: OnStep | None = None,
+        serialize: Any = None,
+        watch_leaks: bool = True,
+    ) -> None:
+        self.job = job
+        self.rootdir = rootdir
+        self.items: dict[str, pytest.Item] = {}
+        self.records: list[Attempt] = []
+        self._on_step = on_step
+        self._recorder = Recorder(rootdir, serialize)
+        self._slot: Slot | None = None
+        self._watch = watch_leaks
+
+    # -- selection ------------------------------------------------------------
+
+    def select(self, items: Sequence[pytest.Item]) -> None:
+        """Map the steps' nodeids onto collected items (or raise NotCollected)."""
+        by_id = {item.nodeid: item for item in items}
+        missing = [step.nodeid for step in self.job.steps if step.nodeid not in by_id]
+        if missing:
+            raise NotCollected(
+                f"{missing[0]!r} is not collected any more (renamed or deleted?); "
+                "run a new hunt with --hermetic-hunt to find its flakes again"
+            )
+        self.items = {step.nodeid: by_id[step.nodeid] for step in self.job.steps}
+
+    # -- running ---------------------------------------------------------------
+
+    def locate(self, item: pytest.Item) -> Slot | None:
+        """The executor's locator: which step the protocol now running belongs to."""
+        return self._slot
+
+    def run(self, session: pytest.Session) -> Outcome:
+        """Run every step in order; how the job ended."""
+        job = self.job
+        timeline = job.timeline()
+        leaks = RoundLeaks(self.rootdir) if self._watch else None
+        steps = job.steps
+        outcome = Outcome()
+        for index, step in enumerate(steps):
+            item = self.items[step.nodeid]
+            nextitem = self.items[steps[index + 1].nodeid] if index + 1 < len(steps) else None
+            position = job.first_position + index
+            self._slot = Slot(
+                step=step,
+                round_no=job.round_no,
+                position=position,
+                timeline=timeline,
+                repeat=job.repeats[index] if index < len(job.repeats) else 0,
+                journal=job.journals.get(step.attempt_id)
+                if step.attempt_id is not None and step.mode == "record"
+                else None,
+            )
+            try:
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            except KeyboardInterrupt:
+                outcome.status, outcome.detail = "interrupted", "interrupted (Ctrl-C)"
+            finally:
+                self._slot = None
+            attempts, reports = self._recorder.take()
+            if leaks is not None and attempts:
+                attempts[0].leaks = leaks.after_attempt(position)
+            if self._on_step is not None:
+                self._on_step(index, attempts, reports)
+            else:
+                self.records.extend(attempts)
+            if outcome.status != "completed":
+                break
+            if session.shouldfail or session.shouldstop:
+                outcome.status = "stopped"
+                outcome.detail = str(session.shouldfail or session.shouldstop)
+                break
+        if leaks is not None and outcome.status == "completed":
+            outcome.leaks = leaks.finish()
+        return outcome
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._recorder.report(report)

@@ -1,0 +1,99 @@
+"""The engine in one pytest process: set up once, then run jobs.
+
+:class:`Engine` is what a hunt's worker (or its ``-n 0`` process), a probe
+server and a replay session install at configure time: the attempt
+executor, the guard that lets a test run twice in a row, the
+``hermetic_sandbox`` fixture, and the hand-over of seeding from
+pytest-randomly. Then :meth:`Engine.run` runs a job in this process (a
+replay) and :meth:`Engine.fork` runs one in a forked child (a round, a
+probe) -- the same steps, executor and sandbox either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hermetic_hunt.engine import fixture
+from hermetic_hunt.engine.executor import AttemptExecutor, RepeatGuard, Slot
+from hermetic_hunt.engine.runner import Job, OnStep, Outcome, StepRunner
+from hermetic_hunt.models import Settings
+
+_RUNNER = "hermetic-hunt-runner"
+
+
+def hand_seeding_to_the_hunt(config: pytest.Config) -> None:
+    """pytest-randomly reseeds ``random`` at every phase and shuffles the
+    collection with its own seed: inside a hunt or a replay both belong to
+    hermetic-hunt (its shuffling would also reorder a replay's steps)."""
+    if hasattr(config.option, "randomly_reset_seed"):
+        config.option.randomly_reset_seed = False
+    if hasattr(config.option, "randomly_reorganize"):
+        config.option.randomly_reorganize = False
+
+
+def declare_marker(config: pytest.Config, marker: str) -> None:
+    """Register the integration marker (workers check markers too)."""
+    config.addinivalue_line(
+        "markers", f"{marker}: keeps real network during a hermetic-hunt hunt or replay"
+    )
+
+
+class Engine:
+    """The executor and friends, registered once per process; jobs run through it."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.runner: StepRunner | None = None
+        self.executor = AttemptExecutor(settings, self.locate)
+        hand_seeding_to_the_hunt(config)
+        declare_marker(config, settings.integration_marker)
+        config.pluginmanager.register(RepeatGuard(), "hermetic-hunt-repeat-guard")
+        config.pluginmanager.register(self.executor, "hermetic-hunt-executor")
+        fixture.bind(config, self.executor)
+        # Registered after hermetic-sandbox's plugin, so this hermetic_sandbox
+        # fixture is the one tests get.
+        config.pluginmanager.register(fixture, "hermetic-hunt-fixture")
+
+    def locate(self, item: pytest.Item) -> Slot | None:
+        runner = self.runner
+        return runner.locate(item) if runner is not None else None
+
+    def runner_for(
+        self,
+        job: Job,
+        *,
+        on_step: OnStep | None = None,
+        serialize: Any = None,
+        watch_leaks: bool = True,
+    ) -> StepRunner:
+        return StepRunner(
+            job,
+            str(self.config.rootpath),
+            on_step=on_step,
+            serialize=serialize,
+            watch_leaks=watch_leaks,
+        )
+
+    def run(
+        self,
+        session: pytest.Session,
+        job: Job,
+        *,
+        on_step: OnStep | None = None,
+        serialize: Any = None,
+        runner: StepRunner | None = None,
+    ) -> Outcome:
+        """Run ``job`` in this process (NotCollected for a test not collected)."""
+        runner = runner or self.runner_for(job, on_step=on_step, serialize=serialize)
+        if not runner.items:
+            runner.select(session.items)
+        self.config.pluginmanager.register(runner, _RUNNER)
+        self.runner = runner
+        try:
+            return runner.run(session)
+        finally:
+            self.runner = None
+            self.config.pluginmanager.unregister(runner)

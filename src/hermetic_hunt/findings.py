@@ -1,0 +1,86 @@
+"""What isolation works with and concludes (pure data).
+
+A :class:`Probe` is a short sequence of :class:`~hermetic_hunt.models.Step`
+objects to run in one fresh process under one ``PYTHONHASHSEED``; its
+:class:`ProbeResult` holds the :class:`~hermetic_hunt.models.Attempt` of
+each step. A :class:`Finding` is what isolation concluded about one test --
+one ``flakes`` row. The store reads and writes these; the isolation stage
+makes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hermetic_hunt.models import FAILING, Attempt, Reproducer, Step
+
+ProbeStatus = Literal["completed", "timeout", "error"]
+#: ``flakes.status`` values (see docs/isolation.md).
+FlakeStatus = Literal["pending", "isolated", "partial", "not-collected", "error"]
+
+
+@dataclass(frozen=True)
+class Probe:
+    purpose: str
+    steps: tuple[Step, ...]
+    hash_seed: int
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """``status``: ``completed`` (every step ran), ``timeout`` or ``error``.
+
+    ``steps`` holds the first execution of every step that ran, in order.
+    """
+
+    status: ProbeStatus
+    steps: tuple[Attempt, ...] = ()
+    duration: float = 0.0
+    detail: str = ""
+
+    @property
+    def last(self) -> Attempt | None:
+        return self.steps[-1] if self.status == "completed" and self.steps else None
+
+    @property
+    def outcome(self) -> str:
+        """Of the probe's last step: passed | failed | timeout | error."""
+        last = self.last
+        if last is None:
+            return self.status if self.status != "completed" else "error"
+        return "failed" if last.outcome in FAILING else last.outcome
+
+
+@dataclass
+class Finding:
+    """What isolation concluded about one test (one ``flakes`` row)."""
+
+    nodeid: str
+    kinds: list[str] = field(default_factory=list)
+    status: FlakeStatus = "isolated"
+    reproducer: Reproducer | None = None
+    polluters: list[list[str]] = field(default_factory=list)
+    cleaners: list[str] = field(default_factory=list)
+    state_setters: list[list[str]] = field(default_factory=list)
+    confirmed: bool | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    probes: list[tuple[Probe, ProbeResult]] = field(default_factory=list)
+
+    @property
+    def probe_seconds(self) -> float:
+        return sum(result.duration for _, result in self.probes)
+
+
+@dataclass(frozen=True)
+class StoredFlake:
+    """One ``flakes`` row as a replay reads it; ``reproducer`` is parsed, not validated."""
+
+    row_id: int
+    flake_id: str
+    nodeid: str
+    kinds: tuple[str, ...]
+    status: str
+    reproducer: Any
+    last_run_id: int | None

@@ -1,0 +1,202 @@
+"""Files a round leaves in the checkout and in the temporary directory.
+
+A CI run starts from a clean checkout; a round that writes into the working
+tree leaves files the next round would find. At every round boundary (all
+workers done with the round) the hunt compares the rootdir with how it was
+before the round:
+
+* files the round **created** are named (a leak of the test that wrote them)
+  and removed, so the next round starts from the tree the hunt started from;
+* **pre-existing** files the round changed or deleted are named and never
+  touched;
+* new entries at the top of the temporary directory that are still there are
+  named (and left alone: they are not ours to remove).
+
+Each file is attributed to the attempt whose real-time window contains its
+modification time (the directory's, for a deleted file); with several
+workers more than one attempt can fit, and the detail says so.
+
+Caches and tool directories are not watched: ``.git``, ``.hg``, ``.svn``,
+``__pycache__``, ``.pytest_cache``, ``.mypy_cache``, ``.ruff_cache``,
+``.hypothesis``, ``.tox``, ``.nox``, ``node_modules``, ``*.egg-info``,
+virtual environments (a folder with ``pyvenv.cfg``), ``.coverage*`` and the
+hunt's own database and reports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from hermetic_hunt.models import Attempt, Leak
+
+#: Most entries walked in the rootdir; a larger tree is not watched.
+MAX_ENTRIES = 50_000
+#: Most file leaks named per round.
+MAX_PER_ROUND = 50
+#: Slack (seconds) around an attempt's window when a modification time is matched.
+SLACK = 0.05
+_SKIP_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+        ".hypothesis", ".tox", ".nox", "node_modules", "reports",
+    }
+)  # fmt: skip
+_TEMP_PREFIXES = ("pytest-of-", "hermetic-hunt-", "pymp-", "tmp-hermetic")
+#: A folder's entry in a walk: its own times do not matter, only that it exists.
+_FOLDER = (0.0, -1)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file change of a round: ``added``, ``changed`` or ``removed``."""
+
+    path: str
+    change: str
+    mtime: float
+    temp: bool = False
+
+
+def _skip_dir(entry: os.DirEntry[str]) -> bool:
+    name = entry.name
+    if name in _SKIP_DIRS or name.endswith(".egg-info"):
+        return True
+    return os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
+
+
+class FileWatch:
+    """The rootdir (and the temp dir's top level) between rounds."""
+
+    def __init__(self, rootdir: str, own: Iterable[str] = ()) -> None:
+        self.rootdir = os.path.realpath(rootdir)
+        self.own = {os.path.realpath(p) for p in own}
+        self.tempdir = os.path.realpath(tempfile.gettempdir())
+        self.too_large = False
+        self._tree = self._walk()
+        self._temp = self._temp_entries()
+
+    def _walk(self) -> dict[str, tuple[float, int]]:
+        tree: dict[str, tuple[float, int]] = {}
+        stack = [self.rootdir]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                if len(tree) >= MAX_ENTRIES:
+                    self.too_large = True
+                    return tree
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not _skip_dir(entry):
+                            stack.append(entry.path)
+                            tree[entry.path] = _FOLDER
+                        continue
+                    if entry.name.startswith(".coverage") or entry.path in self.own:
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                tree[entry.path] = (info.st_mtime, info.st_size)
+        return tree
+
+    def _temp_entries(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if self.rootdir == self.tempdir or self.rootdir.startswith(self.tempdir + os.sep):
+            return out  # the checkout is in the temp dir: the tree walk covers it
+        try:
+            entries = list(os.scandir(self.tempdir))
+        except OSError:
+            return out
+        for entry in entries:
+            if entry.name.startswith(_TEMP_PREFIXES):
+                continue
+            try:
+                out[entry.path] = entry.stat(follow_symlinks=False).st_mtime
+            except OSError:
+                continue
+        return out
+
+    def check(self, *, clean: bool = True) -> list[Change]:
+        """What changed since the last check; created rootdir files are removed."""
+        if self.too_large:
+            return []
+        now = self._walk()
+        changes: list[Change] = []
+        added_folders: list[str] = []
+        for path, (mtime, size) in now.items():
+            before = self._tree.get(path)
+            if before is None:
+                if (mtime, size) == _FOLDER:
+                    added_folders.append(path)
+                else:
+                    changes.append(Change(path, "added", mtime))
+            elif before != (mtime, size) and before != _FOLDER:
+                changes.append(Change(path, "changed", mtime))
+        for path in self._tree.keys() - now.keys():
+            if self._tree[path] == _FOLDER:
+                continue
+            try:
+                mtime = os.stat(os.path.dirname(path)).st_mtime
+            except OSError:
+                mtime = 0.0
+            changes.append(Change(path, "removed", mtime))
+        filled = {os.path.dirname(c.path) for c in changes if c.change == "added"}
+        for folder in added_folders:
+            if not any(f == folder or f.startswith(folder + os.sep) for f in filled):
+                changes.append(Change(folder + os.sep, "added", 0.0))
+        if clean:
+            removed: list[str] = []
+            for path in sorted([c.path for c in changes if c.change == "added"] + added_folders):
+                if any(path.startswith(r + os.sep) for r in removed):
+                    continue
+                _remove(path.rstrip(os.sep))
+                if path.rstrip(os.sep) in added_folders:
+                    removed.append(path.rstrip(os.sep))
+            for path in list(now):
+                if (
+                    path in added_folders
+                    or any(path.startswith(r + os.sep) for r in removed)
+                    or (now[path] != _FOLDER and self._tree.get(path) is None)
+                ):
+                    now.pop(path, None)
+        self._tree = now
+        temp = self._temp_entries()
+        for path in temp.keys() - self._temp.keys():
+            changes.append(Change(path, "added", temp[path], temp=True))
+        self._temp = temp
+        changes.sort(key=lambda c: (c.temp, c.path))
+        return changes[:MAX_PER_ROUND]
+
+    def leak(self, change: Change) -> Leak:
+        if change.temp:
+            return Leak("tempfile", change.path, change.change)
+        return Leak("file", os.path.relpath(change.path, self.rootdir), change.change)
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    try:
+        os.remove(path)
+    except OSError:
+        return
+
+
+def attribute(change: Change, attempts: Sequence[Attempt]) -> tuple[Attempt | None, int]:
+    """The attempt whose real-time window holds ``change.mtime``, and how many did."""
+    fits = [
+        a
+        for a in attempts
+        if a.started is not None
+        and a.started - SLACK <= change.mtime <= a.started + a.duration + SLACK
+    ]
+    if not fits:
+        return None, 0
+    return min(fits, key=lambda a: (a.started or 0.0, a.position)), len(fits)

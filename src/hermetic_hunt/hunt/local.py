@@ -1,0 +1,64 @@
+"""A hunt without xdist (``-n 0``, ``-p no:xdist``): rounds forked from this process.
+
+The session collects once and runs nothing itself: each round runs in a
+child forked from it (:func:`hermetic_hunt.engine.fork.run_job`), whose
+lines go straight to the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from hermetic_hunt.engine.executor import process_hash_seed
+from hermetic_hunt.engine.fork import ChildSetup, run_job
+from hermetic_hunt.engine.setup import Engine
+from hermetic_hunt.hunt.controller import HuntController
+
+WORKER = "main"
+
+
+class LocalLoop:
+    """pytest plugin: the run loop of a hunt in one process."""
+
+    def __init__(self, hunt: HuntController, engine: Engine) -> None:
+        self.hunt = hunt
+        self.engine = engine
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self.hunt.set_tests([item.nodeid for item in items])
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted(
+                f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
+                "during collection"
+            )
+        if session.config.option.collectonly or not session.items:
+            return True
+        hunt = self.hunt
+        hunt.set_tests([item.nodeid for item in session.items])
+        hunt.begin()
+        setup = ChildSetup(worker=WORKER)
+        hash_seed = process_hash_seed()
+        for round_no in hunt.rounds():
+            plan = hunt.plan(round_no, 1)
+            job = hunt.job(plan, 0)
+
+            def sink(lines: Sequence[bytes], round_no: int = round_no) -> None:
+                hunt.ingest(lines, WORKER, round_no)
+
+            run_job(self.engine, session, job, setup, sink, hash_seed=hash_seed,
+                    stop=lambda: bool(session.shouldfail or session.shouldstop))  # fmt: skip
+            if hunt.interrupted:
+                raise KeyboardInterrupt
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+            if hunt.error is not None:
+                break
+        return True

@@ -1,0 +1,86 @@
+"""Running per-test tallies of a hunt (the progress line and the end summary).
+
+Only plain attempts count towards a test's outcome: the runs of a ``twice``
+round (``repeat`` 1 and 2) are no plain run. They only nominate tests whose
+second run in one process failed after a first that passed -- candidates
+for *self-polluting*, checked by isolation in a fresh process.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from hermetic_hunt.models import FAILING, PASSING, Attempt
+
+
+@dataclass
+class Tally:
+    passed: int = 0
+    failed: int = 0
+    other: int = 0
+    violations: int = 0
+    first_failure: Attempt | None = None
+    signatures: Counter[str] = field(default_factory=Counter)
+    #: Twice rounds in which the second run failed after a first that passed.
+    second_run_failures: int = 0
+
+    @property
+    def flaky(self) -> bool:
+        return self.passed > 0 and self.failed > 0
+
+    @property
+    def broken(self) -> bool:
+        return self.failed > 0 and not self.passed and not self.other
+
+
+class Tallies:
+    """Per-test tallies, fed attempt by attempt."""
+
+    def __init__(self) -> None:
+        self.tests: dict[str, Tally] = {}
+        self.attempts = 0
+        self.failed_attempts = 0
+        self.violation_attempts = 0
+        # (worker, round, nodeid) -> outcome of a twice round's first run
+        self._first_runs: dict[tuple[str, int, str], str] = {}
+
+    def add(self, attempt: Attempt) -> None:
+        tally = self.tests.setdefault(attempt.nodeid, Tally())
+        self.attempts += 1
+        if attempt.violations:
+            tally.violations += 1
+            self.violation_attempts += 1
+        if attempt.execution == 1 and attempt.repeat:
+            key = (attempt.worker, attempt.round_no, attempt.nodeid)
+            if attempt.repeat == 1:
+                self._first_runs[key] = attempt.outcome
+            elif self._first_runs.pop(key, None) in PASSING and attempt.outcome in FAILING:
+                tally.second_run_failures += 1
+            if attempt.outcome in FAILING:
+                self.failed_attempts += 1
+            return
+        if attempt.outcome in FAILING:
+            tally.failed += 1
+            self.failed_attempts += 1
+            if tally.first_failure is None:
+                tally.first_failure = attempt
+            if attempt.failure is not None:
+                tally.signatures[attempt.failure.signature] += 1
+        elif attempt.outcome in PASSING:
+            tally.passed += 1
+        else:
+            tally.other += 1
+
+    def flaky(self) -> list[str]:
+        return sorted(n for n, t in self.tests.items() if t.flaky)
+
+    def broken(self) -> list[str]:
+        return sorted(n for n, t in self.tests.items() if t.broken)
+
+    def not_idempotent(self) -> list[str]:
+        """Tests whose second run in one process failed, and that are not flaky otherwise."""
+        return sorted(n for n, t in self.tests.items() if t.second_run_failures and not t.flaky)
+
+    def violators(self) -> list[str]:
+        return sorted(n for n, t in self.tests.items() if t.violations)

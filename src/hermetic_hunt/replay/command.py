@@ -1,0 +1,42 @@
+"""``hermetic-hunt replay ID``: check the id against the database, print (or run) the command."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hermetic_hunt import commands
+from hermetic_hunt.replay.plan import location_arg, resolve, target_of
+from hermetic_hunt.store import Store
+from hermetic_hunt.store.replay import ReplaySource
+
+
+@dataclass(frozen=True)
+class ReplayCommand:
+    """The canonical id, the argv that replays it, and where to run it."""
+
+    ref: str
+    argv: list[str]
+    hash_seed: int | None = None
+
+    def __str__(self) -> str:
+        import shlex
+
+        return shlex.join(self.argv)
+
+
+def prepare(db_path: str, ref: str, cwd: str, extra: tuple[str, ...] = ()) -> ReplayCommand:
+    """Resolve ``ref`` once (an unknown id or a corrupt journal is said now, not when the
+    command runs) and build the command; when the hunt's rootdir is a directory below
+    ``cwd``, it becomes the command's argument (see :func:`location_arg`)."""
+    path = Path(cwd, os.path.expanduser(db_path)).resolve()
+    with Store.open(path, create=False) as store:
+        source = ReplaySource(store)
+        plan = resolve(target_of(str(db_path), ref), source)
+        where = source.run_location(plan.run_id) if plan.run_id is not None else None
+    location = location_arg(where[0], where[1], cwd) if where else None
+    argv = commands.replay_argv(db_path, plan.target.ref, cwd)
+    if location:
+        argv.append(location if not location.startswith("-") else f"./{location}")
+    return ReplayCommand(plan.target.ref, [*argv, *extra], plan.hash_seed)

@@ -368,6 +368,9 @@ class Attempt:
     switch_interval: float | None = None
     stress: int = 0
     started: float | None = None
+    #: Paths the attempt wrote (from Python) in the rootdir or the temp dir: what
+    #: attributes a file a round left behind (in flight only, not stored).
+    writes: list[str] = field(default_factory=list)
     journal: bytes | None = None
     journal_format: str | None = None
     journal_size: int | None = None

@@ -30,6 +30,7 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -187,7 +188,10 @@ def _child(
     except BaseException as exc:  # a child must never return into pytest
         code = 70
         with contextlib.suppress(BaseException):
-            _write(fd, wire.end_line("error", f"the job stopped: {exc!r}"))
+            traceback.print_exc()  # into the child's stderr file, for the crash report
+            where = traceback.extract_tb(exc.__traceback__)[-1:]
+            at = f" at {where[0].filename}:{where[0].lineno}" if where else ""
+            _write(fd, wire.end_line("error", f"hermetic-hunt's engine failed: {exc!r}{at}"))
     finally:
         os._exit(code)
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from hermetic_hunt.engine.executor import Slot, Timeline
-from hermetic_hunt.engine.leaks import RoundLeaks
+from hermetic_hunt.engine.leaks import RoundLeaks, Writes
 from hermetic_hunt.engine.recorder import Recorder
 from hermetic_hunt.errors import NotCollected
 from hermetic_hunt.journal import Journal
@@ -130,6 +130,9 @@ class StepRunner:
         job = self.job
         timeline = job.timeline()
         leaks = RoundLeaks(self.rootdir) if self._watch else None
+        writes = Writes.install() if self._watch else None
+        if writes is not None:
+            writes.start(self.rootdir)
         steps = job.steps
         outcome = Outcome()
         for index, step in enumerate(steps):
@@ -153,8 +156,9 @@ class StepRunner:
             finally:
                 self._slot = None
             attempts, reports = self._recorder.take()
-            if leaks is not None and attempts:
+            if leaks is not None and writes is not None and attempts:
                 attempts[0].leaks = leaks.after_attempt(position)
+                attempts[0].writes = writes.take()
             if self._on_step is not None:
                 self._on_step(index, attempts, reports)
             else:
@@ -165,6 +169,8 @@ class StepRunner:
                 outcome.status = "stopped"
                 outcome.detail = str(session.shouldfail or session.shouldstop)
                 break
+        if writes is not None:
+            writes.stop()
         if leaks is not None and outcome.status == "completed":
             outcome.leaks = leaks.finish()
         return outcome

@@ -30,6 +30,14 @@ EXPECTED = {
     "tests/test_checkout.py::test_checkout_reports_metrics": {"network"},
     "tests/test_health.py::test_health_check_degrades_gracefully": {"network"},
     "tests/test_inventory.py::test_concurrent_reservations_keep_stock_consistent": {"concurrency"},
+    "tests/test_routes.py::TestRoutes::test_hub_has_two_routes": {"victim"},
+    "tests/test_routes.py::TestRoutes::test_east_route_is_open": {"brittle"},
+    "tests/test_ledger.py::test_ledger_starts_empty": {"victim"},
+    "tests/test_ledger.py::test_ledger_totals_one_sale": {"brittle"},
+    "tests/test_labels.py::test_label_defaults_to_dollars": {"victim"},
+    "tests/test_quotes.py::test_quote_in_euros": {"victim"},
+    "tests/test_exports.py::test_page_path_is_absolute": {"victim"},
+    "tests/test_exports.py::test_export_directory_is_known": {"victim"},
 }
 PASSING_VIOLATOR = "tests/test_health.py::test_health_check_degrades_gracefully"
 

@@ -46,6 +46,22 @@ EXPECTED = {
     T + "test_health.py::test_health_check_degrades_gracefully": (["network"], [], [], []),
     T + "test_inventory.py::test_concurrent_reservations_keep_stock_consistent": (
         ["concurrency"], [], [], []),
+    T + "test_routes.py::TestRoutes::test_hub_has_two_routes": (
+        ["victim"], [[T + "test_routes.py::TestRoutes::test_open_east_route"]], [], []),
+    T + "test_routes.py::TestRoutes::test_east_route_is_open": (
+        ["brittle"], [], [], [[T + "test_routes.py::TestRoutes::test_open_east_route"]]),
+    T + "test_ledger.py::test_ledger_starts_empty": (
+        ["victim"], [[T + "test_ledger.py::test_record_sale"]], [], []),
+    T + "test_ledger.py::test_ledger_totals_one_sale": (
+        ["brittle"], [], [], [[T + "test_ledger.py::test_record_sale"]]),
+    T + "test_labels.py::test_label_defaults_to_dollars": (
+        ["victim"], [[T + "test_labels.py::test_checkout_in_euros"]], [], []),
+    T + "test_quotes.py::test_quote_in_euros": (
+        ["victim"], [[T + "test_quotes.py::test_start_rate_refresher"]], [], []),
+    T + "test_exports.py::test_page_path_is_absolute": (
+        ["victim"], [[T + "test_scratch.py::test_render_in_scratch_dir"]], [], []),
+    T + "test_exports.py::test_export_directory_is_known": (
+        ["victim"], [[T + "test_scratch.py::test_render_in_scratch_dir"]], [], []),
 }  # fmt: skip
 ARGS = ("--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7", "-p", "no:randomly")
 
@@ -81,6 +97,7 @@ def test_one_hunt_classifies_every_example_exactly_and_its_reproducers_fail_agai
     every_flaky_example_gets_its_kind_and_exact_sets(root)
     the_summary_lists_each_flake_with_its_kinds_sets_and_command(root, stdout)
     every_reproducer_fails_again_when_run_by_hand(root)
+    every_order_dependent_finding_shows_in_plain_pytest(root)
     the_replay_command_reproduces_a_victim(root)
     assert safety_net == []
 
@@ -104,7 +121,10 @@ def every_flaky_example_gets_its_kind_and_exact_sets(root: Path) -> None:
 def the_summary_lists_each_flake_with_its_kinds_sets_and_command(root: Path, stdout: str) -> None:
     found = flakes(root)
     lines = stdout.splitlines()
-    assert any(line.startswith("hermetic-hunt isolation: 11 flaky tests · ") for line in lines)
+    assert any(
+        line.startswith(f"hermetic-hunt isolation: {len(EXPECTED)} flaky tests · ")
+        for line in lines
+    )
     for nodeid, row in found.items():
         header = f"  {row['flake_id']} {nodeid}  {', '.join(json.loads(row['kinds']))} ("
         (index,) = [i for i, line in enumerate(lines) if line.startswith(header)]
@@ -140,6 +160,35 @@ def every_reproducer_fails_again_when_run_by_hand(root: Path) -> None:
                 ), nodeid
             else:  # the network example passes: its blocked call is the finding
                 assert results[0].last and results[0].last.violations, nodeid
+
+
+def plain(root: Path, *nodeids: str) -> dict[str, str]:
+    """Plain ``pytest NODEID...`` in a fresh process (in that order): outcome per test."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-rA",
+         "-q", *nodeids],
+        cwd=root / "shop", env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    outcomes = {}
+    for line in done.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED", "ERROR"):
+            outcomes[rest.split(" - ")[0]] = word
+    return outcomes
+
+
+def every_order_dependent_finding_shows_in_plain_pytest(root: Path) -> None:
+    """A user can confirm each victim and brittle test with plain pytest, fresh processes."""
+    for nodeid, (kinds, polluters, _, setters) in EXPECTED.items():
+        if "victim" in kinds:
+            for members in polluters:
+                assert plain(root, nodeid)[nodeid] == "PASSED", nodeid
+                assert plain(root, *members, nodeid)[nodeid] == "FAILED", (members, nodeid)
+        if "brittle" in kinds:
+            for members in setters:
+                assert plain(root, nodeid)[nodeid] == "FAILED", nodeid
+                assert plain(root, *members, nodeid)[nodeid] == "PASSED", (members, nodeid)
 
 
 def the_replay_command_reproduces_a_victim(root: Path) -> None:

@@ -176,7 +176,8 @@ class FileWatch:
     def leak(self, change: Change) -> Leak:
         if change.temp:
             return Leak("tempfile", change.path, change.change)
-        return Leak("file", os.path.relpath(change.path, self.rootdir), change.change)
+        name = os.path.relpath(change.path, self.rootdir)
+        return Leak("file", name + os.sep if change.path.endswith(os.sep) else name, change.change)
 
 
 def _remove(path: str) -> None:

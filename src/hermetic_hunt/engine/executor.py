@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -32,6 +32,39 @@ from hermetic_hunt.seeds import attempt_seed, round_now
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
 REPORT_ATTR = "hermetic_hunt"
+
+
+class ReportData(TypedDict, total=False):
+    """What the executor attaches to each phase report as ``report.hermetic_hunt``.
+
+    Every phase: ``round``, ``position``, ``repeat``, ``execution``; a failing
+    phase adds ``exc_type`` and ``location`` (named where the exception was
+    raised); the teardown report adds the attempt's facts (seed, start,
+    mode, hash seed, duration, real start, counts, violations, replay
+    warnings, journal). Read by the :class:`~hermetic_hunt.engine.recorder.Recorder`,
+    :func:`hermetic_hunt.failures.from_report` and the replay session.
+    """
+
+    round: int
+    position: int
+    repeat: int
+    execution: int
+    exc_type: str
+    location: str
+    seed: int | None
+    now: float | None
+    mode: str
+    hash_seed: int | None
+    duration: float
+    started: float
+    counts: dict[str, Any] | None
+    violations: list[list[Any]]
+    warnings: list[str]
+    journal: bytes
+    journal_format: str
+    profile: str | None
+    switch_interval: float | None
+    stress: int
 
 
 @dataclass
@@ -153,7 +186,7 @@ class AttemptExecutor:
         slot = self._slot
         if slot is None:
             return report
-        data: dict[str, Any] = {
+        data: ReportData = {
             "round": slot.round_no,
             "position": slot.position,
             "repeat": slot.repeat,
@@ -251,10 +284,10 @@ class AttemptExecutor:
             if end is not None and slot is not None:
                 slot.timeline.wall, slot.timeline.elapsed = end
 
-    def _final_facts(self) -> dict[str, Any]:
+    def _final_facts(self) -> ReportData:
         facts = self._facts
         self._facts = None
-        data: dict[str, Any] = {
+        data: ReportData = {
             "seed": self._seed,
             "now": self._now,
             "mode": self._mode,

@@ -14,6 +14,7 @@ printed) -> session finish (flush, isolation, status) -> terminal summary.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -194,7 +195,7 @@ class HuntController:
         if len(self._buffer) >= FLUSH_EVERY or _PERF() - self._last_flush >= FLUSH_SECONDS:
             self.flush()
 
-    @property
+    @functools.cached_property
     def _verbose(self) -> bool:
         return self.config.get_verbosity() > 0
 

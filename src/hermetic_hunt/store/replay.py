@@ -147,7 +147,7 @@ class ReplaySource:
         return self._fetch("SELECT 1 FROM tests WHERE nodeid = ?", (nodeid,)) is not None
 
     def flake(self, flake_id: str) -> StoredFlake | None:
-        row = self._fetch(_FLAKE_SQL + " WHERE fl.flake_id = ? COLLATE NOCASE", (flake_id,))
+        row = self._fetch(_FLAKE_SQL + " WHERE fl.flake_id = ?", (flake_id,))
         return _flake(row) if row else None
 
     def flake_of(self, nodeid: str) -> StoredFlake | None:
@@ -209,19 +209,20 @@ def add_replay(
     detail: str,
     environment: dict[str, Any],
 ) -> int:
-    """Store the outcome of one replay in ``replays``; returns its id."""
-    cursor = store.conn.execute(
-        "INSERT INTO replays (target, flake_id, attempt_id, started_at, outcome, detail, "
-        "environment) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            target,
-            flake_row,
-            attempt_id,
-            real_now_iso(),
-            outcome,
-            detail,
-            json.dumps(environment, sort_keys=True),
-        ),
-    )
+    """Store the outcome of one replay in ``replays``; returns its id (BadDatabase if not)."""
+    with store.transaction() as conn:
+        cursor = conn.execute(
+            "INSERT INTO replays (target, flake_id, attempt_id, started_at, outcome, detail, "
+            "environment) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                target,
+                flake_row,
+                attempt_id,
+                real_now_iso(),
+                outcome,
+                detail,
+                json.dumps(environment, sort_keys=True),
+            ),
+        )
     assert cursor.lastrowid is not None
     return cursor.lastrowid

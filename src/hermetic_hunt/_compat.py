@@ -71,6 +71,19 @@ def type_modified() -> Callable[[type], None] | None:
     return function  # type: ignore[no-any-return]
 
 
+def die_with_parent() -> None:
+    """Linux: this (forked) process gets SIGKILL when its parent dies.
+
+    ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` through libc; a no-op elsewhere. A
+    round's child whose hunt was killed must not run on as an orphan.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = 1, SIGKILL = 9
+
+
 # -- hermetic-sandbox (0.1.x) --------------------------------------------------------
 
 

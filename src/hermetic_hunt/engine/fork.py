@@ -137,6 +137,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
     """Fork a child that runs ``job``; the parent gets a :class:`Child` to read."""
     temp = tempfile.mkdtemp(prefix="hermetic-hunt-job-")
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     # No SIGTERM between the fork and the child's own handler: an abort must
     # find every child to kill.
     blocked = hasattr(signal, "pthread_sigmask")
@@ -150,7 +151,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
             pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(engine, session, job, write_fd, setup, temp)
+            _child(engine, session, job, write_fd, setup, temp, parent)
         os.close(write_fd)
     finally:
         if blocked:
@@ -159,10 +160,19 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
 
 
 def _child(
-    engine: Engine, session: pytest.Session, job: Job, fd: int, setup: ChildSetup, temp: str
+    engine: Engine,
+    session: pytest.Session,
+    job: Job,
+    fd: int,
+    setup: ChildSetup,
+    temp: str,
+    parent: int,
 ) -> None:
     code = 0
     try:
+        _compat.die_with_parent()
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(0)
         if setup.new_group:
             os.setpgid(0, 0)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -249,6 +249,15 @@ class Step:
     mode: Mode = "seeded"
     attempt_id: int | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "seed": self.seed,
+            "now": self.now,
+            "mode": self.mode,
+            "attempt_id": self.attempt_id,
+        }
+
     @classmethod
     def of(cls, attempt: Attempt, **changes: Any) -> Step:
         step = cls(
@@ -455,16 +464,7 @@ class Reproducer:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "steps": [
-                {
-                    "nodeid": s.nodeid,
-                    "seed": s.seed,
-                    "now": s.now,
-                    "mode": s.mode,
-                    "attempt_id": s.attempt_id,
-                }
-                for s in self.steps
-            ],
+            "steps": [s.to_json() for s in self.steps],
             "hash_seed": self.hash_seed,
             "signature": {
                 "exc_type": self.exc_type,

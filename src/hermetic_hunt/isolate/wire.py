@@ -108,16 +108,7 @@ def probe_request(
         "op": "probe",
         "id": request_id,
         "timeout": timeout,
-        "steps": [
-            {
-                "nodeid": s.nodeid,
-                "seed": s.seed,
-                "now": s.now,
-                "mode": s.mode,
-                "attempt_id": s.attempt_id,
-            }
-            for s in steps
-        ],
+        "steps": [s.to_json() for s in steps],
         "journals": {
             str(attempt_id): base64.b64encode(data).decode("ascii")
             for attempt_id, data in journals.items()

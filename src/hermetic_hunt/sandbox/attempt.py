@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import hermetic
-import hermetic._sandbox as _hermetic_internal  # only for hermetic.current()
 
+from hermetic_hunt import _compat
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Violation
 from hermetic_hunt.sandbox import clock as clock_patch
@@ -264,7 +264,7 @@ class Sandbox:
             journal_path=None,
             replay_warnings=[],
         )
-        _hermetic_internal._active_handle = handle
+        _compat.set_hermetic_handle(handle)
         return handle
 
     def exit(self, *, keep_journal: bool = False) -> AttemptFacts:
@@ -291,7 +291,7 @@ class Sandbox:
         return facts
 
     def _restore(self, active: _Active) -> None:
-        _hermetic_internal._active_handle = None
+        _compat.set_hermetic_handle(None)
         netguard.uninstall()
         datetimes.set_clock(None)
         clock_patch.activate(None)

@@ -50,6 +50,18 @@ Kind = Literal[
 #: Flake kinds, exactly as stored and reported, in report order.
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
+Profile = Literal["exact", "jitter", "slow"]
+#: Clock profiles of a seeded attempt (see ``docs/sandbox.md``): ``exact``
+#: (the virtual clock moves only by sleeps), ``jitter`` (every read advances
+#: a little, sleeps last longer, heavy-tailed), ``slow`` (every read advances
+#: by about a millisecond, as on an overloaded CI runner).
+PROFILES: tuple[Profile, ...] = get_args(Profile)
+
+Condition = Literal["exact", "jitter", "slow", "stress", "switch"]
+#: What a round runs under (``--hermetic-hunt-time``): a clock profile
+#: (seeded mode), CPU stress (record and off modes) or a tiny switch interval.
+CONDITIONS: tuple[Condition, ...] = get_args(Condition)
+
 #: The largest PYTHONHASHSEED Python accepts (it refuses to start above it).
 MAX_HASH_SEED = 4_294_967_295
 
@@ -61,6 +73,66 @@ DEFAULT_ORDER: Order = "auto"
 DEFAULT_ISOLATE_BUDGET = 200
 DEFAULT_PROBE_TIMEOUT = 120.0
 DEFAULT_INTEGRATION_MARKER = "integration"
+
+
+@dataclass(frozen=True)
+class TimeMix:
+    """Shares of a hunt's rounds (percent) run under each timing condition.
+
+    The rest run exact (calm). Which rounds is a pure function of the base
+    seed and the round (:func:`hermetic_hunt.hunt.schedule.condition_for`).
+    A condition a mode cannot honour runs exact: ``jitter`` and ``slow``
+    need the virtual clock (seeded mode), ``stress`` needs real time
+    (record and off modes).
+    """
+
+    jitter: int = 20
+    slow: int = 10
+    stress: int = 10
+    switch: int = 10
+
+    def shares(self) -> tuple[tuple[Condition, int], ...]:
+        return (("jitter", self.jitter), ("slow", self.slow), ("stress", self.stress),
+                ("switch", self.switch))  # fmt: skip
+
+    @property
+    def exact(self) -> int:
+        return 100 - sum(share for _, share in self.shares())
+
+    def spec(self) -> str:
+        """As ``--hermetic-hunt-time`` takes it: ``default``, ``exact``, ``jitter=30,switch=10``."""
+        if self == DEFAULT_TIME_MIX:
+            return "default"
+        parts = [f"{name}={share}" for name, share in self.shares() if share]
+        return ",".join(parts) if parts else "exact"
+
+    def describe(self) -> str:
+        """``jitter 20% · slow 10% · stress 10% · switch 10%`` (``exact``: none)."""
+        parts = [f"{name} {share}%" for name, share in self.shares() if share]
+        return " · ".join(parts) if parts else "exact"
+
+    def to_json(self) -> dict[str, int]:
+        return dict(self.shares())
+
+    @classmethod
+    def from_json(cls, data: Any) -> TimeMix:
+        """Stored shares (untrusted); a run from before mixes existed ran all exact."""
+        if not isinstance(data, dict):
+            return EXACT_MIX
+        values = {}
+        for name, _ in DEFAULT_TIME_MIX.shares():
+            value = data.get(name, 0)
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100
+            values[name] = value if ok else 0
+        if sum(values.values()) > 100:
+            return EXACT_MIX
+        return cls(**values)
+
+
+#: The default mix: most rounds exact, a share of each condition (docs/sandbox.md).
+DEFAULT_TIME_MIX = TimeMix()
+#: No timing condition: every round exact (as before timing conditions existed).
+EXACT_MIX = TimeMix(0, 0, 0, 0)
 
 
 def hash_seed_problem(value: int | None) -> str | None:
@@ -77,6 +149,35 @@ def failing(outcome: str) -> bool:
 def as_mode(value: object, default: Mode = DEFAULT_MODE) -> Mode:
     """``value`` as a :data:`Mode` (``default`` when it is none of them)."""
     return next((mode for mode in MODES if mode == value), default)
+
+
+def as_condition(value: object) -> Condition:
+    """``value`` as a :data:`Condition` (``exact`` when it is none of them)."""
+    return next((name for name in CONDITIONS if name == value), "exact")
+
+
+def profile_of(condition: str, mode: str) -> Profile | None:
+    """The clock profile ``condition`` gives an attempt in ``mode`` (None: no virtual clock)."""
+    if mode != "seeded":
+        return None
+    return as_profile(condition) or "exact"
+
+
+def as_profile(value: object) -> Profile | None:
+    """``value`` as a :data:`Profile` (None when it is none of them)."""
+    return next((profile for profile in PROFILES if profile == value), None)
+
+
+#: The largest switch interval a step may ask for (sys.setswitchinterval
+#: accepts more; a stored value above this is not one a hunt drew).
+MAX_SWITCH_INTERVAL = 1.0
+
+
+def switch_interval(value: object) -> float | None:
+    """A stored switch interval (untrusted): seconds in (0, 1], else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 < value <= MAX_SWITCH_INTERVAL else None
 
 
 def sql_set(values: frozenset[str] | tuple[str, ...]) -> str:
@@ -157,6 +258,7 @@ class Settings:
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     integration_marker: str = DEFAULT_INTEGRATION_MARKER
     shard: Shard = field(default_factory=Shard)
+    time: TimeMix = DEFAULT_TIME_MIX
 
     @property
     def describe_length(self) -> str:
@@ -177,6 +279,7 @@ class Settings:
             "probe_timeout": self.probe_timeout,
             "integration_marker": self.integration_marker,
             "shard": [self.shard.index, self.shard.count],
+            "time": self.time.to_json(),
         }
 
     @classmethod
@@ -225,6 +328,7 @@ class Settings:
             probe_timeout=float(pick("probe_timeout", seconds, DEFAULT_PROBE_TIMEOUT)),
             integration_marker=marker,
             shard=Shard(parts[0], parts[1]) if ok_shard else Shard(),
+            time=TimeMix.from_json(raw.get("time")),
         )
 
 
@@ -241,6 +345,13 @@ class Step:
     (a hunt's round: from the base seed and the round's timeline);
     ``attempt_id`` names the stored attempt the step re-runs (its journal is
     replayed when ``mode`` is ``record``).
+
+    The timing conditions the attempt ran under: ``profile`` (the clock
+    profile of a seeded step; its readings are re-derived from the seed;
+    None: ``exact``, or the round's when a hunt derives it),
+    ``switch_interval`` (``sys.setswitchinterval`` for the attempt; None:
+    the interpreter's) and ``stress`` (busy processes competing for the CPU
+    while it runs; 0: none).
     """
 
     nodeid: str
@@ -248,13 +359,35 @@ class Step:
     now: float | None = None
     mode: Mode = "seeded"
     attempt_id: int | None = None
+    profile: Profile | None = None
+    switch_interval: float | None = None
+    stress: int = 0
 
     @classmethod
     def of(cls, attempt: Attempt, **changes: Any) -> Step:
         step = cls(
-            attempt.nodeid, attempt.seed, attempt.now, as_mode(attempt.mode), attempt.attempt_id
+            attempt.nodeid,
+            attempt.seed,
+            attempt.now,
+            as_mode(attempt.mode),
+            attempt.attempt_id,
+            as_profile(attempt.profile),
+            attempt.switch_interval,
+            attempt.stress,
         )
         return replace(step, **changes) if changes else step
+
+    @property
+    def conditions(self) -> dict[str, Any]:
+        """The step's timing conditions, as stored in JSON (only those that are set)."""
+        out: dict[str, Any] = {}
+        if self.profile is not None:
+            out["profile"] = self.profile
+        if self.switch_interval is not None:
+            out["switch_interval"] = self.switch_interval
+        if self.stress:
+            out["stress"] = self.stress
+        return out
 
 
 @dataclass(frozen=True)
@@ -430,6 +563,37 @@ def format_seconds(seconds: float) -> str:
     return text
 
 
+def step_conditions(raw: dict[str, Any]) -> dict[str, Any]:
+    """A step's stored timing conditions (untrusted JSON): ValueError if malformed.
+
+    Absent keys (a reproducer from before timing conditions) mean none.
+    """
+    out: dict[str, Any] = {}
+    profile = raw.get("profile")
+    if profile is not None:
+        if as_profile(profile) is None:
+            raise ValueError(f"unknown clock profile {profile!r} (known: {', '.join(PROFILES)})")
+        out["profile"] = profile
+    interval = raw.get("switch_interval")
+    if interval is not None:
+        if (
+            isinstance(interval, bool)
+            or not isinstance(interval, (int, float))
+            or not (0 < interval <= MAX_SWITCH_INTERVAL)
+        ):
+            raise ValueError(
+                f"switch_interval must be a number of seconds in (0, {MAX_SWITCH_INTERVAL:g}], "
+                f"got {interval!r}"
+            )
+        out["switch_interval"] = float(interval)
+    stress = raw.get("stress", 0)
+    if isinstance(stress, bool) or not isinstance(stress, int) or not 0 <= stress <= 1024:
+        raise ValueError(f"stress must be a number of busy processes (0-1024), got {stress!r}")
+    if stress:
+        out["stress"] = stress
+    return out
+
+
 # -- reproducers ----------------------------------------------------------------------------
 
 
@@ -459,6 +623,7 @@ class Reproducer:
                     "now": s.now,
                     "mode": s.mode,
                     "attempt_id": s.attempt_id,
+                    **s.conditions,
                 }
                 for s in self.steps
             ],
@@ -512,6 +677,7 @@ class Reproducer:
                     now=opt_float(raw.get("now")),
                     mode=mode,
                     attempt_id=opt_int(raw.get("attempt_id")),
+                    **step_conditions(raw),
                 )
             )
         signature = data.get("signature") or {}

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from hermetic_hunt import _compat
 from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.runner import Job
-from hermetic_hunt.models import Attempt, Failure, Settings
+from hermetic_hunt.models import Attempt, Failure, Settings, profile_of
 from hermetic_hunt.seeds import attempt_seed
 
 if TYPE_CHECKING:
@@ -262,6 +262,9 @@ def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None
         mode=step.mode,
         hash_seed=hash_seed,
         repeat=job.repeats[index] if index < len(job.repeats) else 0,
+        profile=step.profile or profile_of(job.condition, step.mode),
+        switch_interval=step.switch_interval,
+        stress=max(job.stress, step.stress),
         failure=Failure(
             exc_type="Crashed",
             message=f"the process running this test died ({why})",

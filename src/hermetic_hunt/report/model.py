@@ -200,9 +200,7 @@ class TestResult:
         text = " · ".join(f"{r.condition} {r.failed}/{r.passed + r.failed}" for r in rows)
         stretches = [r.stretch for r in rows if r.stretch is not None and r.failed]
         if stretches:
-            text += (
-                f" failed; fails when sleeps last ≥ {min(stretches) / 1000:.2f}x their duration"
-            )
+            text += f" failed; fails when sleeps last ≥ {min(stretches) / 1000:.2f}x their duration"
         else:
             text += " failed"
         return text

@@ -8,10 +8,12 @@ in a seeded attempt, the ``select`` of the running loop's selector:
 
 1. polls without waiting; anything ready is returned at once;
 2. when nothing outside the loop can wake it -- no file descriptor
-   registered but the loop's own wake-up pipe, and no other thread alive --
-   moves the virtual clock to the next timer (``advance(timeout)``) and
-   returns: ``asyncio.sleep(5)``, ``wait_for(..., timeout=...)`` and loop
-   timers take no real time and always fire in the same order;
+   registered but the loop's own wake-up pipe, and no thread alive that
+   this process started after its first attempt began (a plugin's own
+   threads, such as pytest-rerunfailures' server, do not count) -- moves
+   the virtual clock to the next timer (``advance(timeout)``) and returns:
+   ``asyncio.sleep(5)``, ``wait_for(..., timeout=...)`` and loop timers
+   take no real time and always fire in the same order;
 3. otherwise (a socket, a subprocess pipe, a thread that may call
    ``call_soon_threadsafe``) waits in real time as a plain loop would, and
    moves the virtual clock by the timeout if nothing came.
@@ -41,6 +43,8 @@ from hermetic_hunt.sandbox.clock import SeededClock
 from hermetic_hunt.sandbox.patches import Patches
 
 _clock: SeededClock | None = None
+#: Threads alive when this process first entered an attempt: never the tests'.
+_baseline: frozenset[threading.Thread] | None = None
 
 #: The selector classes an event loop may use (whichever this platform has).
 _NAMES = ("SelectSelector", "PollSelector", "EpollSelector", "DevpollSelector", "KqueueSelector")
@@ -59,7 +63,7 @@ def _virtual(original: Callable[..., Any]) -> Callable[..., Any]:
         ready = original(self, 0)
         if ready:
             return ready
-        if len(self.get_map()) > 1 or threading.active_count() > 1:
+        if len(self.get_map()) > 1 or _tests_threads():
             # Something outside the loop may still answer: wait as a plain loop would.
             ready = original(self, timeout)
             if ready:
@@ -72,6 +76,12 @@ def _virtual(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _SELECTS = {cls: _virtual(cls.select) for cls in _SELECTORS}
+
+
+def _tests_threads() -> bool:
+    """Is a thread alive that a test (or its fixtures) started?"""
+    baseline = _baseline or frozenset()
+    return any(thread not in baseline for thread in threading.enumerate())
 
 
 def _stretched(original: Callable[..., Any], sleep_done: Any) -> Callable[..., Any]:
@@ -92,8 +102,10 @@ def install(patches: Patches, clock: SeededClock, noisy: bool) -> None:
     stretch too (asyncio is imported for that: a test importing it later
     in the attempt would otherwise see unstretched sleeps).
     """
-    global _clock
+    global _clock, _baseline
     _clock = clock
+    if _baseline is None:
+        _baseline = frozenset(threading.enumerate())
     for cls, select in _SELECTS.items():
         patches.setattr(cls, "select", select)
     if not noisy:

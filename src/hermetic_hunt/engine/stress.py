@@ -22,7 +22,7 @@ import sys
 from types import TracebackType
 
 #: The busy loop: spins, and leaves once its parent process is gone.
-_PROGRAM = (
+BUSY_LOOP = (
     "import os, time\n"
     "parent = os.getppid()\n"
     "while os.getppid() == parent:\n"
@@ -48,7 +48,7 @@ class CpuStress:
         while len(self._running) < self.processes:
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-I", "-S", "-c", _PROGRAM],
+                    [sys.executable, "-I", "-S", "-c", BUSY_LOOP],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

@@ -109,11 +109,9 @@ def safety_net() -> list[tuple[str, str]]:
 
 @pytest.fixture
 def example_suite(tmp_path: Path) -> Path:
-    """A private copy of the bundled example suite (its counter file included)."""
+    """A private copy of the bundled example suite."""
     target = tmp_path / "shop"
-    shutil.copytree(
-        EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__", ".scheduler-hint")
-    )
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
     return target
 
 

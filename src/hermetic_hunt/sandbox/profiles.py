@@ -16,9 +16,10 @@ A profile is one of :data:`hermetic_hunt.models.PROFILES`:
   [1, 1.5).
 
 The draws come from two streams keyed by the attempt's seed, one for
-readings and one for sleeps (:class:`~hermetic_hunt.seeds.Stream`), so the
-same seed gives the same readings: a timing flake found this way replays by
-seed. Sleeps have their own stream so that an extra clock reading (a
+readings and one for sleeps (each a ``random.Random`` seeded with a BLAKE2b
+digest of the profile and the seed; its ``random()`` sequence is guaranteed
+across Python versions), so the same seed gives the same readings: a
+timing flake found this way replays by seed. Sleeps have their own stream so that an extra clock reading (a
 fixture set up alone rather than by an earlier test) does not change how
 long the test's own sleeps last.
 
@@ -29,9 +30,10 @@ profile; the overshoots stay within what loaded CI runners show.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
-from hermetic_hunt.seeds import Stream
+from hermetic_hunt.seeds import digest_int
 
 #: The most a profile stretches a sleep (a factor).
 MAX_STRETCH = 2.0
@@ -76,19 +78,22 @@ class Noise:
         if name not in ("jitter", "slow"):
             raise ValueError(f"no noise in clock profile {name!r}")
         self.name = name
-        self._reads = Stream("clock-reads", name, seed)
-        self._sleeps = Stream("clock-sleeps", name, seed)
+        # Mersenne Twisters seeded with digests: random.Random(n).random() is
+        # guaranteed to give the same sequence for the same n on every Python,
+        # and costs a tenth of a digest per draw.
+        self._reads = random.Random(digest_int("clock-reads", name, seed)).random  # noqa: S311
+        self._sleeps = random.Random(digest_int("clock-sleeps", name, seed)).random  # noqa: S311
         self.stretched = 1.0
 
     def read(self) -> float:
         """Seconds the clock advances before a reading."""
         if self.name == "jitter":
-            return JITTER_READ * self._reads.unit()
-        return SLOW_READ[0] + SLOW_READ[1] * self._reads.unit()
+            return JITTER_READ * self._reads()
+        return SLOW_READ[0] + SLOW_READ[1] * self._reads()
 
     def stretch(self) -> float:
         """The factor (>= 1, <= :data:`MAX_STRETCH`) the next sleep lasts."""
-        u = self._sleeps.unit()
+        u = self._sleeps()
         if self.name == "jitter":
             # Lomax: P(overshoot > x) = (1 + x / scale) ** -shape.
             overshoot = JITTER_SCALE * (float((1.0 - u) ** (-1.0 / JITTER_SHAPE)) - 1.0)

@@ -19,9 +19,9 @@ The draws come from two streams keyed by the attempt's seed, one for
 readings and one for sleeps (each a ``random.Random`` seeded with a BLAKE2b
 digest of the profile and the seed; its ``random()`` sequence is guaranteed
 across Python versions), so the same seed gives the same readings: a
-timing flake found this way replays by seed. Sleeps have their own stream so that an extra clock reading (a
-fixture set up alone rather than by an earlier test) does not change how
-long the test's own sleeps last.
+timing flake found this way replays by seed. Sleeps have their own stream
+so that an extra clock reading (a fixture set up alone rather than by an
+earlier test) does not change how long the test's own sleeps last.
 
 Calibration (``docs/sandbox.md``): no sleep lasts more than twice its
 duration, so a test with a 2x margin on its sleeps never fails under a

@@ -118,8 +118,8 @@ EDGE_WEIGHTS: tuple[tuple[str, int], ...] = (
     ("weekend", 12),
     ("uniform", 34),
 )
-#: Percent of start instants put just before a second boundary (1-40 ms
-#: before it), and just before a minute boundary (second 59, 1-40 ms
+#: Percent of start instants put just before a second boundary (1-20 ms
+#: before it), and just before a minute boundary (second 59, 1-20 ms
 #: before the minute), whatever their date edge: code comparing
 #: ``int(time.time())`` or ``now().minute`` before and after a short call
 #: breaks there.
@@ -133,8 +133,8 @@ def attempt_now(seed: int) -> float:
     Two thirds of the draws land on instants where date code breaks: the last
     day of a month, New Year's Eve, Feb 29, a second before midnight, a US or
     EU daylight-saving change, a weekend; the rest are uniform over
-    2001-2037. Independently, 30% start 1-40 ms before a whole second and
-    10% 1-40 ms before a whole minute (:data:`SECOND_EDGE`,
+    2001-2037. Independently, 30% start 1-20 ms before a whole second and
+    10% 1-20 ms before a whole minute (:data:`SECOND_EDGE`,
     :data:`MINUTE_EDGE`). Always a whole number of milliseconds.
     """
     return now_for(seed)[1]
@@ -201,7 +201,7 @@ def now_for(seed: int) -> tuple[str, float]:
     edge = stream.below(100)
     millis = stream.below(1000)
     if edge < SECOND_EDGE + MINUTE_EDGE:
-        millis = 999 - millis % 40  # 1-40 ms before the next whole second
+        millis = 999 - millis % 20  # 1-20 ms before the next whole second
         if edge >= SECOND_EDGE:
             instant = instant.replace(second=59)  # ... and the next minute
     epoch = instant.timestamp()

@@ -194,7 +194,11 @@ class TestResult:
     def timing(self) -> str | None:
         """``slow 2/3 · jitter 1/5 · exact 0/19 failed; fails when sleeps last ≥ 1.27x
         their duration`` -- when it failed only under timing conditions, else None."""
-        rows = sorted(self.conditions, key=lambda r: (r.condition == "exact", -r.failed))
+        rows = sorted(
+            self.conditions,
+            key=lambda r: (r.condition == "exact", -r.failed / max(1, r.passed + r.failed),
+                           r.condition),
+        )  # fmt: skip
         if not rows or any(r.failed for r in rows if r.condition == "exact"):
             return None
         text = " · ".join(f"{r.condition} {r.failed}/{r.passed + r.failed}" for r in rows)

@@ -20,6 +20,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from hermetic_hunt.timing import (
+    DEFAULT_TIME_MIX,
+    Profile,
+    TimeMix,
+    as_profile,
+    step_conditions,
+)
+
 # -- modes, orders, outcomes, kinds --------------------------------------------
 
 Mode = Literal["seeded", "record", "off"]
@@ -50,18 +58,6 @@ Kind = Literal[
 #: Flake kinds, exactly as stored and reported, in report order.
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
-Profile = Literal["exact", "jitter", "slow"]
-#: Clock profiles of a seeded attempt (see ``docs/sandbox.md``): ``exact``
-#: (the virtual clock moves only by sleeps), ``jitter`` (every read advances
-#: a little, sleeps last longer, heavy-tailed), ``slow`` (every read advances
-#: by about a millisecond, as on an overloaded CI runner).
-PROFILES: tuple[Profile, ...] = get_args(Profile)
-
-Condition = Literal["exact", "jitter", "slow", "stress", "switch"]
-#: What a round runs under (``--hermetic-hunt-time``): a clock profile
-#: (seeded mode), CPU stress (record and off modes) or a tiny switch interval.
-CONDITIONS: tuple[Condition, ...] = get_args(Condition)
-
 #: The largest PYTHONHASHSEED Python accepts (it refuses to start above it).
 MAX_HASH_SEED = 4_294_967_295
 
@@ -73,66 +69,6 @@ DEFAULT_ORDER: Order = "auto"
 DEFAULT_ISOLATE_BUDGET = 200
 DEFAULT_PROBE_TIMEOUT = 120.0
 DEFAULT_INTEGRATION_MARKER = "integration"
-
-
-@dataclass(frozen=True)
-class TimeMix:
-    """Shares of a hunt's rounds (percent) run under each timing condition.
-
-    The rest run exact (calm). Which rounds is a pure function of the base
-    seed and the round (:func:`hermetic_hunt.hunt.schedule.condition_for`).
-    A condition a mode cannot honour runs exact: ``jitter`` and ``slow``
-    need the virtual clock (seeded mode), ``stress`` needs real time
-    (record and off modes).
-    """
-
-    jitter: int = 20
-    slow: int = 10
-    stress: int = 10
-    switch: int = 10
-
-    def shares(self) -> tuple[tuple[Condition, int], ...]:
-        return (("jitter", self.jitter), ("slow", self.slow), ("stress", self.stress),
-                ("switch", self.switch))  # fmt: skip
-
-    @property
-    def exact(self) -> int:
-        return 100 - sum(share for _, share in self.shares())
-
-    def spec(self) -> str:
-        """As ``--hermetic-hunt-time`` takes it: ``default``, ``exact``, ``jitter=30,switch=10``."""
-        if self == DEFAULT_TIME_MIX:
-            return "default"
-        parts = [f"{name}={share}" for name, share in self.shares() if share]
-        return ",".join(parts) if parts else "exact"
-
-    def describe(self) -> str:
-        """``jitter 20% · slow 10% · stress 10% · switch 10%`` (``exact``: none)."""
-        parts = [f"{name} {share}%" for name, share in self.shares() if share]
-        return " · ".join(parts) if parts else "exact"
-
-    def to_json(self) -> dict[str, int]:
-        return dict(self.shares())
-
-    @classmethod
-    def from_json(cls, data: Any) -> TimeMix:
-        """Stored shares (untrusted); a run from before mixes existed ran all exact."""
-        if not isinstance(data, dict):
-            return EXACT_MIX
-        values = {}
-        for name, _ in DEFAULT_TIME_MIX.shares():
-            value = data.get(name, 0)
-            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100
-            values[name] = value if ok else 0
-        if sum(values.values()) > 100:
-            return EXACT_MIX
-        return cls(**values)
-
-
-#: The default mix: most rounds exact, a share of each condition (docs/sandbox.md).
-DEFAULT_TIME_MIX = TimeMix()
-#: No timing condition: every round exact (as before timing conditions existed).
-EXACT_MIX = TimeMix(0, 0, 0, 0)
 
 
 def hash_seed_problem(value: int | None) -> str | None:
@@ -149,35 +85,6 @@ def failing(outcome: str) -> bool:
 def as_mode(value: object, default: Mode = DEFAULT_MODE) -> Mode:
     """``value`` as a :data:`Mode` (``default`` when it is none of them)."""
     return next((mode for mode in MODES if mode == value), default)
-
-
-def as_condition(value: object) -> Condition:
-    """``value`` as a :data:`Condition` (``exact`` when it is none of them)."""
-    return next((name for name in CONDITIONS if name == value), "exact")
-
-
-def profile_of(condition: str, mode: str) -> Profile | None:
-    """The clock profile ``condition`` gives an attempt in ``mode`` (None: no virtual clock)."""
-    if mode != "seeded":
-        return None
-    return as_profile(condition) or "exact"
-
-
-def as_profile(value: object) -> Profile | None:
-    """``value`` as a :data:`Profile` (None when it is none of them)."""
-    return next((profile for profile in PROFILES if profile == value), None)
-
-
-#: The largest switch interval a step may ask for (sys.setswitchinterval
-#: accepts more; a stored value above this is not one a hunt drew).
-MAX_SWITCH_INTERVAL = 1.0
-
-
-def switch_interval(value: object) -> float | None:
-    """A stored switch interval (untrusted): seconds in (0, 1], else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if 0 < value <= MAX_SWITCH_INTERVAL else None
 
 
 def sql_set(values: frozenset[str] | tuple[str, ...]) -> str:
@@ -561,37 +468,6 @@ def format_seconds(seconds: float) -> str:
     if secs:
         text += f"{secs}s"
     return text
-
-
-def step_conditions(raw: dict[str, Any]) -> dict[str, Any]:
-    """A step's stored timing conditions (untrusted JSON): ValueError if malformed.
-
-    Absent keys (a reproducer from before timing conditions) mean none.
-    """
-    out: dict[str, Any] = {}
-    profile = raw.get("profile")
-    if profile is not None:
-        if as_profile(profile) is None:
-            raise ValueError(f"unknown clock profile {profile!r} (known: {', '.join(PROFILES)})")
-        out["profile"] = profile
-    interval = raw.get("switch_interval")
-    if interval is not None:
-        if (
-            isinstance(interval, bool)
-            or not isinstance(interval, (int, float))
-            or not (0 < interval <= MAX_SWITCH_INTERVAL)
-        ):
-            raise ValueError(
-                f"switch_interval must be a number of seconds in (0, {MAX_SWITCH_INTERVAL:g}], "
-                f"got {interval!r}"
-            )
-        out["switch_interval"] = float(interval)
-    stress = raw.get("stress", 0)
-    if isinstance(stress, bool) or not isinstance(stress, int) or not 0 <= stress <= 1024:
-        raise ValueError(f"stress must be a number of busy processes (0-1024), got {stress!r}")
-    if stress:
-        out["stress"] = stress
-    return out
 
 
 # -- reproducers ----------------------------------------------------------------------------

@@ -10,16 +10,8 @@ import math
 import re
 
 from hermetic_hunt.errors import BadOption
-from hermetic_hunt.models import (
-    DEFAULT_TIME_MIX,
-    EXACT_MIX,
-    MODES,
-    ORDERS,
-    Mode,
-    Order,
-    Shard,
-    TimeMix,
-)
+from hermetic_hunt.models import MODES, ORDERS, Mode, Order, Shard
+from hermetic_hunt.timing import DEFAULT_TIME_MIX, EXACT_MIX, TimeMix
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs)\s*$", re.I)
 _UNITS = {"s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0}

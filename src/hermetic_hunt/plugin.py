@@ -25,11 +25,11 @@ from hermetic_hunt.models import (
     DEFAULT_MODE,
     DEFAULT_ORDER,
     DEFAULT_PROBE_TIMEOUT,
-    DEFAULT_TIME_MIX,
     Settings,
     Shard,
 )
 from hermetic_hunt.seeds import new_base_seed
+from hermetic_hunt.timing import DEFAULT_TIME_MIX
 
 #: (option, dest, ini key, help) of every hunt option that takes a value.
 HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (

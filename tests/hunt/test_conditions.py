@@ -9,8 +9,9 @@ from helpers import hunt, one, rows
 
 from hermetic_hunt.engine.stress import BUSY_LOOP, CpuStress
 from hermetic_hunt.hunt.schedule import CALM_ROUNDS, condition_for, plan_round
-from hermetic_hunt.models import DEFAULT_TIME_MIX, EXACT_MIX, Settings, TimeMix
+from hermetic_hunt.models import Settings
 from hermetic_hunt.options import parse_time
+from hermetic_hunt.timing import DEFAULT_TIME_MIX, EXACT_MIX, TimeMix
 
 SWITCHY = """
 import sys

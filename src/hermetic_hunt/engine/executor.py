@@ -33,9 +33,10 @@ from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import BadOption, HuntError
 from hermetic_hunt.failures import own_location
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.models import PROFILES, Condition, Settings, Step
+from hermetic_hunt.models import Settings, Step
 from hermetic_hunt.sandbox import AttemptFacts, Sandbox, SandboxSpec, real_time, spec_from_marker
 from hermetic_hunt.seeds import attempt_seed, round_now, switch_interval_for
+from hermetic_hunt.timing import PROFILES, Condition
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
 REPORT_ATTR = "hermetic_hunt"

@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 from hermetic_hunt import _compat
 from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.runner import Job
-from hermetic_hunt.models import Attempt, Failure, Settings, profile_of
+from hermetic_hunt.models import Attempt, Failure, Settings
 from hermetic_hunt.seeds import attempt_seed
+from hermetic_hunt.timing import profile_of
 
 if TYPE_CHECKING:
     import pytest

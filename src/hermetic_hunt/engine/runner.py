@@ -26,8 +26,9 @@ from hermetic_hunt.engine.leaks import RoundLeaks
 from hermetic_hunt.engine.recorder import Recorder
 from hermetic_hunt.errors import NotCollected
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.models import Attempt, Condition, Leak, Step
+from hermetic_hunt.models import Attempt, Leak, Step
 from hermetic_hunt.seeds import attempt_now
+from hermetic_hunt.timing import Condition
 
 #: ``on_step(index, attempts, failing reports)`` after every finished step.
 OnStep = Callable[[int, list[Attempt], list[dict[str, Any]]], None]

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hermetic_hunt.models import DEFAULT_TIME_MIX, Condition, TimeMix
 from hermetic_hunt.seeds import digest_int, round_key
+from hermetic_hunt.timing import DEFAULT_TIME_MIX, Condition, TimeMix
 
 #: What ``auto`` cycles through: a test-level shuffle, the exact reverse of
 #: that shuffle (every pair of tests met in both orders), then a grouped

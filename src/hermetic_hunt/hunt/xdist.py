@@ -35,8 +35,9 @@ from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.executor import process_hash_seed
 from hermetic_hunt.engine.fork import ChildSetup, run_job
 from hermetic_hunt.engine.runner import Job
-from hermetic_hunt.models import Attempt, Failure, Settings, Step, as_condition, profile_of
+from hermetic_hunt.models import Attempt, Failure, Settings, Step
 from hermetic_hunt.seeds import attempt_seed, worker_hash_seed
+from hermetic_hunt.timing import as_condition, profile_of
 
 if TYPE_CHECKING:
     from hermetic_hunt.engine.setup import Engine

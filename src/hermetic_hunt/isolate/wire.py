@@ -29,7 +29,8 @@ from typing import Any
 
 from hermetic_hunt.engine import wire as engine_wire
 from hermetic_hunt.findings import ProbeResult
-from hermetic_hunt.models import Step, as_mode, step_conditions
+from hermetic_hunt.models import Step, as_mode
+from hermetic_hunt.timing import step_conditions
 
 #: Environment variable that hands a probe server its settings (JSON).
 ENV = "HERMETIC_HUNT_PROBE"

@@ -26,12 +26,11 @@ from hermetic_hunt.models import (
     Leak,
     Settings,
     Violation,
-    as_profile,
     parse_ref,
     sql_set,
-    switch_interval,
 )
 from hermetic_hunt.store.core import Store, real_now_iso
+from hermetic_hunt.timing import as_profile, switch_interval
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)

@@ -23,11 +23,10 @@ from hermetic_hunt.models import (
     Failure,
     Settings,
     Violation,
-    as_profile,
     sql_set,
-    switch_interval,
 )
 from hermetic_hunt.store.core import Store, real_now_iso
+from hermetic_hunt.timing import as_profile, switch_interval
 
 _ATTEMPT_SQL = """
     SELECT a.id, a.run_id, t.nodeid, a.outcome, a.phase, a.seed, a.now, a.mode, a.hash_seed,

@@ -132,13 +132,14 @@ def hunt(root: Path, db: str, mode: str, time_mix: str, rounds: int, workers: st
     return path
 
 
-def seconds_per_round(db: Path) -> list[float]:
-    """Summed attempt durations of each round after the calm ones."""
+def seconds_per_round(db: Path, tests: str = "%") -> list[float]:
+    """Summed attempt durations of each round after the calm ones (of ``tests``: a LIKE)."""
     with sqlite3.connect(db) as conn:
         found = conn.execute(
-            "SELECT round, sum(duration) FROM attempts WHERE round >= ? AND repeat = 0 "
-            "GROUP BY round ORDER BY round",
-            (CALM_ROUNDS,),
+            "SELECT a.round, sum(a.duration) FROM attempts a JOIN tests t ON t.id = a.test_id "
+            "WHERE a.round >= ? AND a.repeat = 0 AND t.nodeid LIKE ? "
+            "GROUP BY a.round ORDER BY a.round",
+            (CALM_ROUNDS, tests),
         ).fetchall()
     return [float(total) for _, total in found]
 
@@ -188,6 +189,7 @@ def main() -> None:
         ("stress (record)", "record", "stress=100", "calm (record)"),
     ]
     per_round: dict[str, list[float]] = {label: [] for label, *_ in cases}
+    cpu_bound: dict[str, list[float]] = {label: [] for label, *_ in cases}
     with tempfile.TemporaryDirectory(prefix="bench-profiles-") as tmp:
         root = Path(tmp) / "suite"
         make_suite(root)
@@ -195,6 +197,7 @@ def main() -> None:
             for label, mode, mix, _ in cases:  # interleaved: load drifts hit every case
                 db = hunt(root, "bench.db", mode, mix, CALM_ROUNDS + rounds, "2")
                 per_round[label] += seconds_per_round(db)
+                cpu_bound[label] += seconds_per_round(db, "test_cpu.py::%")
     print(
         f"\n2. a hunt of {len(SUITE) - 1} files of mixed tests, -n 2, rounds after the 4th "
         f"({rounds} per hunt, {repeats} hunt(s) per condition), summed attempt time per round"
@@ -205,6 +208,12 @@ def main() -> None:
             continue
         ratio = f"{medians[label] / medians[baseline]:.2f}x {baseline}" if baseline else "1.00x"
         print(f"   {label:<16} {medians[label] * 1000:8.1f} ms/round   {ratio}")
+    cpu = {label: statistics.median(values) for label, values in cpu_bound.items() if values}
+    print("   of which the CPU-bound tests (busy loops):")
+    for label, _, _, baseline in cases:
+        if label in cpu and label in ("exact", "calm (record)", "stress (record)", "switch"):
+            ratio = f"{cpu[label] / cpu[baseline]:.2f}x {baseline}" if baseline else "1.00x"
+            print(f"   {label:<16} {cpu[label] * 1000:8.1f} ms/round   {ratio}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ parent is gone: it checks once a second).
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 from types import TracebackType
@@ -81,11 +80,3 @@ class CpuStress:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def cpu_count() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1

@@ -29,9 +29,10 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -345,19 +346,48 @@ def _drain(
     if not blocking:
         os.set_blocking(child.fd, False)
     while True:
-        if tick is not None and blocking:
-            ready, _, _ = select.select([child.fd], [], [], TICK)
+        if blocking:
+            ready, _, _ = select.select([child.fd], [], [], TICK if tick is not None else None)
             if not ready:
-                tick()
+                if tick is not None:
+                    tick()
                 continue
-        try:
-            chunk = os.read(child.fd, _READ)
-        except BlockingIOError:
-            return False
-        if not chunk:
-            return False
-        lines = child.feed(chunk)
-        if lines:
-            sink(lines)
-            if stop is not None and stop():
-                return True
+        # Lines read from the pipe are finished attempts: Ctrl-C waits until
+        # the sink has them.
+        with interrupts_deferred():
+            try:
+                chunk = os.read(child.fd, _READ)
+            except BlockingIOError:
+                return False
+            if not chunk:
+                return False
+            lines = child.feed(chunk)
+            if lines:
+                sink(lines)
+        if lines and stop is not None and stop():
+            return True
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) during the block takes effect when it is over, as usual.
+
+    Around handing finished attempts on: an interrupt in the middle would
+    drop the ones already read. In the main thread only (the only one that
+    may set a signal handler); nested blocks work.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:  # a handler not installed from Python: leave it alone
+        yield
+        return
+    pending: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:
+            signal.raise_signal(signal.SIGINT)

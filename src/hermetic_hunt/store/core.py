@@ -19,6 +19,8 @@ from hermetic_hunt.models import Attempt, Leak, RunInfo
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+#: Disk space a hunt sets aside for its last write (see :meth:`Store.keep_reserve`).
+RESERVE_BYTES = 64 * 1024
 # Captured at import, before any sandbox can patch the clock: stored
 # timestamps are always real.
 _REAL_TIME = time.time
@@ -60,6 +62,7 @@ class Store:
         self.path = path
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
+        self._reserve: Path | None = None
 
     # -- opening ---------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Store:
         with contextlib.suppress(sqlite3.Error):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.conn.close()
+        self._release_reserve()
 
     def __enter__(self) -> Store:
         return self
@@ -200,6 +204,7 @@ class Store:
                 list(row.values()),
             )
         assert cursor.lastrowid is not None
+        self.keep_reserve()
         return cursor.lastrowid
 
     def set_run_tests(self, run_id: int, count: int) -> None:
@@ -300,11 +305,49 @@ class Store:
             )  # fmt: skip
 
     def finish_run(self, run_id: int, *, status: str, rounds_done: int, exit_status: int) -> None:
-        self.execute(
+        """The run's last write. On a full disk, the reserve is given back and it is tried again."""
+        params = (status, real_now_iso(), rounds_done, exit_status, run_id)
+        sql = (
             "UPDATE runs SET status = ?, finished_at = ?, rounds_done = ?, exit_status = ? "
-            "WHERE id = ?",
-            (status, real_now_iso(), rounds_done, exit_status, run_id),
+            "WHERE id = ?"
         )
+        try:
+            self.execute(sql, params)
+        except BadDatabase:
+            if not self._release_reserve():
+                raise
+            self.execute(sql, params)
+
+    # -- a little disk space for the last write -------------------------------------------
+
+    @property
+    def reserve_path(self) -> Path:
+        return self.path.with_name(self.path.name + "-reserve")
+
+    def keep_reserve(self) -> None:
+        """Set :data:`RESERVE_BYTES` of disk aside next to the database while a hunt writes.
+
+        When the disk fills up, the hunt stops; freeing this file first lets
+        the run's final status be written (else it would stay ``running``).
+        Without the space to make it, the hunt goes on without a reserve.
+        """
+        path = self.reserve_path
+        try:
+            with path.open("wb") as handle:
+                handle.write(bytes(RESERVE_BYTES))
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return
+        self._reserve = path
+
+    def _release_reserve(self) -> bool:
+        path, self._reserve = self._reserve, None
+        if path is None:
+            return False
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return True
 
     def set_rounds_done(self, run_id: int, rounds_done: int) -> None:
         self.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))

@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,6 +56,100 @@ def _check_file(path: Path, *, create: bool) -> None:
         raise BadDatabase(f"cannot create {path}: directory {parent} is not writable")
 
 
+def _writable(path: Path) -> bool:
+    """Whether SQLite can write ``path`` and create its -wal and -shm files beside it."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _decode(raw: bytes) -> str:
+    # Text that is not UTF-8 (a crafted file) reads as replacement characters
+    # instead of failing the query that met it.
+    return raw.decode("utf-8", "replace")
+
+
+def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
+    if read_only:
+        uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL-mode file in a read-only directory: SQLite cannot create
+            # its -shm file. Without a write-ahead log to read, nothing is
+            # missed by reading the file as it is (immutable).
+            conn.close()
+            wal = path.with_name(path.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise BadDatabase(
+                    f"{path} is read-only here and its write-ahead log {wal.name} holds data "
+                    "that only a writable copy can read: copy both files to a writable "
+                    "directory"
+                ) from None
+            conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
+    else:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+    conn.text_factory = _decode
+    return conn
+
+
+_TYPES = {"INTEGER": ("integer",), "REAL": ("real", "integer"), "TEXT": ("text",),
+          "BLOB": ("blob", "text")}  # fmt: skip
+_EXPECTED: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+
+
+def expected_columns() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    """``{table: [(column, allowed typeof() values)]}`` of the schema the migrations create."""
+    if not _EXPECTED:
+        db = sqlite_utils.Database(memory=True)
+        migrations.apply(db)
+        for table in db.table_names():
+            if table.startswith("_") or table.startswith("sqlite_"):
+                continue
+            columns = []
+            for _cid, name, declared, notnull, _default, pk in db.execute(
+                f"PRAGMA table_info({_quote(table)})"
+            ).fetchall():
+                allowed = _TYPES[str(declared).upper()]
+                if not notnull and not pk:
+                    allowed = (*allowed, "null")
+                columns.append((str(name), allowed))
+            _EXPECTED[table] = columns
+        db.close()
+    return _EXPECTED
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _check_table(store: Store, table: str, columns: list[tuple[str, tuple[str, ...]]]) -> None:
+    present = {str(row[1]) for row in store.conn.execute(f"PRAGMA table_info({_quote(table)})")}
+    for name, _ in columns:
+        if name not in present:
+            raise BadDatabase(
+                f"{store.path}: table {table!r} has no column {name!r}: it is damaged or was "
+                "edited (re-run the hunt)"
+            )
+    tests = [
+        f"typeof({_quote(name)}) NOT IN ({', '.join(repr(t) for t in allowed)})"
+        for name, allowed in columns
+    ]
+    typeofs = ", ".join(f"typeof({_quote(name)})" for name, _ in columns)
+    row = store.conn.execute(
+        f"SELECT rowid, {typeofs} FROM {_quote(table)} "  # noqa: S608 - the schema's own names
+        f"WHERE {' OR '.join(tests)} LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return
+    for (name, allowed), kind in zip(columns, row[1:], strict=True):
+        if kind not in allowed:
+            wanted = " or ".join(a for a in allowed)
+            raise BadDatabase(
+                f"{store.path}: {table}.{name} of row {row[0]} is {kind}, where hermetic-hunt "
+                f"writes {wanted}: the database is damaged or was edited (re-run the hunt)"
+            )
+
+
 class Store:
     """A validated, migrated hermetic-hunt database."""
 
@@ -63,6 +158,7 @@ class Store:
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
         self._reserve: Path | None = None
+        self.read_only = False
 
     # -- opening ---------------------------------------------------------
 
@@ -72,16 +168,23 @@ class Store:
 
         Raises :class:`BadDatabase` for anything that is not a hermetic-hunt
         database this version can read. Older schemas are migrated forward.
+        Without ``create``, a database that cannot be written (a read-only
+        mount, a CI artifact) is opened read-only; every value in it is then
+        checked against the schema before anything reads it (:meth:`check`).
         """
         resolved = Path(path).expanduser().resolve()
         _check_file(resolved, create=create)
+        read_only = not create and not _writable(resolved)
         try:
-            conn = sqlite3.connect(str(resolved), timeout=30.0, isolation_level=None)
+            conn = _connect(resolved, read_only=read_only)
         except sqlite3.Error as exc:
             raise BadDatabase(f"cannot open {resolved}: {exc}") from None
         store = cls(resolved, conn)
+        store.read_only = read_only
         try:
             store._prepare()
+            if not create:
+                store.check()
         except BadDatabase:
             conn.close()
             raise
@@ -91,8 +194,9 @@ class Store:
         return store
 
     def _prepare(self) -> None:
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        if not self.read_only:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
         tables = set(self.db.table_names())
         applied = self._applied_names(tables)
         if tables and not applied:
@@ -101,16 +205,41 @@ class Store:
                 f"{self.path} is not a hermetic-hunt database (it holds tables: {shown}); "
                 "pass another path"
             )
+        (version,) = self.conn.execute("PRAGMA user_version").fetchone()
         unknown = [name for name in applied if name not in NAMES]
-        if unknown:
+        if unknown or version > SCHEMA_VERSION:
             raise BadDatabase(
                 f"{self.path} was written by a newer hermetic-hunt (schema "
-                f"{len(applied)}, this version reads up to {SCHEMA_VERSION}): upgrade with "
-                "'pip install -U hermetic-hunt' or use another database"
+                f"{max(len(applied), version)}, this version reads up to {SCHEMA_VERSION}): "
+                "upgrade with 'pip install -U hermetic-hunt' or use another database"
             )
         if len(applied) < SCHEMA_VERSION:
+            if self.read_only:
+                raise BadDatabase(
+                    f"{self.path} was written by an older hermetic-hunt and is read-only here: "
+                    "copy it to a writable directory (it is upgraded when opened there)"
+                )
             migrations.apply(self.db)
             self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
+
+    def check(self) -> None:
+        """Every value has the type the schema gives its column (else :class:`BadDatabase`).
+
+        A crafted or damaged database is refused here, in one line naming the
+        first bad value, rather than deep inside a report. Checked against the
+        schema this version's migrations create, not the one stored in the
+        file (which a crafted file may have altered): text where a number
+        belongs, a number or blob where text belongs, a NULL in a NOT NULL
+        column, a missing table or column.
+        """
+        present = set(self.db.table_names())
+        for table, columns in expected_columns().items():
+            if table not in present:
+                raise BadDatabase(
+                    f"{self.path} has no table {table!r}: it is damaged or was edited "
+                    "(re-run the hunt)"
+                )
+            _check_table(self, table, columns)
 
     def _applied_names(self, tables: set[str]) -> list[str]:
         if migrations.migrations_table not in tables:

@@ -169,7 +169,7 @@ class Store:
         Raises :class:`BadDatabase` for anything that is not a hermetic-hunt
         database this version can read. Older schemas are migrated forward.
         Without ``create``, a database that cannot be written (a read-only
-        mount, a CI artifact) is opened read-only; every value in it is then
+        mount, a CI artifact) is opened read-only. Every value in it is
         checked against the schema before anything reads it (:meth:`check`).
         """
         resolved = Path(path).expanduser().resolve()
@@ -183,8 +183,7 @@ class Store:
         store.read_only = read_only
         try:
             store._prepare()
-            if not create:
-                store.check()
+            store.check()
         except BadDatabase:
             conn.close()
             raise

@@ -50,13 +50,17 @@ def depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
 
 
 def load_json(text: Any) -> Any:
-    """Stored JSON (untrusted): ``ValueError`` with the reason when it is unusable."""
+    """Stored JSON (untrusted): ``ValueError`` when it is unusable.
+
+    The reason reads after "is": ``not valid JSON (...)``, ``nested deeper
+    than 32 levels``...
+    """
     if isinstance(text, (bytes, bytearray)):
         raise ValueError("stored as bytes, not as text")
     if not isinstance(text, str):
         raise ValueError(f"stored as {type(text).__name__}, not as JSON text")
     if len(text) > MAX_JSON_CHARS:
-        raise ValueError(f"{len(text):,} characters, over the {MAX_JSON_CHARS:,} limit")
+        raise ValueError(f"longer than {MAX_JSON_CHARS:,} characters ({len(text):,})")
     try:
         value = json.loads(text)
     except RecursionError:

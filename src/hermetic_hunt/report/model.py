@@ -220,7 +220,7 @@ def _load(raw: str | None, what: str, where: str) -> Any:
         return load_json(raw)
     except ValueError as exc:
         raise BadDatabase(
-            f"{where}: {what} is unusable ({exc}); the database is damaged (re-run the hunt)"
+            f"{where}: {what} is {exc}; the database is damaged (re-run the hunt)"
         ) from None
 
 

@@ -45,7 +45,7 @@ def loads(text: Any, what: str) -> Any:
     try:
         return load_json(text)
     except ValueError as exc:
-        raise BadDatabase(f"{what} is unusable ({exc}); the input is damaged") from None
+        raise BadDatabase(f"{what} is {exc}; the input is damaged") from None
 
 
 def dumps(value: Any) -> str:

@@ -7,7 +7,6 @@ import json
 import os
 import sqlite3
 import time
-import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +16,7 @@ import sqlite_utils
 
 from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.models import Attempt, Leak, RunInfo
+from hermetic_hunt.store.integrity import check_types, connect, writable
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -56,100 +56,6 @@ def _check_file(path: Path, *, create: bool) -> None:
         raise BadDatabase(f"cannot create {path}: directory {parent} is not writable")
 
 
-def _writable(path: Path) -> bool:
-    """Whether SQLite can write ``path`` and create its -wal and -shm files beside it."""
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
-
-
-def _decode(raw: bytes) -> str:
-    # Text that is not UTF-8 (a crafted file) reads as replacement characters
-    # instead of failing the query that met it.
-    return raw.decode("utf-8", "replace")
-
-
-def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
-    if read_only:
-        uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.OperationalError:
-            # A WAL-mode file in a read-only directory: SQLite cannot create
-            # its -shm file. Without a write-ahead log to read, nothing is
-            # missed by reading the file as it is (immutable).
-            conn.close()
-            wal = path.with_name(path.name + "-wal")
-            if wal.exists() and wal.stat().st_size > 0:
-                raise BadDatabase(
-                    f"{path} is read-only here and its write-ahead log {wal.name} holds data "
-                    "that only a writable copy can read: copy both files to a writable "
-                    "directory"
-                ) from None
-            conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
-    else:
-        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
-    conn.text_factory = _decode
-    return conn
-
-
-_TYPES = {"INTEGER": ("integer",), "REAL": ("real", "integer"), "TEXT": ("text",),
-          "BLOB": ("blob", "text")}  # fmt: skip
-_EXPECTED: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
-
-
-def expected_columns() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
-    """``{table: [(column, allowed typeof() values)]}`` of the schema the migrations create."""
-    if not _EXPECTED:
-        db = sqlite_utils.Database(memory=True)
-        migrations.apply(db)
-        for table in db.table_names():
-            if table.startswith("_") or table.startswith("sqlite_"):
-                continue
-            columns = []
-            for _cid, name, declared, notnull, _default, pk in db.execute(
-                f"PRAGMA table_info({_quote(table)})"
-            ).fetchall():
-                allowed = _TYPES[str(declared).upper()]
-                if not notnull and not pk:
-                    allowed = (*allowed, "null")
-                columns.append((str(name), allowed))
-            _EXPECTED[table] = columns
-        db.close()
-    return _EXPECTED
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
-def _check_table(store: Store, table: str, columns: list[tuple[str, tuple[str, ...]]]) -> None:
-    present = {str(row[1]) for row in store.conn.execute(f"PRAGMA table_info({_quote(table)})")}
-    for name, _ in columns:
-        if name not in present:
-            raise BadDatabase(
-                f"{store.path}: table {table!r} has no column {name!r}: it is damaged or was "
-                "edited (re-run the hunt)"
-            )
-    tests = [
-        f"typeof({_quote(name)}) NOT IN ({', '.join(repr(t) for t in allowed)})"
-        for name, allowed in columns
-    ]
-    typeofs = ", ".join(f"typeof({_quote(name)})" for name, _ in columns)
-    row = store.conn.execute(
-        f"SELECT rowid, {typeofs} FROM {_quote(table)} "  # noqa: S608 - the schema's own names
-        f"WHERE {' OR '.join(tests)} LIMIT 1"
-    ).fetchone()
-    if row is None:
-        return
-    for (name, allowed), kind in zip(columns, row[1:], strict=True):
-        if kind not in allowed:
-            wanted = " or ".join(a for a in allowed)
-            raise BadDatabase(
-                f"{store.path}: {table}.{name} of row {row[0]} is {kind}, where hermetic-hunt "
-                f"writes {wanted}: the database is damaged or was edited (re-run the hunt)"
-            )
-
-
 class Store:
     """A validated, migrated hermetic-hunt database."""
 
@@ -174,9 +80,9 @@ class Store:
         """
         resolved = Path(path).expanduser().resolve()
         _check_file(resolved, create=create)
-        read_only = not create and not _writable(resolved)
+        read_only = not create and not writable(resolved)
         try:
-            conn = _connect(resolved, read_only=read_only)
+            conn = connect(resolved, read_only=read_only)
         except sqlite3.Error as exc:
             raise BadDatabase(f"cannot open {resolved}: {exc}") from None
         store = cls(resolved, conn)
@@ -231,14 +137,7 @@ class Store:
         belongs, a number or blob where text belongs, a NULL in a NOT NULL
         column, a missing table or column.
         """
-        present = set(self.db.table_names())
-        for table, columns in expected_columns().items():
-            if table not in present:
-                raise BadDatabase(
-                    f"{self.path} has no table {table!r}: it is damaged or was edited "
-                    "(re-run the hunt)"
-                )
-            _check_table(self, table, columns)
+        check_types(self.conn, self.path)
 
     def _applied_names(self, tables: set[str]) -> list[str]:
         if migrations.migrations_table not in tables:

@@ -18,6 +18,7 @@ CORE_MODULES = [
     "hermetic_hunt.hunt.progress",
     "hermetic_hunt.commands",
     "hermetic_hunt.failures",
+    "hermetic_hunt.untrusted",
 ]
 
 SUITE = """

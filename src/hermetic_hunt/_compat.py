@@ -12,9 +12,11 @@ import contextlib
 import ctypes
 import gc
 import os
+import queue
 import random
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # -- CPython -----------------------------------------------------------------------
@@ -202,3 +204,35 @@ def parse_tx_specs(config: Any) -> list[str]:
     from xdist.workermanage import parse_tx_spec_config
 
     return [str(spec) for spec in parse_tx_spec_config(config)]
+
+
+_MONOTONIC = time.monotonic  # the real clock, whatever a sandbox does later
+
+
+def late_batches(config: Any, quiet: float, most: float) -> Iterator[tuple[Any, Any]]:
+    """``(node, item_index)`` of the ``runtest_protocol_complete`` events xdist's
+    controller had not handled when its loop stopped (``DSession.queue``, a
+    ``queue.Queue`` of ``(name, kwargs)``; verified with xdist 3.5-3.8).
+
+    Ctrl-C stops the controller's loop while the workers, interrupted too,
+    still send what they had finished: waits until the queue has been quiet
+    for ``quiet`` seconds, at most ``most`` seconds in all. Nothing when xdist
+    changed the layout.
+    """
+    dsession = config.pluginmanager.getplugin("dsession")
+    events = getattr(dsession, "queue", None)
+    if events is None or not hasattr(events, "get"):
+        return
+    deadline = _MONOTONIC() + most
+    while True:
+        left = deadline - _MONOTONIC()
+        if left <= 0:
+            return
+        try:
+            name, kwargs = events.get(timeout=min(quiet, left))
+        except queue.Empty:
+            return
+        except (TypeError, ValueError):
+            return
+        if name == "runtest_protocol_complete" and isinstance(kwargs, dict):
+            yield kwargs.get("node"), kwargs.get("item_index")

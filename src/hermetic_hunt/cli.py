@@ -13,6 +13,7 @@ error with a documented exit status (see ``docs/cli.md``):
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import click
 
 from hermetic_hunt import __version__
-from hermetic_hunt.errors import HuntError
+from hermetic_hunt.errors import BadDatabase, HuntError
 
 EXIT_FOUND = 1
 EXIT_BAD_INPUT = 3
@@ -43,6 +44,8 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except HuntError as exc:
             raise BadInput(str(exc)) from None
+        except sqlite3.Error as exc:  # a page that cannot be read (a damaged file)
+            raise BadInput(str(BadDatabase(f"the database cannot be read: {exc}"))) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -16,9 +16,18 @@ the fix. The edges translate them: the pytest plugin raises
 
 from __future__ import annotations
 
+from hermetic_hunt.untrusted import clean
+
 
 class HuntError(Exception):
-    """Base class: a problem the user can fix, described in one line."""
+    """Base class: a problem the user can fix, described in one line.
+
+    The line may quote values from a database: control characters in it
+    (a newline, an ANSI escape) are shown escaped, never acted on.
+    """
+
+    def __str__(self) -> str:
+        return clean(super().__str__())
 
 
 class BadOption(HuntError):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hermetic_hunt import options
-from hermetic_hunt.errors import HuntError
+from hermetic_hunt.errors import BadDatabase, HuntError
 from hermetic_hunt.models import (
     DEFAULT_DB,
     DEFAULT_INTEGRATION_MARKER,
@@ -143,6 +143,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "--hermetic-hunt and --hermetic-replay-db cannot be combined: hunt first, "
             "then replay what it found"
         )
+    import sqlite3  # only now: a hunt or a replay was asked for
+
     try:
         if replay is not None:
             from hermetic_hunt.replay.session import configure_replay
@@ -155,6 +157,8 @@ def pytest_configure(config: pytest.Config) -> None:
             _configure_hunt(config, str(hunt))
     except HuntError as exc:
         raise pytest.UsageError(str(exc)) from None
+    except sqlite3.Error as exc:  # a page that cannot be read (a damaged file)
+        raise pytest.UsageError(str(BadDatabase(f"the database cannot be read: {exc}"))) from None
 
 
 def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int) -> Settings:

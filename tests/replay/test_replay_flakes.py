@@ -206,18 +206,25 @@ def test_a_hash_order_flake_restarts_under_its_hash_seed(hunted, db):
     assert "restart" not in output(again) and "reproduced F4" in output(again)
 
 
-def test_a_network_flake_is_reproduced_by_the_blocked_call(hunted, db):
+def test_a_network_flake_is_reproduced_by_the_blocked_call_and_fails_like_the_hunt(hunted, db):
     # The suite's conftest refuses any real connection: if the guard missed
     # the call, the test would swallow that refusal and no violation would
     # be recorded, so "reproduced" proves the guard stopped it.
     add_flake(db, "F5", [step(db, "test_health")], kinds=("network",))
     result = replay(hunted, db, "F5")
-    assert result.returncode == 0, output(result)
+    # the test passed, but its blocked call fails the session, as in the hunt
+    # (seeds/hermetic-tests-policy: an unmarked test that opens a socket fails)
+    assert result.returncode == 1, output(result)
+    assert "1 passed" in output(result)
     assert (
         f"reproduced F5: {node('test_health')} made the recorded blocked network call ("
         in output(result)
     )
     assert "metrics.example.invalid" in output(result)
+    assert (
+        f"network violation: {node('test_health')} made a blocked network call (create_connection"
+        in output(result)
+    )
 
 
 def test_x_stops_before_the_flaky_test_and_the_replay_says_it_did_not_run(hunted, db):

@@ -11,6 +11,7 @@ site -- even when the test swallowed the error.
 from __future__ import annotations
 
 import _socket
+import asyncio
 import errno
 import json
 import os
@@ -143,6 +144,30 @@ def urlopen() -> None:
     urllib.request.urlopen("http://metrics.example.invalid/v1/events", timeout=0.01).close()
 
 
+# asyncio resolves in a thread pool: the violation must still name this file's line.
+
+
+def asyncio_getaddrinfo() -> None:
+    async def lookup() -> None:
+        await asyncio.get_running_loop().getaddrinfo("api.example.invalid", 443)
+
+    asyncio.run(lookup())
+
+
+def asyncio_open_connection() -> None:
+    async def connect() -> None:
+        await asyncio.open_connection("api.example.invalid", 443)
+
+    asyncio.run(connect())
+
+
+def asyncio_getnameinfo() -> None:
+    async def lookup() -> None:
+        await asyncio.get_running_loop().getnameinfo((TEST_NET, 443))
+
+    asyncio.run(lookup())
+
+
 CALLS: list[tuple[Callable[[], None], str, str, int | None]] = [
     (connect, "connect", TEST_NET, 9),
     (connect_ex, "connect_ex", TEST_NET, 9),
@@ -161,6 +186,9 @@ CALLS: list[tuple[Callable[[], None], str, str, int | None]] = [
     (raw_socket_connect, "connect", TEST_NET, 9),
     (raw_socket_sendto, "sendto", TEST_NET, 9),
     (urlopen, "create_connection", "metrics.example.invalid", 80),
+    (asyncio_getaddrinfo, "getaddrinfo", "api.example.invalid", 443),
+    (asyncio_open_connection, "getaddrinfo", "api.example.invalid", 443),
+    (asyncio_getnameinfo, "getnameinfo", TEST_NET, 443),
 ]
 
 

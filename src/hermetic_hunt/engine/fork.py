@@ -29,10 +29,11 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -366,36 +367,88 @@ def _drain(
     stop: Callable[[], bool] | None = None,
     tick: Callable[[], None] | None = None,
 ) -> bool:
-    """Read the child until EOF, in batches; True when ``stop()`` asked to stop first."""
+    """Read the child until EOF, in batches; True when ``stop()`` asked to stop first.
+
+    Whatever ends the loop -- EOF, ``stop()``, Ctrl-C -- the lines already
+    read reach the sink first: they are finished attempts.
+    """
     if not blocking:
         os.set_blocking(child.fd, False)
     pending: list[bytes] = []
+
+    def hand_over() -> None:
+        if pending:
+            batch = list(pending)
+            pending.clear()
+            with interrupts_deferred():
+                sink(batch)
+
+    try:
+        return _read_lines(child, pending, hand_over, blocking, stop, tick)
+    except BaseException:
+        hand_over()
+        raise
+
+
+def _read_lines(
+    child: Child,
+    pending: list[bytes],
+    hand_over: Callable[[], None],
+    blocking: bool,
+    stop: Callable[[], bool] | None,
+    tick: Callable[[], None] | None,
+) -> bool:
     while True:
         if blocking:
             wait = COALESCE if pending else (TICK if tick is not None else None)
             ready, _, _ = select.select([child.fd], [], [], wait)
             if not ready:
                 if pending:
-                    sink(pending)
-                    pending = []
+                    hand_over()
                     if stop is not None and stop():
                         return True
                 elif tick is not None:
                     tick()
                 continue
-        try:
-            chunk = os.read(child.fd, _READ)
-        except BlockingIOError:
-            chunk = b""
+        # Lines read from the pipe are finished attempts: Ctrl-C waits until
+        # they are in ``pending`` (and ``hand_over`` gives them to the sink).
+        with interrupts_deferred():
+            try:
+                chunk = os.read(child.fd, _READ)
+            except BlockingIOError:
+                chunk = b""
+            pending.extend(child.feed(chunk))
         if not chunk:
-            if pending:
-                sink(pending)
+            hand_over()
             return False
-        pending.extend(child.feed(chunk))
         if len(pending) >= BATCH or child.ended:
-            sink(pending)
-            pending = []
+            hand_over()
             if stop is not None and stop():
                 return True
         elif blocking and len(chunk) < _READ // 4:
             _SLEEP(COALESCE)  # let a few more lines arrive: one read for many
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (SIGINT) during the block takes effect when it is over, as usual.
+
+    Around handing finished attempts on: an interrupt in the middle would
+    drop the ones already read. In the main thread only (the only one that
+    may set a signal handler); nested blocks work.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:  # a handler not installed from Python: leave it alone
+        yield
+        return
+    pending: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:
+            signal.raise_signal(signal.SIGINT)

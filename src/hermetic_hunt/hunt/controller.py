@@ -14,6 +14,7 @@ printed) -> session finish (flush, isolation, status) -> terminal summary.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import uuid
@@ -25,6 +26,7 @@ import pytest
 
 from hermetic_hunt import _compat, commands, environment
 from hermetic_hunt.engine import wire
+from hermetic_hunt.engine.fork import interrupts_deferred
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.errors import HuntError
@@ -65,6 +67,7 @@ class HuntController:
         self.isolation_lines: list[str] = []
         self.files: FileWatch | None = None
         self.error: str | None = None
+        self.stored = 0  # attempts written to the database
         self.interrupted = False
         self.session: pytest.Session | None = None
         self._plans: dict[int, RoundPlan] = {}
@@ -98,7 +101,10 @@ class HuntController:
             worker_spec=self.worker_spec,
             environment=environment.collect(rootdir),
         )
-        self.run_id = self.store.start_run(info)
+        try:
+            self.run_id = self.store.start_run(info)
+        except HuntError as exc:  # a full disk before the first round: nothing to keep
+            raise pytest.UsageError(str(exc)) from None
         self.session = session
         self._started = _PERF()
         terminal = config.pluginmanager.getplugin("terminalreporter")
@@ -122,8 +128,9 @@ class HuntController:
     def set_tests(self, nodeids: Sequence[str]) -> None:
         """The canonical test list (collection order) the schedule is built on."""
         self.tests = list(nodeids)
-        self.test_ids = self.store.test_ids(self.tests)
-        self.store.set_run_tests(self.run_id, len(self.tests))
+        with self.writing():
+            self.test_ids = self.store.test_ids(self.tests)
+            self.store.set_run_tests(self.run_id, len(self.tests))
 
     def begin(self) -> None:
         """Right before the first round: what the checkout looks like."""
@@ -199,6 +206,10 @@ class HuntController:
 
     def ingest(self, lines: Sequence[bytes], worker: str, round_no: int) -> None:
         """Lines of finished steps from the process that ran ``round_no`` on ``worker``."""
+        with interrupts_deferred():  # Ctrl-C waits until the batch is in
+            self._ingest(lines, worker, round_no)
+
+    def _ingest(self, lines: Sequence[bytes], worker: str, round_no: int) -> None:
         for raw in lines:
             try:
                 message = wire.decode(raw)
@@ -223,7 +234,21 @@ class HuntController:
             for data in message.get("reports") or []:
                 self._show(data)
         if len(self._buffer) >= FLUSH_EVERY or _PERF() - self._last_flush >= FLUSH_SECONDS:
-            self.flush()
+            with self.writing():
+                self.flush()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """A write to the database that may fail (a full disk): the hunt stops, nothing raises.
+
+        The error becomes :attr:`error` (one line, printed in the summary); the
+        run loops stop at it; the attempts not yet written stay in the buffer
+        and are tried once more when the session finishes.
+        """
+        try:
+            yield
+        except HuntError as exc:
+            self.error = self.error or str(exc)
 
     @functools.cached_property
     def _verbose(self) -> bool:
@@ -268,7 +293,8 @@ class HuntController:
         left = self._slices_left.get(round_no, 0) - 1
         self._slices_left[round_no] = left
         if left == 0:
-            self.round_done(round_no)
+            with self.writing():
+                self.round_done(round_no)
 
     def crashed(self, worker: str, round_no: int, attempt: Attempt) -> None:
         """xdist lost the worker process itself while it ran ``attempt``."""
@@ -279,6 +305,7 @@ class HuntController:
             batch = self._buffer
             ids = self.store.add_attempts(batch, self.test_ids)  # nothing lost on an error
             self._buffer = []
+            self.stored += len(batch)
             for record, attempt_id in zip(batch, ids, strict=True):
                 record.attempt_id = attempt_id
         self._last_flush = _PERF()
@@ -297,6 +324,7 @@ class HuntController:
     def round_done(self, round_no: int) -> None:
         """Every worker finished ``round_no``: stress off, files, leaks, progress."""
         self._end_stress()
+        self.flush()  # a round counts as done once all its attempts are stored
         self.rounds_completed += 1
         self._check_files(round_no)
         self._flush_leaks(round_no)
@@ -358,7 +386,7 @@ class HuntController:
             for round_no in sorted({row[0] for row in self._leaks}):
                 self._flush_leaks(round_no)
         except HuntError as exc:
-            self.error = str(exc)
+            self.error = self.error or str(exc)
         t = self.tallies
         interrupted = (
             self._interrupted
@@ -387,7 +415,8 @@ class HuntController:
             self.error = self.error or str(exc)
         wanted = found or t.not_idempotent()
         if wanted and self.settings.isolate and not interrupted:
-            self._isolate()
+            with self.writing():  # a full disk during isolation: said in the summary
+                self._isolate()
 
     def _count_passes(self) -> None:
         """Passing attempts were never sent as reports: count them for pytest's last line."""
@@ -455,6 +484,11 @@ class HuntController:
         ]
         if self.error is not None:
             out.append(f"hermetic-hunt: the hunt stopped early: {self.error}")
+            if self.stored != t.attempts:
+                out.append(
+                    f"hermetic-hunt: {self.stored:,} of the {t.attempts:,} attempts are in "
+                    f"the database ({self.rounds_completed} whole round(s))"
+                )
         if flaky:
             out.append("flaky tests (passed and failed on the same code):")
             for nodeid in flaky:

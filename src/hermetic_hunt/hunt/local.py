@@ -52,7 +52,8 @@ class LocalLoop:
                 hunt.ingest(lines, WORKER, round_no)
 
             run_job(self.engine, session, job, setup, sink, hash_seed=hash_seed,
-                    stop=lambda: bool(session.shouldfail or session.shouldstop))  # fmt: skip
+                    stop=lambda: bool(session.shouldfail or session.shouldstop
+                                      or hunt.error is not None))  # fmt: skip
             if hunt.interrupted:
                 raise KeyboardInterrupt
             if session.shouldfail:

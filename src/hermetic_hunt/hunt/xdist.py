@@ -170,6 +170,10 @@ class HuntScheduling:
             self.pending -= 1
             self._advance()
 
+    def stop(self) -> None:
+        """Start no more rounds (the session is over)."""
+        self._done = True
+
     def mark_test_pending(self, item: str) -> None:
         # pytest-rerunfailures asks to run a crashed test again. A crash is
         # an attempt of its own (stored as `crashed`); the next round runs
@@ -322,6 +326,7 @@ class XdistController:
         self._saved_hash_seed: str | None = None
         self._vary_hash_seed = "PYTHONHASHSEED" not in os.environ
         self._next_slot = 0
+        self._interrupted = False
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> HuntScheduling:
@@ -342,6 +347,24 @@ class XdistController:
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[WORKERINPUT_KEY] = self.hunt.settings.to_json()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self) -> None:
+        self._interrupted = True
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """After Ctrl-C: the batches workers sent that xdist's stopped loop never read.
+
+        Runs before the controller's own session finish (which stores them).
+        """
+        scheduler = self.scheduler
+        if scheduler is None or not self._interrupted:
+            return
+        scheduler.stop()
+        for node, payload in _compat.late_batches(session.config, quiet=0.2, most=2.0):
+            if node is not None:
+                scheduler.mark_test_complete(node, payload)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if error is not None:

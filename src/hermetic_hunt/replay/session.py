@@ -32,6 +32,7 @@ from hermetic_hunt.replay.plan import REEXEC_ENV, Plan, needs_reexec, parse_targ
 from hermetic_hunt.replay.verdict import (
     Observed,
     ReplayVerdict,
+    blocked_calls,
     describe,
     earlier_failures,
     faithfulness_warnings,
@@ -39,6 +40,7 @@ from hermetic_hunt.replay.verdict import (
 )
 from hermetic_hunt.store import Store
 from hermetic_hunt.store.replay import ReplaySource, add_replay
+from hermetic_hunt.untrusted import clean
 
 #: Options that cannot be honoured in a replay, with the reason shown.
 _CONFLICTS: tuple[tuple[str, str], ...] = (
@@ -282,7 +284,7 @@ class ReplayReporter:
                 f"hermetic-hunt replay: restarted under PYTHONHASHSEED={self.plan.hash_seed}"
             )
         lines.extend(f"hermetic-hunt replay: {note}" for note in self.plan.notes)
-        return lines
+        return [clean(line) for line in lines]  # test ids and notes come from the database
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected.update(item.nodeid for item in items)
@@ -322,6 +324,13 @@ class ReplayReporter:
         self.verdict = judge(self.plan, self._observed(), self._stopped)
         notes = earlier_failures(self._before())
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
+        violated = blocked_calls([(r.nodeid, r.violations) for r in self.runner.records])
+        if violated:
+            # As in the hunt: a blocked network call fails the session even
+            # when the test swallowed the refusal (the hermetic-tests policy).
+            self.lines.append(violated)
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         self._store(self.verdict, notes)
         if self.warnings:
             self.lines.append("this replay may be less than faithful:")
@@ -361,7 +370,7 @@ class ReplayReporter:
         colour = {"reproduced": {"red": True}, "not-reproduced": {"green": True}}
         for index, text in enumerate(self.lines):
             markup = colour.get(self.verdict.outcome, {"yellow": True}) if index == 0 else {}
-            terminalreporter.write_line(text, **markup)
+            terminalreporter.write_line(clean(text), **markup)
 
 
 def _observed(record: Attempt) -> Observed:

@@ -173,3 +173,22 @@ def earlier_failures(outcomes: Sequence[tuple[str, str]]) -> list[str]:
     """Notes for steps before the last that failed (``(nodeid, outcome)`` pairs)."""
     return [f"{nodeid} (run before it) {outcome} too" for nodeid, outcome in outcomes
             if outcome in FAILING]  # fmt: skip
+
+
+def blocked_calls(records: Sequence[tuple[str, Sequence[Any]]]) -> str:
+    """The line saying which replayed tests made a blocked network call ("" if none).
+
+    ``records`` are ``(nodeid, violations)`` of every replayed execution. The
+    replay then fails, as the hunt does: an unmarked test that opens a socket
+    fails as a hermetic violation.
+    """
+    tests = list(dict.fromkeys(nodeid for nodeid, violations in records if violations))
+    if not tests:
+        return ""
+    first = next(v for _, violations in records for v in violations)
+    more = f" and {len(tests) - 1} more test(s)" if len(tests) > 1 else ""
+    return (
+        f"network violation: {tests[0]}{more} made a blocked network call "
+        f"({first.describe()}); it fails the replay as it fails the hunt (mark the test "
+        "with the integration marker if it needs the network)"
+    )

@@ -19,14 +19,14 @@ A test's *status* (``TestResult.status``), from its counted attempts
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermetic_hunt import stats
 from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import KINDS, Reproducer
+from hermetic_hunt.models import KINDS, Reproducer, parse_ref
+from hermetic_hunt.untrusted import load_json
 
 #: ``replay(ref, run_id)``: the replay command of F3 / A1207 (found in that run).
 Replay = Callable[[str, int | None], str]
@@ -252,10 +252,10 @@ def _load(raw: str | None, what: str, where: str) -> Any:
     if raw is None:
         return None
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
+        return load_json(raw)
+    except ValueError as exc:
         raise BadDatabase(
-            f"{where}: {what} is not valid JSON; the database is damaged (re-run the hunt)"
+            f"{where}: {what} is {exc}; the database is damaged (re-run the hunt)"
         ) from None
 
 
@@ -280,6 +280,12 @@ def _sets(value: Any, what: str, where: str) -> tuple[tuple[str, ...], ...]:
 
 def parse_flake(raw: RawFlake, database: str) -> Flake:
     """Validate a stored flake (untrusted); :class:`BadDatabase` names what is wrong."""
+    parsed = parse_ref(raw.flake_id) if isinstance(raw.flake_id, str) else None
+    if parsed is None or parsed.kind != "flake" or str(parsed) != raw.flake_id:
+        raise BadDatabase(
+            f"{database}: flake id {raw.flake_id!r} is not F followed by a number; the database "
+            "is damaged or was edited (re-run the hunt)"
+        )
     where = f"{database}: flake {raw.flake_id}"
     kinds = _nodeids(_load(raw.kinds, "kinds", where), "kinds", where)
     unknown = [k for k in kinds if k not in KINDS]

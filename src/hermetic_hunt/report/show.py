@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermetic_hunt.report.text import clean, flake_state, rate_text, sets_text
+from hermetic_hunt.untrusted import json_or
 
 _WIDTH = 15
 
@@ -61,10 +62,7 @@ class AttemptDetail:
         """The per-source read counts (``{}`` when absent or malformed)."""
         if not self.counts:
             return {}
-        try:
-            value = json.loads(self.counts)
-        except ValueError:
-            return {}
+        value = json_or(self.counts)
         if not isinstance(value, dict):
             return {}
         return {
@@ -88,10 +86,7 @@ class StepRow:
     duration: float
 
     def tests(self) -> list[str]:
-        try:
-            value = json.loads(self.sequence)
-        except ValueError:
-            return []
+        value = json_or(self.sequence)
         return [str(v) for v in value] if isinstance(value, list) else []
 
 

@@ -7,28 +7,16 @@ must not reach the terminal.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from hermetic_hunt import stats
 from hermetic_hunt.models import format_seconds
 from hermetic_hunt.report.model import Flake, Report, RunRow, TestResult
+from hermetic_hunt.untrusted import clean as clean  # re-exported: show and markdown use it
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 #: Tests listed by name in a group before the rest are only counted.
 LIST_LIMIT = 10
-
-
-def clean(text: object) -> str:
-    """``text`` with control characters (ANSI escapes, bidi overrides, NUL,
-    newlines inside a value) shown as ``\\xNN`` / ``\\uNNNN`` instead of acted on."""
-
-    def escape(match: re.Match[str]) -> str:
-        code = ord(match.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-    return _CONTROL.sub(escape, str(text))
 
 
 def sets_text(sets: Sequence[Sequence[str]]) -> str:

@@ -9,6 +9,9 @@ violation, even when the test then swallows the error:
 * resolvers: ``getaddrinfo``, ``gethostbyname``, ``gethostbyname_ex``,
   ``gethostbyaddr``, ``getnameinfo`` (in both ``socket`` and ``_socket``);
 * ``socket.create_connection``;
+* asyncio's ``loop.getaddrinfo`` / ``loop.getnameinfo`` (checked in the
+  coroutine, so the violation names the test's line, not the thread pool the
+  loop resolves in);
 * raw ``_socket.socket(...)`` objects made during the attempt (the C type is
   immutable, so ``_socket.socket`` is swapped for a guarded subclass).
 
@@ -22,6 +25,7 @@ addresses they resolved to are allowed.
 from __future__ import annotations
 
 import _socket
+import asyncio.base_events
 import errno
 import ipaddress
 import socket as _socket_module
@@ -47,6 +51,8 @@ REAL: dict[str, Any] = {
     "create_connection": _socket_module.create_connection,
     "raw_getaddrinfo": _socket.getaddrinfo,
     "raw_socket": _socket.socket,
+    "loop_getaddrinfo": asyncio.base_events.BaseEventLoop.getaddrinfo,
+    "loop_getnameinfo": asyncio.base_events.BaseEventLoop.getnameinfo,
 }
 """The functions the guard protects, as they were at import: the wrappers call
 them through this dict (so a test can put a spy in place and prove that a
@@ -318,6 +324,23 @@ def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
     return REAL["create_connection"](address, *args, **kwargs)
 
 
+# asyncio resolves in a thread pool: checked there, the call site would be the
+# pool's thread. Checked in the loop's coroutine instead, the stack still holds
+# the test's own awaiting frames.
+
+
+async def _loop_getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+    if _active is not None:
+        _active.check_lookup("getaddrinfo", host, port)
+    return await REAL["loop_getaddrinfo"](self, host, port, *args, **kwargs)
+
+
+async def _loop_getnameinfo(self: Any, sockaddr: Any, flags: int = 0) -> Any:
+    if _active is not None and isinstance(sockaddr, tuple) and sockaddr:
+        _active.check_lookup("getnameinfo", sockaddr[0], _port_of(sockaddr))
+    return await REAL["loop_getnameinfo"](self, sockaddr, flags)
+
+
 _RawSocket: Any = REAL["raw_socket"]
 
 
@@ -378,6 +401,9 @@ def install(patches: Patches, policy: Policy) -> None:
         patches.setattr(sock, name, wrapper)
     patches.update(vars(_socket_module), SOCKET_MODULE_PATCH)
     patches.update(vars(_socket), RAW_MODULE_PATCH)
+    loop = asyncio.base_events.BaseEventLoop
+    patches.setattr(loop, "getaddrinfo", _loop_getaddrinfo)
+    patches.setattr(loop, "getnameinfo", _loop_getnameinfo)
     _active = policy
 
 

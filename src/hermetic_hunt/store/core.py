@@ -16,9 +16,12 @@ import sqlite_utils
 
 from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.models import Attempt, Leak, RunInfo
+from hermetic_hunt.store.integrity import check_types, connect, writable
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+#: Disk space a hunt sets aside for its last write (see :meth:`Store.keep_reserve`).
+RESERVE_BYTES = 64 * 1024
 # Captured at import, before any sandbox can patch the clock: stored
 # timestamps are always real.
 _REAL_TIME = time.time
@@ -60,6 +63,8 @@ class Store:
         self.path = path
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
+        self._reserve: Path | None = None
+        self.read_only = False
 
     # -- opening ---------------------------------------------------------
 
@@ -69,16 +74,22 @@ class Store:
 
         Raises :class:`BadDatabase` for anything that is not a hermetic-hunt
         database this version can read. Older schemas are migrated forward.
+        Without ``create``, a database that cannot be written (a read-only
+        mount, a CI artifact) is opened read-only. Every value in it is
+        checked against the schema before anything reads it (:meth:`check`).
         """
         resolved = Path(path).expanduser().resolve()
         _check_file(resolved, create=create)
+        read_only = not create and not writable(resolved)
         try:
-            conn = sqlite3.connect(str(resolved), timeout=30.0, isolation_level=None)
+            conn = connect(resolved, read_only=read_only)
         except sqlite3.Error as exc:
             raise BadDatabase(f"cannot open {resolved}: {exc}") from None
         store = cls(resolved, conn)
+        store.read_only = read_only
         try:
             store._prepare()
+            store.check()
         except BadDatabase:
             conn.close()
             raise
@@ -88,8 +99,9 @@ class Store:
         return store
 
     def _prepare(self) -> None:
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        if not self.read_only:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
         tables = set(self.db.table_names())
         applied = self._applied_names(tables)
         if tables and not applied:
@@ -98,16 +110,34 @@ class Store:
                 f"{self.path} is not a hermetic-hunt database (it holds tables: {shown}); "
                 "pass another path"
             )
+        (version,) = self.conn.execute("PRAGMA user_version").fetchone()
         unknown = [name for name in applied if name not in NAMES]
-        if unknown:
+        if unknown or version > SCHEMA_VERSION:
             raise BadDatabase(
                 f"{self.path} was written by a newer hermetic-hunt (schema "
-                f"{len(applied)}, this version reads up to {SCHEMA_VERSION}): upgrade with "
-                "'pip install -U hermetic-hunt' or use another database"
+                f"{max(len(applied), version)}, this version reads up to {SCHEMA_VERSION}): "
+                "upgrade with 'pip install -U hermetic-hunt' or use another database"
             )
         if len(applied) < SCHEMA_VERSION:
+            if self.read_only:
+                raise BadDatabase(
+                    f"{self.path} was written by an older hermetic-hunt and is read-only here: "
+                    "copy it to a writable directory (it is upgraded when opened there)"
+                )
             migrations.apply(self.db)
             self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
+
+    def check(self) -> None:
+        """Every value has the type the schema gives its column (else :class:`BadDatabase`).
+
+        A crafted or damaged database is refused here, in one line naming the
+        first bad value, rather than deep inside a report. Checked against the
+        schema this version's migrations create, not the one stored in the
+        file (which a crafted file may have altered): text where a number
+        belongs, a number or blob where text belongs, a NULL in a NOT NULL
+        column, a missing table or column.
+        """
+        check_types(self.conn, self.path)
 
     def _applied_names(self, tables: set[str]) -> list[str]:
         if migrations.migrations_table not in tables:
@@ -125,6 +155,7 @@ class Store:
         with contextlib.suppress(sqlite3.Error):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.conn.close()
+        self._release_reserve()
 
     def __enter__(self) -> Store:
         return self
@@ -200,6 +231,7 @@ class Store:
                 list(row.values()),
             )
         assert cursor.lastrowid is not None
+        self.keep_reserve()
         return cursor.lastrowid
 
     def set_run_tests(self, run_id: int, count: int) -> None:
@@ -300,11 +332,49 @@ class Store:
             )  # fmt: skip
 
     def finish_run(self, run_id: int, *, status: str, rounds_done: int, exit_status: int) -> None:
-        self.execute(
+        """The run's last write. On a full disk, the reserve is given back and it is tried again."""
+        params = (status, real_now_iso(), rounds_done, exit_status, run_id)
+        sql = (
             "UPDATE runs SET status = ?, finished_at = ?, rounds_done = ?, exit_status = ? "
-            "WHERE id = ?",
-            (status, real_now_iso(), rounds_done, exit_status, run_id),
+            "WHERE id = ?"
         )
+        try:
+            self.execute(sql, params)
+        except BadDatabase:
+            if not self._release_reserve():
+                raise
+            self.execute(sql, params)
+
+    # -- a little disk space for the last write -------------------------------------------
+
+    @property
+    def reserve_path(self) -> Path:
+        return self.path.with_name(self.path.name + "-reserve")
+
+    def keep_reserve(self) -> None:
+        """Set :data:`RESERVE_BYTES` of disk aside next to the database while a hunt writes.
+
+        When the disk fills up, the hunt stops; freeing this file first lets
+        the run's final status be written (else it would stay ``running``).
+        Without the space to make it, the hunt goes on without a reserve.
+        """
+        path = self.reserve_path
+        try:
+            with path.open("wb") as handle:
+                handle.write(bytes(RESERVE_BYTES))
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return
+        self._reserve = path
+
+    def _release_reserve(self) -> bool:
+        path, self._reserve = self._reserve, None
+        if path is None:
+            return False
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return True
 
     def set_rounds_done(self, run_id: int, rounds_done: int) -> None:
         self.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))

@@ -31,6 +31,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.timing import as_profile, switch_interval
+from hermetic_hunt.untrusted import json_or
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)
@@ -98,19 +99,13 @@ def run_facts(store: Store, run_id: int | None) -> RunFacts:
     ).fetchone()
     if row is None:
         raise UnknownId(f"run {run_id} is not in {store.path}: see 'hermetic-hunt list'")
-    try:
-        argv = json.loads(row[0]) if isinstance(row[0], str) else None
-    except ValueError:
-        argv = None
+    argv = json_or(row[0])
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise BadDatabase(f"{store.path}: run {run_id} has a damaged argv; re-run the hunt")
     base_seed, workers = _int(row[3]), _int(row[5])
     if base_seed is None or not isinstance(row[1], str) or not isinstance(row[2], str):
         raise BadDatabase(f"{store.path}: run {run_id} is damaged; re-run the hunt")
-    try:
-        stored = json.loads(row[6]) if isinstance(row[6], str) else None
-    except (ValueError, RecursionError):
-        stored = None
+    stored = json_or(row[6])
     settings = Settings.from_json(stored, base_seed=base_seed)
     if stored is None and row[4] in ("seeded", "record", "off"):
         settings = replace(settings, mode=row[4])  # a run from before settings were stored

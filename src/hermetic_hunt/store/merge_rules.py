@@ -22,6 +22,7 @@ from typing import Any
 
 from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.models import Reproducer
+from hermetic_hunt.untrusted import load_json
 
 Mapper = Callable[[Any], "int | None"]
 
@@ -42,9 +43,9 @@ def loads(text: Any, what: str) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
-    except (TypeError, ValueError, RecursionError):
-        raise BadDatabase(f"{what} is not valid JSON; the input is damaged") from None
+        return load_json(text)
+    except ValueError as exc:
+        raise BadDatabase(f"{what} is {exc}; the input is damaged") from None
 
 
 def dumps(value: Any) -> str:

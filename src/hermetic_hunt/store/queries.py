@@ -9,7 +9,6 @@ database. All values are bound as parameters, never spliced into SQL.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ from hermetic_hunt.report.model import (
 )
 from hermetic_hunt.report.show import AttemptDetail, StepRow, ViolationDetail
 from hermetic_hunt.store.core import Store
+from hermetic_hunt.untrusted import json_or
 
 _FAILING = sql_set(FAILING)
 _PASSING = sql_set(PASSING)
@@ -45,10 +45,7 @@ def _plain_clause(runs: Sequence[int] | None) -> tuple[str, list[Any]]:
 
 
 def _argv(text: str) -> tuple[str, ...]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return ()
+    value = json_or(text)
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 

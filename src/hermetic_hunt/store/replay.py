@@ -23,10 +23,12 @@ from hermetic_hunt.models import (
     Failure,
     Settings,
     Violation,
+    parse_ref,
     sql_set,
 )
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.timing import as_profile, switch_interval
+from hermetic_hunt.untrusted import json_or
 
 _ATTEMPT_SQL = """
     SELECT a.id, a.run_id, t.nodeid, a.outcome, a.phase, a.seed, a.now, a.mode, a.hash_seed,
@@ -51,12 +53,7 @@ def _text(value: Any) -> str:
 
 
 def _json(value: Any) -> Any:
-    if not isinstance(value, str) or len(value) > 4_000_000:
-        return None
-    try:
-        return json.loads(value)
-    except (ValueError, RecursionError):
-        return None
+    return json_or(value)
 
 
 def _float(value: Any) -> float | None:
@@ -93,6 +90,12 @@ def _attempt(row: tuple[Any, ...]) -> Attempt:
 
 
 def _flake(row: tuple[Any, ...]) -> StoredFlake:
+    parsed = parse_ref(row[1]) if isinstance(row[1], str) else None
+    if parsed is None or parsed.kind != "flake" or str(parsed) != row[1]:
+        raise BadDatabase(
+            f"flake id {row[1]!r} is not F followed by a number: the database is damaged or "
+            "was edited; run a new hunt"
+        )
     kinds = _json(row[3])
     reproducer = _json(row[5])
     if row[5] is not None and reproducer is None:
@@ -220,7 +223,10 @@ def add_replay(
     detail: str,
     environment: dict[str, Any],
 ) -> int:
-    """Store the outcome of one replay in ``replays``; returns its id (BadDatabase if not)."""
+    """Store the outcome of one replay in ``replays``; returns its id.
+
+    :class:`BadDatabase` when it cannot be written (a read-only database).
+    """
     with store.transaction() as conn:
         cursor = conn.execute(
             "INSERT INTO replays (target, flake_id, attempt_id, started_at, outcome, detail, "

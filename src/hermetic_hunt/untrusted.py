@@ -1,0 +1,80 @@
+"""Values from a database someone else wrote: JSON read within bounds, text shown inert.
+
+A ``flakes.db`` handed over by CI is input from elsewhere (see
+``docs/guarantees.md``). Two helpers every reader uses:
+
+* :func:`load_json` -- stored JSON, refused (``ValueError``) when it is not
+  text, longer than :data:`MAX_JSON_CHARS`, malformed, or nested deeper than
+  :data:`MAX_JSON_DEPTH` (the structures hermetic-hunt writes are at most 4
+  levels deep; a deeper one would make a recursive reader overflow);
+* :func:`clean` -- text with every control character (newlines, tabs,
+  ANSI escapes, bidi overrides, NUL) shown as ``\\xNN`` / ``\\uNNNN``, so a
+  value printed on a terminal or in an error message is one inert line.
+
+Pure: no SQLite, pytest or click.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+#: Deepest nesting of lists and objects accepted in a stored JSON value.
+MAX_JSON_DEPTH = 32
+#: Longest stored JSON text read (characters).
+MAX_JSON_CHARS = 4_000_000
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: object) -> str:
+    """``text`` with control characters (newlines and tabs too, ANSI escapes, bidi
+    overrides, NUL) shown as ``\\xNN`` / ``\\uNNNN`` instead of acted on."""
+
+    def escape(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _CONTROL.sub(escape, str(text))
+
+
+def depth(value: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """Nesting depth of a parsed JSON value, counted up to ``limit + 1`` (no deeper)."""
+    if not isinstance(value, (dict, list)):
+        return 0
+    if limit < 0:
+        return 1
+    children = value.values() if isinstance(value, dict) else value
+    return 1 + max((depth(child, limit - 1) for child in children), default=0)
+
+
+def load_json(text: Any) -> Any:
+    """Stored JSON (untrusted): ``ValueError`` when it is unusable.
+
+    The reason reads after "is": ``not valid JSON (...)``, ``nested deeper
+    than 32 levels``...
+    """
+    if isinstance(text, (bytes, bytearray)):
+        raise ValueError("stored as bytes, not as text")
+    if not isinstance(text, str):
+        raise ValueError(f"stored as {type(text).__name__}, not as JSON text")
+    if len(text) > MAX_JSON_CHARS:
+        raise ValueError(f"longer than {MAX_JSON_CHARS:,} characters ({len(text):,})")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON ({clean(exc)})") from None
+    if depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def json_or(text: Any, default: Any = None) -> Any:
+    """:func:`load_json`, or ``default`` when the value is unusable."""
+    try:
+        return load_json(text)
+    except ValueError:
+        return default

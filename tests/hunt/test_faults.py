@@ -1,0 +1,286 @@
+"""Faults during a hunt: what is stored is exactly what finished, and the run says how it ended.
+
+A test that kills its own process (``os._exit``, SIGKILL, a segfault) is in
+``test_hunt.py`` (``test_a_test_that_kills_its_process_costs_only_its_attempt``);
+here: a full disk (a real one on a small tmpfs when the tests run as root,
+else a simulated ``sqlite3.OperationalError``), ``kill -9`` of an xdist
+worker, and Ctrl-C (SIGINT to the hunt's process group). Every test that
+can, runs at ``-n 0`` and ``-n 2``.
+
+"Finished" is counted by the suites themselves: each test appends a line to
+``finished.log`` as its last statement (the file exists before the hunt, so
+the round barrier never removes it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import one, rows
+
+WORKERS = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
+
+LOGGED = """
+import os, signal, sqlite3
+from pathlib import Path
+
+HERE = Path(__file__).parent
+LOG = HERE / "finished.log"
+COUNTER = HERE / "runs.txt"
+
+
+def finished(name):
+    with LOG.open("a") as log:
+        log.write(name + "\\n")
+
+
+def third_run():
+    runs = int(COUNTER.read_text())
+    COUNTER.write_text(str(runs + 1))
+    return runs == {when}
+"""
+
+
+def logged_suite(pytester: pytest.Pytester, body: str, when: int = 2) -> None:
+    pytester.makepyfile(test_suite=LOGGED.replace("{when}", str(when)) + body)
+    (pytester.path / "runs.txt").write_text("0")
+    (pytester.path / "finished.log").write_text("")
+
+
+def finished(pytester: pytest.Pytester) -> int:
+    return len((pytester.path / "finished.log").read_text().splitlines())
+
+
+def clean_output(output: str) -> None:
+    assert "Traceback" not in output, output
+    assert "INTERNALERROR" not in output, output
+
+
+def hunt_in_group(
+    where: Path, *args: str, wrapper: list[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """A hunt in its own process group (as a terminal starts it), pytest-randomly off."""
+    return subprocess.run(
+        [*wrapper, sys.executable, "-m", "pytest", "-p", "no:randomly", "--hermetic-seed=2",
+         "--hermetic-hunt-isolate=off", *args],
+        cwd=where, capture_output=True, text=True, check=False, start_new_session=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+# -- Ctrl-C ---------------------------------------------------------------------
+
+CTRL_C = """
+def test_a():
+    finished("a")
+
+def test_b():
+    finished("b")
+
+def test_c():
+    finished("c")
+
+def test_presses_ctrl_c_on_its_third_run():
+    if third_run():
+        # What a terminal sends on Ctrl-C: SIGINT to every process of the group
+        # (the controller, the workers, the processes running the rounds).
+        os.killpg(os.getpgrp(), signal.SIGINT)
+    finished("ctrl-c")
+"""
+
+
+@WORKERS
+def test_ctrl_c_keeps_every_finished_attempt_and_marks_the_run_interrupted(pytester, workers):
+    logged_suite(pytester, CTRL_C)
+    result = hunt_in_group(pytester.path, "--hermetic-hunt=10", *workers)
+    output = result.stdout + result.stderr
+    db = pytester.path / "flakes.db"
+    assert result.returncode == 2, output
+    # (a KeyboardInterrupt may land in a finalizer of any process: Python
+    # prints "Exception ignored in ..." for it, as in any pytest run)
+    assert "INTERNALERROR" not in output, output
+    status, rounds_done, counted = one(db, "SELECT status, rounds_done, attempts FROM runs")
+    stored = one(db, "SELECT count(*) FROM attempts")
+    assert status == "interrupted"
+    assert counted == stored
+    assert 2 <= rounds_done < 10
+    # the interrupted attempt is not one; every attempt that finished is stored
+    done = finished(pytester)
+    if workers:
+        # the other worker may have been interrupted between a test's last
+        # statement and the end of its attempt (its teardown): not finished
+        assert done - 1 <= stored <= done, (done, stored)
+    else:
+        assert stored == done
+    assert one(db, "SELECT count(*) FROM attempts WHERE outcome != 'passed'") == 0
+
+
+# -- kill -9 of an xdist worker --------------------------------------------------
+
+KILL_WORKER = """
+def test_steady():
+    finished("steady")
+
+def test_kills_its_worker_on_its_third_run():
+    if third_run():
+        # The worker is the parent of the process running this round.
+        os.kill(os.getppid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+    finished("killer")
+"""
+
+
+def test_kill_9_of_a_worker_costs_only_the_attempt_it_ran(pytester):
+    logged_suite(pytester, KILL_WORKER)
+    # two tests, two workers: each worker runs one test a round
+    result = hunt_in_group(pytester.path, "--hermetic-hunt=6", "--hermetic-hunt-order=shuffle",
+                           "-n", "2")  # fmt: skip
+    output = result.stdout + result.stderr
+    db = pytester.path / "flakes.db"
+    assert result.returncode == 1, output
+    assert "INTERNALERROR" not in output
+    assert one(db, "SELECT status, rounds_done FROM runs") == ("complete", 6)
+    assert one(db, "SELECT attempts FROM runs") == one(db, "SELECT count(*) FROM attempts") == 12
+    crashed = rows(
+        db,
+        "SELECT t.nodeid, a.round, f.exc_type FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "JOIN failures f ON f.attempt_id = a.id WHERE a.outcome = 'crashed'",
+    )
+    assert crashed == [
+        ("test_suite.py::test_kills_its_worker_on_its_third_run", 2, "WorkerCrashed")
+    ]
+    assert finished(pytester) == 11  # every other attempt finished, and is stored as passed
+    assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'passed'") == 11
+
+
+# -- a full disk ------------------------------------------------------------------
+
+FILL_DISK = """
+def test_one():
+    finished("one")
+
+def test_two():
+    finished("two")
+
+def test_fills_the_disk_on_its_third_run():
+    if third_run():
+        db = Path(os.environ["HUNT_DB"])
+        with sqlite3.connect(db) as conn:
+            (stored,) = conn.execute("SELECT count(*) FROM attempts").fetchone()
+        (HERE / "stored-before.txt").write_text(str(stored))
+        with open(db.with_name("ballast"), "wb") as ballast:
+            try:
+                while True:
+                    ballast.write(bytes(65536))
+                    ballast.flush()
+            except OSError:
+                pass
+    finished("filler")
+"""
+
+
+def _can_mount_tmpfs() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+def _whole_rounds(db: Path, tests: int) -> int:
+    per_round = rows(db, "SELECT round, count(*), max(repeat) FROM attempts GROUP BY round")
+    for _round, attempts, repeat in per_round:
+        assert attempts == tests * (2 if repeat else 1), per_round
+    return len(per_round)
+
+
+def _check_full_disk_run(pytester: pytest.Pytester, db: Path, output: str) -> None:
+    clean_output(output)
+    assert "the hunt stopped early: cannot write to" in output
+    assert "the disk is full" in output
+    status, rounds_done, planned, counted = one(
+        db, "SELECT status, rounds_done, rounds_planned, attempts FROM runs"
+    )
+    stored = one(db, "SELECT count(*) FROM attempts")
+    assert status == "interrupted"
+    assert rounds_done < planned
+    assert counted == stored
+    # whole rounds only: a round counts once all of its attempts are stored
+    assert _whole_rounds(db, 3) == rounds_done
+
+
+@WORKERS
+def test_a_full_disk_stops_the_hunt_with_one_line_and_keeps_what_was_written(
+    pytester, workers, tmp_path
+):
+    if not _can_mount_tmpfs():
+        pytest.skip("needs root and unshare -m to mount a small tmpfs")
+    logged_suite(pytester, FILL_DISK)
+    disk, saved = tmp_path / "disk", tmp_path / "saved"
+    disk.mkdir()
+    saved.mkdir()
+    db = disk / "flakes.db"
+    script = (
+        'mount -t tmpfs -o size=1m tmpfs "$DISK" || exit 99; "$@"; code=$?; '
+        'cp "$DISK"/flakes.db* "$SAVED"/; exit $code'
+    )
+    env = dict(os.environ, DISK=str(disk), SAVED=str(saved), HUNT_DB=str(db))
+    result = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "_", sys.executable, "-m", "pytest", "-p",
+         "no:randomly", "--hermetic-seed=2", "--hermetic-hunt-isolate=off",
+         "--hermetic-hunt=500", f"--hermetic-hunt-db={db}", *workers],
+        cwd=pytester.path, capture_output=True, text=True, check=False, env=env, timeout=600,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode not in (0, 99), output
+    kept = saved / "flakes.db"
+    _check_full_disk_run(pytester, kept, output)
+    before = int((pytester.path / "stored-before.txt").read_text())
+    assert before > 0
+    assert one(kept, "SELECT count(*) FROM attempts") >= before  # nothing written was lost
+
+
+SIMULATED = """
+import sqlite3
+
+import pytest
+
+from hermetic_hunt.store import Store
+
+REAL = Store.add_attempts
+
+
+def add_attempts(self, records, test_ids):
+    if all(record.round_no < 3 for record in records):
+        return REAL(self, records, test_ids)
+    with self.transaction():  # the disk is full from round 3 on
+        raise sqlite3.OperationalError("database or disk is full")
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller writes the database
+        Store.add_attempts = add_attempts
+"""
+
+
+@WORKERS
+def test_a_simulated_full_disk_stops_the_hunt_the_same_way(pytester, workers):
+    logged_suite(pytester, "def test_one():\n    pass\n\ndef test_two():\n    pass\n\n"
+                 "def test_three():\n    pass\n")  # fmt: skip
+    pytester.makeconftest(SIMULATED)
+    result = hunt_in_group(pytester.path, "--hermetic-hunt=20", *workers)
+    output = result.stdout + result.stderr
+    assert result.returncode == 3, output  # pytest's internal error: the hunt could not go on
+    db = pytester.path / "flakes.db"
+    _check_full_disk_run(pytester, db, output)
+    # three rounds were written; the fourth (a twice round: 6 attempts) failed
+    assert one(db, "SELECT rounds_done, attempts FROM runs") == (3, 9)
+    assert "hermetic-hunt: 9 of the 15 attempts are in the database (3 whole round(s))" in output

@@ -25,6 +25,7 @@ from hermetic_hunt.models import (
     DEFAULT_MODE,
     DEFAULT_ORDER,
     DEFAULT_PROBE_TIMEOUT,
+    MIN_ISOLATE_SECONDS,
     Settings,
     Shard,
 )
@@ -62,7 +63,9 @@ HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
         "--hermetic-hunt-isolate-budget",
         "hermetic_hunt_isolate_budget",
         "hermetic_hunt_isolate_budget",
-        f"Most isolation probes per flaky test (default {DEFAULT_ISOLATE_BUDGET}).",
+        f"Isolation budget: probes per flaky test (default {DEFAULT_ISOLATE_BUDGET}) and/or "
+        "overall time, e.g. 300, 15m or 300,15m (default time: auto, as long as the rounds "
+        f"took, at least {MIN_ISOLATE_SECONDS:g}s).",
     ),
     (
         "--hermetic-hunt-probe-timeout",
@@ -158,7 +161,9 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
 
     mode, order = value("hermetic_hunt_mode"), value("hermetic_hunt_order")
     isolate = value("hermetic_hunt_isolate")
-    budget_probes = value("hermetic_hunt_isolate_budget")
+    budget_probes, budget_seconds, _ = options.parse_isolate_budget(
+        value("hermetic_hunt_isolate_budget") or "auto"
+    )
     timeout = value("hermetic_hunt_probe_timeout")
     marker = value("hermetic_hunt_integration_marker")
     shard = value("hermetic_hunt_shard", ini=False)
@@ -172,9 +177,8 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
         order=options.parse_order(order) if order else DEFAULT_ORDER,
         db_path=db_path,
         isolate=options.parse_isolate(isolate) if isolate else True,
-        isolate_budget=options.parse_positive_int("--hermetic-hunt-isolate-budget", budget_probes)
-        if budget_probes
-        else DEFAULT_ISOLATE_BUDGET,
+        isolate_budget=budget_probes or DEFAULT_ISOLATE_BUDGET,
+        isolate_seconds=budget_seconds,
         probe_timeout=options.parse_seconds("--hermetic-hunt-probe-timeout", timeout)
         if timeout
         else DEFAULT_PROBE_TIMEOUT,

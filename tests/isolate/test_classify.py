@@ -17,7 +17,7 @@ import pytest
 from hermetic_hunt.findings import Finding, Probe, ProbeResult
 from hermetic_hunt.isolate.case import ClassifySettings, choose_target, dedupe
 from hermetic_hunt.isolate.classifier import Classifier
-from hermetic_hunt.models import KINDS, Attempt, Failure, Step, Violation
+from hermetic_hunt.models import KINDS, Attempt, Failure, Leak, Step, Violation
 
 DAY = 86400.0
 Behaviour = Callable[[dict, Step, int, "World"], Attempt]
@@ -136,8 +136,12 @@ class World:
 class History:
     """A fake :class:`~hermetic_hunt.isolate.classifier.History` over a simulated hunt."""
 
-    def __init__(self, attempts: list[Attempt]) -> None:
+    def __init__(self, attempts: list[Attempt], leaks: dict[str, list[Leak]] | None = None) -> None:
         self.attempts = attempts
+        self.left = leaks or {}
+
+    def leaks(self) -> dict[str, list[Leak]]:
+        return self.left
 
     def preceding(self, attempt: Attempt) -> list[Attempt]:
         return [
@@ -187,6 +191,7 @@ def classify(world: World, history: History, nodeid: str, **settings: object) ->
     classifier = Classifier(nodeid, attempts, history, world, ClassifySettings(**settings))
     classifier.environment()
     classifier.order()
+    classifier.extras()
     return classifier.result()
 
 

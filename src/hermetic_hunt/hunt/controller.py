@@ -30,10 +30,20 @@ from hermetic_hunt.hunt.progress import Progress, line
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
 from hermetic_hunt.hunt.tally import Tallies
 from hermetic_hunt.models import Attempt, Leak, RunInfo, Settings, Step, format_seconds
+from hermetic_hunt.report.model import Report
+from hermetic_hunt.report.text import (
+    exposure_line,
+    finding_lines,
+    leak_lines,
+    listing,
+    summary_line,
+)
 from hermetic_hunt.seeds import round_now
 from hermetic_hunt.store import Store
 
 _PERF = time.perf_counter
+#: Findings the end of a hunt lists before it only counts the rest.
+SUMMARY_FINDINGS = 10
 FLUSH_EVERY = 500
 FLUSH_SECONDS = 2.0
 
@@ -127,7 +137,21 @@ class HuntController:
             self.files = FileWatch(
                 str(self.config.rootpath), own=(db, f"{db}-wal", f"{db}-shm", f"{db}-journal")
             )
+        if self.config.get_verbosity() == -1:
+            # -q hides pytest's header: keep ours, as pytest-randomly keeps its seed.
+            for text in self.pytest_report_header(self.config):
+                self._line(text)
         self._started = _PERF()
+
+    def _line(self, text: str) -> None:
+        """``text`` on a line of its own (after the F of a failed attempt, if any)."""
+        terminal = self.config.pluginmanager.getplugin("terminalreporter")
+        if terminal is None:
+            return
+        writer = self.config.get_terminal_writer()
+        if writer.width_of_current_line:
+            writer.line()
+        terminal.write_line(text)
 
     # -- rounds ------------------------------------------------------------------
 
@@ -271,8 +295,8 @@ class HuntController:
         self._round_attempts.pop(round_no, None)
         self.store.set_rounds_done(self.run_id, self.rounds_completed)
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
-        if terminal is None or self.config.get_verbosity() < 0:
-            return
+        if terminal is None or self.config.get_verbosity() < -1:
+            return  # -q keeps one line per round; -qq none
         t = self.tallies
         plan = self._plans.pop(round_no, None)
         progress = Progress(
@@ -287,10 +311,7 @@ class HuntController:
             budget=self.settings.budget_seconds,
             tests=len(self.tests),
         )
-        writer = self.config.get_terminal_writer()
-        if writer.width_of_current_line:
-            writer.line()  # after the F of a failed attempt
-        terminal.write_line(line(progress))
+        self._line(line(progress))
 
     def _check_files(self, round_no: int) -> None:
         if self.files is None:
@@ -368,11 +389,12 @@ class HuntController:
         from hermetic_hunt.isolate.run import isolate_after_hunt
 
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
-        say = terminal.write_line if terminal is not None else None
+        quiet = terminal is None or self.config.get_verbosity() < -1
         cwd = str(self.config.invocation_params.dir)
         self.isolation_lines = isolate_after_hunt(
-            self.store, self.run_id, self.settings, self.workers, cwd, say=say
-        )
+            self.store, self.run_id, self.settings, self.workers, cwd,
+            say=None if quiet else self._line, rounds_seconds=_PERF() - self._started,
+        )  # fmt: skip
 
     def _condense_duplicate_failures(self) -> None:
         """Show one traceback per test and failure location; count the repeats.
@@ -403,48 +425,48 @@ class HuntController:
             terminalreporter.write_line(text)
 
     def summary_lines(self) -> list[str]:
+        """The end of the hunt: counts as ``hermetic-hunt report`` gives them (the
+        same function, the same database), then the findings, bounded."""
         if not self.run_id:
             return []
         t = self.tallies
         cwd = str(self.config.invocation_params.dir)
         db = commands.display_path(self.store.path, cwd)
         elapsed = format_seconds(round(_PERF() - self._started, 1))
-        flaky, broken, violators = t.flaky(), t.broken(), t.violators()
         out = [
             "",
             f"hermetic-hunt: run {self.run_id} · {self.rounds_completed} round(s) · "
-            f"{t.attempts:,} attempts in {elapsed} · {t.failed_attempts:,} failed · "
-            f"{len(flaky)} flaky · {len(broken)} broken · {len(violators)} with network "
-            f"violations · {db}",
+            f"{t.attempts:,} attempts in {elapsed} · {t.failed_attempts:,} failed · {db}",
         ]
+        report = self._report(cwd)
+        if report is not None:
+            out.append(f"hermetic-hunt: {summary_line(report)}")
+            if report.groups:
+                out.append(f"hermetic-hunt: {exposure_line(report)}")
         if self.error is not None:
             out.append(f"hermetic-hunt: the hunt stopped early: {self.error}")
-        if flaky:
-            out.append("flaky tests (passed and failed on the same code):")
-            for nodeid in flaky:
-                tally = t.tests[nodeid]
-                first = tally.first_failure
-                out.append(f"  {nodeid}  failed {tally.failed}/{tally.passed + tally.failed}")
-                if first is not None and first.failure is not None:
-                    out.append(f"      {first.failure.describe()}")
-                if first is not None and first.attempt_id is not None:
-                    command = commands.replay_command(
-                        self.store.path, f"A{first.attempt_id}", cwd, rootdir=self.config.rootpath
-                    )
-                    out.append(f"      replay its first failing attempt: {command}")
-        twice = t.not_idempotent()
-        if twice:
-            out.append("fail when run a second time in one process (never in a plain run):")
-            out.extend(f"  {nodeid}" for nodeid in twice)
-        if broken:
-            out.append("broken tests (failed in every attempt):")
-            out.extend(f"  {nodeid}" for nodeid in broken)
-        if violators:
-            out.append("network violations (outbound calls the guard blocked):")
-            for nodeid in violators:
-                out.append(f"  {nodeid}  in {t.tests[nodeid].violations} attempt(s)")
-        out.extend(self.isolation_lines)
+        if self.isolation_lines:
+            out.extend(self.isolation_lines)
+        elif report is not None:
+            out.extend(finding_lines(report, limit=SUMMARY_FINDINGS))
+            violators = sorted({v.nodeid for v in report.violations})
+            if violators:
+                out.append(
+                    "network violations (outbound calls the guard blocked): "
+                    f"{listing(violators, 'tests')}"
+                )
+        if report is not None:
+            out.extend(leak_lines(report, limit=SUMMARY_FINDINGS))
         return out
+
+    def _report(self, cwd: str) -> Report | None:
+        """This run's report, read back from the database (None: it cannot be read)."""
+        from hermetic_hunt.report.load import load_report
+
+        try:
+            return load_report(self.store, self.run_id, cwd)
+        except HuntError:
+            return None
 
 
 def make_job(settings: Settings, round_no: int, slot: int, nodeids: Sequence[str],

@@ -22,23 +22,26 @@ probe showed it. Steps, in order (``docs/isolation.md`` has the long form):
 Order-dependent claims need their reproducer to show three times in a row,
 so that a test failing at random now and then is not taken for a victim.
 
-Blocked network calls seen by a probe make ``network``. The work is split in
-two phases (:meth:`Classifier.environment`, :meth:`Classifier.order`): the
-driver runs phase 1 for every flake before phase 2 starts, so the repeated
-alone runs of one flake never overlap with sequences (of other flakes) that
-contain that test.
+Blocked network calls seen by a probe make ``network``. A ``time`` flake is
+replayed at the coming real dates (:mod:`.dates`): the next date it fails.
+The work is split in three phases (:meth:`Classifier.environment`,
+:meth:`Classifier.order`, :meth:`Classifier.extras`): the driver runs phase
+1 for every flake before phase 2 starts, so the repeated alone runs of one
+flake never overlap with sequences (of other flakes) that contain that
+test; phase 3 (cleaners) adds evidence once every flake has its verdict.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from hermetic_hunt.findings import Finding
-from hermetic_hunt.isolate import alone, order
-from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case
+from hermetic_hunt.isolate import alone, dates, order
+from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, TimeBudgetExceeded
 from hermetic_hunt.isolate.search import BudgetExceeded
-from hermetic_hunt.models import KINDS, Step
+from hermetic_hunt.models import KINDS, Step, exposure
 
 
 class Classifier(Case):
@@ -55,6 +58,23 @@ class Classifier(Case):
         if not self._done:
             self._guarded(self._order)
 
+    def extras(self) -> None:
+        """Phase 3: evidence beyond the verdict (cleaners); the verdict stays."""
+        if "cleaners" not in self.needs or self.finding.status == "error":
+            return
+        self.needs.discard("cleaners")
+        with contextlib.suppress(BudgetExceeded):  # find_cleaners keeps what it found
+            order.cleaners(self)
+
+    @property
+    def started(self) -> bool:
+        """A probe ran (or phase 1 decided without one)."""
+        return bool(self.finding.probes) or self._done
+
+    @property
+    def wants_extras(self) -> bool:
+        return "cleaners" in self.needs and self.finding.status != "error"
+
     def fail(self, error: BaseException) -> None:
         """A bug or an unexpected error stopped this test's isolation."""
         if self.finding.status != "error":
@@ -65,6 +85,18 @@ class Classifier(Case):
     def _guarded(self, work: Callable[[], None]) -> None:
         try:
             work()
+        except TimeBudgetExceeded as exc:
+            self._done = True
+            if not self.finding.probes:
+                self.finding.status = "pending"
+                self.finding.notes.append(
+                    f"not isolated: the {exc} before it started "
+                    "(--hermetic-hunt-isolate-budget); finish with: hermetic-hunt isolate"
+                )
+                return
+            self.finding.status = "partial"
+            if not any("budget" in note for note in self.finding.notes):
+                self.finding.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
         except BudgetExceeded as exc:
             self.finding.status = "partial"
             if not any("budget" in note for note in self.finding.notes):
@@ -95,6 +127,8 @@ class Classifier(Case):
             self._done = True
             return
         alone.alone(self)
+        if "time" in self.finding.kinds:
+            dates.check(self)
         if not self.needs:
             self._network()
 
@@ -161,6 +195,31 @@ class Classifier(Case):
         v.evidence = self._evidence()
         return v
 
+    def default_order(self) -> bool | None:
+        """Does pytest's default (collection) order run the reproducer's tests
+        so that the test fails? A victim: a polluter set comes before it with
+        no cleaner found between; brittle: no state-setter set comes before it."""
+        v = self.finding
+        if not (v.polluters or v.state_setters):
+            return None
+        where = {nodeid: i for i, nodeid in enumerate(self.history.tests())}
+        me = where.get(self.nodeid)
+        if me is None:
+            return None
+
+        def before(members: list[str]) -> bool:
+            return all(where.get(m, me) < me for m in members)
+
+        if v.polluters:
+            for members in v.polluters:
+                if not before(members):
+                    continue
+                last = max(where[m] for m in members)
+                if not any(last < where.get(n, -1) < me for n in v.cleaners):
+                    return True
+            return False
+        return not any(before(members) for members in v.state_setters)
+
     def _evidence(self) -> dict[str, Any]:
         target = self.target
         runs = sorted({a.run_id for a in (*self.failing, *self.passing, *self.violating)})
@@ -177,4 +236,13 @@ class Classifier(Case):
             "blocked_calls": calls,
             "journals": [a.attempt_id for a in self.failing if a.has_journal][:EVIDENCE_IDS],
             "verdicts": self._why,
+            "repeated_only": self.repeated_only,
+            "default_order": self.default_order(),
+            "exposure": exposure(
+                self.finding.kinds,
+                status="not-idempotent" if self.repeated_only else "flaky",
+                default_order=self.default_order(),
+                fails_now=(self.facts.get("dates") or {}).get("fails_now"),
+            ),
+            **self.facts,
         }

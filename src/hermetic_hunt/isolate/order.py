@@ -19,8 +19,13 @@ from hermetic_hunt.isolate.alone import (
     shows_pass,
     uncontrolled,
 )
-from hermetic_hunt.isolate.case import Case, dedupe
-from hermetic_hunt.isolate.search import BudgetExceeded, find_cleaners, find_culprits
+from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, dedupe
+from hermetic_hunt.isolate.search import (
+    BudgetExceeded,
+    find_cleaners,
+    find_culprits,
+    repeats_for,
+)
 from hermetic_hunt.models import Attempt, Step
 from hermetic_hunt.seeds import attempt_now, attempt_seed
 
@@ -66,6 +71,10 @@ def order_dependent(c: Case) -> None:
             numbers(c, CONFIRM),
         )
         c.reproduce([step, step], hs, confirmed=True)
+        if c.repeated_only:
+            # It failed only as a twice round's second run, and that is
+            # explained: no plain run ever failed, so nothing to search.
+            return
     seq, raw = sequence_before(c, target, exclude_self=self_polluting)
     if seq:
         victim(c, seq, raw, step, hs)
@@ -75,24 +84,102 @@ def order_dependent(c: Case) -> None:
         last_resorts(c, step, hs)
 
 
+def suspects(c: Case, seq: list[Step], shown: Sequence[Attempt],
+             not_shown: Sequence[Attempt]) -> list[Step]:  # fmt: skip
+    """The tests of ``seq`` that ran before every attempt in ``shown`` and
+    before none in ``not_shown`` (in the same process): where a single
+    deterministic culprit must be. A few attempts of each are enough."""
+    common: set[str] | None = None
+    for attempt in shown[:EVIDENCE_IDS]:
+        before = {a.nodeid for a in c.history.preceding(attempt)}
+        common = before if common is None else common & before
+    ruled_out: set[str] = set()
+    for attempt in not_shown[:EVIDENCE_IDS]:
+        ruled_out |= {a.nodeid for a in c.history.preceding(attempt)}
+    return [s for s in seq if (common is None or s.nodeid in common) and s.nodeid not in ruled_out]
+
+
+def _tries(c: Case, purpose: str, seq: list[Step], raw: list[Step],
+           narrowed: list[tuple[str, list[Step]]]) -> list[tuple[str, list[Step]]]:  # fmt: skip
+    """Subsets of the preceding sequence to replay, cheapest first: the
+    narrowed ones (when smaller), the sequence, then the sequence as it ran."""
+    out: list[tuple[str, list[Step]]] = []
+    for label, subset in narrowed:
+        if 0 < len(subset) < len(seq) and all(subset != other for _, other in out):
+            out.append((f"{purpose} ({label})", subset))
+    out.append((purpose, seq))
+    if len(seq) < len(raw) <= c.settings.max_raw_sequence:
+        out.append((f"{purpose} (not deduplicated)", raw))
+    return out
+
+
 def _reproducing_sequence(
-    c: Case, seq: list[Step], raw: list[Step], last: Step, hs: int,
-    purpose: str, check: Callable[[ProbeResult], bool],
+    c: Case, tries: list[tuple[str, list[Step]]], last: Step, hs: int,
+    check: Callable[[ProbeResult], bool],
 ) -> list[Step] | None:  # fmt: skip
-    """``seq`` (or, failing that, ``raw``) if it shows the signal before ``last``."""
-    if check(c.probe(purpose, [*seq, last], hs)):
-        return seq
-    if len(seq) < len(raw) <= c.settings.max_raw_sequence and check(
-        c.probe(f"{purpose} (not deduplicated)", [*raw, last], hs)
-    ):
-        return raw
+    """The first of ``tries`` that shows the signal before ``last``."""
+    for purpose, subset in tries:
+        if check(c.probe(purpose, [*subset, last], hs)):
+            return subset
     return None
 
 
+def _thread_leakers(c: Case, seq: list[Step]) -> list[Step]:
+    return [s for s in seq if any(leak.resource == "thread" for leak in c.leaks_of(s.nodeid))]
+
+
+def _thread_candidates(c: Case, seq: list[Step], step: Step, hs: int) -> tuple[list[Step], int]:
+    """Re-probe the tests that left a thread running, with the victim: a thread
+    acts when it gets to run, so one pass proves nothing. Up to the runs that
+    would show a failure of the hunt's rate, with the stated confidence."""
+    threads = _thread_leakers(c, seq)
+    if not threads:
+        return [], 0
+    runs = repeats_for(c.fail_rate, c.settings.confidence, cap=c.settings.thread_repeats)
+    for index in range(runs):
+        if c.same(c.probe("tests that left a thread running, again", [*threads, step], hs)):
+            c.finding.notes.append(
+                f"the tests that left a thread running made it fail in run {index + 1} of "
+                f"up to {runs}: a probabilistic polluter, every 'no' rests on {runs} runs"
+            )
+            return threads, runs
+    c.finding.notes.append(
+        f"the tests that left a thread running ({names(threads)}) did not make it fail "
+        f"in {runs} runs"
+    )
+    return [], 0
+
+
+def polluter_leaks(c: Case, sets: Sequence[Sequence[Step]]) -> dict[str, list[str]]:
+    """What each polluter left behind in the hunt (``{nodeid: [phrase, ...]}``)."""
+    out: dict[str, list[str]] = {}
+    for members in sets:
+        for s in members:
+            found = c.leaks_of(s.nodeid)
+            if found and s.nodeid not in out:
+                out[s.nodeid] = [leak.describe() for leak in found]
+    return out
+
+
 def victim(c: Case, seq: list[Step], raw: list[Step], step: Step, hs: int) -> None:
-    """The preceding sequence fails: shrink it to minimal polluter sets."""
-    cands = _reproducing_sequence(c, seq, raw, step, hs, "preceding sequence", c.same)
+    """The preceding sequence fails: shrink it to minimal polluter sets.
+
+    Cheapest first: the tests that leaked something, then the tests that
+    ran before every failure and before no pass (a single deterministic
+    polluter is among them), then the whole sequence, then as it ran; and
+    for tests that left a thread running, repeated probes.
+    """
+    leakers = [s for s in seq if c.leaks_of(s.nodeid)]
+    narrowed = [
+        ("tests that leaked state", leakers),
+        ("tests before every failure, before no pass", suspects(c, seq, c.failing, c.passing)),
+    ]
+    tries = _tries(c, "preceding sequence", seq, raw, narrowed)
+    cands = _reproducing_sequence(c, tries, step, hs, c.same)
+    repeats = 1
     if cands is None:
+        cands, repeats = _thread_candidates(c, seq, step, hs)
+    if not cands:
         c.finding.notes.append("the sequence that preceded the failure passes when replayed")
         return
     full_no = c.step_no()
@@ -100,7 +187,9 @@ def victim(c: Case, seq: list[Step], raw: list[Step], step: Step, hs: int) -> No
     def signal(subset: Sequence[int]) -> bool:
         return c.same(c.probe("polluter search", [*(cands[i] for i in subset), step], hs))
 
-    search = find_culprits(range(len(cands)), signal, confidence=c.settings.confidence)
+    search = find_culprits(
+        range(len(cands)), signal, confidence=c.settings.confidence, repeats=repeats
+    )
     sets = [[cands[i] for i in found] for found in search.sets]
     _search_notes(c, search.notes, search.partial, "polluter")
     if search.confirmed and search.repeats == 1:
@@ -119,16 +208,21 @@ def victim(c: Case, seq: list[Step], raw: list[Step], step: Step, hs: int) -> No
     if not others:
         return
     minimal = "smallest failing sequence found" if search.partial else "minimal polluter set"
+    chance = f", fails in about {search.rate:.0%} of runs" if search.repeats > 1 else ""
     c.claim(
         "victim",
         f"passes alone, fails after {names(others[0])} ({minimal} among {len(cands)} "
-        f"preceding tests, {search.probes + 1} probes)",
+        f"candidates of {len(seq)} preceding tests, {search.probes + 1} probes{chance})",
         [*c.alone_numbers, *search_numbers],
     )
     c.finding.polluters = [[x.nodeid for x in s] for s in others]
+    leaked = polluter_leaks(c, others)
+    if leaked:
+        c.facts["polluter_leaks"] = leaked
     c.reproduce([*others[0], step], hs, confirmed=search.confirmed)
     if not search.partial:
-        cleaners(c, others, step, hs, search.repeats)
+        c.cleaner_work = (others, step, hs, search.repeats)
+        c.needs.add("cleaners")
 
 
 def _consistent_sets(
@@ -156,13 +250,20 @@ def _search_notes(c: Case, notes: list[str], partial: bool, what: str) -> None:
     if partial:
         c.finding.status = "partial"
         c.finding.notes.append(
-            f"probe budget of {c.budget.limit} exhausted during the {what} search "
+            f"{c.stop_reason or 'budget reached'} during the {what} search "
             "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet"
         )
 
 
-def cleaners(c: Case, polluters: list[list[Step]], step: Step, hs: int, repeats: int) -> None:
-    """Tests that, placed between the polluters and the victim, make it pass."""
+def cleaners(c: Case) -> None:
+    """Tests that, placed between the polluters and the victim, make it pass.
+
+    Extra evidence, searched after every flake has its verdict (phase 3):
+    running out of budget here leaves the verdict as it is, with a note.
+    """
+    if c.cleaner_work is None:
+        return
+    polluters, step, hs, repeats = c.cleaner_work
     excluded = {step.nodeid} | {x.nodeid for s in polluters for x in s}
     names_ = [n for n in c.history.tests() if n not in excluded and n in c.collected]
     steps = {n: _step_for(c, n) for n in names_}
@@ -174,13 +275,12 @@ def cleaners(c: Case, polluters: list[list[Step]], step: Step, hs: int, repeats:
 
     found, _, partial = find_cleaners(names_, cleans, repeats=repeats)
     if partial:
-        c.finding.status = "partial"
-        c.finding.notes.append("cleaner search: probe budget exhausted")
+        c.finding.notes.append(
+            f"cleaner search unfinished ({c.stop_reason or 'budget reached'}): "
+            f"{len(found)} cleaner(s) found so far"
+        )
     c.finding.cleaners = found
     if found:
-        c.finding.notes.append(
-            f"cleaners (each makes it pass between polluters and victim): {', '.join(found)}"
-        )
         c.record("cleaners", found, list(range(first, c.step_no() + 1)))
 
 
@@ -206,11 +306,10 @@ def brittle(c: Case) -> None:
         )
         return
     seq, raw = sequence_before(c, passing, exclude_self=False)
-    cands = (
-        _reproducing_sequence(c, seq, raw, step, hs, "sequence before a pass", shows_pass)
-        if seq
-        else None
-    )
+    before_passes = suspects(c, seq, c.passing, c.failing)
+    narrowed = [("tests before every pass, before no failure", before_passes)]
+    tries = _tries(c, "sequence before a pass", seq, raw, narrowed)
+    cands = _reproducing_sequence(c, tries, step, hs, shows_pass) if seq else None
     if cands is None:
         c.finding.notes.append(
             f"the sequence before passing attempt A{passing.attempt_id} does not make it pass"
@@ -231,6 +330,9 @@ def brittle(c: Case) -> None:
     if not sets:
         return
     c.finding.state_setters = sets
+    leaked = polluter_leaks(c, found_sets)
+    if leaked:
+        c.facts["state_setter_leaks"] = leaked
     c.claim(
         "brittle",
         f"fails alone every time; passes after {', '.join(sets[0])} (minimal state-setter "

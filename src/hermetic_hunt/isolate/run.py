@@ -20,22 +20,31 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from hermetic_hunt import commands
 from hermetic_hunt.findings import Finding, Probe
 from hermetic_hunt.isolate import wire
-from hermetic_hunt.isolate.case import ClassifySettings
+from hermetic_hunt.isolate.case import ClassifySettings, Deadline
 from hermetic_hunt.isolate.classifier import Classifier
+from hermetic_hunt.isolate.groups import Group, adopt, sample
+from hermetic_hunt.isolate.groups import group as groups_of
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
+from hermetic_hunt.isolate.search import BudgetExceeded
 from hermetic_hunt.models import (
     DEFAULT_INTEGRATION_MARKER,
     DEFAULT_ISOLATE_BUDGET,
     DEFAULT_PROBE_TIMEOUT,
+    EXPOSURE_TEXT,
+    EXPOSURES,
+    MIN_ISOLATE_SECONDS,
     Attempt,
     Settings,
     Step,
     format_seconds,
+    function_of,
 )
+from hermetic_hunt.report.text import LIST_LIMIT, clean, dates_text, listing, sets_text
 from hermetic_hunt.seeds import probe_hash_seed
 from hermetic_hunt.store import Store
 from hermetic_hunt.store import isolation as db
@@ -46,25 +55,46 @@ SANDBOX_OFF = "sandbox-off"
 
 @dataclass(frozen=True)
 class IsolationOptions:
+    """``budget``: probes per flaky test; ``seconds``: the overall time (None:
+    ``auto``, as long as the rounds took -- ``rounds_seconds`` -- and at
+    least :data:`~hermetic_hunt.models.MIN_ISOLATE_SECONDS`)."""
+
     budget: int = DEFAULT_ISOLATE_BUDGET
     timeout: float = DEFAULT_PROBE_TIMEOUT
     parallel: int = 1
     integration_marker: str = DEFAULT_INTEGRATION_MARKER
     fork: bool | None = None
+    seconds: float | None = None
+    rounds_seconds: float | None = None
 
     @classmethod
-    def of(cls, settings: Settings, workers: int) -> IsolationOptions:
+    def of(
+        cls, settings: Settings, workers: int, rounds_seconds: float | None = None
+    ) -> IsolationOptions:
         return cls(
             budget=settings.isolate_budget,
             timeout=settings.probe_timeout,
             parallel=max(1, workers),
             integration_marker=settings.integration_marker,
+            seconds=settings.isolate_seconds,
+            rounds_seconds=rounds_seconds,
         )
+
+    @property
+    def time_budget(self) -> float:
+        if self.seconds is not None:
+            return self.seconds
+        return max(MIN_ISOLATE_SECONDS, self.rounds_seconds or 0.0)
 
 
 @dataclass
 class IsolationReport:
-    """What one isolation run did (the terminal and CLI print :meth:`lines`)."""
+    """What one isolation run did (the terminal and CLI print :meth:`lines`).
+
+    ``flakes`` holds every test isolated, grouped instances too; ``members``
+    maps a group's representative (its flake id) to the flake ids of the
+    instances that took its verdict.
+    """
 
     run_id: int
     rootdir: str
@@ -75,6 +105,19 @@ class IsolationReport:
     parallel: int = 1
     interrupted: bool = False
     pending: int = 0
+    time_budget: float = 0.0
+    members: dict[str, list[str]] = field(default_factory=dict)
+    sampled: dict[str, set[str]] = field(default_factory=dict)
+    rates: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def out_of_time(self) -> int:
+        """Tests left pending or partial by the time budget."""
+        return sum(
+            1
+            for _, v in self.flakes
+            if v.status in ("pending", "partial") and any("time budget" in n for n in v.notes)
+        )
 
     def lines(self, db_path: str | os.PathLike[str], cwd: str) -> list[str]:
         if not self.flakes and not self.checks and not self.interrupted:
@@ -82,16 +125,34 @@ class IsolationReport:
         probes = sum(len(v.probes) for _, v in self.flakes)
         how = "forked from a collected session" if self.fork else "one process each"
         plural = "s" if len(self.flakes) != 1 else ""
+        grouped = {m for members in self.members.values() for m in members}
+        leads = [(i, v) for i, v in self.flakes if i not in grouped]
+        findings = f" in {len(leads)} findings" if len(leads) != len(self.flakes) else ""
         out = [
             "",
-            f"hermetic-hunt isolation: {len(self.flakes)} flaky test{plural} · {probes} probes "
-            f"({how}, {self.parallel} at a time) in {format_seconds(round(self.seconds, 1))}",
+            f"hermetic-hunt isolation: {len(self.flakes)} flaky test{plural}{findings} · "
+            f"{probes} probes ({how}, {self.parallel} at a time) in "
+            f"{format_seconds(round(self.seconds, 1))}",
         ]
-        for flake_id, verdict in self.flakes:
-            out.extend(_flake_lines(flake_id, verdict, db_path, cwd, self.rootdir))
+        left = self.out_of_time
+        if left:
+            out.append(
+                f"  time budget of {format_seconds(round(self.time_budget, 1))} reached: "
+                f"{left} not (fully) isolated; finish with: hermetic-hunt isolate "
+                "(--hermetic-hunt-isolate-budget sets it)"
+            )
+        for flake_id, verdict in sorted(leads, key=lambda item: self._rank(*item)):
+            members = self.members.get(flake_id, [])
+            sampled = len(self.sampled.get(flake_id, ()))
+            out.extend(
+                _flake_lines(flake_id, verdict, members, sampled, db_path, cwd, self.rootdir)
+            )
         if self.checks:
             out.append("always failing (run once with the sandbox off):")
-            out.extend(f"  {nodeid}  {verdict}" for nodeid, verdict in self.checks)
+            shown = self.checks[:LIST_LIMIT]
+            out.extend(f"  {clean(nodeid)}  {verdict}" for nodeid, verdict in shown)
+            if len(self.checks) > LIST_LIMIT:
+                out.append(f"  ... and {len(self.checks) - LIST_LIMIT} more: hermetic-hunt report")
         if self.interrupted:
             out.append(
                 f"isolation interrupted: {self.pending} flaky test(s) not isolated; "
@@ -99,30 +160,60 @@ class IsolationReport:
             )
         return out
 
+    def _rank(self, flake_id: str, v: Finding) -> tuple[int, float, int]:
+        level = v.evidence.get("exposure") if isinstance(v.evidence, dict) else None
+        where = EXPOSURES.index(level) if level in EXPOSURES else len(EXPOSURES)
+        digits = flake_id[1:]
+        return (where, -self.rates.get(flake_id, 0.0), int(digits) if digits.isdigit() else 0)
+
 
 def _flake_lines(
-    flake_id: str, v: Finding, db_path: str | os.PathLike[str], cwd: str, rootdir: str
+    flake_id: str,
+    v: Finding,
+    members: list[str],
+    sampled: int,
+    db_path: str | os.PathLike[str],
+    cwd: str,
+    rootdir: str,
 ) -> list[str]:
     kinds = ", ".join(v.kinds) or "not classified"
     status = "" if v.status == "isolated" else f" [{v.status}]"
+    level = v.evidence.get("exposure") if v.kinds and isinstance(v.evidence, dict) else None
+    exposed = f" · {EXPOSURE_TEXT[level]}" if level in EXPOSURE_TEXT else ""
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
-    out = [f"  {flake_id} {v.nodeid}  {kinds}{status} ({cost})"]
+    out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
-    for label, sets in (("polluters", v.polluters), ("state-setters", v.state_setters)):
-        for members in sets:
-            out.append(f"      {label}{unfinished}: {' + '.join(members)}")
+    leaks = v.evidence.get("polluter_leaks") if isinstance(v.evidence, dict) else None
+    setter_leaks = v.evidence.get("state_setter_leaks") if isinstance(v.evidence, dict) else None
+    if v.polluters:
+        text = sets_text(v.polluters, leaks=leaks, ref=flake_id, noun="polluter sets")
+        out.append(f"      polluters{unfinished}: {text}")
+    if v.state_setters:
+        text = sets_text(v.state_setters, leaks=setter_leaks, ref=flake_id,
+                         noun="state-setter sets")  # fmt: skip
+        out.append(f"      state-setters{unfinished}: {text}")
     if v.cleaners:
-        out.append(f"      cleaners: {', '.join(v.cleaners)}")
+        out.append(f"      cleaners: {listing(v.cleaners, 'cleaners', ref=flake_id)}")
+    dates = v.evidence.get("dates") if isinstance(v.evidence, dict) else None
+    if isinstance(dates, dict):
+        out.append(f"      {dates_text(dates)}")
+    if members:
+        out.append(
+            f"      and {len(members)} more parametrization{'s' * (len(members) != 1)} of "
+            f"{clean(function_of(v.nodeid))} that fail the same way ({listing(members, 'flakes')}"
+            f"{f'; {sampled} confirmed by a probe' if sampled else ''}): "
+            f"hermetic-hunt show {flake_id} lists them"
+        )
     if v.reproducer is not None and v.confirmed is False and v.status == "isolated":
         out.append("      reproducer not confirmed: it did not fail again when re-run")
     rate = [n for n in v.notes if n.startswith("the reproducer fails in about")]
     if "concurrency" in v.kinds and rate:
         out.append(f"      {rate[0]}: replay it a few times")
     elif v.status != "isolated" and v.notes:
-        out.append(f"      note: {v.notes[-1]}")
+        out.append(f"      note: {clean(v.notes[-1])}")
     elif "unexplained" in v.kinds:
         why = v.notes[0] if v.notes else _why(v, "unexplained")
-        out.append(f"      note: {why}")
+        out.append(f"      note: {clean(why)}")
     if v.reproducer is not None:
         command = commands.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
         out.append(f"      replay: {command}")
@@ -141,11 +232,16 @@ def isolate(
     only: Sequence[str] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> IsolationReport:
-    """Isolate the flaky tests of ``run_id`` (all of them, or ``only`` these nodeids)."""
+    """Isolate the flaky tests of ``run_id`` (all of them, or ``only`` these nodeids).
+
+    Always-failing tests are checked first (one probe each); then every
+    group of flaky tests, most exposed first, within the budgets.
+    """
     started = _PERF()
     facts = db.run_facts(store, run_id)
     found = db.candidates(store, facts.run_id, only)
-    report = IsolationReport(facts.run_id, facts.rootdir, parallel=opts.parallel)
+    report = IsolationReport(facts.run_id, facts.rootdir, parallel=opts.parallel,
+                             time_budget=opts.time_budget)  # fmt: skip
     if not found.flaky and not found.always_failing and not found.not_idempotent:
         return report
     target = ProbeTarget(
@@ -156,17 +252,18 @@ def isolate(
     history = db.RunHistory(store, facts.run_id)
     flaky = {**found.flaky, **found.not_idempotent}
     rows = db.ensure_flakes(store, list(flaky), facts.run_id)
-    settings = ClassifySettings(budget=opts.budget, base_seed=facts.base_seed)
+    deadline = Deadline(started + opts.time_budget, opts.time_budget)
+    settings = ClassifySettings(budget=opts.budget, base_seed=facts.base_seed, deadline=deadline)
     runner = ProbeRunner(
         target, parallel=opts.parallel, timeout=opts.timeout, fork=opts.fork,
         journals=history.journal,
     )  # fmt: skip
     report.fork = runner.fork
-    if say is not None and flaky:
-        say(f"hermetic-hunt: isolating {len(flaky)} flaky test(s)...")
+    work = _Work(store, flaky, history, runner, settings, rows, report, say)
     try:
-        _classify_all(store, flaky, history, runner, settings, rows, report)
         _sandbox_off(store, found.always_failing, runner, facts, report)
+        if flaky:
+            work.run(db.known_verdicts(store, list(flaky)))
     except KeyboardInterrupt:
         runner.abort()
         report.interrupted = True
@@ -175,40 +272,159 @@ def isolate(
         runner.close()
         history.close()
         report.seconds = _PERF() - started
-    report.flakes.sort(key=lambda item: rows[item[1].nodeid][0])  # F1, F2, ...
     return report
 
 
-def _classify_all(
-    store: Store,
-    flaky: dict[str, list[Attempt]],
-    history: db.RunHistory,
-    runner: ProbeRunner,
-    settings: ClassifySettings,
-    rows: dict[str, tuple[int, str]],
-    report: IsolationReport,
-) -> None:
-    classifiers = [Classifier(n, a, history, runner, settings) for n, a in flaky.items()]
-    if not classifiers:
-        return
-    threads = min(len(classifiers), max(2, 2 * runner.parallel))
-    pool = ThreadPoolExecutor(max_workers=threads)
-    try:
-        # Phase 1 for every flake before any phase 2: alone runs never
-        # overlap with sequences that contain the same test.
-        for _ in _completed({pool.submit(c.environment): c for c in classifiers}):
-            pass
-        for c in _completed({pool.submit(c.order): c for c in classifiers}):
-            verdict = c.result()
-            row, flake_id = rows[c.nodeid]
-            db.save_finding(store, row, report.run_id, verdict)
-            report.flakes.append((flake_id, verdict))
-    except KeyboardInterrupt:
-        # Stop the probes first, or the pool would wait for them.
-        runner.abort()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+def _rate(attempts: Sequence[Attempt]) -> float:
+    plain = [a for a in attempts if not a.repeat and (a.failed or a.passed)]
+    return sum(a.failed for a in plain) / len(plain) if plain else 0.0
+
+
+class _Work:
+    """One isolation's flakes: grouped, ranked, classified phase by phase, stored."""
+
+    def __init__(
+        self,
+        store: Store,
+        flaky: dict[str, list[Attempt]],
+        history: db.RunHistory,
+        runner: ProbeRunner,
+        settings: ClassifySettings,
+        rows: dict[str, tuple[int, str]],
+        report: IsolationReport,
+        say: Callable[[str], None] | None,
+    ) -> None:
+        self.store = store
+        self.flaky = flaky
+        self.history = history
+        self.runner = runner
+        self.settings = settings
+        self.rows = rows
+        self.report = report
+        self.say = say
+        self.saved: dict[str, int] = {}  # nodeid -> probes already stored
+        self.done = 0
+        self.total = 0
+
+    def classifier(self, nodeid: str) -> Classifier:
+        return Classifier(nodeid, self.flaky[nodeid], self.history, self.runner, self.settings)
+
+    def priority(self, known: dict[str, tuple[str, list[str]]]) -> Callable[[Group], Any]:
+        """Most valuable first: what CI sees, then fail rate, then not yet explained."""
+
+        def key(g: Group) -> tuple[int, int, float, str]:
+            attempts = self.flaky[g.lead]
+            plain_failures = any(a.failed and not a.repeat for a in attempts)
+            tier = 0 if plain_failures else (1 if any(a.failed for a in attempts) else 2)
+            status, kinds = known.get(g.lead, ("pending", []))
+            explained = status == "isolated" and bool(kinds) and kinds != ["unexplained"]
+            return (tier, int(explained), -_rate(attempts), g.lead)
+
+        return key
+
+    def run(self, known: dict[str, tuple[str, list[str]]]) -> None:
+        groups = sorted(groups_of(self.flaky), key=self.priority(known))
+        self.total = len(groups)
+        for g in groups:
+            _, lead_id = self.rows[g.lead]
+            self.report.rates[lead_id] = _rate(self.flaky[g.lead])
+        if self.say is not None:
+            alike = sum(len(g.members) for g in groups if len(g.members) > 1)
+            how = f" ({alike} of them parametrizations that fail alike)" if alike else ""
+            self.say(
+                f"hermetic-hunt: isolating {len(self.flaky)} flaky test(s) in {len(groups)} "
+                f"finding(s){how} · budget {self.settings.budget} probes each, "
+                f"{format_seconds(round(self.report.time_budget, 1))} in all"
+            )
+        leads = [self.classifier(g.lead) for g in groups]
+        by_lead = dict(zip((g.lead for g in groups), groups, strict=True))
+        alone: list[Classifier] = []
+        with _Pool(self.runner) as pool:
+            for _ in pool.each(leads, Classifier.environment):
+                pass
+            for c in pool.each(leads, Classifier.order):
+                self.finish(c)
+                alone.extend(self.adopt(c, by_lead[c.nodeid]))
+            # Instances that did not fail like their representative: on their own.
+            for _ in pool.each(alone, Classifier.environment):
+                pass
+            for c in pool.each(alone, Classifier.order):
+                self.finish(c)
+            for c in pool.each([c for c in leads + alone if c.wants_extras], Classifier.extras):
+                self.store_result(c)
+
+    def store_result(self, c: Classifier) -> Finding:
+        verdict = c.result()
+        row, flake_id = self.rows[c.nodeid]
+        db.save_finding(self.store, row, self.report.run_id, verdict,
+                        steps_from=self.saved.get(c.nodeid, 0) + 1)  # fmt: skip
+        self.saved[c.nodeid] = len(verdict.probes)
+        if all(v is not verdict for _, v in self.report.flakes):
+            self.report.flakes.append((flake_id, verdict))
+        return verdict
+
+    def finish(self, c: Classifier) -> None:
+        verdict = self.store_result(c)
+        self.done += 1
+        if self.say is not None:
+            _, flake_id = self.rows[c.nodeid]
+            kinds = ", ".join(verdict.kinds) or verdict.status
+            state = f" [{verdict.status}]" if verdict.status not in ("isolated", "pending") else ""
+            self.say(
+                f"hermetic-hunt: {flake_id} {self.done}/{max(self.total, self.done)} · {kinds}"
+                f"{state} · {len(verdict.probes)} probes · "
+                f"{format_seconds(round(verdict.probe_seconds, 1))}"
+            )
+
+    def adopt(self, lead: Classifier, g: Group) -> list[Classifier]:
+        """The other instances of ``lead``'s group: a sample probed, the rest take
+        its verdict; those whose probe disagrees come back, to be isolated alone."""
+        if not g.others:
+            return []
+        verdict = lead.finding
+        _, lead_id = self.rows[lead.nodeid]
+        if verdict.status != "isolated" or verdict.reproducer is None:
+            # Not explained (or not finished): each instance waits for its own isolation.
+            for nodeid in g.others:
+                c = self.classifier(nodeid)
+                c.finding.status = verdict.status if verdict.status == "pending" else "pending"
+                c.finding.notes.append(
+                    f"not isolated: grouped with {lead_id} (same test function, same failure), "
+                    f"which is {verdict.status} without a reproducer; finish with: "
+                    f"hermetic-hunt isolate {lead_id}"
+                )
+                self.store_result(c)
+            return []
+        chosen = set(sample(g.others))
+        again: list[Classifier] = []
+        adopted: list[str] = []
+        sampled: set[str] = set()
+        for nodeid in g.others:
+            c = self.classifier(nodeid)
+            probe = nodeid in chosen
+            try:
+                ok = adopt(c, verdict, lead_id, probe=probe)
+            except BudgetExceeded:
+                ok = adopt(c, verdict, lead_id, probe=False)
+                probe = False
+            if not ok:
+                again.append(self.classifier(nodeid))
+                continue
+            _, flake_id = self.rows[nodeid]
+            adopted.append(flake_id)
+            if probe:
+                sampled.add(flake_id)
+            self.store_result(c)
+        if again:
+            # The group is not one finding after all: every unprobed instance
+            # keeps the verdict it was given, the disagreeing ones are isolated.
+            lead.finding.notes.append(
+                f"{len(again)} of its parametrizations did not fail like it: isolated on their own"
+            )
+        self.report.members[lead_id] = adopted
+        self.report.sampled[lead_id] = sampled
+        self.total += len(again)
+        return again
 
 
 def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:
@@ -224,6 +440,30 @@ def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:
         for future in futures:
             future.cancel()
         raise
+
+
+class _Pool:
+    """Runs one phase of many classifiers in threads; yields each as it finishes."""
+
+    def __init__(self, runner: ProbeRunner) -> None:
+        self.runner = runner
+        self.threads = max(2, 2 * runner.parallel)
+        self.pool = ThreadPoolExecutor(max_workers=self.threads)
+
+    def __enter__(self) -> _Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is KeyboardInterrupt:
+            self.runner.abort()  # stop the probes first, or the pool would wait for them
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def each(
+        self, classifiers: Sequence[Classifier], phase: Callable[[Classifier], None]
+    ) -> Iterator[Classifier]:
+        """Submitted in order (most valuable first); yielded as they complete."""
+        futures = {self.pool.submit(phase, c): c for c in classifiers}
+        return _completed(futures)
 
 
 def _sandbox_off(
@@ -264,9 +504,14 @@ def isolate_after_hunt(
     workers: int,
     cwd: str,
     say: Callable[[str], None] | None = None,
+    rounds_seconds: float | None = None,
 ) -> list[str]:
-    """Isolation at the end of ``pytest --hermetic-hunt``; the summary's lines."""
-    report = isolate(store, run_id, IsolationOptions.of(settings, workers), say=say)
+    """Isolation at the end of ``pytest --hermetic-hunt``; the summary's lines.
+
+    ``rounds_seconds``: how long the rounds took (the ``auto`` time budget).
+    """
+    opts = IsolationOptions.of(settings, workers, rounds_seconds)
+    report = isolate(store, run_id, opts, say=say)
     return report.lines(store.path, cwd)
 
 
@@ -276,25 +521,31 @@ def isolate_database(
     refs: Sequence[str],
     *,
     budget: int | None = None,
+    seconds: float | None = None,
     timeout: float | None = None,
     workers: int | None = None,
     cwd: str | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> list[str]:
     """``hermetic-hunt isolate``: isolate (again) the flakes of a stored run.
 
-    The hunt's stored settings decide, unless an argument overrides them.
+    The hunt's stored settings decide, unless an argument overrides them
+    (``budget``: probes per flaky test; ``seconds``: the overall time).
     """
     where = cwd or os.getcwd()
     path = Path(where, os.path.expanduser(db_path)).resolve()
     with Store.open(path, create=False) as store:
         facts = db.run_facts(store, run_id)
         only = db.resolve_refs(store, refs) if refs else None
-        stored = IsolationOptions.of(facts.settings, workers or facts.workers)
+        stored = IsolationOptions.of(
+            facts.settings, workers or facts.workers, db.rounds_seconds(store, facts.run_id)
+        )
         opts = replace(
             stored,
             budget=budget if budget is not None else stored.budget,
+            seconds=seconds if seconds is not None else stored.seconds,
             timeout=timeout if timeout is not None else stored.timeout,
         )
-        report = isolate(store, facts.run_id, opts, only)
+        report = isolate(store, facts.run_id, opts, only, say=say)
         lines = report.lines(store.path, where)
     return lines or [f"run {facts.run_id}: nothing to isolate (no flaky or always-failing test)"]

@@ -13,8 +13,16 @@ A test's *status* (``TestResult.status``), from its counted attempts
 * ``broken`` -- failed every time (and did not pass with the sandbox off);
 * ``sandbox-incompatible`` -- failed every time under the sandbox but passed
   its ``sandbox-off`` check (a run without the sandbox);
+* ``not-idempotent`` -- never failed in a plain run, but failed as the
+  second run of a test run twice in one process (a ``twice`` round);
 * ``stable`` -- never failed;
 * ``skipped`` -- skipped in every attempt (nothing to count).
+
+Findings are shown as :class:`Group` objects: one test, or the
+parametrizations of one test function that fail the same way (same status,
+kinds and failure signature). Each has an *exposure*
+(:func:`hermetic_hunt.models.exposure`): what a CI run will see of it;
+reports list them by exposure, then by how surely they fail.
 """
 
 from __future__ import annotations
@@ -26,11 +34,21 @@ from typing import Any
 
 from hermetic_hunt import stats
 from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import KINDS, Reproducer
+from hermetic_hunt.models import (
+    EXPOSURE_TEXT,
+    EXPOSURES,
+    KINDS,
+    Reproducer,
+    describe_leak,
+    exposure,
+    function_of,
+)
 
 #: ``replay(ref, run_id)``: the replay command of F3 / A1207 (found in that run).
 Replay = Callable[[str, int | None], str]
-STATUSES = ("flaky", "broken", "sandbox-incompatible", "stable", "skipped")
+STATUSES = ("flaky", "broken", "sandbox-incompatible", "not-idempotent", "stable", "skipped")
+#: Statuses that are findings (the rest never failed).
+FINDINGS = ("flaky", "broken", "sandbox-incompatible", "not-idempotent")
 #: ``test_checks.check_name`` of the run without the sandbox.
 SANDBOX_OFF = "sandbox-off"
 
@@ -78,6 +96,8 @@ class TestCounts:
     crashed: int
     with_violations: int
     first_failure: FailureRow | None = None
+    #: Twice rounds whose second run of the test failed after a first that passed.
+    second_run_failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,6 +166,23 @@ class ViolationRow:
 
 
 @dataclass(frozen=True)
+class LeakRow:
+    """State a test left behind at the end of a round (``leaks``, persisted rows),
+    counted over the attempts that left it; ``nodeid`` None: not one test's."""
+
+    nodeid: str | None
+    resource: str
+    name: str
+    change: str
+    detail: str
+    attempts: int
+    first_attempt_id: int | None
+
+    def describe(self) -> str:
+        return describe_leak(self.resource, self.name, self.change, self.detail)
+
+
+@dataclass(frozen=True)
 class RoundCell:
     """Outcomes of one test in one round (several with reruns)."""
 
@@ -173,6 +210,50 @@ class TestResult:
     flake: Flake | None
     check: CheckRow | None
     replay: str | None
+    second_run_failures: int = 0
+    exposure: str | None = None  # findings only (see models.exposure)
+
+
+@dataclass(frozen=True)
+class Group:
+    """One finding as reports show it: a test, or the parametrizations of one
+    test function that fail the same way (same status, kinds and failure
+    signature). ``tests[0]`` leads (the one isolation explained)."""
+
+    tests: tuple[TestResult, ...]
+    exposure: str
+
+    @property
+    def lead(self) -> TestResult:
+        return self.tests[0]
+
+    @property
+    def others(self) -> tuple[TestResult, ...]:
+        return self.tests[1:]
+
+    @property
+    def nodeid(self) -> str:
+        return function_of(self.lead.nodeid) if self.others else self.lead.nodeid
+
+    @property
+    def attempts(self) -> int:
+        return sum(t.attempts for t in self.tests)
+
+    @property
+    def failures(self) -> int:
+        return sum(t.failures for t in self.tests)
+
+    @property
+    def rate(self) -> float | None:
+        return self.failures / self.attempts if self.attempts else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return stats.wilson(self.failures, self.attempts) if self.attempts else None
+
+    @property
+    def exposure_text(self) -> str:
+        return EXPOSURE_TEXT.get(self.exposure, self.exposure)
 
 
 @dataclass(frozen=True)
@@ -185,12 +266,34 @@ class Report:
     violations: tuple[ViolationRow, ...]
     rounds: tuple[RoundCell, ...]
     replay_for: dict[str, str] = field(default_factory=dict)  # flake id -> command
+    leaks: tuple[LeakRow, ...] = ()
+    groups: tuple[Group, ...] = ()  # every finding, ranked (see rank_groups)
 
     def with_status(self, status: str) -> list[TestResult]:
         chosen = [t for t in self.tests if t.status == status]
-        if status in ("flaky", "broken", "sandbox-incompatible"):
+        if status in FINDINGS:
             chosen.sort(key=rank_key)
         return chosen
+
+    def by_exposure(self) -> list[tuple[str, list[Group]]]:
+        """``[(exposure, groups)]`` in exposure order, empty ones left out."""
+        out: list[tuple[str, list[Group]]] = []
+        for level in EXPOSURES:
+            chosen = [g for g in self.groups if g.exposure == level]
+            if chosen:
+                out.append((level, chosen))
+        return out
+
+    def leaking(self) -> list[tuple[str | None, list[LeakRow]]]:
+        """``[(nodeid, leaks)]``: tests that left state behind, most leaks first;
+        leaks not attributed to one test last (nodeid None)."""
+        by_test: dict[str | None, list[LeakRow]] = {}
+        for leak in self.leaks:
+            by_test.setdefault(leak.nodeid, []).append(leak)
+        return sorted(
+            by_test.items(),
+            key=lambda item: (item[0] is None, -len(item[1]), item[0] or ""),
+        )
 
     @property
     def attempts(self) -> int:
@@ -199,15 +302,76 @@ class Report:
     @property
     def findings(self) -> bool:
         """Anything the exit status should flag: not stable, or violating."""
-        return bool(self.violations) or any(
-            t.status in ("flaky", "broken", "sandbox-incompatible") for t in self.tests
-        )
+        return bool(self.violations) or any(t.status in FINDINGS for t in self.tests)
+
+    def counts(self) -> dict[str, int]:
+        """Tests per status, violators and leaking tests: the one place the
+        summaries (``report``, the end of a hunt) count them."""
+        out = {status: 0 for status in STATUSES}
+        for t in self.tests:
+            out[t.status] = out.get(t.status, 0) + 1
+        out["violations"] = len({v.nodeid for v in self.violations})
+        out["leaking"] = len({leak.nodeid for leak in self.leaks if leak.nodeid is not None})
+        out["findings"] = len(self.groups)
+        return out
 
 
-def rank_key(test: TestResult) -> tuple[float, float, str]:
-    """Most surely, most often failing first: the interval's low end, then the rate."""
+def rank_key(test: TestResult) -> tuple[int, float, float, str]:
+    """What CI sees first, then most surely, most often failing: the exposure,
+    the interval's low end, then the rate."""
     low = test.interval[0] if test.interval else 0.0
-    return (-low, -(test.rate or 0.0), test.nodeid)
+    level = EXPOSURES.index(test.exposure) if test.exposure in EXPOSURES else len(EXPOSURES)
+    return (level, -low, -(test.rate or 0.0), test.nodeid)
+
+
+def group_rank(group: Group) -> tuple[int, float, float, str]:
+    low = group.interval[0] if group.interval else 0.0
+    level = EXPOSURES.index(group.exposure) if group.exposure in EXPOSURES else len(EXPOSURES)
+    return (level, -low, -(group.rate or 0.0), group.nodeid)
+
+
+def _signature(test: TestResult) -> tuple[str, str]:
+    failure = test.failure
+    return (failure.exc_type, failure.location) if failure is not None else ("", "")
+
+
+def _is_lead(test: TestResult) -> tuple[int, int, str]:
+    """The test isolation explained leads its group (then the lowest flake id)."""
+    flake = test.flake
+    evidence = flake.evidence if flake is not None else None
+    grouped = isinstance(evidence, dict) and isinstance(evidence.get("group"), dict)
+    number = flake_order(flake)[0] if flake is not None else 1 << 62
+    return (int(grouped), number, test.nodeid)
+
+
+def rank_groups(tests: Iterable[TestResult]) -> tuple[Group, ...]:
+    """Findings as groups (see :class:`Group`), what CI sees first."""
+    by_key: dict[tuple[Any, ...], list[TestResult]] = {}
+    for t in tests:
+        if t.status not in FINDINGS:
+            continue
+        kinds = t.flake.kinds if t.flake is not None else ()
+        key = (function_of(t.nodeid), t.status, kinds, _signature(t), t.exposure)
+        by_key.setdefault(key, []).append(t)
+    groups = [
+        Group(tuple(sorted(members, key=_is_lead)), members[0].exposure or "order")
+        for members in by_key.values()
+    ]
+    return tuple(sorted(groups, key=group_rank))
+
+
+def test_exposure(status: str, flake: Flake | None) -> str | None:
+    """:func:`hermetic_hunt.models.exposure` of a test, from its status and flake."""
+    if status not in FINDINGS:
+        return None
+    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
+    dates = evidence.get("dates")
+    return exposure(
+        flake.kinds if flake is not None else (),
+        status=status,
+        default_order=evidence.get("default_order") is True,
+        fails_now=isinstance(dates, dict) and dates.get("fails_now") is True,
+    )
 
 
 # -- validating stored flakes ----------------------------------------------
@@ -290,7 +454,7 @@ def status_of(counts: TestCounts, check: CheckRow | None) -> str:
     if counts.passed + counts.failed == 0:
         return "skipped"
     if counts.failed == 0:
-        return "stable"
+        return "not-idempotent" if counts.second_run_failures else "stable"
     if counts.passed > 0:
         return "flaky"
     if check is not None and check.outcome == "passed":
@@ -310,7 +474,8 @@ def _result(
     command = None
     if flake is not None:
         command = replay(flake.flake_id, flake_run(flake))
-    elif counts.first_failure is not None:
+    elif counts.first_failure is not None and status != "not-idempotent":
+        # (a second run replayed alone would pass: no attempt replay for those)
         first = counts.first_failure
         command = replay(f"A{first.attempt_id}", first.run_id)
     return TestResult(
@@ -329,6 +494,8 @@ def _result(
         flake=flake,
         check=check,
         replay=command,
+        second_run_failures=counts.second_run_failures,
+        exposure=test_exposure(status, flake),
     )
 
 
@@ -343,6 +510,7 @@ def assemble(
     violations: Iterable[ViolationRow],
     rounds: Iterable[RoundCell],
     replay: Replay,
+    leaks: Iterable[LeakRow] = (),
 ) -> Report:
     """One report from the rows of the selected runs.
 
@@ -370,6 +538,8 @@ def assemble(
         violations=tuple(sorted(violations, key=lambda v: (v.nodeid, v.op, v.host, v.port or 0))),
         rounds=tuple(rounds),
         replay_for={f.flake_id: replay(f.flake_id, flake_run(f)) for f in kept},
+        leaks=tuple(leak for leak in leaks if leak.nodeid is None or leak.nodeid in shown),
+        groups=rank_groups(results),
     )
 
 

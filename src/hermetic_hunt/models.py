@@ -99,17 +99,18 @@ def exposure(
     the default order shows it; a time flake is ``dates`` unless it fails
     today; a test that fails only as a second run in one process is
     ``repeat``. What isolation could not explain failed in shuffled rounds:
-    ``order``.
+    ``order``. A kind shown alone in fresh processes (random, concurrency...)
+    outranks how the hunt happened to see the test fail.
     """
     if status == "broken":
         return "normal"
     if status == "sandbox-incompatible":
         return "sandbox"
-    if status == "not-idempotent":
-        return "repeat"
     found = set(kinds)
     if found & _ANY_RUN:
-        return "normal"
+        return "normal"  # whatever the hunt saw: a fresh process alone shows it
+    if status == "not-idempotent":
+        return "repeat"
     if found & {"victim", "brittle"}:
         return "normal" if default_order else "order"
     if "time" in found:

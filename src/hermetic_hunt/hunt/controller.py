@@ -32,10 +32,10 @@ from hermetic_hunt.hunt.tally import Tallies
 from hermetic_hunt.models import Attempt, Leak, RunInfo, Settings, Step, format_seconds
 from hermetic_hunt.report.model import Report
 from hermetic_hunt.report.text import (
+    clean,
     exposure_line,
     finding_lines,
     leak_lines,
-    listing,
     summary_line,
 )
 from hermetic_hunt.seeds import round_now
@@ -321,8 +321,10 @@ class HuntController:
             attempt, fits = attribute(change, attempts)
             leak = self.files.leak(change)
             if fits > 1:
+                # Not one attempt's: the report says so rather than guess.
                 leak = Leak(leak.resource, leak.name, leak.change,
                             f"written while {fits} tests ran at once")  # fmt: skip
+                attempt = None
             self._leaks.append((round_no, attempt, leak, True))
 
     # -- terminal -----------------------------------------------------------
@@ -449,12 +451,14 @@ class HuntController:
             out.extend(self.isolation_lines)
         elif report is not None:
             out.extend(finding_lines(report, limit=SUMMARY_FINDINGS))
-            violators = sorted({v.nodeid for v in report.violations})
+            violators = [t for t in report.tests if t.with_violations]
             if violators:
-                out.append(
-                    "network violations (outbound calls the guard blocked): "
-                    f"{listing(violators, 'tests')}"
-                )
+                out.append("network violations (outbound calls the guard blocked):")
+                for test in violators[:SUMMARY_FINDINGS]:
+                    out.append(f"  {clean(test.nodeid)}  in {test.with_violations} attempt(s)")
+                if len(violators) > SUMMARY_FINDINGS:
+                    more = len(violators) - SUMMARY_FINDINGS
+                    out.append(f"  ... and {more} more: hermetic-hunt report lists them")
         if report is not None:
             out.extend(leak_lines(report, limit=SUMMARY_FINDINGS))
         return out

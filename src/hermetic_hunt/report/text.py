@@ -17,6 +17,7 @@ from hermetic_hunt.models import EXPOSURE_TEXT, format_seconds
 from hermetic_hunt.report.model import (
     Flake,
     Group,
+    LeakRow,
     Report,
     RunRow,
     TestResult,
@@ -355,6 +356,7 @@ def finding_lines(report: Report, limit: int | None = None) -> list[str]:
     if left:
         out.append(f"  ... and {left} more finding(s): hermetic-hunt report lists them all")
     if any(t.flake is None and t.status == "flaky" for t in report.tests):
+        out.append("")
         out.append(
             "  (not isolated: the hunt ran with --hermetic-hunt-isolate=off or stopped before "
             "isolation; replay commands replay each test's first failing attempt)"
@@ -373,14 +375,21 @@ def leak_lines(report: Report, limit: int | None = None) -> list[str]:
     for nodeid, leaks in chosen:
         out.append(f"  {clean(nodeid) if nodeid is not None else '(not one test: the round)'}")
         for leak in leaks[:SHOW]:
-            first = f", first A{leak.first_attempt_id}" if leak.first_attempt_id else ""
-            out.append(f"      {clean(leak.describe())} in {leak.attempts} attempt(s){first}")
+            out.append(f"      {leak_count_text(leak)}")
         if len(leaks) > SHOW:
             more = len(leaks) - SHOW
             out.append(f"      ... and {more} more: hermetic-hunt report --format json lists all")
     if len(chosen) < len(leaking):
         out.append(f"  ... and {len(leaking) - len(chosen)} more: hermetic-hunt report lists them")
     return out
+
+
+def leak_count_text(leak: LeakRow) -> str:
+    """``left os.environ['X'] set in 3 attempt(s), first A12`` (rounds when not one test's)."""
+    if leak.nodeid is None:
+        return f"{clean(leak.describe())} in {leak.attempts} round(s)"
+    first = f", first A{leak.first_attempt_id}" if leak.first_attempt_id else ""
+    return f"{clean(leak.describe())} in {leak.attempts} attempt(s){first}"
 
 
 def _names(tests: Iterable[TestResult]) -> list[str]:

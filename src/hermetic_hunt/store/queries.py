@@ -141,11 +141,13 @@ def _second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[in
 
 def leak_rows(store: Store, runs: Sequence[int] | None) -> list[LeakRow]:
     """What tests left behind at the end of a round (persisted leaks), per test
-    and leak: how many attempts, and the first; unattributed ones with no test."""
+    and leak: how many attempts, and the first; unattributed ones with no test
+    (counted in rounds)."""
     clause, params = _runs_clause(runs, "l.run_id")
     rows = store.conn.execute(
         "SELECT t.nodeid, l.resource, l.name, l.change, max(l.detail), "  # noqa: S608
-        "count(DISTINCT coalesce(l.attempt_id, -l.id)), min(l.attempt_id) FROM leaks l "
+        "count(DISTINCT coalesce(l.attempt_id, l.run_id || ':' || l.round)), "
+        "min(l.attempt_id) FROM leaks l "
         "LEFT JOIN attempts a ON a.id = l.attempt_id LEFT JOIN tests t ON t.id = a.test_id "
         f"WHERE {clause} AND l.persisted = 1 "
         "GROUP BY t.nodeid, l.resource, l.name, l.change ORDER BY t.nodeid, min(l.id)",

@@ -180,6 +180,7 @@ def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
         journal_problem=problem,
         comparison=comparison,
         replay=replayer(store, cwd)(f"A{attempt_id}", detail.run_id),
+        leaks=queries.attempt_leaks(store, attempt_id),
     )
 
 
@@ -205,12 +206,20 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
     if failing is None or not failing.failing or failing.nodeid != flake.nodeid:
         first = queries.first_failing_attempt(store, flake.nodeid)
         failing = queries.attempt_detail(store, first) if first is not None else None
+    group = next((g for g in report.groups if any(t.nodeid == flake.nodeid for t in g.tests)), None)
+    members = (
+        [(t.flake.flake_id if t.flake else None, t.nodeid) for t in group.tests] if group else []
+    )
+    related = [flake.nodeid, *(n for s in (*flake.polluters, *flake.state_setters) for n in s)]
+    found = queries.test_leaks(store, related)
     return render_flake(
         flake,
         test=test,
         steps=queries.isolation_steps(store, flake_id),
         comparison=_compare(store, failing) if failing is not None else None,
         replay=replayer(store, cwd)(flake_id, flake_run(flake)),
+        group=members,
+        leaks={n: found[n] for n in dict.fromkeys(related) if n in found},
     )
 
 

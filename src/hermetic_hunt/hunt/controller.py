@@ -440,7 +440,7 @@ class HuntController:
             f"hermetic-hunt: run {self.run_id} · {self.rounds_completed} round(s) · "
             f"{t.attempts:,} attempts in {elapsed} · {t.failed_attempts:,} failed · {db}",
         ]
-        report = self._report(cwd)
+        report = self._report(cwd) if t.attempts else None
         if report is not None:
             out.append(f"hermetic-hunt: {summary_line(report)}")
             if report.groups:

@@ -261,15 +261,19 @@ def status_text(test: TestResult) -> str:
         return text
     state = f" · {flake_state(flake)}" if flake is not None else ""
     if test.status == "not-idempotent":
-        kinds = f"{kinds_text(flake)}{state} · " if flake is not None else ""
-        return (
-            f"{kinds}never failed in a plain run; failed as the second run in one process "
-            f"in {test.second_run_failures} twice round(s)"
-        )
+        kinds = f"{kinds_text(flake)}{state}" if flake is not None else "not isolated"
+        return f"{kinds} · not idempotent: never failed in a plain run"
     return f"{kinds_text(flake)}{state}"
 
 
 def group_rate_text(group: Group) -> str:
+    of = f" of {len(group.tests)} tests" if group.others else ""
+    if group.lead.status == "not-idempotent":
+        seconds = sum(t.second_run_failures for t in group.tests)
+        return (
+            f"passed all {group.attempts} plain attempts{of}; failed {seconds} time(s) as the "
+            "second run in one process"
+        )
     if not group.others:
         return rate_text(group.lead)
     if not group.attempts:

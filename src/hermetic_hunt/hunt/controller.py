@@ -84,6 +84,8 @@ class HuntController:
         self._interrupted = False
         self._finished = False
         self._passed_reports = 0
+        #: How long the rounds took (set when they end; isolation not included).
+        self.rounds_seconds = 0.0
 
     # -- set-up -------------------------------------------------------------
 
@@ -340,6 +342,7 @@ class HuntController:
         if self._finished:
             return
         self._finished = True
+        self.rounds_seconds = _PERF() - self._started
         try:
             self.flush()
             for round_no in sorted({row[0] for row in self._leaks}):
@@ -395,7 +398,7 @@ class HuntController:
         cwd = str(self.config.invocation_params.dir)
         self.isolation_lines = isolate_after_hunt(
             self.store, self.run_id, self.settings, self.workers, cwd,
-            say=None if quiet else self._line, rounds_seconds=_PERF() - self._started,
+            say=None if quiet else self._line, rounds_seconds=self.rounds_seconds,
         )  # fmt: skip
 
     def _condense_duplicate_failures(self) -> None:
@@ -434,7 +437,8 @@ class HuntController:
         t = self.tallies
         cwd = str(self.config.invocation_params.dir)
         db = commands.display_path(self.store.path, cwd)
-        elapsed = format_seconds(round(_PERF() - self._started, 1))
+        seconds = self.rounds_seconds if self._finished else _PERF() - self._started
+        elapsed = format_seconds(round(seconds, 1))
         out = [
             "",
             f"hermetic-hunt: run {self.run_id} · {self.rounds_completed} round(s) · "

@@ -134,10 +134,10 @@ def _thread_candidates(c: Case, seq: list[Step], step: Step, hs: int) -> tuple[l
     would show a failure of the hunt's rate, with the stated confidence."""
     threads = _thread_leakers(c, seq)
     if not threads:
-        return [], 0
+        return [], 1
     runs = repeats_for(c.fail_rate, c.settings.confidence, cap=c.settings.thread_repeats)
     for index in range(runs):
-        if c.same(c.probe("tests that left a thread running, again", [*threads, step], hs)):
+        if c.same(c.probe("tests that left a thread running", [*threads, step], hs)):
             c.finding.notes.append(
                 f"the tests that left a thread running made it fail in run {index + 1} of "
                 f"up to {runs}: a probabilistic polluter, every 'no' rests on {runs} runs"
@@ -147,7 +147,7 @@ def _thread_candidates(c: Case, seq: list[Step], step: Step, hs: int) -> tuple[l
         f"the tests that left a thread running ({names(threads)}) did not make it fail "
         f"in {runs} runs"
     )
-    return [], 0
+    return [], 1
 
 
 def polluter_leaks(c: Case, sets: Sequence[Sequence[Step]]) -> dict[str, list[str]]:
@@ -164,21 +164,23 @@ def polluter_leaks(c: Case, sets: Sequence[Sequence[Step]]) -> dict[str, list[st
 def victim(c: Case, seq: list[Step], raw: list[Step], step: Step, hs: int) -> None:
     """The preceding sequence fails: shrink it to minimal polluter sets.
 
-    Cheapest first: the tests that leaked something, then the tests that
-    ran before every failure and before no pass (a single deterministic
-    polluter is among them), then the whole sequence, then as it ran; and
-    for tests that left a thread running, repeated probes.
+    Cheapest first: tests that left a thread running (repeated probes: a
+    thread acts when it gets to run), the tests that leaked something, the
+    tests that ran before every failure and before no pass (a single
+    deterministic polluter is among them), then the whole sequence, then as
+    it ran.
     """
-    leakers = [s for s in seq if c.leaks_of(s.nodeid)]
-    narrowed = [
-        ("tests that leaked state", leakers),
-        ("tests before every failure, before no pass", suspects(c, seq, c.failing, c.passing)),
-    ]
-    tries = _tries(c, "preceding sequence", seq, raw, narrowed)
-    cands = _reproducing_sequence(c, tries, step, hs, c.same)
-    repeats = 1
-    if cands is None:
-        cands, repeats = _thread_candidates(c, seq, step, hs)
+    # A thread acts when it gets to run: its test is a probabilistic polluter,
+    # tried first, in repeated probes (few tests, cheap).
+    cands, repeats = _thread_candidates(c, seq, step, hs)
+    if not cands:
+        leakers = [s for s in seq if c.leaks_of(s.nodeid)]
+        narrowed = [
+            ("tests that leaked state", leakers),
+            ("tests before every failure, before no pass", suspects(c, seq, c.failing, c.passing)),
+        ]
+        tries = _tries(c, "preceding sequence", seq, raw, narrowed)
+        cands, repeats = _reproducing_sequence(c, tries, step, hs, c.same) or [], 1
     if not cands:
         c.finding.notes.append("the sequence that preceded the failure passes when replayed")
         return

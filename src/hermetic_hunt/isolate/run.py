@@ -51,6 +51,8 @@ from hermetic_hunt.store import isolation as db
 
 _PERF = time.perf_counter
 SANDBOX_OFF = "sandbox-off"
+#: The least time an ``auto`` budget leaves for cleaner searches (seconds).
+EXTRAS_MIN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,15 @@ class IsolationOptions:
         if self.seconds is not None:
             return self.seconds
         return max(MIN_ISOLATE_SECONDS, self.rounds_seconds or 0.0)
+
+    @property
+    def extras_budget(self) -> float:
+        """Time for evidence beyond the verdicts (cleaners): with ``auto``, what
+        the rounds took (at least :data:`EXTRAS_MIN_SECONDS`), so that a large
+        suite's cleaner search does not cost more than its rounds."""
+        if self.seconds is not None:
+            return self.seconds
+        return min(self.time_budget, max(EXTRAS_MIN_SECONDS, self.rounds_seconds or 0.0))
 
 
 @dataclass
@@ -254,12 +265,13 @@ def isolate(
     rows = db.ensure_flakes(store, list(flaky), facts.run_id)
     deadline = Deadline(started + opts.time_budget, opts.time_budget)
     settings = ClassifySettings(budget=opts.budget, base_seed=facts.base_seed, deadline=deadline)
+    extras = Deadline(started + opts.extras_budget, opts.extras_budget)
     runner = ProbeRunner(
         target, parallel=opts.parallel, timeout=opts.timeout, fork=opts.fork,
         journals=history.journal,
     )  # fmt: skip
     report.fork = runner.fork
-    work = _Work(store, flaky, history, runner, settings, rows, report, say)
+    work = _Work(store, flaky, history, runner, settings, rows, report, say, extras)
     try:
         _sandbox_off(store, found.always_failing, runner, facts, report)
         if flaky:
@@ -293,8 +305,10 @@ class _Work:
         rows: dict[str, tuple[int, str]],
         report: IsolationReport,
         say: Callable[[str], None] | None,
+        extras: Deadline | None = None,
     ) -> None:
         self.store = store
+        self.extras = extras
         self.flaky = flaky
         self.history = history
         self.runner = runner
@@ -350,7 +364,10 @@ class _Work:
                 pass
             for c in pool.each(alone, Classifier.order):
                 self.finish(c)
-            for c in pool.each([c for c in leads + alone if c.wants_extras], Classifier.extras):
+            wanted = [c for c in leads + alone if c.wants_extras]
+            for c in wanted:
+                c.settings = replace(c.settings, deadline=self.extras)
+            for c in pool.each(wanted, Classifier.extras):
                 self.store_result(c)
 
     def store_result(self, c: Classifier) -> Finding:
@@ -447,7 +464,9 @@ class _Pool:
 
     def __init__(self, runner: ProbeRunner) -> None:
         self.runner = runner
-        self.threads = max(2, 2 * runner.parallel)
+        # Each classifier waits on one probe at a time: several per probe slot
+        # keep the slots busy while others read the database or decide.
+        self.threads = max(4, 4 * runner.parallel)
         self.pool = ThreadPoolExecutor(max_workers=self.threads)
 
     def __enter__(self) -> _Pool:

@@ -172,18 +172,16 @@ def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> 
     """Flaky, violating and not-idempotent tests of ``run_id`` (restricted to ``only``)."""
     rows = store.conn.execute(
         f"SELECT t.nodeid, sum(a.repeat = 0 AND a.outcome IN {_PASS}), "  # noqa: S608
-        f"sum(a.repeat = 0 AND a.outcome IN {_FAIL}), sum(a.violations > 0), "
-        f"sum(a.repeat = 2 AND a.execution = 1 AND a.outcome IN {_FAIL} AND EXISTS ("
-        "SELECT 1 FROM attempts b WHERE b.run_id = a.run_id AND b.worker = a.worker "
-        "AND b.round = a.round AND b.test_id = a.test_id AND b.repeat = 1 "
-        f"AND b.execution = 1 AND b.outcome IN {_PASS})) "
+        f"sum(a.repeat = 0 AND a.outcome IN {_FAIL}), sum(a.violations > 0) "
         "FROM attempts a JOIN tests t ON t.id = a.test_id "
         "WHERE a.run_id = ? GROUP BY t.nodeid ORDER BY t.nodeid",
         (run_id,),
     ).fetchall()
+    seconds = second_run_failures(store, run_id)
     wanted = set(only) if only is not None else None
     flaky, broken, twice = [], [], []
-    for nodeid, passed, failed, violating, second_runs in rows:
+    for nodeid, passed, failed, violating in rows:
+        second_runs = seconds.get(nodeid, 0)
         if wanted is not None and nodeid not in wanted:
             continue
         if (passed and failed) or violating:
@@ -197,6 +195,21 @@ def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> 
         always_failing=attempts_of(store, run_id, broken),
         not_idempotent=attempts_of(store, run_id, twice),
     )
+
+
+def second_run_failures(store: Store, run_id: int) -> dict[str, int]:
+    """``{nodeid: count}`` of a twice round's second runs that failed after a
+    first run (same round, same worker) that passed. Driven by the failing
+    second runs (few), each joined to its first run through the test's index."""
+    rows = store.conn.execute(
+        "SELECT t.nodeid, count(*) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
+        "JOIN attempts b ON b.test_id = a.test_id AND b.run_id = a.run_id "
+        "AND b.worker = a.worker AND b.round = a.round AND b.repeat = 1 AND b.execution = 1 "
+        f"AND b.outcome IN {_PASS} WHERE a.run_id = ? AND a.repeat = 2 AND a.execution = 1 "
+        f"AND a.outcome IN {_FAIL} GROUP BY t.nodeid",
+        (run_id,),
+    ).fetchall()
+    return {str(nodeid): int(count) for nodeid, count in rows}
 
 
 def attempts_of(store: Store, run_id: int, nodeids: Sequence[str]) -> dict[str, list[Attempt]]:

@@ -124,14 +124,16 @@ def _second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[in
     """``{nodeid: (count, first attempt id)}`` of twice-round second runs that
     failed after a first run (same round, same worker) that passed."""
     clause, params = _runs_clause(runs, "a.run_id")
+    # Driven by the failing second runs (few), joined to their first runs
+    # through the test's index: a correlated EXISTS scans whole rounds.
     rows = store.conn.execute(
         f"""
         SELECT t.nodeid, count(*), min(a.id)
         FROM attempts a JOIN tests t ON t.id = a.test_id
+        JOIN attempts b ON b.test_id = a.test_id AND b.run_id = a.run_id
+             AND b.worker = a.worker AND b.round = a.round AND b.repeat = 1
+             AND b.execution = 1 AND b.outcome IN {_PASSING}
         WHERE {clause} AND a.repeat = 2 AND a.execution = 1 AND a.outcome IN {_FAILING}
-          AND EXISTS (SELECT 1 FROM attempts b WHERE b.run_id = a.run_id
-                      AND b.worker = a.worker AND b.round = a.round AND b.test_id = a.test_id
-                      AND b.repeat = 1 AND b.execution = 1 AND b.outcome IN {_PASSING})
         GROUP BY t.nodeid
         """,  # noqa: S608 - constants and placeholders only
         params,

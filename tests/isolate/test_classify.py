@@ -94,6 +94,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
     "hunting": sets("hunting"),
     "hangs": fails_if(lambda s, *_: s.get("polluted", False)),
     **{f"stable{i}": sets(f"noise{i}") for i in range(12)},
+    **{f"filler{i}": sets(f"filled{i}") for i in range(80)},
 }
 
 
@@ -454,6 +455,21 @@ def test_tests_that_ran_before_a_pass_are_left_out_of_the_first_replay() -> None
     first = next(p for p, _ in verdict.probes if p.purpose.startswith("preceding sequence"))
     assert first.purpose == "preceding sequence (tests before every failure, before no pass)"
     assert [s.nodeid for s in first.steps] == ["polluter", "victim"]
+
+
+def test_a_long_preceding_sequence_is_bisected_before_it_is_replayed_whole() -> None:
+    world = World()
+    runs: list[Run] = [(f"filler{i}", 100 + i, 1e9) for i in range(70)]
+    runs += [("polluter", 1, 1e9), *noise(2, 700), ("victim", 2, 1e9)]
+    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
+    verdict = classify(world, history, "victim")
+    assert verdict.polluters == [["polluter"]]
+    sequences = [p for p in purposes(verdict) if p.startswith("preceding sequence")]
+    assert sequences == [
+        "preceding sequence (its first half)",
+        "preceding sequence (its second half)",
+    ]
+    check_evidence(verdict)
 
 
 @pytest.mark.parametrize("seed", range(10))

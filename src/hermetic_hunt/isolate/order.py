@@ -29,6 +29,9 @@ from hermetic_hunt.isolate.search import (
 from hermetic_hunt.models import Attempt, Step
 from hermetic_hunt.seeds import attempt_now, attempt_seed
 
+#: Sequences this long are replayed half by half before they are replayed whole.
+HALVES_FROM = 64
+
 
 def sequence_before(
     c: Case, attempt: Attempt, *, exclude_self: bool
@@ -102,8 +105,14 @@ def suspects(c: Case, seq: list[Step], shown: Sequence[Attempt],
 def _tries(c: Case, purpose: str, seq: list[Step], raw: list[Step],
            narrowed: list[tuple[str, list[Step]]]) -> list[tuple[str, list[Step]]]:  # fmt: skip
     """Subsets of the preceding sequence to replay, cheapest first: the
-    narrowed ones (when smaller), the sequence, then the sequence as it ran."""
+    narrowed ones (when smaller), the halves of a long sequence, the
+    sequence, then the sequence as it ran."""
     out: list[tuple[str, list[Step]]] = []
+    if len(seq) >= HALVES_FROM:
+        # A long sequence is bisected before it is replayed whole: a single
+        # culprit is in one half, and the search goes on from there.
+        half = len(seq) // 2
+        narrowed = [*narrowed, ("its first half", seq[:half]), ("its second half", seq[half:])]
     for label, subset in narrowed:
         if 0 < len(subset) < len(seq) and all(subset != other for _, other in out):
             out.append((f"{purpose} ({label})", subset))

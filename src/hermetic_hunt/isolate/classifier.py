@@ -138,6 +138,8 @@ class Classifier(Case):
         if "order" in self.needs:
             order.order_dependent(self)
         self._network()
+        if self.finding.kinds and {"victim", "brittle"} & set(self.finding.kinds):
+            order.default_order(self)
 
     # -- network ---------------------------------------------------------------
 
@@ -195,31 +197,6 @@ class Classifier(Case):
         v.evidence = self._evidence()
         return v
 
-    def default_order(self) -> bool | None:
-        """Does pytest's default (collection) order run the reproducer's tests
-        so that the test fails? A victim: a polluter set comes before it with
-        no cleaner found between; brittle: no state-setter set comes before it."""
-        v = self.finding
-        if not (v.polluters or v.state_setters):
-            return None
-        where = {nodeid: i for i, nodeid in enumerate(self.history.tests())}
-        me = where.get(self.nodeid)
-        if me is None:
-            return None
-
-        def before(members: list[str]) -> bool:
-            return all(where.get(m, me) < me for m in members)
-
-        if v.polluters:
-            for members in v.polluters:
-                if not before(members):
-                    continue
-                last = max(where[m] for m in members)
-                if not any(last < where.get(n, -1) < me for n in v.cleaners):
-                    return True
-            return False
-        return not any(before(members) for members in v.state_setters)
-
     def _evidence(self) -> dict[str, Any]:
         target = self.target
         runs = sorted({a.run_id for a in (*self.failing, *self.passing, *self.violating)})
@@ -237,11 +214,11 @@ class Classifier(Case):
             "journals": [a.attempt_id for a in self.failing if a.has_journal][:EVIDENCE_IDS],
             "verdicts": self._why,
             "repeated_only": self.repeated_only,
-            "default_order": self.default_order(),
+            "default_order": None,
             "exposure": exposure(
                 self.finding.kinds,
                 status="not-idempotent" if self.repeated_only else "flaky",
-                default_order=self.default_order(),
+                default_order=self.facts.get("default_order"),
                 fails_now=(self.facts.get("dates") or {}).get("fails_now"),
             ),
             **self.facts,

@@ -126,4 +126,8 @@ def adopt(case: Case, lead: Finding, lead_id: str, *, probe: bool) -> bool:
             [case.step_no()] if probe else [],
         )
     case.facts["group"] = {"representative": lead_id, "sampled": probe}
+    evidence = lead.evidence if isinstance(lead.evidence, dict) else {}
+    for fact in ("default_order", "dates", "polluter_leaks", "state_setter_leaks"):
+        if evidence.get(fact) is not None:
+            case.facts[fact] = evidence[fact]
     return True

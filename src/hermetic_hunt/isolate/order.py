@@ -31,6 +31,8 @@ from hermetic_hunt.seeds import attempt_now, attempt_seed
 
 #: Sequences this long are replayed half by half before they are replayed whole.
 HALVES_FROM = 64
+#: Longest collection-order prefix replayed to check a brittle test's default order.
+DEFAULT_ORDER_LIMIT = 5000
 
 
 def sequence_before(
@@ -350,6 +352,42 @@ def brittle(c: Case) -> None:
         f"set among {len(cands)} tests before passing attempt A{passing.attempt_id})",
         [*c.alone_numbers, *range(full_no, c.step_no() + 1)],
     )
+
+
+def default_order(c: Case) -> None:
+    """Does a plain ``pytest`` run -- the collection order -- fail it? The
+    ``default_order`` fact, shown by a probe: the tests from its first
+    polluter to it, in collection order (a victim); every test before it (a
+    brittle test, when no state-setter set comes first). What CI sees."""
+    v, target = c.finding, c.target
+    if target is None or not (v.polluters or v.state_setters):
+        return
+    tests = [n for n in c.history.tests() if n in c.collected]
+    where = {nodeid: i for i, nodeid in enumerate(tests)}
+    me = where.get(c.nodeid)
+    if me is None:
+        return
+
+    def before(members: Sequence[str]) -> bool:
+        return all(where.get(m, me) < me for m in members)
+
+    if v.polluters:
+        firsts = [min(where[m] for m in s) for s in v.polluters if before(s)]
+        if not firsts:
+            c.facts["default_order"] = False  # no polluter set runs before it
+            return
+        run = tests[max(firsts) : me]
+    else:
+        if any(before(s) for s in v.state_setters):
+            c.facts["default_order"] = False  # a state-setter runs before it
+            return
+        if me > DEFAULT_ORDER_LIMIT:
+            return
+        run = tests[:me]
+    steps = [_step_for(c, n) for n in run]
+    result = c.probe("in pytest's default order", [*steps, Step.of(target)], c.hash_seed_of(target))
+    c.facts["default_order"] = c.same(result)
+    c.facts["default_order_probe"] = c.step_no()
 
 
 def last_resorts(c: Case, step: Step, hs: int) -> None:

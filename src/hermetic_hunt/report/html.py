@@ -17,6 +17,7 @@ from hermetic_hunt import __version__, stats
 from hermetic_hunt.report.model import Report, RoundCell, TestResult
 from hermetic_hunt.report.text import (
     SHOW,
+    UNATTRIBUTED,
     bound_text,
     dates_text,
     exposure_line,
@@ -201,6 +202,7 @@ def render_html(report: Report) -> str:
         not_isolated=any(t.flake is None and t.status == "flaky" for t in report.tests),
         leaking=report.leaking(),
         show=SHOW,
+        unattributed=UNATTRIBUTED,
         stable_groups=stable_groups(report),
         bars=chart,
         bar_width=_BAR_WIDTH,

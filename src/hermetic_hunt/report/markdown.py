@@ -14,6 +14,7 @@ from hermetic_hunt.report.model import Group, Report, TestResult
 from hermetic_hunt.report.text import (
     LIST_LIMIT,
     SHOW,
+    UNATTRIBUTED,
     bound_text,
     clean,
     exposure_line,
@@ -116,7 +117,7 @@ def _leaks(report: Report) -> list[str]:
         what = "<br>".join(text(leak_count_text(leak)) for leak in leaks[:SHOW])
         if len(leaks) > SHOW:
             what += f"<br>… and {len(leaks) - SHOW} more"
-        rows.append([code(nodeid) if nodeid is not None else "_not one test_", what])
+        rows.append([code(nodeid) if nodeid is not None else text(UNATTRIBUTED), what])
     tests = sum(1 for nodeid, _ in leaking if nodeid is not None)
     out = ["", f"### Tests that leave state behind ({tests})", ""]
     out.extend(_table(["test", "what it left behind"], rows))

@@ -374,10 +374,11 @@ def leak_lines(report: Report, limit: int | None = None) -> list[str]:
     if not leaking:
         return []
     tests = sum(1 for nodeid, _ in leaking if nodeid is not None)
-    out = ["", f"tests that leave state behind ({tests}), even where nothing failed yet:"]
+    title = f"tests that leave state behind ({tests}), even where nothing failed yet:"
+    out = ["", title if tests else "state the rounds left behind:"]
     chosen = leaking if limit is None else leaking[:limit]
     for nodeid, leaks in chosen:
-        out.append(f"  {clean(nodeid) if nodeid is not None else '(not one test: the round)'}")
+        out.append(f"  {clean(nodeid) if nodeid is not None else UNATTRIBUTED}")
         for leak in leaks[:SHOW]:
             out.append(f"      {leak_count_text(leak)}")
         if len(leaks) > SHOW:
@@ -386,6 +387,10 @@ def leak_lines(report: Report, limit: int | None = None) -> list[str]:
     if len(chosen) < len(leaking):
         out.append(f"  ... and {len(leaking) - len(chosen)} more: hermetic-hunt report lists them")
     return out
+
+
+#: Where leaks no single test can be blamed for are listed.
+UNATTRIBUTED = "(not one test's: several ran at once when it was written)"
 
 
 def leak_count_text(leak: LeakRow) -> str:

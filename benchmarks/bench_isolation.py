@@ -296,7 +296,8 @@ def hunt_suite(label: str, root: Path, args: Sequence[str], expected: dict[str, 
         found = {
             nodeid: (set(json.loads(kinds)), status)
             for nodeid, kinds, status in conn.execute(
-                "SELECT t.nodeid, fl.kinds, fl.status FROM flakes fl JOIN tests t ON t.id = fl.test_id"
+                "SELECT t.nodeid, fl.kinds, fl.status FROM flakes fl "
+                "JOIN tests t ON t.id = fl.test_id"
             )
         }  # fmt: skip
         probes = conn.execute("SELECT coalesce(sum(probes), 0) FROM flakes").fetchone()[0]

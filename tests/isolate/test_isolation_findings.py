@@ -111,8 +111,7 @@ CLEANERS = 50
 #: The victim runs first in file order, the polluter right after it, then
 #: fifty tests that each put the state back: the reverse of the collection
 #: order runs the polluter right before the victim.
-CLEANED = (
-    """
+CLEANED = """
 import state
 
 
@@ -122,10 +121,8 @@ def test_victim():
 
 def test_polluter():
     state.POLLUTED.append(1)
-"""
-    + "".join(
-        f"\n\ndef test_reset_{i:02d}():\n    state.POLLUTED.clear()\n" for i in range(CLEANERS)
-    )
+""" + "".join(
+    f"\n\ndef test_reset_{i:02d}():\n    state.POLLUTED.clear()\n" for i in range(CLEANERS)
 )
 
 
@@ -134,7 +131,11 @@ def test_a_flake_with_fifty_cleaners_shows_a_few_and_the_count_and_show_lists_al
 ) -> None:
     here.makepyfile(state="POLLUTED = []\n", test_mini=CLEANED)
     # A reversed round (the victim fails), then the collection order (it passes).
-    result = hunt(here, "--hermetic-hunt=2", "--hermetic-hunt-order=reversed")
+    # An explicit time: the cleaner search must not depend on the machine's load.
+    result = hunt(
+        here, "--hermetic-hunt=2", "--hermetic-hunt-order=reversed",
+        "--hermetic-hunt-isolate-budget=200,10m",
+    )  # fmt: skip
     bounded = (
         "cleaners: 50 cleaners, e.g. test_mini.py::test_reset_00, test_mini.py::test_reset_01, "
         "test_mini.py::test_reset_02; hermetic-hunt show F1 lists all"

@@ -230,14 +230,23 @@ def test_the_markdown_report_fits_a_step_summary(db):
     text = render(report_of(db), "markdown")
     assert text.startswith(
         "## hermetic-hunt: 2 flaky · 1 broken · 1 sandbox-incompatible · 4 stable · "
-        "1 skipped · 1 with network violations\n"
+        "1 skipped · 1 with network violations\n\n"
+        "**what CI will see: 1 fails in normal runs · 2 fail under shuffling or xdist · 1 fails "
+        "only under the sandbox**\n"
     )
-    assert "### Flaky tests (2)" in text
+    sections = [line for line in text.splitlines() if line.startswith("### ")]
+    assert sections[:3] == [
+        "### Will break CI: fails in normal runs (1)",
+        "### Fails under shuffling or xdist (order-dependent) (2)",
+        "### Fails only under the sandbox (sandbox-incompatible) (1)",
+    ]
     row = next(line for line in text.splitlines() if line.startswith("| F1 |"))
     assert f"`{VICTIM}`" in row
     assert "70% (40%–89%)" in row
     assert "`pytest --hermetic-replay-db=flakes.db::F1`" in row
-    assert "### Broken tests (failed in every attempt) (1)" in text
+    broken = next(line for line in text.splitlines() if BROKEN.replace("_", "\\_") in line
+                  or f"`{BROKEN}`" in line)  # fmt: skip
+    assert "broken: failed in every attempt, with and without the sandbox" in broken
     assert "### Network violations (blocked outbound calls)" in text
     assert "- 4 tests: 0/10 failures: flake rate &lt; 26% at 95%" in text
 

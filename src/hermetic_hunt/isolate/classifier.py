@@ -67,11 +67,6 @@ class Classifier(Case):
             order.cleaners(self)
 
     @property
-    def started(self) -> bool:
-        """A probe ran (or phase 1 decided without one)."""
-        return bool(self.finding.probes) or self._done
-
-    @property
     def wants_extras(self) -> bool:
         return "cleaners" in self.needs and self.finding.status != "error"
 

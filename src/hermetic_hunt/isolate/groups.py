@@ -91,10 +91,10 @@ def adopt(case: Case, lead: Finding, lead_id: str, *, probe: bool) -> bool:
     way this test failed in the hunt.
     """
     repro = lead.reproducer
-    if repro is None:
+    if repro is None and probe:
         return False
-    steps = substitute(repro.steps, lead.nodeid, case.nodeid)
-    hash_seed = repro.hash_seed if repro.hash_seed is not None else 0
+    steps = substitute(repro.steps, lead.nodeid, case.nodeid) if repro is not None else []
+    hash_seed = repro.hash_seed if repro is not None and repro.hash_seed is not None else 0
     if probe:
         result = case.probe("as its group's representative", steps, hash_seed)
         shown = (
@@ -112,7 +112,8 @@ def adopt(case: Case, lead: Finding, lead_id: str, *, probe: bool) -> bool:
     v.polluters = [list(s) for s in lead.polluters]
     v.state_setters = [list(s) for s in lead.state_setters]
     v.cleaners = list(lead.cleaners)
-    case.reproduce(steps, hash_seed, confirmed=True if probe else None)
+    if steps:
+        case.reproduce(steps, hash_seed, confirmed=True if probe else None)
     how = (
         "its reproducer, with this test in its place, fails the same way"
         if probe

@@ -272,7 +272,9 @@ def cleaners(c: Case) -> None:
     """Tests that, placed between the polluters and the victim, make it pass.
 
     Extra evidence, searched after every flake has its verdict (phase 3):
-    running out of budget here leaves the verdict as it is, with a note.
+    first among the tests of the victim's and the polluters' files (where
+    state is usually reset), then among all the others; running out of
+    budget leaves the verdict as it is, with a note.
     """
     if c.cleaner_work is None:
         return
@@ -281,20 +283,31 @@ def cleaners(c: Case) -> None:
     names_ = [n for n in c.history.tests() if n not in excluded and n in c.collected]
     steps = {n: _step_for(c, n) for n in names_}
     first = c.step_no() + 1
+    files = {_file_of(n) for n in excluded}
+    near = [n for n in names_ if _file_of(n) in files]
+    far = [n for n in names_ if _file_of(n) not in files]
 
     def cleans(group: Sequence[str]) -> bool:
         run = [*polluters[0], *(steps[n] for n in group), step]
         return c.probe("cleaner search", run, hs).outcome == "passed"
 
-    found, _, partial = find_cleaners(names_, cleans, repeats=repeats)
-    if partial:
-        c.finding.notes.append(
-            f"cleaner search unfinished ({c.stop_reason or 'budget reached'}): "
-            f"{len(found)} cleaner(s) found so far"
-        )
-    c.finding.cleaners = found
+    found: list[str] = []
+    for stage, where in ((near, "in the same files"), (far, "elsewhere")):
+        more, _, partial = find_cleaners(stage, cleans, repeats=repeats)
+        found += more
+        if partial:
+            c.finding.notes.append(
+                f"cleaner search {where} unfinished ({c.stop_reason or 'budget reached'}): "
+                f"{len(found)} cleaner(s) found so far"
+            )
+            break
+    c.finding.cleaners = [n for n in names_ if n in set(found)]
     if found:
-        c.record("cleaners", found, list(range(first, c.step_no() + 1)))
+        c.record("cleaners", c.finding.cleaners, list(range(first, c.step_no() + 1)))
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
 
 
 def _step_for(c: Case, nodeid: str) -> Step:

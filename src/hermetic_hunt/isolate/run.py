@@ -400,8 +400,16 @@ class _Work:
             return []
         verdict = lead.finding
         _, lead_id = self.rows[lead.nodeid]
+        if verdict.status == "isolated" and verdict.reproducer is None and verdict.kinds:
+            # Explained as far as anything could be (unexplained): nothing to replay.
+            for nodeid in g.others:
+                c = self.classifier(nodeid)
+                adopt(c, verdict, lead_id, probe=False)
+                self.store_result(c)
+            self.report.members[lead_id] = [self.rows[n][1] for n in g.others]
+            return []
         if verdict.status != "isolated" or verdict.reproducer is None:
-            # Not explained (or not finished): each instance waits for its own isolation.
+            # Not finished: each instance waits for its own isolation.
             for nodeid in g.others:
                 c = self.classifier(nodeid)
                 c.finding.status = verdict.status if verdict.status == "pending" else "pending"

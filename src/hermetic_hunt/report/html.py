@@ -26,6 +26,7 @@ from hermetic_hunt.report.text import (
     kinds_text,
     leak_count_text,
     run_line,
+    set_texts,
     sets_text,
     stable_groups,
     status_text,
@@ -135,13 +136,13 @@ def relations(test: TestResult) -> list[Relation]:
     evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
     out = []
     if flake.polluters:
-        items = sets_text(flake.polluters, leaks=evidence.get("polluter_leaks"), limit=None)
-        out.append(Relation("polluters", tuple(items.split("; or "))))
+        items = set_texts(flake.polluters, leaks=evidence.get("polluter_leaks"))
+        out.append(Relation("polluters", tuple(items)))
     if flake.cleaners:
         out.append(Relation("cleaners", flake.cleaners))
     if flake.state_setters:
-        items = sets_text(flake.state_setters, leaks=evidence.get("state_setter_leaks"), limit=None)
-        out.append(Relation("state-setters", tuple(items.split("; or "))))
+        items = set_texts(flake.state_setters, leaks=evidence.get("state_setter_leaks"))
+        out.append(Relation("state-setters", tuple(items)))
     return out
 
 

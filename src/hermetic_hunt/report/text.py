@@ -65,18 +65,13 @@ def leak_text(phrases: Sequence[object]) -> str:
     return f"{clean(phrases[0])}{more}"
 
 
-def sets_text(
-    sets: Sequence[Sequence[str]],
-    *,
-    leaks: Any = None,
-    ref: str | None = None,
-    noun: str = "sets",
-    limit: int | None = SHOW,
-) -> str:
-    """``[[a, b], [c]]`` -> ``a + b; or c`` (each set is minimal on its own).
+def set_texts(
+    sets: Sequence[Sequence[str]], *, leaks: Any = None, members: int | None = None
+) -> list[str]:
+    """One text per set: ``a (left os.environ['X'] set) + b``.
 
     ``leaks`` (``{nodeid: [phrase, ...]}``) puts what a member left behind
-    next to it; past ``limit`` sets only the first are shown, with the count.
+    next to it; ``members`` bounds a long set (a partial search's).
     """
     known = leaks if isinstance(leaks, dict) else {}
 
@@ -86,17 +81,30 @@ def sets_text(
         return f"{clean(nodeid)} ({leak_text(phrases)})" if phrases else clean(nodeid)
 
     def together(group: Sequence[str]) -> str:
-        if limit is None or len(group) <= MEMBERS:
+        if members is None or len(group) <= members:
             return " + ".join(member(n) for n in group)
-        head = " + ".join(member(n) for n in group[: MEMBERS - 1])
+        head = " + ".join(member(n) for n in group[: members - 1])
         return f"{head} + ... + {member(group[-1])} ({len(group)} tests)"
 
-    chosen = [group for group in sets if group]
-    shown = chosen if limit is None else chosen[:limit]
-    text = "; or ".join(together(group) for group in shown)
-    if len(shown) < len(chosen):
+    return [together(group) for group in sets if group]
+
+
+def sets_text(
+    sets: Sequence[Sequence[str]],
+    *,
+    leaks: Any = None,
+    ref: str | None = None,
+    noun: str = "sets",
+    limit: int | None = SHOW,
+) -> str:
+    """``[[a, b], [c]]`` -> ``a + b; or c`` (each set is minimal on its own);
+    past ``limit`` sets only the first are shown, with the count."""
+    texts = set_texts(sets, leaks=leaks, members=None if limit is None else MEMBERS)
+    shown = texts if limit is None else texts[:limit]
+    text = "; or ".join(shown)
+    if len(shown) < len(texts):
         more = f"; hermetic-hunt show {clean(ref)} lists all" if ref else ""
-        text = f"{len(chosen)} {noun}, e.g. {text}{more}"
+        text = f"{len(texts)} {noun}, e.g. {text}{more}"
     return text
 
 

@@ -412,11 +412,11 @@ class _Work:
             # Not finished: each instance waits for its own isolation.
             for nodeid in g.others:
                 c = self.classifier(nodeid)
-                c.finding.status = verdict.status if verdict.status == "pending" else "pending"
+                c.finding.status = "pending"
                 c.finding.notes.append(
                     f"not isolated: grouped with {lead_id} (same test function, same failure), "
-                    f"which is {verdict.status} without a reproducer; finish with: "
-                    f"hermetic-hunt isolate {lead_id}"
+                    f"whose isolation is not finished ({verdict.status}); finish with: "
+                    f"hermetic-hunt isolate"
                 )
                 self.store_result(c)
             return []

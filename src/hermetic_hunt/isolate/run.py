@@ -5,7 +5,9 @@ and by ``hermetic-hunt isolate`` (:func:`isolate_database`). Both read the
 run back from the database, start probe servers that collect what the hunt
 collected (:mod:`hermetic_hunt.isolate.probes`), classify every flaky test
 (:mod:`hermetic_hunt.isolate.classifier`) and store each result as soon as it is known,
-so an interrupted isolation keeps what it finished.
+so an interrupted isolation keeps what it finished. Parametrizations that
+fail alike are isolated once (:mod:`.groups`); the most exposed flakes go
+first, within the probe and time budgets; :mod:`.summary` words the result.
 
 Tests that failed in every attempt are not flakes: each is run once with
 the sandbox off (``test_checks``, ``sandbox-off``): passing means
@@ -18,11 +20,10 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hermetic_hunt import commands
 from hermetic_hunt.findings import Finding, Probe
 from hermetic_hunt.isolate import wire
 from hermetic_hunt.isolate.case import ClassifySettings, Deadline
@@ -31,20 +32,17 @@ from hermetic_hunt.isolate.groups import Group, adopt, sample
 from hermetic_hunt.isolate.groups import group as groups_of
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
 from hermetic_hunt.isolate.search import BudgetExceeded
+from hermetic_hunt.isolate.summary import IsolationReport
 from hermetic_hunt.models import (
     DEFAULT_INTEGRATION_MARKER,
     DEFAULT_ISOLATE_BUDGET,
     DEFAULT_PROBE_TIMEOUT,
-    EXPOSURE_TEXT,
-    EXPOSURES,
     MIN_ISOLATE_SECONDS,
     Attempt,
     Settings,
     Step,
     format_seconds,
-    function_of,
 )
-from hermetic_hunt.report.text import LIST_LIMIT, clean, dates_text, listing, sets_text
 from hermetic_hunt.seeds import probe_hash_seed
 from hermetic_hunt.store import Store
 from hermetic_hunt.store import isolation as db
@@ -96,144 +94,6 @@ class IsolationOptions:
         if self.seconds is not None:
             return self.seconds
         return min(self.time_budget, max(EXTRAS_MIN_SECONDS, self.rounds_seconds or 0.0))
-
-
-@dataclass
-class IsolationReport:
-    """What one isolation run did (the terminal and CLI print :meth:`lines`).
-
-    ``flakes`` holds every test isolated, grouped instances too; ``members``
-    maps a group's representative (its flake id) to the flake ids of the
-    instances that took its verdict.
-    """
-
-    run_id: int
-    rootdir: str
-    flakes: list[tuple[str, Finding]] = field(default_factory=list)
-    checks: list[tuple[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
-    fork: bool = True
-    parallel: int = 1
-    interrupted: bool = False
-    pending: int = 0
-    time_budget: float = 0.0
-    members: dict[str, list[str]] = field(default_factory=dict)
-    sampled: dict[str, set[str]] = field(default_factory=dict)
-    rates: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def out_of_time(self) -> int:
-        """Tests left pending or partial by the time budget."""
-        return sum(
-            1
-            for _, v in self.flakes
-            if v.status in ("pending", "partial") and any("time budget" in n for n in v.notes)
-        )
-
-    def lines(self, db_path: str | os.PathLike[str], cwd: str) -> list[str]:
-        if not self.flakes and not self.checks and not self.interrupted:
-            return []
-        probes = sum(len(v.probes) for _, v in self.flakes)
-        how = "forked from a collected session" if self.fork else "one process each"
-        plural = "s" if len(self.flakes) != 1 else ""
-        grouped = {m for members in self.members.values() for m in members}
-        leads = [(i, v) for i, v in self.flakes if i not in grouped]
-        findings = f" in {len(leads)} findings" if len(leads) != len(self.flakes) else ""
-        out = [
-            "",
-            f"hermetic-hunt isolation: {len(self.flakes)} flaky test{plural}{findings} · "
-            f"{probes} probes ({how}, {self.parallel} at a time) in "
-            f"{format_seconds(round(self.seconds, 1))}",
-        ]
-        left = self.out_of_time
-        if left:
-            out.append(
-                f"  time budget of {format_seconds(round(self.time_budget, 1))} reached: "
-                f"{left} not (fully) isolated; finish with: hermetic-hunt isolate "
-                "(--hermetic-hunt-isolate-budget sets it)"
-            )
-        for flake_id, verdict in sorted(leads, key=lambda item: self._rank(*item)):
-            members = self.members.get(flake_id, [])
-            sampled = len(self.sampled.get(flake_id, ()))
-            out.extend(
-                _flake_lines(flake_id, verdict, members, sampled, db_path, cwd, self.rootdir)
-            )
-        if self.checks:
-            out.append("always failing (run once with the sandbox off):")
-            shown = self.checks[:LIST_LIMIT]
-            out.extend(f"  {clean(nodeid)}  {verdict}" for nodeid, verdict in shown)
-            if len(self.checks) > LIST_LIMIT:
-                out.append(f"  ... and {len(self.checks) - LIST_LIMIT} more: hermetic-hunt report")
-        if self.interrupted:
-            out.append(
-                f"isolation interrupted: {self.pending} flaky test(s) not isolated; "
-                "finish with: hermetic-hunt isolate"
-            )
-        return out
-
-    def _rank(self, flake_id: str, v: Finding) -> tuple[int, float, int]:
-        level = v.evidence.get("exposure") if isinstance(v.evidence, dict) else None
-        where = EXPOSURES.index(level) if level in EXPOSURES else len(EXPOSURES)
-        digits = flake_id[1:]
-        return (where, -self.rates.get(flake_id, 0.0), int(digits) if digits.isdigit() else 0)
-
-
-def _flake_lines(
-    flake_id: str,
-    v: Finding,
-    members: list[str],
-    sampled: int,
-    db_path: str | os.PathLike[str],
-    cwd: str,
-    rootdir: str,
-) -> list[str]:
-    kinds = ", ".join(v.kinds) or "not classified"
-    status = "" if v.status == "isolated" else f" [{v.status}]"
-    level = v.evidence.get("exposure") if v.kinds and isinstance(v.evidence, dict) else None
-    exposed = f" · {EXPOSURE_TEXT[level]}" if level in EXPOSURE_TEXT else ""
-    cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
-    out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
-    unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
-    leaks = v.evidence.get("polluter_leaks") if isinstance(v.evidence, dict) else None
-    setter_leaks = v.evidence.get("state_setter_leaks") if isinstance(v.evidence, dict) else None
-    if v.polluters:
-        text = sets_text(v.polluters, leaks=leaks, ref=flake_id, noun="polluter sets")
-        out.append(f"      polluters{unfinished}: {text}")
-    if v.state_setters:
-        text = sets_text(v.state_setters, leaks=setter_leaks, ref=flake_id,
-                         noun="state-setter sets")  # fmt: skip
-        out.append(f"      state-setters{unfinished}: {text}")
-    if v.cleaners:
-        out.append(f"      cleaners: {listing(v.cleaners, 'cleaners', ref=flake_id)}")
-    dates = v.evidence.get("dates") if isinstance(v.evidence, dict) else None
-    if isinstance(dates, dict):
-        out.append(f"      {dates_text(dates)}")
-    if members:
-        out.append(
-            f"      and {len(members)} more parametrization{'s' * (len(members) != 1)} of "
-            f"{clean(function_of(v.nodeid))} that fail the same way ({listing(members, 'flakes')}"
-            f"{f'; {sampled} confirmed by a probe' if sampled else ''}): "
-            f"hermetic-hunt show {flake_id} lists them"
-        )
-    if v.reproducer is not None and v.confirmed is False and v.status == "isolated":
-        out.append("      reproducer not confirmed: it did not fail again when re-run")
-    rate = [n for n in v.notes if n.startswith("the reproducer fails in about")]
-    if "concurrency" in v.kinds and rate:
-        out.append(f"      {rate[0]}: replay it a few times")
-    elif v.status != "isolated" and v.notes:
-        out.append(f"      note: {clean(v.notes[-1])}")
-    elif "unexplained" in v.kinds:
-        why = v.notes[0] if v.notes else _why(v, "unexplained")
-        out.append(f"      note: {clean(why)}")
-    if v.reproducer is not None:
-        command = commands.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
-        out.append(f"      replay: {command}")
-    return out
-
-
-def _why(v: Finding, kind: str) -> str:
-    claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == kind]
-    return str(claims[0]["why"]) if claims else ""
 
 
 def isolate(

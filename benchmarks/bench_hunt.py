@@ -3,13 +3,21 @@
 Prints, for generated suites:
 
 * hunt wall time / ``pytest-repeat --count=N`` wall time, same ``-n``
-  (2,000 trivial tests with ~1,500 modules imported; 200 tests of ~5 ms);
+  (2,000 trivial tests with ~1,500 modules imported; 200 CPU-bound tests of
+  ~5 ms: busy loops, since sleeps are virtual in seeded mode);
 * the ``-n 2`` vs ``-n 0`` speed-up of a hunt of the 5 ms suite;
+* the controller's CPU per attempt (``resource.getrusage`` of the process
+  that owns the session: xdist's controller, or the ``-n 0`` process whose
+  forked rounds are its children), from the difference between a long and a
+  short hunt, so start-up and collection cancel out;
+* the cost of a round's fresh process (fork, barrier, exit) with ~1,500
+  modules loaded: a one-test suite hunted for many rounds;
 * database bytes per attempt.
 
 Usage: python benchmarks/bench_hunt.py [--rounds N] [--quick]
-Targets (issue 2): <= 1.5x on trivial tests, <= 1.05x on 5 ms tests at -n 0,
--n 2 >= 1.7x faster than -n 0 on the 5 ms suite, <= 300 bytes per passing attempt.
+Targets (issue 9): hunt / pytest-repeat <= 1.3x on the trivial suite,
+controller CPU <= 50 us per attempt, -n 2 >= 1.8x faster than -n 0 on the
+5 ms suite, <= 300 bytes per passing attempt.
 """
 
 from __future__ import annotations
@@ -72,6 +80,37 @@ def five_ms_suite(root: Path, tests: int) -> None:
             f"def test_{i}():\n    busy()\n" for i in range(per_file)
         )
         (root / f"test_w{f:03d}.py").write_text(body)
+
+
+DRIVER = """
+import resource, sys
+import pytest
+code = pytest.main(sys.argv[1:])
+used = resource.getrusage(resource.RUSAGE_SELF)
+print(f"CONTROLLER-CPU {used.ru_utime + used.ru_stime:.6f}", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def controller_cpu(cwd: Path, *args: str) -> float:
+    """CPU seconds of the process that owns the session (not its workers or rounds)."""
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, *PLAIN, *args],
+        cwd=cwd, capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    for line in done.stderr.splitlines():
+        if line.startswith("CONTROLLER-CPU "):
+            return float(line.split()[1])
+    raise SystemExit(f"no CPU figure: {done.stdout[-2000:]} {done.stderr[-2000:]}")
+
+
+def one_test_suite(root: Path, modules: int) -> None:
+    root.mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    write_modules(root, modules)
+    (root / "test_one.py").write_text("def test_one():\n    assert True\n")
 
 
 def run(cwd: Path, *args: str) -> float:
@@ -154,6 +193,34 @@ def main() -> None:
             f"5 ms suite: hunt -n 2 is {hunt_n0 / hunt_n2:.2f}x faster than -n 0 "
             f"(pytest-repeat: {repeat_n0 / repeat_n2:.2f}x)"
         )
+        # The controller's CPU per attempt: a long hunt minus a short one.
+        short, long = 2, rounds * 2
+        for workers in ("0", "2"):
+            base = ["--hermetic-hunt-isolate=off", "--hermetic-seed=1", "-n", workers,
+                    "--hermetic-hunt-order=shuffle"]  # fmt: skip
+            cpu_short = statistics.median(
+                controller_cpu(trivial, *base, f"--hermetic-hunt={short}",
+                               f"--hermetic-hunt-db={trivial / 'cpu.db'}")
+                for _ in range(opts.repeat)
+            )  # fmt: skip
+            cpu_long = statistics.median(
+                controller_cpu(trivial, *base, f"--hermetic-hunt={long}",
+                               f"--hermetic-hunt-db={trivial / 'cpu.db'}")
+                for _ in range(opts.repeat)
+            )  # fmt: skip
+            per = (cpu_long - cpu_short) / ((long - short) * trivial_tests) * 1e6
+            print(f"controller CPU per attempt at -n {workers}: {per:.1f} us "
+                  f"({long - short} rounds x {trivial_tests} tests)")  # fmt: skip
+        # A round's fresh process: one test, many rounds, ~1,500 modules loaded.
+        one = root / "one"
+        one_test_suite(one, modules)
+        few, many = 5, 5 + rounds * 10
+        base = ["--hermetic-hunt-isolate=off", "--hermetic-seed=1", "-n", "0",
+                "--hermetic-hunt-order=shuffle"]  # fmt: skip
+        t_few, t_many = paired(opts.repeat, one, [*base, f"--hermetic-hunt={few}"],
+                               [*base, f"--hermetic-hunt={many}"])  # fmt: skip
+        print(f"a round's fresh process (fork, barrier, exit) with {modules} modules loaded: "
+              f"{(t_many - t_few) / (many - few) * 1000:.1f} ms per round")  # fmt: skip
         per_attempt, attempts = db_bytes_per_attempt(trivial / "bench-0.db")
         print(
             f"database: {per_attempt:.0f} bytes per attempt ({attempts:,} attempts, "

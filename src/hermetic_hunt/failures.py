@@ -49,8 +49,15 @@ def _split_crash_message(message: str) -> tuple[str, str]:
 
 
 def _inside(path: str, rootdir: str) -> str | None:
-    """``path`` relative to ``rootdir`` when it is the project's own code."""
-    absolute = os.path.abspath(path)
+    """``path`` relative to ``rootdir`` when it is the project's own code.
+
+    A relative path (``<frozen posixpath>``, a module found through ``''``
+    on ``sys.path``) is nobody's own code; resolving it would read the
+    working directory, which a test may have deleted.
+    """
+    if not os.path.isabs(path):
+        return None
+    absolute = os.path.normpath(path)
     root = rootdir.rstrip(os.sep) + os.sep
     if not absolute.startswith(root) or f"{os.sep}site-packages{os.sep}" in absolute:
         return None

@@ -21,6 +21,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from hermetic_hunt.timing import (
+    DEFAULT_TIME_MIX,
+    Profile,
+    TimeMix,
+    as_profile,
+    step_conditions,
+)
+
 # -- modes, orders, outcomes, kinds --------------------------------------------
 
 Mode = Literal["seeded", "record", "off"]
@@ -225,6 +233,7 @@ class Settings:
     #: Isolation's overall time budget in seconds; None: ``auto`` (as long
     #: as the rounds took, at least :data:`MIN_ISOLATE_SECONDS`).
     isolate_seconds: float | None = None
+    time: TimeMix = DEFAULT_TIME_MIX
 
     @property
     def describe_length(self) -> str:
@@ -246,6 +255,7 @@ class Settings:
             "integration_marker": self.integration_marker,
             "shard": [self.shard.index, self.shard.count],
             "isolate_seconds": self.isolate_seconds,
+            "time": self.time.to_json(),
         }
 
     @classmethod
@@ -295,6 +305,7 @@ class Settings:
             integration_marker=marker,
             shard=Shard(parts[0], parts[1]) if ok_shard else Shard(),
             isolate_seconds=pick("isolate_seconds", lambda v: v is None or seconds(v), None),
+            time=TimeMix.from_json(raw.get("time")),
         )
 
 
@@ -311,6 +322,13 @@ class Step:
     (a hunt's round: from the base seed and the round's timeline);
     ``attempt_id`` names the stored attempt the step re-runs (its journal is
     replayed when ``mode`` is ``record``).
+
+    The timing conditions the attempt ran under: ``profile`` (the clock
+    profile of a seeded step; its readings are re-derived from the seed;
+    None: ``exact``, or the round's when a hunt derives it),
+    ``switch_interval`` (``sys.setswitchinterval`` for the attempt; None:
+    the interpreter's) and ``stress`` (busy processes competing for the CPU
+    while it runs; 0: none).
     """
 
     nodeid: str
@@ -318,13 +336,45 @@ class Step:
     now: float | None = None
     mode: Mode = "seeded"
     attempt_id: int | None = None
+    profile: Profile | None = None
+    switch_interval: float | None = None
+    stress: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "seed": self.seed,
+            "now": self.now,
+            "mode": self.mode,
+            "attempt_id": self.attempt_id,
+            **self.conditions,
+        }
 
     @classmethod
     def of(cls, attempt: Attempt, **changes: Any) -> Step:
         step = cls(
-            attempt.nodeid, attempt.seed, attempt.now, as_mode(attempt.mode), attempt.attempt_id
+            attempt.nodeid,
+            attempt.seed,
+            attempt.now,
+            as_mode(attempt.mode),
+            attempt.attempt_id,
+            as_profile(attempt.profile),
+            attempt.switch_interval,
+            attempt.stress,
         )
         return replace(step, **changes) if changes else step
+
+    @property
+    def conditions(self) -> dict[str, Any]:
+        """The step's timing conditions, as stored in JSON (only those that are set)."""
+        out: dict[str, Any] = {}
+        if self.profile is not None:
+            out["profile"] = self.profile
+        if self.switch_interval is not None:
+            out["switch_interval"] = self.switch_interval
+        if self.stress:
+            out["stress"] = self.stress
+        return out
 
 
 @dataclass(frozen=True)
@@ -438,6 +488,9 @@ class Attempt:
     switch_interval: float | None = None
     stress: int = 0
     started: float | None = None
+    #: Paths the attempt wrote (from Python) in the rootdir or the temp dir: what
+    #: attributes a file a round left behind (in flight only, not stored).
+    writes: list[str] = field(default_factory=list)
     journal: bytes | None = None
     journal_format: str | None = None
     journal_size: int | None = None
@@ -522,16 +575,7 @@ class Reproducer:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "steps": [
-                {
-                    "nodeid": s.nodeid,
-                    "seed": s.seed,
-                    "now": s.now,
-                    "mode": s.mode,
-                    "attempt_id": s.attempt_id,
-                }
-                for s in self.steps
-            ],
+            "steps": [s.to_json() for s in self.steps],
             "hash_seed": self.hash_seed,
             "signature": {
                 "exc_type": self.exc_type,
@@ -582,6 +626,7 @@ class Reproducer:
                     now=opt_float(raw.get("now")),
                     mode=mode,
                     attempt_id=opt_int(raw.get("attempt_id")),
+                    **step_conditions(raw),
                 )
             )
         signature = data.get("signature") or {}

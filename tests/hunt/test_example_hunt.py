@@ -10,12 +10,30 @@ FLAKY = {
     "tests/test_flags.py::test_price_display_shows_vat_once",
     "tests/test_catalog.py::test_catalog_lists_core_products",
     "tests/test_pricing.py::test_convert_to_eur",
-    "tests/test_plugins.py::test_register_builtin_plugins",
     "tests/test_orders.py::test_order_ids_are_unique",
     "tests/test_billing.py::test_next_billing_date",
     "tests/test_tags.py::test_tags_are_listed_in_order",
     "tests/test_checkout.py::test_checkout_reports_metrics",
-    "tests/test_inventory.py::test_concurrent_reservations_keep_stock_consistent",
+    "tests/test_routes.py::TestRoutes::test_hub_has_two_routes",
+    "tests/test_routes.py::TestRoutes::test_east_route_is_open",
+    "tests/test_ledger.py::test_ledger_starts_empty",
+    "tests/test_ledger.py::test_ledger_totals_one_sale",
+    "tests/test_labels.py::test_label_defaults_to_dollars",
+    "tests/test_quotes.py::test_quote_in_euros",
+    "tests/test_exports.py::test_page_path_is_absolute",
+    "tests/test_exports.py::test_export_directory_is_known",
+    "tests/test_session_cache.py::test_session_survives_until_its_ttl",
+    "tests/test_receipts.py::test_receipt_is_stamped_in_the_second_it_was_ordered",
+    "tests/test_courier.py::test_quote_arrives_within_the_checkout_timeout",
+    "tests/test_registry.py::test_registry_is_loaded_once_by_concurrent_first_users",
+}
+#: Fails only when run a second time in one process (the hunt's twice round).
+NOT_IDEMPOTENT = "tests/test_plugins.py::test_register_builtin_plugins"
+#: What the polluters leave behind, as the leak checks name it.
+LEAKS = {
+    ("tests/test_labels.py::test_checkout_in_euros", "env", "SHOP_CURRENCY"),
+    ("tests/test_quotes.py::test_start_rate_refresher", "thread", "rate-refresher"),
+    ("tests/test_scratch.py::test_render_in_scratch_dir", "cwd", "cwd"),
 }
 SWALLOWS_NETWORK = "tests/test_health.py::test_health_check_degrades_gracefully"
 
@@ -63,7 +81,25 @@ def test_a_hunt_of_the_example_suite_shows_every_flaky_test_both_ways(example_su
     }
     both_ways = {nodeid for nodeid, (passed, failed) in outcomes.items() if passed and failed}
     assert both_ways == FLAKY
-    assert outcomes[SWALLOWS_NETWORK] == (30, 0)
+    assert outcomes[NOT_IDEMPOTENT][1] == 0
+    assert outcomes[SWALLOWS_NETWORK] == (29, 0)  # 30 rounds, one of them twice
+    second_runs = rows(
+        db,
+        "SELECT DISTINCT t.nodeid FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "WHERE a.repeat = 2 AND a.outcome = 'failed' AND t.nodeid = ?",
+        NOT_IDEMPOTENT,
+    )
+    assert second_runs == [(NOT_IDEMPOTENT,)]
+    left = {
+        (nodeid, resource, name)
+        for nodeid, resource, name in rows(
+            db, "SELECT nodeid, resource, name FROM leaks_view WHERE persisted = 1"
+        )
+    }
+    assert left >= LEAKS
+    # nothing the stable tests do is a leak of theirs, and the polluters are not flaky
+    assert {nodeid for nodeid, *_ in left} <= {nodeid for nodeid, *_ in LEAKS}
+    assert not {nodeid for nodeid, *_ in LEAKS} & both_ways
     violations = {
         nodeid
         for (nodeid,) in rows(

@@ -16,7 +16,6 @@ from hermetic_hunt.isolate.search import (
     ddmin,
     find_cleaners,
     find_culprits,
-    linear_scan,
     repeats_for,
 )
 
@@ -193,12 +192,6 @@ def test_the_oracle_refuses_an_unknown_requirement() -> None:
 )
 def test_repeats_for_gives_enough_runs_to_see_a_signal(rate, confidence, runs) -> None:
     assert repeats_for(rate, confidence) == runs
-
-
-def test_a_linear_scan_probes_every_candidate_up_to_the_polluter() -> None:
-    tests = names(100)
-    assert linear_scan(tests, lambda subset: subset == ["t0060"]) == ("t0060", 61)
-    assert linear_scan(tests, lambda subset: False) == (None, 100)
 
 
 def test_the_search_and_the_decision_procedure_import_no_framework() -> None:

@@ -30,6 +30,7 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings
 from hermetic_hunt.seeds import attempt_seed
+from hermetic_hunt.timing import profile_of
 
 if TYPE_CHECKING:
     import pytest
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from hermetic_hunt.engine.setup import Engine
 
 _PERF = time.perf_counter
+_SLEEP = time.sleep  # real: captured before any sandbox patches time
 _READ = 65536
 #: Characters of a dead child's standard error kept in its crashed attempt.
 STDERR_TAIL = 2000
@@ -135,6 +138,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
     """Fork a child that runs ``job``; the parent gets a :class:`Child` to read."""
     temp = tempfile.mkdtemp(prefix="hermetic-hunt-job-")
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     # No SIGTERM between the fork and the child's own handler: an abort must
     # find every child to kill.
     blocked = hasattr(signal, "pthread_sigmask")
@@ -148,7 +152,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
             pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(engine, session, job, write_fd, setup, temp)
+            _child(engine, session, job, write_fd, setup, temp, parent)
         os.close(write_fd)
     finally:
         if blocked:
@@ -157,10 +161,19 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
 
 
 def _child(
-    engine: Engine, session: pytest.Session, job: Job, fd: int, setup: ChildSetup, temp: str
+    engine: Engine,
+    session: pytest.Session,
+    job: Job,
+    fd: int,
+    setup: ChildSetup,
+    temp: str,
+    parent: int,
 ) -> None:
     code = 0
     try:
+        _compat.die_with_parent()
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(0)
         if setup.new_group:
             os.setpgid(0, 0)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -187,7 +200,10 @@ def _child(
     except BaseException as exc:  # a child must never return into pytest
         code = 70
         with contextlib.suppress(BaseException):
-            _write(fd, wire.end_line("error", f"the job stopped: {exc!r}"))
+            traceback.print_exc()  # into the child's stderr file, for the crash report
+            where = traceback.extract_tb(exc.__traceback__)[-1:]
+            at = f" at {where[0].filename}:{where[0].lineno}" if where else ""
+            _write(fd, wire.end_line("error", f"hermetic-hunt's engine failed: {exc!r}{at}"))
     finally:
         os._exit(code)
 
@@ -262,6 +278,9 @@ def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None
         mode=step.mode,
         hash_seed=hash_seed,
         repeat=job.repeats[index] if index < len(job.repeats) else 0,
+        profile=step.profile or profile_of(job.condition, step.mode),
+        switch_interval=step.switch_interval,
+        stress=max(job.stress, step.stress),
         failure=Failure(
             exc_type="Crashed",
             message=f"the process running this test died ({why})",
@@ -331,6 +350,12 @@ def run_job(
 
 #: Seconds of silence from a child after which ``tick`` is called.
 TICK = 0.1
+#: Seconds the parent waits for more lines before it hands over what it has:
+#: a child writes a line per step the moment the step ends, and a line at a
+#: time would cost the receiving side a call per test.
+COALESCE = 0.005
+#: Lines handed over at once at most.
+BATCH = 512
 
 
 def _drain(
@@ -341,23 +366,36 @@ def _drain(
     stop: Callable[[], bool] | None = None,
     tick: Callable[[], None] | None = None,
 ) -> bool:
-    """Read the child until EOF; True when ``stop()`` asked to stop first."""
+    """Read the child until EOF, in batches; True when ``stop()`` asked to stop first."""
     if not blocking:
         os.set_blocking(child.fd, False)
+    pending: list[bytes] = []
     while True:
-        if tick is not None and blocking:
-            ready, _, _ = select.select([child.fd], [], [], TICK)
+        if blocking:
+            wait = COALESCE if pending else (TICK if tick is not None else None)
+            ready, _, _ = select.select([child.fd], [], [], wait)
             if not ready:
-                tick()
+                if pending:
+                    sink(pending)
+                    pending = []
+                    if stop is not None and stop():
+                        return True
+                elif tick is not None:
+                    tick()
                 continue
         try:
             chunk = os.read(child.fd, _READ)
         except BlockingIOError:
-            return False
+            chunk = b""
         if not chunk:
+            if pending:
+                sink(pending)
             return False
-        lines = child.feed(chunk)
-        if lines:
-            sink(lines)
+        pending.extend(child.feed(chunk))
+        if len(pending) >= BATCH or child.ended:
+            sink(pending)
+            pending = []
             if stop is not None and stop():
                 return True
+        elif blocking and len(chunk) < _READ // 4:
+            _SLEEP(COALESCE)  # let a few more lines arrive: one read for many

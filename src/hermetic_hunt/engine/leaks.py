@@ -17,6 +17,11 @@ loop policy. Files in the rootdir and the temporary directory are compared
 at round boundaries (:class:`FileWatch`: a tree walk per attempt would cost
 more than the attempt).
 
+Which attempt wrote a file the round left behind is known exactly for files
+written from Python: an audit hook (:class:`Writes`) notes the paths each
+attempt opened for writing, renamed, created or removed. (Files written by a
+subprocess or a C extension are attributed by their modification time.)
+
 Value changes (an environment variable, the cwd...) count as leaks only when
 they are still in place when the round has torn down its fixtures: a
 module-scoped fixture that sets and later unsets a variable leaves nothing
@@ -109,19 +114,17 @@ def _signals() -> tuple[Any, ...]:
 
 
 def _children() -> frozenset[int]:
-    """Pids of this process's children (Linux; empty elsewhere)."""
-    pids: set[int] = set()
+    """Pids of the children this process's main thread started (Linux; else empty).
+
+    One read of ``/proc/self/task/<pid>/children`` (children started from
+    other threads are listed under those threads' tasks: rare in tests, and
+    the round's end would still show them as a leak of the thread).
+    """
     try:
-        tasks = list((_PROC / "task").iterdir())
+        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as handle:
+            return frozenset(int(pid) for pid in handle.read().split())
     except OSError:
         return frozenset()
-    for task in tasks:
-        try:
-            text = (task / "children").read_text()
-        except OSError:
-            continue
-        pids.update(int(pid) for pid in text.split())
-    return frozenset(pids)
 
 
 def _fds() -> frozenset[int]:
@@ -267,7 +270,11 @@ def _project_modules(count: int, rootdir: str) -> Iterator[Leak]:
     for name in itertools.islice(reversed(list(sys.modules)), min(count, 50)):
         module = sys.modules.get(name)
         path = getattr(module, "__file__", None)
-        if isinstance(path, str) and os.path.realpath(path).startswith(root):
+        if (
+            isinstance(path, str)
+            and os.path.isabs(path)
+            and os.path.realpath(path).startswith(root)
+        ):
             yield Leak("module", name, "added")
 
 
@@ -330,3 +337,98 @@ class RoundLeaks:
             if kept:
                 out[position] = kept
         return out
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_PATH_EVENTS = frozenset(
+    {"os.remove", "os.rename", "os.mkdir", "os.rmdir", "shutil.rmtree", "shutil.copyfile",
+     "os.truncate", "os.symlink", "os.link", "shutil.move"}
+)  # fmt: skip
+
+
+class Writes:
+    """The paths each attempt wrote from Python, by an audit hook (one per process).
+
+    Audit hooks cannot be removed: :meth:`install` adds one hook for the
+    process's lifetime, which does nothing (one attribute check) unless an
+    attempt is being watched. Only paths under ``roots`` are kept, at most
+    :data:`MAX_WRITES` per attempt.
+    """
+
+    _installed: Writes | None = None
+
+    def __init__(self) -> None:
+        self.root = ""
+        self.temp = ""
+        self.paths: list[str] | None = None
+
+    @classmethod
+    def install(cls) -> Writes:
+        if cls._installed is None:
+            watch = cls()
+            sys.addaudithook(watch._hook)
+            cls._installed = watch
+        return cls._installed
+
+    def start(self, rootdir: str) -> None:
+        """Watch writes under ``rootdir`` and at the top of the temporary directory."""
+        self.root = os.path.join(os.path.realpath(rootdir), "")
+        self.temp = os.path.join(os.path.realpath(tempfile.gettempdir()), "")
+        self.paths = []
+
+    def take(self) -> list[str]:
+        """The paths written since :meth:`start` (or the last take)."""
+        paths = self.paths or []
+        if self.paths is not None:
+            self.paths = []
+        return paths
+
+    def stop(self) -> None:
+        self.paths = None
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        paths = self.paths
+        if paths is None or len(paths) >= MAX_WRITES:
+            return
+        if event == "open":
+            path, mode, flags = args
+            if mode is not None:
+                if not any(c in mode for c in "wax+"):
+                    return
+            elif not (isinstance(flags, int) and flags & _WRITE_FLAGS):
+                return
+            self._note(path)
+        elif event in _PATH_EVENTS:
+            self._note(args[0])
+            if event in ("os.rename", "shutil.copyfile", "os.symlink", "os.link", "shutil.move"):
+                self._note(args[1])
+
+    def _note(self, path: Any) -> None:
+        if isinstance(path, int):
+            return
+        try:
+            text = os.fsdecode(path)
+            if not os.path.isabs(text):
+                text = os.path.join(os.getcwd(), text)
+        except (OSError, TypeError, ValueError):
+            return
+        text = os.path.normpath(text)
+        if text.startswith(self.root):
+            if f"{os.sep}__pycache__{os.sep}" in text:
+                return
+        elif text.startswith(self.temp):
+            # The top-level entry is what a leak names; the hunt's and pytest's own
+            # directories (tmp_path & co.) are not the test's.
+            top = text[len(self.temp) :].split(os.sep, 1)[0]
+            if top.startswith(_OWN_TEMP):
+                return
+            text = self.temp + top
+        else:
+            return
+        if self.paths is not None and text not in self.paths:
+            self.paths.append(text)
+
+
+#: Most paths :class:`Writes` keeps per attempt.
+MAX_WRITES = 50
+_OWN_TEMP = ("pytest-of-", "hermetic-hunt-", "pymp-")

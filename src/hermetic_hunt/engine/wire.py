@@ -68,6 +68,7 @@ def attempt_json(a: Attempt) -> dict[str, Any]:
         "j": _b64(a.journal),
         "jf": a.journal_format,
         "b": a.started,
+        "w": a.writes or None,
     }
     out.update((key, value) for key, value in optional.items() if value is not None)
     return out
@@ -130,6 +131,7 @@ def attempt_from(raw: Any) -> Attempt | None:
         journal=unb64(raw.get("j")),
         journal_format=raw.get("jf") if isinstance(raw.get("jf"), str) else None,
         started=_float(raw.get("b")),
+        writes=[w for w in raw.get("w") or [] if isinstance(w, str)],
     )
 
 

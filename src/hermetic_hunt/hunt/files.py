@@ -113,14 +113,14 @@ class FileWatch:
 
     def _temp_entries(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        if self.rootdir == self.tempdir or self.rootdir.startswith(self.tempdir + os.sep):
-            return out  # the checkout is in the temp dir: the tree walk covers it
         try:
             entries = list(os.scandir(self.tempdir))
         except OSError:
             return out
         for entry in entries:
-            if entry.name.startswith(_TEMP_PREFIXES):
+            if entry.name.startswith(_TEMP_PREFIXES) or self.rootdir.startswith(
+                entry.path + os.sep
+            ):
                 continue
             try:
                 out[entry.path] = entry.stat(follow_symlinks=False).st_mtime
@@ -182,7 +182,8 @@ class FileWatch:
     def leak(self, change: Change) -> Leak:
         if change.temp:
             return Leak("tempfile", change.path, change.change)
-        return Leak("file", os.path.relpath(change.path, self.rootdir), change.change)
+        name = os.path.relpath(change.path, self.rootdir)
+        return Leak("file", name + os.sep if change.path.endswith(os.sep) else name, change.change)
 
 
 def _stream_files() -> set[tuple[int, int]]:
@@ -209,7 +210,17 @@ def _remove(path: str) -> None:
 
 
 def attribute(change: Change, attempts: Sequence[Attempt]) -> tuple[Attempt | None, int]:
-    """The attempt whose real-time window holds ``change.mtime``, and how many did."""
+    """The attempt that made ``change``, and how many attempts could have.
+
+    The last attempt that wrote the path (or, for a folder, a path inside
+    it) from Python, as its audit hook saw; else the attempt whose
+    real-time window holds the modification time.
+    """
+    path = change.path.rstrip(os.sep)
+    folder = path + os.sep
+    writers = [a for a in attempts if any(w == path or w.startswith(folder) for w in a.writes)]
+    if writers:
+        return max(writers, key=lambda a: (a.started or 0.0, a.position)), 1
     fits = [
         a
         for a in attempts

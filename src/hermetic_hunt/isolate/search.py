@@ -403,15 +403,3 @@ def find_cleaners(
     except BudgetExceeded:
         return found, oracle.probes, True
     return found, oracle.probes, False
-
-
-def linear_scan(candidates: Sequence[T], signal: Signal[T]) -> tuple[T | None, int]:
-    """iPFlakies-style baseline: probe each candidate alone, in order.
-
-    Returns the first candidate that shows the signal and the probes used.
-    For comparison in benchmarks only.
-    """
-    for probes, candidate in enumerate(candidates, start=1):
-        if signal([candidate]):
-            return candidate, probes
-    return None, len(candidates)

@@ -9,12 +9,12 @@ one-line message.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from hermetic_hunt import commands, journal
 from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
+from hermetic_hunt.models import parse_ref
 from hermetic_hunt.replay.plan import location_arg
 from hermetic_hunt.report import render
 from hermetic_hunt.report.model import Replay, Report, assemble, flake_run, parse_flake
@@ -27,8 +27,6 @@ from hermetic_hunt.report.show import (
 )
 from hermetic_hunt.report.text import list_lines, summary_line
 from hermetic_hunt.store import Store, queries
-
-_REF = re.compile(r"\s*([FfAa])(\d{1,18})\s*")
 
 
 def open_database(path: str | os.PathLike[str]) -> Store:
@@ -59,6 +57,7 @@ def load_report(store: Store, run: int | None = None, cwd: str | None = None) ->
         rounds=tuple(queries.round_cells(store, selection, failing)),
         replay=replayer(store, where),
         leaks=queries.leak_rows(store, selection),
+        conditions=queries.condition_rows(store, selection, failing),
     )
 
 
@@ -136,25 +135,19 @@ def list_flakes(
     return lines, True
 
 
-def parse_ref(text: str) -> tuple[str, int]:
-    """``"F3"`` -> ``("F", 3)``; ``"a1207"`` -> ``("A", 1207)``."""
-    match = _REF.fullmatch(text)
-    if not match:
-        raise BadOption(
-            f"expected a flake id like F3 or an attempt id like A1207, got {text!r} "
-            "(hermetic-hunt list shows the flake ids)"
-        )
-    return match.group(1).upper(), int(match.group(2))
-
-
 def show(db: str | os.PathLike[str], ref: str, cwd: str | None = None) -> str:
     """``hermetic-hunt show F3`` / ``show A1207``: everything stored, as text."""
-    kind, number = parse_ref(ref)
+    parsed = parse_ref(ref.strip())
+    if parsed is None:
+        raise BadOption(
+            f"expected a flake id like F3 or an attempt id like A1207, got {ref!r} "
+            "(hermetic-hunt list shows the flake ids)"
+        )
     where = os.fspath(cwd or os.getcwd())
     with open_database(db) as store:
-        if kind == "A":
-            return _show_attempt(store, number, where)
-        return _show_flake(store, f"F{number}", where)
+        if parsed.kind == "attempt":
+            return _show_attempt(store, parsed.number, where)
+        return _show_flake(store, str(parsed), where)
 
 
 def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:

@@ -333,6 +333,9 @@ def _group_block(group: Group) -> list[str]:
     out = [f"  {label:<4}{title}", f"      {status_text(test)}", f"      {group_rate_text(group)}"]
     if group.others:
         out.append(f"      tests: {members_text(group)}")
+    timing = test.timing()
+    if timing is not None:
+        out.append(f"      timing: {timing}")
     if flake is not None:
         out.extend(relation_lines(flake))
     if test.failure is not None and test.failure.exc_type:

@@ -29,14 +29,12 @@ method kept past an attempt falls through to them.
 
 from __future__ import annotations
 
-import ctypes
 import datetime as _dt
-import gc
 import sys
 import warnings
-from collections.abc import Callable
 from typing import Any
 
+from hermetic_hunt import _compat
 from hermetic_hunt.sandbox.clock import ClockSource
 from hermetic_hunt.sandbox.patches import Patches
 
@@ -85,26 +83,9 @@ def _today(cls: Any) -> Any:
     return cls.fromtimestamp(source.wall())
 
 
-def _type_dict(cls: type) -> dict[str, Any] | None:
-    referents = gc.get_referents(cls.__dict__)
-    if len(referents) == 1 and isinstance(referents[0], dict):
-        return referents[0]
-    return None
-
-
-def _type_modified() -> Callable[[type], None] | None:
-    api = getattr(ctypes, "pythonapi", None)
-    function = getattr(api, "PyType_Modified", None)
-    if function is None:
-        return None
-    function.argtypes = [ctypes.py_object]
-    function.restype = None
-    return function  # type: ignore[no-any-return]
-
-
-_DATETIME_DICT = _type_dict(real_datetime)
-_DATE_DICT = _type_dict(real_date)
-_MODIFIED = _type_modified()
+_DATETIME_DICT = _compat.type_dict(real_datetime)
+_DATE_DICT = _compat.type_dict(real_date)
+_MODIFIED = _compat.type_modified()
 DATETIME_PATCH: dict[str, Any] = {"now": classmethod(_now), "utcnow": classmethod(_utcnow)}
 DATE_PATCH: dict[str, Any] = {"today": classmethod(_today)}
 

@@ -1,4 +1,9 @@
-"""Safety net: no test in this suite may reach the network, whatever happens.
+"""The example suite's shared fixtures, and its network safety net.
+
+``ledger_file`` is one JSON file for the whole session (tests that share it
+are order-dependent: see README.md).
+
+Safety net: no test in this suite may reach the network, whatever happens.
 
 Installed before any test runs: an audit hook refuses every non-loopback
 socket operation (connect, sendto, sendmsg, DNS and reverse lookups) before
@@ -10,7 +15,10 @@ bug -- then the call fails here instead of sending a packet.
 from __future__ import annotations
 
 import ipaddress
+import json
 import sys
+
+import pytest
 
 _EVENTS = (
     "socket.connect",
@@ -60,3 +68,11 @@ def _safety_net(event: str, args: tuple) -> None:
 if not getattr(sys, "_hermetic_hunt_example_net", False):
     sys.addaudithook(_safety_net)
     sys._hermetic_hunt_example_net = True
+
+
+@pytest.fixture(scope="session")
+def ledger_file(tmp_path_factory):
+    """One sales ledger for the whole session, created empty."""
+    path = tmp_path_factory.mktemp("ledger") / "ledger.json"
+    path.write_text(json.dumps([]))
+    return path

@@ -1,0 +1,151 @@
+"""Leak checks: snapshots of the process between attempts, and what a round left behind."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from hermetic_hunt.engine.leaks import RoundLeaks, Snapshot, Writes, diff
+from hermetic_hunt.models import Leak
+
+
+def names(leaks: list[Leak]) -> set[tuple[str, str, str]]:
+    return {(x.resource, x.name, x.change) for x in leaks}
+
+
+def test_an_unchanged_process_has_no_leaks() -> None:
+    assert diff(Snapshot.take(), Snapshot.take(), "/nowhere") == []
+
+
+def test_environment_changes_are_named_with_bounded_masked_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HH_OLD", "1")
+    monkeypatch.setenv("HH_GONE", "1")
+    before = Snapshot.take()
+    monkeypatch.setenv("HH_OLD", "2")
+    monkeypatch.delenv("HH_GONE")
+    monkeypatch.setenv("HH_NEW", "x" * 500)
+    monkeypatch.setenv("HH_DB_PASSWORD", "hunter2")
+    found = diff(before, Snapshot.take(), None)
+    assert names(found) == {
+        ("env", "HH_OLD", "changed"),
+        ("env", "HH_GONE", "removed"),
+        ("env", "HH_NEW", "added"),
+        ("env", "HH_DB_PASSWORD", "added"),
+    }
+    details = {x.name: x.detail for x in found}
+    assert len(details["HH_NEW"]) <= 80 and details["HH_NEW"].endswith("…")
+    assert details["HH_DB_PASSWORD"] == "***"
+
+
+def test_a_deleted_working_directory_is_its_own_leak(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tempfile.gettempdir())
+    before = Snapshot.take()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+    try:
+        found = diff(before, Snapshot.take(), None)
+    finally:
+        os.chdir(tempfile.gettempdir())
+    assert names(found) == {("cwd", "cwd", "deleted")}
+    assert found[0].describe() == f"left the cwd in a deleted directory ({before.cwd})"
+
+
+def test_a_thread_that_outlives_its_test_is_named() -> None:
+    stop = threading.Event()
+    before = Snapshot.take()
+    thread = threading.Thread(target=stop.wait, name="hh-refresher", daemon=True)
+    thread.start()
+    try:
+        found = diff(before, Snapshot.take(), None)
+    finally:
+        stop.set()
+        thread.join()
+    assert ("thread", "hh-refresher", "added") in names(found)
+    leak = next(x for x in found if x.resource == "thread")
+    assert leak.describe() == "left 1 thread running: hh-refresher"
+
+
+def test_scalars_and_sys_path_changes_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = Snapshot.take()
+    monkeypatch.setattr(sys, "path", [*sys.path, "/hh/extra"])
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 3)
+    try:
+        found = diff(before, Snapshot.take(), None)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert {
+        ("sys.path", "/hh/extra", "added"),
+        ("recursion-limit", "recursion-limit", "changed"),
+    } <= names(found)
+
+
+def test_a_round_keeps_value_changes_still_in_place_at_its_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HH_FIXTURE", raising=False)
+    monkeypatch.delenv("HH_KEPT", raising=False)
+    monkeypatch.delenv("HH_UNDONE", raising=False)
+    leaks = RoundLeaks(None)
+    os.environ["HH_FIXTURE"] = "1"  # a module fixture's set-up, in the first attempt...
+    os.environ["HH_UNDONE"] = "1"
+    assert names(leaks.after_attempt(0)) == {
+        ("env", "HH_FIXTURE", "added"),
+        ("env", "HH_UNDONE", "added"),
+    }
+    os.environ["HH_KEPT"] = "1"
+    os.environ["HH_UNDONE"] = "2"
+    leaks.after_attempt(1)
+    del os.environ["HH_FIXTURE"]  # ...and its teardown, in the last
+    del os.environ["HH_UNDONE"]
+    leaks.after_attempt(2)
+    kept = leaks.finish()
+    assert {position: names(found) for position, found in kept.items()} == {
+        1: {("env", "HH_KEPT", "added")}
+    }
+
+
+def test_a_round_keeps_threads_whoever_undoes_values() -> None:
+    stop = threading.Event()
+    leaks = RoundLeaks(None)
+    thread = threading.Thread(target=stop.wait, name="hh-kept", daemon=True)
+    thread.start()
+    try:
+        leaks.after_attempt(4)
+        kept = leaks.finish()
+    finally:
+        stop.set()
+        thread.join()
+    assert ("thread", "hh-kept", "added") in names(kept[4])
+
+
+def test_writes_from_python_are_noted_under_the_rootdir_and_the_temp_dir(tmp_path: Path) -> None:
+    watch = Writes.install()
+    root = tmp_path / "project"
+    root.mkdir()
+    watch.start(str(root))
+    try:
+        (root / "out.txt").write_text("x")
+        (root / "out.txt").read_text()  # a read is no write
+        os.rename(root / "out.txt", root / "moved.txt")
+        (tmp_path / "elsewhere.txt").write_text("x")  # neither rootdir nor top of temp dir
+        fd, name = tempfile.mkstemp(prefix="hh-writes-")
+        os.close(fd)
+        os.remove(name)
+        first = watch.take()
+        (root / "again.txt").write_text("y")
+        second = watch.take()
+    finally:
+        watch.stop()
+    real = os.path.realpath(root)
+    temp = os.path.realpath(name)
+    assert first == [f"{real}/out.txt", f"{real}/moved.txt", temp]
+    assert second == [f"{real}/again.txt"]
+    assert watch.take() == []  # stopped: nothing is noted

@@ -1,0 +1,171 @@
+"""The hunt's xdist scheduler with fake nodes, as pytest-xdist tests its own schedulers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from hermetic_hunt.engine import wire
+from hermetic_hunt.hunt.controller import make_job
+from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
+from hermetic_hunt.hunt.xdist import COMMAND, HuntScheduling
+from hermetic_hunt.models import Attempt, Settings
+
+TESTS = [f"t.py::test_{i}" for i in range(7)]
+
+
+class FakeGateway:
+    def __init__(self, gid: str) -> None:
+        self.id = gid
+
+
+class FakeNode:
+    """A worker as the scheduler sees it: it records the commands it is sent."""
+
+    def __init__(self, gid: str) -> None:
+        self.gateway = FakeGateway(gid)
+        self.sent: list[dict[str, Any]] = []
+
+    def sendcommand(self, name: str, **kwargs: Any) -> None:
+        assert name == COMMAND
+        self.sent.append(kwargs)
+
+    def shutdown(self) -> None:
+        raise AssertionError("xdist's DSession shuts nodes down, not the scheduler")
+
+
+class FakeHunt:
+    """The part of HuntController the scheduler uses."""
+
+    def __init__(self, rounds: int = 3, order: str = "shuffle") -> None:
+        self.settings = Settings(rounds=rounds, budget_seconds=None, base_seed=9, order=order)  # type: ignore[arg-type]
+        self.tests: list[str] = []
+        self.error: str | None = None
+        self.ingested: list[tuple[str, int, list[bytes]]] = []
+        self.crashes: list[Attempt] = []
+        self.began = False
+
+    def set_tests(self, nodeids: Sequence[str]) -> None:
+        self.tests = list(nodeids)
+
+    def begin(self) -> None:
+        self.began = True
+
+    def rounds(self) -> Iterator[int]:
+        yield from range(self.settings.rounds or 0)
+
+    def plan(self, round_no: int, workers: int) -> RoundPlan:
+        return plan_round(9, round_no, self.tests, workers, self.settings.order)
+
+    def job(self, plan: RoundPlan, slot: int) -> Any:
+        names = [self.tests[i] for i in plan.slices[slot]]
+        return make_job(self.settings, plan.round_no, slot, names, plan.twice)
+
+    def ingest(self, lines: Sequence[bytes], worker: str, round_no: int) -> None:
+        self.ingested.append((worker, round_no, list(lines)))
+
+    def crashed(self, worker: str, round_no: int, attempt: Attempt) -> None:
+        self.crashes.append(attempt)
+
+    def stopping(self) -> bool:
+        return False
+
+
+def finish(sched: HuntScheduling, node: FakeNode, *, steps: int | None = None) -> None:
+    """The node reports its current job's steps and its end, in one batch."""
+    part = sched.running[node]
+    assert part is not None
+    count = len(part.tests) if steps is None else steps
+    lines = [wire.step_line(i, [], []) for i in range(count)] + [wire.end_line("completed")]
+    sched.mark_test_complete(node, b"".join(lines), 0.0)
+
+
+def started(hunt: FakeHunt, nodes: list[FakeNode], collections: list[list[str]] | None = None):
+    sched = HuntScheduling(pytest.Config.__new__(pytest.Config), hunt, len(nodes))  # type: ignore[arg-type]
+    for node in nodes:
+        sched.add_node(node)
+    for node, collection in zip(nodes, collections or [TESTS] * len(nodes), strict=True):
+        sched.add_node_collection(node, collection)
+    assert sched.collection_is_completed
+    sched.schedule()
+    return sched
+
+
+def test_each_slot_gets_its_share_of_one_round_at_a_time() -> None:
+    hunt = FakeHunt(rounds=3)
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    sched = started(hunt, [gw1, gw0])  # ready in another order: slots follow gw numbers
+    assert hunt.began and hunt.tests == TESTS
+    first = plan_round(9, 0, TESTS, 2, "shuffle")
+    assert [c["indices"] for c in gw0.sent] == [list(first.slices[0])]
+    assert [c["indices"] for c in gw1.sent] == [list(first.slices[1])]
+    assert sched.has_pending and not sched.tests_finished
+    finish(sched, gw0)
+    assert len(gw0.sent) == 1  # the next round waits for every worker (the barrier)
+    finish(sched, gw1)
+    assert [c["round"] for c in gw0.sent] == [0, 1] and [c["round"] for c in gw1.sent] == [0, 1]
+    for _ in range(2):
+        finish(sched, gw0)
+        finish(sched, gw1)
+    assert sched.tests_finished and not sched.has_pending
+    assert {(w, r) for w, r, _ in hunt.ingested} == {
+        (w, r) for w in ("gw0", "gw1") for r in range(3)
+    }
+
+
+def test_the_same_tests_collected_in_another_order_are_sent_by_each_nodes_own_index() -> None:
+    hunt = FakeHunt(rounds=1)
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    started(hunt, [gw0, gw1], [TESTS, TESTS[::-1]])
+    plan = plan_round(9, 0, TESTS, 2, "shuffle")
+    assert gw0.sent[0]["indices"] == list(plan.slices[0])
+    reversed_index = {n: i for i, n in enumerate(TESTS[::-1])}
+    assert gw1.sent[0]["indices"] == [reversed_index[TESTS[i]] for i in plan.slices[1]]
+
+
+def test_truly_different_collections_stop_the_hunt_with_one_line_naming_the_cause() -> None:
+    hunt = FakeHunt(rounds=5)
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    sched = started(hunt, [gw0, gw1], [TESTS, [*TESTS[:-1], "t.py::test_other"]])
+    assert sched.tests_finished and not gw0.sent and not gw1.sent
+    assert hunt.error is not None and "\n" not in hunt.error
+    assert "PYTHONHASHSEED" in hunt.error and "test_" in hunt.error
+
+
+def test_a_dead_worker_costs_its_current_step_and_its_replacement_runs_the_rest() -> None:
+    hunt = FakeHunt(rounds=2)
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    sched = started(hunt, [gw0, gw1])
+    part = sched.running[gw0]
+    assert part is not None and len(part.tests) >= 3
+    # two steps reported, then the worker process dies in the third
+    sched.mark_test_complete(gw0, b"".join(wire.step_line(i, [], []) for i in range(2)), 0.0)
+    crashed = sched.remove_node(gw0)
+    assert crashed == part.tests[2]
+    assert [a.nodeid for a in hunt.crashes] == [part.tests[2]]
+    assert hunt.crashes[0].outcome == "crashed" and hunt.crashes[0].position == 2
+    gw2 = FakeNode("gw2")
+    sched.add_node(gw2)
+    assert sched.node2slot[gw2] == 0  # the slot whose work is waiting
+    sched.add_node_collection(gw2, TESTS)
+    rest = gw2.sent[0]
+    assert rest["round"] == 0 and rest["first_position"] == 3
+    assert [TESTS[i] for i in rest["indices"]] == part.tests[3:]
+    finish(sched, gw2)
+    finish(sched, gw1)
+    assert {c["round"] for c in gw2.sent} == {0, 1}  # the hunt goes on
+
+
+def test_a_twice_round_sends_every_test_twice_in_a_row_with_its_repeat_numbers() -> None:
+    hunt = FakeHunt(rounds=4, order="auto")
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    sched = started(hunt, [gw0, gw1])
+    for _ in range(3):
+        finish(sched, gw0)
+        finish(sched, gw1)
+    twice = gw0.sent[3]
+    assert twice["round"] == 3
+    indices, repeats = twice["indices"], twice["repeats"]
+    assert indices[0::2] == indices[1::2] and repeats == [1, 2] * (len(indices) // 2)

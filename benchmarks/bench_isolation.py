@@ -192,17 +192,31 @@ def measure(n: int, rng: random.Random, opts: argparse.Namespace) -> None:
 
 #: The example suite's flakes and their kinds (see examples/shop/README.md).
 EXAMPLE = {
-    "tests/test_settings.py::test_default_currency_is_usd": {"victim"},
-    "tests/test_flags.py::test_price_display_shows_vat_once": {"victim"},
-    "tests/test_catalog.py::test_catalog_lists_core_products": {"victim"},
-    "tests/test_pricing.py::test_convert_to_eur": {"brittle"},
-    "tests/test_plugins.py::test_register_builtin_plugins": {"self-polluting"},
-    "tests/test_orders.py::test_order_ids_are_unique": {"random"},
-    "tests/test_billing.py::test_next_billing_date": {"time"},
-    "tests/test_tags.py::test_tags_are_listed_in_order": {"hash-order"},
-    "tests/test_checkout.py::test_checkout_reports_metrics": {"random", "network"},
-    "tests/test_health.py::test_health_check_degrades_gracefully": {"network"},
-    "tests/test_inventory.py::test_concurrent_reservations_keep_stock_consistent": {"concurrency"},
+    "tests/" + nodeid: set(kinds.split())
+    for nodeid, kinds in {
+        "test_settings.py::test_default_currency_is_usd": "victim",
+        "test_flags.py::test_price_display_shows_vat_once": "victim",
+        "test_catalog.py::test_catalog_lists_core_products": "victim",
+        "test_pricing.py::test_convert_to_eur": "brittle",
+        "test_plugins.py::test_register_builtin_plugins": "self-polluting",
+        "test_orders.py::test_order_ids_are_unique": "random",
+        "test_billing.py::test_next_billing_date": "time",
+        "test_tags.py::test_tags_are_listed_in_order": "hash-order",
+        "test_checkout.py::test_checkout_reports_metrics": "random network",
+        "test_health.py::test_health_check_degrades_gracefully": "network",
+        "test_session_cache.py::test_session_survives_until_its_ttl": "time",
+        "test_receipts.py::test_receipt_is_stamped_in_the_second_it_was_ordered": "time",
+        "test_courier.py::test_quote_arrives_within_the_checkout_timeout": "time",
+        "test_registry.py::test_registry_is_loaded_once_by_concurrent_first_users": "concurrency",
+        "test_routes.py::TestRoutes::test_hub_has_two_routes": "victim",
+        "test_routes.py::TestRoutes::test_east_route_is_open": "brittle",
+        "test_ledger.py::test_ledger_starts_empty": "victim",
+        "test_ledger.py::test_ledger_totals_one_sale": "brittle",
+        "test_labels.py::test_label_defaults_to_dollars": "victim",
+        "test_quotes.py::test_quote_in_euros": "victim",
+        "test_exports.py::test_page_path_is_absolute": "victim",
+        "test_exports.py::test_export_directory_is_known": "victim",
+    }.items()
 }
 PLANTED_FILES = {
     "test_f07_victim.py": (

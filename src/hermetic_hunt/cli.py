@@ -13,6 +13,7 @@ error with a documented exit status (see ``docs/cli.md``):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -242,13 +243,16 @@ def isolate(
     """
     from hermetic_hunt.isolate.run import isolate_database
     from hermetic_hunt.options import parse_isolate_budget
+    from hermetic_hunt.report.isolation import isolation_lines
 
     probes, seconds, _ = parse_isolate_budget(budget, "--budget") if budget else (None, None, False)
-    lines = isolate_database(
+    report = isolate_database(
         db, run_id, ids, budget=probes, seconds=seconds, timeout=probe_timeout, workers=workers,
         say=click.echo,
     )  # fmt: skip
-    click.echo("\n".join(lines))
+    lines = isolation_lines(report, os.getcwd())
+    nothing = f"run {report.run_id}: nothing to isolate (no flaky or always-failing test)"
+    click.echo("\n".join(lines or [nothing]))
 
 
 @main.command(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -30,6 +31,9 @@ from hermetic_hunt.models import (
     Shard,
 )
 from hermetic_hunt.seeds import new_base_seed
+
+if TYPE_CHECKING:
+    from hermetic_hunt.hunt.controller import HuntController
 from hermetic_hunt.timing import DEFAULT_TIME_MIX
 
 #: (option, dest, ini key, help) of every hunt option that takes a value.
@@ -275,6 +279,27 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
         config.pluginmanager.register(
             LocalLoop(controller, Engine(config, settings)), "hermetic-hunt-loop"
         )
+    config.pluginmanager.register(EndOfHunt(controller), "hermetic-hunt-summary")
     from hermetic_hunt.engine.setup import declare_marker
 
     declare_marker(config, settings.integration_marker)
+
+
+class EndOfHunt:
+    """The hunt's end summary, after pytest's (counts as ``hermetic-hunt report``)."""
+
+    def __init__(self, controller: HuntController) -> None:
+        self.controller = controller
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from hermetic_hunt.report.summary import end_of_hunt
+
+        hunt = self.controller
+        if not hunt.run_id:
+            return
+        for line in end_of_hunt(
+            hunt.store, hunt.run_id, hunt.summary_header(),
+            cwd=str(hunt.config.invocation_params.dir), attempts=hunt.tallies.attempts,
+            error=hunt.error, isolation=hunt.isolation,
+        ):  # fmt: skip
+            terminalreporter.write_line(line)

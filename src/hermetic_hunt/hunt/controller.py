@@ -28,25 +28,16 @@ from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.errors import HuntError
+from hermetic_hunt.findings import IsolationReport
 from hermetic_hunt.hunt.files import FileWatch, attribute
 from hermetic_hunt.hunt.progress import Progress, line
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
 from hermetic_hunt.hunt.tally import Tallies
 from hermetic_hunt.models import Attempt, Leak, RunInfo, Settings, Step, format_seconds
-from hermetic_hunt.report.model import Report
-from hermetic_hunt.report.text import (
-    clean,
-    exposure_line,
-    finding_lines,
-    leak_lines,
-    summary_line,
-)
 from hermetic_hunt.seeds import round_now
 from hermetic_hunt.store import Store
 
 _PERF = time.perf_counter
-#: Findings the end of a hunt lists before it only counts the rest.
-SUMMARY_FINDINGS = 10
 FLUSH_EVERY = 500
 FLUSH_SECONDS = 2.0
 
@@ -72,7 +63,7 @@ class HuntController:
         self.test_ids: dict[str, int] = {}
         self.tallies = Tallies()
         self.rounds_completed = 0
-        self.isolation_lines: list[str] = []
+        self.isolation: IsolationReport | None = None
         self.files: FileWatch | None = None
         self.error: str | None = None
         self.interrupted = False
@@ -431,9 +422,8 @@ class HuntController:
 
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
         quiet = terminal is None or self.config.get_verbosity() < -1
-        cwd = str(self.config.invocation_params.dir)
-        self.isolation_lines = isolate_after_hunt(
-            self.store, self.run_id, self.settings, self.workers, cwd,
+        self.isolation = isolate_after_hunt(
+            self.store, self.run_id, self.settings, self.workers,
             say=None if quiet else self._line, rounds_seconds=self.rounds_seconds,
         )  # fmt: skip
 
@@ -461,56 +451,18 @@ class HuntController:
             terminal.stats["failed"] = kept
             _compat.add_stats(terminal, "repeated failures", repeats)
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        for text in self.summary_lines():
-            terminalreporter.write_line(text)
-
-    def summary_lines(self) -> list[str]:
-        """The end of the hunt: counts as ``hermetic-hunt report`` gives them (the
-        same function, the same database), then the findings, bounded."""
-        if not self.run_id:
-            return []
+    def summary_header(self) -> str:
+        """The first line of the end summary: what the rounds did (the rest --
+        counts, findings, leaks -- is :func:`hermetic_hunt.report.summary.end_of_hunt`)."""
         t = self.tallies
         cwd = str(self.config.invocation_params.dir)
         db = commands.display_path(self.store.path, cwd)
         seconds = self.rounds_seconds if self._finished else _PERF() - self._started
-        elapsed = format_seconds(round(seconds, 1))
-        out = [
-            "",
+        return (
             f"hermetic-hunt: run {self.run_id} · {self.rounds_completed} round(s) · "
-            f"{t.attempts:,} attempts in {elapsed} · {t.failed_attempts:,} failed · {db}",
-        ]
-        report = self._report(cwd) if t.attempts else None
-        if report is not None:
-            out.append(f"hermetic-hunt: {summary_line(report)}")
-            if report.groups:
-                out.append(f"hermetic-hunt: {exposure_line(report)}")
-        if self.error is not None:
-            out.append(f"hermetic-hunt: the hunt stopped early: {self.error}")
-        if self.isolation_lines:
-            out.extend(self.isolation_lines)
-        elif report is not None:
-            out.extend(finding_lines(report, limit=SUMMARY_FINDINGS))
-            violators = [t for t in report.tests if t.with_violations]
-            if violators:
-                out.append("network violations (outbound calls the guard blocked):")
-                for test in violators[:SUMMARY_FINDINGS]:
-                    out.append(f"  {clean(test.nodeid)}  in {test.with_violations} attempt(s)")
-                if len(violators) > SUMMARY_FINDINGS:
-                    more = len(violators) - SUMMARY_FINDINGS
-                    out.append(f"  ... and {more} more: hermetic-hunt report lists them")
-        if report is not None:
-            out.extend(leak_lines(report, limit=SUMMARY_FINDINGS))
-        return out
-
-    def _report(self, cwd: str) -> Report | None:
-        """This run's report, read back from the database (None: it cannot be read)."""
-        from hermetic_hunt.report.load import load_report
-
-        try:
-            return load_report(self.store, self.run_id, cwd)
-        except HuntError:
-            return None
+            f"{t.attempts:,} attempts in {format_seconds(round(seconds, 1))} · "
+            f"{t.failed_attempts:,} failed · {db}"
+        )
 
 
 def make_job(settings: Settings, round_no: int, slot: int, nodeids: Sequence[str],

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hermetic_hunt.findings import Finding, Probe
+from hermetic_hunt.findings import Finding, IsolationReport, Probe
 from hermetic_hunt.isolate import wire
 from hermetic_hunt.isolate.case import ClassifySettings, Deadline
 from hermetic_hunt.isolate.classifier import Classifier
@@ -32,7 +32,6 @@ from hermetic_hunt.isolate.groups import Group, adopt, sample
 from hermetic_hunt.isolate.groups import group as groups_of
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
 from hermetic_hunt.isolate.search import BudgetExceeded
-from hermetic_hunt.isolate.summary import IsolationReport
 from hermetic_hunt.models import (
     DEFAULT_INTEGRATION_MARKER,
     DEFAULT_ISOLATE_BUDGET,
@@ -111,8 +110,8 @@ def isolate(
     started = _PERF()
     facts = db.run_facts(store, run_id)
     found = db.candidates(store, facts.run_id, only)
-    report = IsolationReport(facts.run_id, facts.rootdir, parallel=opts.parallel,
-                             time_budget=opts.time_budget)  # fmt: skip
+    report = IsolationReport(facts.run_id, facts.rootdir, str(store.path),
+                             parallel=opts.parallel, time_budget=opts.time_budget)  # fmt: skip
     if not found.flaky and not found.always_failing and not found.not_idempotent:
         return report
     target = ProbeTarget(
@@ -389,17 +388,15 @@ def isolate_after_hunt(
     run_id: int,
     settings: Settings,
     workers: int,
-    cwd: str,
     say: Callable[[str], None] | None = None,
     rounds_seconds: float | None = None,
-) -> list[str]:
-    """Isolation at the end of ``pytest --hermetic-hunt``; the summary's lines.
+) -> IsolationReport:
+    """Isolation at the end of ``pytest --hermetic-hunt``.
 
     ``rounds_seconds``: how long the rounds took (the ``auto`` time budget).
     """
     opts = IsolationOptions.of(settings, workers, rounds_seconds)
-    report = isolate(store, run_id, opts, say=say)
-    return report.lines(store.path, cwd)
+    return isolate(store, run_id, opts, say=say)
 
 
 def isolate_database(
@@ -413,7 +410,7 @@ def isolate_database(
     workers: int | None = None,
     cwd: str | None = None,
     say: Callable[[str], None] | None = None,
-) -> list[str]:
+) -> IsolationReport:
     """``hermetic-hunt isolate``: isolate (again) the flakes of a stored run.
 
     The hunt's stored settings decide, unless an argument overrides them
@@ -433,6 +430,4 @@ def isolate_database(
             seconds=seconds if seconds is not None else stored.seconds,
             timeout=timeout if timeout is not None else stored.timeout,
         )
-        report = isolate(store, facts.run_id, opts, only, say=say)
-        lines = report.lines(store.path, where)
-    return lines or [f"run {facts.run_id}: nothing to isolate (no flaky or always-failing test)"]
+        return isolate(store, facts.run_id, opts, only, say=say)

@@ -11,9 +11,9 @@ import json
 from typing import Any
 
 from hermetic_hunt import stats
-from hermetic_hunt.report.groups import Group
 from hermetic_hunt.report.model import (
     Flake,
+    Group,
     LeakRow,
     Report,
     RunRow,

@@ -17,7 +17,7 @@ from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
 from hermetic_hunt.models import parse_ref
 from hermetic_hunt.replay.plan import location_arg
 from hermetic_hunt.report import render
-from hermetic_hunt.report.model import Replay, Report, assemble, flake_run, parse_flake
+from hermetic_hunt.report.model import Replay, Report, assemble, flake_run
 from hermetic_hunt.report.show import (
     AttemptDetail,
     Comparison,
@@ -25,6 +25,7 @@ from hermetic_hunt.report.show import (
     render_attempt,
     render_flake,
 )
+from hermetic_hunt.report.stored import parse_flake
 from hermetic_hunt.report.text import list_lines, summary_line
 from hermetic_hunt.store import Store, queries
 

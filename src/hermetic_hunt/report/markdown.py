@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 
 from hermetic_hunt import stats
-from hermetic_hunt.report.groups import Group
-from hermetic_hunt.report.model import Report, TestResult
+from hermetic_hunt.report.model import Group, Report, TestResult
 from hermetic_hunt.report.text import (
     LIST_LIMIT,
     SHOW,

@@ -18,7 +18,7 @@ A test's *status* (``TestResult.status``), from its counted attempts
 * ``stable`` -- never failed;
 * ``skipped`` -- skipped in every attempt (nothing to count).
 
-Findings are shown as :class:`~hermetic_hunt.report.groups.Group` objects: one test, or the
+Findings are shown as :class:`Group` objects: one test, or the
 parametrizations of one test function that fail the same way (same status,
 kinds and failure signature). Each has an *exposure*
 (:func:`hermetic_hunt.models.exposure`): what a CI run will see of it;
@@ -27,19 +27,25 @@ reports list them by exposure, then by how surely they fail.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermetic_hunt import stats
-from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import EXPOSURES, KINDS, Reproducer, describe_leak
-from hermetic_hunt.report.groups import FINDINGS, Group, rank_groups, test_exposure
+from hermetic_hunt.models import (
+    EXPOSURE_TEXT,
+    EXPOSURES,
+    Reproducer,
+    describe_leak,
+    exposure,
+    function_of,
+)
 
 #: ``replay(ref, run_id)``: the replay command of F3 / A1207 (found in that run).
 Replay = Callable[[str, int | None], str]
 STATUSES = ("flaky", "broken", "sandbox-incompatible", "not-idempotent", "stable", "skipped")
+#: Statuses that are findings (the rest never failed).
+FINDINGS = ("flaky", "broken", "sandbox-incompatible", "not-idempotent")
 #: ``test_checks.check_name`` of the run without the sandbox.
 SANDBOX_OFF = "sandbox-off"
 
@@ -241,6 +247,48 @@ class TestResult:
 
 
 @dataclass(frozen=True)
+class Group:
+    """One finding as reports show it: a test, or the parametrizations of one
+    test function that fail the same way (same status, kinds and failure
+    signature). ``tests[0]`` leads (the one isolation explained)."""
+
+    tests: tuple[TestResult, ...]
+    exposure: str
+
+    @property
+    def lead(self) -> TestResult:
+        return self.tests[0]
+
+    @property
+    def others(self) -> tuple[TestResult, ...]:
+        return self.tests[1:]
+
+    @property
+    def nodeid(self) -> str:
+        return function_of(self.lead.nodeid) if self.others else self.lead.nodeid
+
+    @property
+    def attempts(self) -> int:
+        return sum(t.attempts for t in self.tests)
+
+    @property
+    def failures(self) -> int:
+        return sum(t.failures for t in self.tests)
+
+    @property
+    def rate(self) -> float | None:
+        return self.failures / self.attempts if self.attempts else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return stats.wilson(self.failures, self.attempts) if self.attempts else None
+
+    @property
+    def exposure_text(self) -> str:
+        return EXPOSURE_TEXT.get(self.exposure, self.exposure)
+
+
+@dataclass(frozen=True)
 class Report:
     database: str
     runs: tuple[RunRow, ...]
@@ -306,79 +354,6 @@ def rank_key(test: TestResult) -> tuple[int, float, float, str]:
     low = test.interval[0] if test.interval else 0.0
     level = EXPOSURES.index(test.exposure) if test.exposure in EXPOSURES else len(EXPOSURES)
     return (level, -low, -(test.rate or 0.0), test.nodeid)
-
-
-# -- validating stored flakes ----------------------------------------------
-
-
-def _load(raw: str | None, what: str, where: str) -> Any:
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        raise BadDatabase(
-            f"{where}: {what} is not valid JSON; the database is damaged (re-run the hunt)"
-        ) from None
-
-
-def _malformed(what: str, shape: str, where: str) -> BadDatabase:
-    return BadDatabase(
-        f"{where}: {what} must be {shape}; the database is damaged or written by "
-        "another tool (re-run the hunt)"
-    )
-
-
-def _nodeids(value: Any, what: str, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _malformed(what, "a JSON list of test ids", where)
-    return tuple(value)
-
-
-def _sets(value: Any, what: str, where: str) -> tuple[tuple[str, ...], ...]:
-    if not isinstance(value, list):
-        raise _malformed(what, "a JSON list of sets of test ids", where)
-    return tuple(_nodeids(item, what, where) for item in value)
-
-
-def parse_flake(raw: RawFlake, database: str) -> Flake:
-    """Validate a stored flake (untrusted); :class:`BadDatabase` names what is wrong."""
-    where = f"{database}: flake {raw.flake_id}"
-    kinds = _nodeids(_load(raw.kinds, "kinds", where), "kinds", where)
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown:
-        raise BadDatabase(
-            f"{where}: unknown flake kind {unknown[0]!r} (known: {', '.join(KINDS)}); "
-            "upgrade hermetic-hunt or re-run the hunt"
-        )
-    reproducer = None
-    loaded = _load(raw.reproducer, "reproducer", where)
-    if loaded is not None:
-        try:
-            reproducer = Reproducer.from_json(loaded)
-        except ValueError as exc:
-            raise BadDatabase(
-                f"{where}: reproducer is malformed ({exc}); re-run the hunt"
-            ) from None
-    return Flake(
-        flake_id=raw.flake_id,
-        nodeid=raw.nodeid,
-        kinds=kinds,
-        status=raw.status,
-        confirmed=None if raw.confirmed is None else bool(raw.confirmed),
-        polluters=_sets(_load(raw.polluters, "polluters", where), "polluters", where),
-        cleaners=_nodeids(_load(raw.cleaners, "cleaners", where), "cleaners", where),
-        state_setters=_sets(
-            _load(raw.state_setters, "state_setters", where), "state_setters", where
-        ),
-        reproducer=reproducer,
-        evidence=_load(raw.evidence, "evidence", where),
-        probes=raw.probes,
-        probe_seconds=raw.probe_seconds,
-        note=raw.note,
-        first_run_id=raw.first_run_id,
-        last_run_id=raw.last_run_id,
-    )
 
 
 # -- assembling ------------------------------------------------------------
@@ -498,3 +473,57 @@ def flake_order(flake: Flake) -> tuple[int, str]:
     """F2 before F10."""
     digits = flake.flake_id[1:]
     return (int(digits) if digits.isdigit() else 1 << 62, flake.flake_id)
+
+
+# -- findings as groups -------------------------------------------------------
+
+
+def group_rank(group: Group) -> tuple[int, float, float, str]:
+    low = group.interval[0] if group.interval else 0.0
+    level = EXPOSURES.index(group.exposure) if group.exposure in EXPOSURES else len(EXPOSURES)
+    return (level, -low, -(group.rate or 0.0), group.nodeid)
+
+
+def _signature(test: TestResult) -> tuple[str, str]:
+    failure = test.failure
+    return (failure.exc_type, failure.location) if failure is not None else ("", "")
+
+
+def _is_lead(test: TestResult) -> tuple[int, int, str]:
+    """The test isolation explained leads its group (then the lowest flake id)."""
+    flake = test.flake
+    evidence = flake.evidence if flake is not None else None
+    grouped = isinstance(evidence, dict) and isinstance(evidence.get("group"), dict)
+    digits = flake.flake_id[1:] if flake is not None else ""
+    number = int(digits) if digits.isdigit() else 1 << 62
+    return (int(grouped), number, test.nodeid)
+
+
+def rank_groups(tests: Iterable[TestResult]) -> tuple[Group, ...]:
+    """Findings as groups (see :class:`Group`), what CI sees first."""
+    by_key: dict[tuple[Any, ...], list[TestResult]] = {}
+    for t in tests:
+        if t.status not in FINDINGS:
+            continue
+        kinds = t.flake.kinds if t.flake is not None else ()
+        key = (function_of(t.nodeid), t.status, kinds, _signature(t), t.exposure)
+        by_key.setdefault(key, []).append(t)
+    groups = [
+        Group(tuple(sorted(members, key=_is_lead)), members[0].exposure or "order")
+        for members in by_key.values()
+    ]
+    return tuple(sorted(groups, key=group_rank))
+
+
+def test_exposure(status: str, flake: Flake | None) -> str | None:
+    """:func:`hermetic_hunt.models.exposure` of a test, from its status and flake."""
+    if status not in FINDINGS:
+        return None
+    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
+    dates = evidence.get("dates")
+    return exposure(
+        flake.kinds if flake is not None else (),
+        status=status,
+        default_order=evidence.get("default_order") is True,
+        fails_now=isinstance(dates, dict) and dates.get("fails_now") is True,
+    )

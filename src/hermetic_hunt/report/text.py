@@ -14,9 +14,9 @@ from typing import Any
 
 from hermetic_hunt import stats
 from hermetic_hunt.models import EXPOSURE_TEXT, format_seconds
-from hermetic_hunt.report.groups import Group
 from hermetic_hunt.report.model import (
     Flake,
+    Group,
     LeakRow,
     Report,
     RunRow,

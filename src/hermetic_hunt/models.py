@@ -101,11 +101,12 @@ def exposure(
     ``status`` is the report's (``flaky``, ``broken``, ``not-idempotent``,
     ``sandbox-incompatible``...); ``default_order``: the reproducer's tests
     run in that order in pytest's default (collection) order, so a plain
-    ``pytest`` run fails; ``fails_now``: a time flake fails at today's date.
+    ``pytest`` run fails; ``fails_now``: a time flake replayed at the coming
+    dates fails at today's (None: not a calendar-decided flake, or not checked).
     Kinds a plain run shows on any day (random, hash-order, network,
     concurrency) are ``normal``; order dependence is ``normal`` only when
-    the default order shows it; a time flake is ``dates`` unless it fails
-    today; a test that fails only as a second run in one process is
+    the default order shows it; a calendar-decided time flake is ``dates``
+    unless it fails today; a test that fails only as a second run in one process is
     ``repeat``. What isolation could not explain failed in shuffled rounds:
     ``order``. A kind shown alone in fresh processes (random, concurrency...)
     outranks how the hunt happened to see the test fail.
@@ -122,7 +123,9 @@ def exposure(
     if found & {"victim", "brittle"}:
         return "normal" if default_order else "order"
     if "time" in found:
-        return "normal" if fails_now else "dates"
+        # Only a flake the calendar decides (checked at the coming dates) can
+        # wait for its date; a clock that runs slow or jumps fails any day.
+        return "dates" if fails_now is False else "normal"
     if found == {"self-polluting"} and status != "flaky":
         return "repeat"
     return "order"

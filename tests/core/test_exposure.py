@@ -26,6 +26,7 @@ from hermetic_hunt.options import parse_isolate_budget
         ([], "not-idempotent", {}, "repeat"),
         (["time"], "flaky", {"fails_now": True}, "normal"),
         (["time"], "flaky", {"fails_now": False}, "dates"),
+        (["time"], "flaky", {}, "normal"),  # a clock profile: any day
         (["unexplained"], "flaky", {}, "order"),
         ([], "flaky", {}, "order"),
         ([], "broken", {}, "normal"),

@@ -115,7 +115,7 @@ def test_quiet_keeps_a_header_one_line_per_round_and_isolation_progress_on_its_o
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
-            "hermetic-hunt: run 1 · 4 rounds · mode seeded · order auto · base seed 2 "
+            "hermetic-hunt: run 1 · 4 rounds · mode seeded · order auto · time default · base seed 2 "
             "(--hermetic-seed=2) · database flakes.db",
             "hermetic-hunt: round 1/4 *",
             "hermetic-hunt: round 2/4 *",

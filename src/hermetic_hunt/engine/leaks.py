@@ -189,9 +189,23 @@ class Snapshot:
                 sys.getrecursionlimit(),
                 sys.getswitchinterval(),
                 tempfile.tempdir,
-                type(asyncio_policy).__name__ if asyncio_policy is not None else None,
+                _policy_name(asyncio_policy),
             ),
         )
+
+
+def _policy_name(policy: Any) -> str | None:
+    """A policy other than asyncio's default, by class name (None: none or the default).
+
+    asyncio creates its default policy the first time anything asks for it
+    (the sandbox's virtual loop time does): that is no test's leak.
+    """
+    if policy is None:
+        return None
+    asyncio = sys.modules.get("asyncio")
+    if type(policy) is getattr(asyncio, "DefaultEventLoopPolicy", None):
+        return None
+    return type(policy).__name__
 
 
 _SCALARS = ("socket-timeout", "recursion-limit", "switch-interval", "tempfile.tempdir",

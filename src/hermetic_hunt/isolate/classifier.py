@@ -122,10 +122,22 @@ class Classifier(Case):
             self._done = True
             return
         alone.alone(self)
-        if "time" in self.finding.kinds:
+        if self._start_time_decides():
             dates.check(self)
         if not self.needs:
             self._network()
+
+    def _start_time_decides(self) -> bool:
+        """``time`` shown by varying the start time (not a clock profile or stress):
+        the calendar decides it, so the coming dates say when CI will see it."""
+        shown = {
+            n for claim in self._why if claim.get("kind") == "time" for n in claim["probes"]
+        }
+        return any(
+            probe.purpose.startswith("vary start time")
+            for n, (probe, _) in enumerate(self.finding.probes, start=1)
+            if n in shown
+        )
 
     def _order(self) -> None:
         if "brittle" in self.needs:

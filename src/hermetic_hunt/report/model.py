@@ -525,5 +525,5 @@ def test_exposure(status: str, flake: Flake | None) -> str | None:
         flake.kinds if flake is not None else (),
         status=status,
         default_order=evidence.get("default_order") is True,
-        fails_now=isinstance(dates, dict) and dates.get("fails_now") is True,
+        fails_now=dates.get("fails_now") is True if isinstance(dates, dict) else None,
     )

@@ -295,7 +295,7 @@ def test_the_commands_read_what_a_real_hunt_stored(pytester, monkeypatch, safety
     assert (
         "1 flaky · 1 broken · 0 sandbox-incompatible · 2 stable · 1 with network violations" in out
     )
-    flaky = out.split("flaky tests (1), most surely failing first:\n")[1]
+    flaky = out.split("fails under shuffling or xdist (1 finding):\n")[1]
     assert flaky.startswith(
         "  -   test_mini.py::test_random\n      not isolated\n      failed 4 of 10 attempts: 40% (95% CI 17%–69%)\n"
     )
@@ -349,21 +349,24 @@ def test_real_clock():
     assert (
         "1 flaky · 1 broken · 1 sandbox-incompatible · 2 stable · 1 with network violations" in out
     )
-    flaky = out.split("flaky tests (1), most surely failing first:\n")[1]
+    normal = out.split("fails in normal runs (2 findings):\n")[1].split("\n\n")[0]
     assert re.match(
+        r"  -   test_mini\.py::test_broken\n"
+        r"      broken: failed in every attempt, with and without the sandbox\n"
+        r"      failed 10 of 10 attempts",
+        normal,
+    )
+    assert re.search(
         r"  (F\d+) +test_mini\.py::test_random\n"
         r"      random · isolated · reproducer confirmed\n"
         r"      failed 4 of 10 attempts: 40% \(95% CI 17%–69%\)\n",
-        flaky,
+        normal,
     )
-    broken = out.split("broken tests (failed in every attempt, with and without the sandbox):\n")[1]
-    assert broken.startswith("  -   test_mini.py::test_broken\n      failed 10 of 10 attempts")
-    assert "without the sandbox: failed" in broken.split("\n\n")[0]
-    incompatible = out.split(
-        "sandbox-incompatible tests (fail under the sandbox, pass without it):\n"
-    )[1]
-    assert incompatible.startswith("  -   test_mini.py::test_real_clock\n")
-    assert "without the sandbox: passed" in incompatible.split("\n\n")[0]
+    incompatible = out.split("fails only under the sandbox (1 finding):\n")[1]
+    assert incompatible.startswith(
+        "  -   test_mini.py::test_real_clock\n"
+        "      sandbox-incompatible: fails under the sandbox, passes without it\n"
+    )
     code, listed, _ = invoke("list")
     assert code == FOUND
     assert [line.split()[1] for line in listed.splitlines()] == ["random", "network"]

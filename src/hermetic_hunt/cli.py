@@ -13,6 +13,7 @@ error with a documented exit status (see ``docs/cli.md``):
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from functools import wraps
@@ -207,7 +208,7 @@ def list_flakes(db: str, run_id: int | None) -> None:
 @main.command(
     epilog=_examples(
         "hermetic-hunt isolate                   # every flaky test of the newest run",
-        "hermetic-hunt isolate F3 F5 --budget 500",
+        "hermetic-hunt isolate F3 F5 --budget 500,10m",
         "hermetic-hunt isolate --run 2 tests/test_x.py::test_y",
     )
 )
@@ -219,7 +220,9 @@ def list_flakes(db: str, run_id: int | None) -> None:
     "--run", "run_id", type=click.IntRange(min=1), metavar="R", help="Run R (default: the newest)."
 )
 @click.option(
-    "--budget", type=click.IntRange(min=1), help="Most probes per flaky test (default: the hunt's)."
+    "--budget",
+    metavar="BUDGET",
+    help="Probes per flaky test and/or overall time: 500, 15m or 500,15m (default: the hunt's).",
 )
 @click.option("--probe-timeout", type=click.FloatRange(min=0.1), help="Seconds per probe.")
 @click.option(
@@ -230,7 +233,7 @@ def isolate(
     ids: tuple[str, ...],
     db: str,
     run_id: int | None,
-    budget: int | None,
+    budget: str | None,
     probe_timeout: float | None,
     workers: int | None,
 ) -> None:
@@ -242,9 +245,17 @@ def isolate(
     database (flakes, isolation_steps) and are printed.
     """
     from hermetic_hunt.isolate.run import isolate_database
+    from hermetic_hunt.options import parse_isolate_budget
+    from hermetic_hunt.report.isolation import isolation_lines
 
-    lines = isolate_database(db, run_id, ids, budget=budget, timeout=probe_timeout, workers=workers)
-    click.echo("\n".join(lines))
+    probes, seconds, _ = parse_isolate_budget(budget, "--budget") if budget else (None, None, False)
+    report = isolate_database(
+        db, run_id, ids, budget=probes, seconds=seconds, timeout=probe_timeout, workers=workers,
+        say=click.echo,
+    )  # fmt: skip
+    lines = isolation_lines(report, os.getcwd())
+    nothing = f"run {report.run_id}: nothing to isolate (no flaky or always-failing test)"
+    click.echo("\n".join(lines or [nothing]))
 
 
 @main.command(

@@ -84,3 +84,37 @@ class StoredFlake:
     status: str
     reproducer: Any
     last_run_id: int | None
+
+
+@dataclass
+class IsolationReport:
+    """What one isolation run did (:mod:`hermetic_hunt.report.isolation` words it).
+
+    ``flakes`` holds every test isolated, grouped instances too; ``members``
+    maps a group's representative (its flake id) to the flake ids of the
+    instances that took its verdict.
+    """
+
+    run_id: int
+    rootdir: str
+    database: str = ""
+    flakes: list[tuple[str, Finding]] = field(default_factory=list)
+    checks: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    fork: bool = True
+    parallel: int = 1
+    interrupted: bool = False
+    pending: int = 0
+    time_budget: float = 0.0
+    members: dict[str, list[str]] = field(default_factory=dict)
+    sampled: dict[str, set[str]] = field(default_factory=dict)
+    rates: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def out_of_time(self) -> int:
+        """Tests left pending or partial by the time budget."""
+        return sum(
+            1
+            for _, v in self.flakes
+            if v.status in ("pending", "partial") and any("time budget" in n for n in v.notes)
+        )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -58,6 +59,20 @@ Kind = Literal[
 #: Flake kinds, exactly as stored and reported, in report order.
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
+Exposure = Literal["normal", "order", "repeat", "dates", "sandbox"]
+#: What a CI run will see of a finding, most exposed first (see :func:`exposure`).
+EXPOSURES: tuple[Exposure, ...] = get_args(Exposure)
+#: How each exposure reads in reports and summaries.
+EXPOSURE_TEXT: dict[str, str] = {
+    "normal": "fails in normal runs",
+    "order": "fails under shuffling or xdist",
+    "repeat": "fails only when repeated in one process",
+    "dates": "fails only at other dates or times",
+    "sandbox": "fails only under the sandbox",
+}
+#: Kinds that fail in any plain run, in any order, on any day.
+_ANY_RUN = frozenset({"random", "hash-order", "network", "concurrency"})
+
 #: The largest PYTHONHASHSEED Python accepts (it refuses to start above it).
 MAX_HASH_SEED = 4_294_967_295
 
@@ -67,8 +82,61 @@ DEFAULT_DB = "flakes.db"
 DEFAULT_MODE: Mode = "seeded"
 DEFAULT_ORDER: Order = "auto"
 DEFAULT_ISOLATE_BUDGET = 200
+#: The least time an ``auto`` isolation time budget allows (seconds): a tiny
+#: suite's rounds take less than starting one probe server.
+MIN_ISOLATE_SECONDS = 60.0
 DEFAULT_PROBE_TIMEOUT = 120.0
 DEFAULT_INTEGRATION_MARKER = "integration"
+
+
+def exposure(
+    kinds: Sequence[str],
+    *,
+    status: str = "flaky",
+    default_order: bool | None = None,
+    fails_now: bool | None = None,
+) -> Exposure:
+    """What CI will see of a finding (the one place it is decided).
+
+    ``status`` is the report's (``flaky``, ``broken``, ``not-idempotent``,
+    ``sandbox-incompatible``...); ``default_order``: the reproducer's tests
+    run in that order in pytest's default (collection) order, so a plain
+    ``pytest`` run fails; ``fails_now``: a time flake replayed at the coming
+    dates fails at today's (None: not a calendar-decided flake, or not checked).
+    Kinds a plain run shows on any day (random, hash-order, network,
+    concurrency) are ``normal``; order dependence is ``normal`` only when
+    the default order shows it; a calendar-decided time flake is ``dates``
+    unless it fails today; a test that fails only as a second run in one process is
+    ``repeat``. What isolation could not explain failed in shuffled rounds:
+    ``order``. A kind shown alone in fresh processes (random, concurrency...)
+    outranks how the hunt happened to see the test fail.
+    """
+    if status == "broken":
+        return "normal"
+    if status == "sandbox-incompatible":
+        return "sandbox"
+    found = set(kinds)
+    if found & _ANY_RUN:
+        return "normal"  # whatever the hunt saw: a fresh process alone shows it
+    if status == "not-idempotent":
+        return "repeat"
+    if found & {"victim", "brittle"}:
+        return "normal" if default_order else "order"
+    if "time" in found:
+        # Only a flake the calendar decides (checked at the coming dates) can
+        # wait for its date; a clock that runs slow or jumps fails any day.
+        return "dates" if fails_now is False else "normal"
+    if found == {"self-polluting"} and status != "flaky":
+        return "repeat"
+    return "order"
+
+
+def function_of(nodeid: str) -> str:
+    """``test_x.py::test_y[3-a]`` -> ``test_x.py::test_y`` (other nodeids as they are):
+    the test function whose parametrizations a report may show as one finding."""
+    if nodeid.endswith("]") and "[" in nodeid:
+        return nodeid[: nodeid.index("[")]
+    return nodeid
 
 
 def hash_seed_problem(value: int | None) -> str | None:
@@ -165,6 +233,9 @@ class Settings:
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     integration_marker: str = DEFAULT_INTEGRATION_MARKER
     shard: Shard = field(default_factory=Shard)
+    #: Isolation's overall time budget in seconds; None: ``auto`` (as long
+    #: as the rounds took, at least :data:`MIN_ISOLATE_SECONDS`).
+    isolate_seconds: float | None = None
     time: TimeMix = DEFAULT_TIME_MIX
 
     @property
@@ -186,6 +257,7 @@ class Settings:
             "probe_timeout": self.probe_timeout,
             "integration_marker": self.integration_marker,
             "shard": [self.shard.index, self.shard.count],
+            "isolate_seconds": self.isolate_seconds,
             "time": self.time.to_json(),
         }
 
@@ -235,6 +307,7 @@ class Settings:
             probe_timeout=float(pick("probe_timeout", seconds, DEFAULT_PROBE_TIMEOUT)),
             integration_marker=marker,
             shard=Shard(parts[0], parts[1]) if ok_shard else Shard(),
+            isolate_seconds=pick("isolate_seconds", lambda v: v is None or seconds(v), None),
             time=TimeMix.from_json(raw.get("time")),
         )
 

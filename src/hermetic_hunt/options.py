@@ -116,6 +116,44 @@ def parse_marker_name(option: str, text: str) -> str:
     return value
 
 
+def parse_isolate_budget(
+    text: str, option: str = "--hermetic-hunt-isolate-budget"
+) -> tuple[int | None, float | None, bool]:
+    """``--hermetic-hunt-isolate-budget``: probes per flaky test and/or overall time.
+
+    ``"300"`` -> 300 probes; ``"15m"`` -> 15 minutes; ``"300,15m"`` both;
+    ``"auto"`` the default time (as long as the rounds took). Returns
+    ``(probes or None, seconds or None, auto)``; what is not given keeps
+    its default.
+    """
+    probes: int | None = None
+    seconds: float | None = None
+    auto = False
+    items = [item for item in re.split(r"[\s,]+", text.strip()) if item]
+    if not items:
+        raise BadOption(_BUDGET_HELP.format(option=option, text=text))
+    for item in items:
+        if item.lower() == "auto":
+            auto = True
+        elif item.isdigit() and probes is None:
+            probes = int(item)
+            if probes < 1:
+                raise BadOption(f"{option}: needs at least 1 probe, got {text!r}")
+        elif (duration := parse_duration(item)) is not None and seconds is None:
+            if duration <= 0:
+                raise BadOption(f"{option}: the time must be positive, got {text!r}")
+            seconds = duration
+        else:
+            raise BadOption(_BUDGET_HELP.format(option=option, text=text))
+    if auto and seconds is not None:
+        raise BadOption(f"{option}: give a time or auto, not both, got {text!r}")
+    return probes, seconds, auto
+
+
+_BUDGET_HELP = (
+    "{option}: expected probes per flaky test (300), an overall time (15m), both "
+    "(300,15m) or auto, got {text!r}"
+)
 _TIME_USAGE = (
     "--hermetic-hunt-time: expected default, exact, or percents of rounds like "
     "jitter=20,slow=10,stress=10,switch=10 (at most 100 in all)"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,10 +26,14 @@ from hermetic_hunt.models import (
     DEFAULT_MODE,
     DEFAULT_ORDER,
     DEFAULT_PROBE_TIMEOUT,
+    MIN_ISOLATE_SECONDS,
     Settings,
     Shard,
 )
 from hermetic_hunt.seeds import new_base_seed
+
+if TYPE_CHECKING:
+    from hermetic_hunt.hunt.controller import HuntController
 from hermetic_hunt.timing import DEFAULT_TIME_MIX
 
 #: (option, dest, ini key, help) of every hunt option that takes a value.
@@ -63,7 +68,9 @@ HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
         "--hermetic-hunt-isolate-budget",
         "hermetic_hunt_isolate_budget",
         "hermetic_hunt_isolate_budget",
-        f"Most isolation probes per flaky test (default {DEFAULT_ISOLATE_BUDGET}).",
+        f"Isolation budget: probes per flaky test (default {DEFAULT_ISOLATE_BUDGET}) and/or "
+        "overall time, e.g. 300, 15m or 300,15m (default time: auto, as long as the rounds "
+        f"took, at least {MIN_ISOLATE_SECONDS:g}s).",
     ),
     (
         "--hermetic-hunt-probe-timeout",
@@ -170,7 +177,9 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
 
     mode, order = value("hermetic_hunt_mode"), value("hermetic_hunt_order")
     isolate = value("hermetic_hunt_isolate")
-    budget_probes = value("hermetic_hunt_isolate_budget")
+    budget_probes, budget_seconds, _ = options.parse_isolate_budget(
+        value("hermetic_hunt_isolate_budget") or "auto"
+    )
     timeout = value("hermetic_hunt_probe_timeout")
     marker = value("hermetic_hunt_integration_marker")
     timing = value("hermetic_hunt_time")
@@ -185,9 +194,8 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
         order=options.parse_order(order) if order else DEFAULT_ORDER,
         db_path=db_path,
         isolate=options.parse_isolate(isolate) if isolate else True,
-        isolate_budget=options.parse_positive_int("--hermetic-hunt-isolate-budget", budget_probes)
-        if budget_probes
-        else DEFAULT_ISOLATE_BUDGET,
+        isolate_budget=budget_probes or DEFAULT_ISOLATE_BUDGET,
+        isolate_seconds=budget_seconds,
         probe_timeout=options.parse_seconds("--hermetic-hunt-probe-timeout", timeout)
         if timeout
         else DEFAULT_PROBE_TIMEOUT,
@@ -275,6 +283,28 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
         config.pluginmanager.register(
             LocalLoop(controller, Engine(config, settings)), "hermetic-hunt-loop"
         )
+    config.pluginmanager.register(EndOfHunt(controller), "hermetic-hunt-summary")
     from hermetic_hunt.engine.setup import declare_marker
 
     declare_marker(config, settings.integration_marker)
+
+
+class EndOfHunt:
+    """The hunt's end summary, after pytest's (counts as ``hermetic-hunt report``)."""
+
+    def __init__(self, controller: HuntController) -> None:
+        self.controller = controller
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from hermetic_hunt.report.summary import end_of_hunt
+
+        hunt = self.controller
+        if not hunt.run_id:
+            return
+        for line in end_of_hunt(
+            hunt.store, hunt.run_id, hunt.summary_header(),
+            cwd=str(hunt.config.invocation_params.dir), attempts=hunt.tallies.attempts,
+            error=hunt.error, stored=hunt.stored, rounds=hunt.rounds_completed,
+            isolation=hunt.isolation,
+        ):  # fmt: skip
+            terminalreporter.write_line(line)

@@ -140,11 +140,17 @@ def test_the_terminal_shows_the_header_progress_and_a_summary_with_replay_comman
     )
     out.fnmatch_lines(
         [
-            "hermetic-hunt: run 1 · 3 round(s) · 21 attempts in * · * failed · * flaky · * broken · 0 with network violations · flakes.db",
-            "flaky tests (passed and failed on the same code):",
-            "  test_shop.py::test_cache_starts_empty  failed */3",
-            "      AssertionError assert [[]'stale'* == [[][]] at test_shop.py:*",
-            "      replay its first failing attempt: pytest --hermetic-replay-db=flakes.db::A*",
+            "hermetic-hunt: run 1 · 3 round(s) · 21 attempts in * · * failed · flakes.db",
+            "hermetic-hunt: 1 flaky · 0 broken · 0 sandbox-incompatible · 6 stable · 0 with "
+            "network violations",
+            "hermetic-hunt: what CI will see: 1 fails under shuffling or xdist",
+            "",
+            "fails under shuffling or xdist (1 finding):",
+            "  -   test_shop.py::test_cache_starts_empty",
+            "      not isolated",
+            "      failed * of 3 attempts: *",
+            "      failure: AssertionError: assert [[]'stale'* == [[][]] at test_shop.py:*",
+            "      replay: pytest --hermetic-replay-db=flakes.db::A*",
         ]
     )
     assert result.ret == 1
@@ -364,9 +370,15 @@ def test_a_test_that_always_fails_is_broken_not_flaky(pytester):
     pytester.makepyfile(test_broken="def test_broken():\n    assert 1 == 2\n")
     result = hunt(pytester, "--hermetic-hunt=3", "--hermetic-hunt-isolate=off")
     result.stdout.fnmatch_lines(
-        ["broken tests (failed in every attempt):", "  test_broken.py::test_broken"]
+        [
+            "hermetic-hunt: 0 flaky · 1 broken · 0 sandbox-incompatible · 0 stable · 0 with "
+            "network violations",
+            "fails in normal runs (1 finding):",
+            "  -   test_broken.py::test_broken",
+            "      broken: failed in every attempt",
+        ]
     )
-    assert "flaky tests" not in result.stdout.str()
+    assert " flaky tests" not in result.stdout.str()
 
 
 def test_verbose_output_lists_every_attempt(suite):

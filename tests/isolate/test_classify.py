@@ -17,7 +17,7 @@ import pytest
 from hermetic_hunt.findings import Finding, Probe, ProbeResult
 from hermetic_hunt.isolate.case import ClassifySettings, choose_target, dedupe
 from hermetic_hunt.isolate.classifier import Classifier
-from hermetic_hunt.models import KINDS, Attempt, Failure, Step, Violation
+from hermetic_hunt.models import KINDS, Attempt, Failure, Leak, Step, Violation
 
 DAY = 86400.0
 Behaviour = Callable[[dict, Step, int, "World"], Attempt]
@@ -94,6 +94,7 @@ BEHAVIOURS: dict[str, Behaviour] = {
     "hunting": sets("hunting"),
     "hangs": fails_if(lambda s, *_: s.get("polluted", False)),
     **{f"stable{i}": sets(f"noise{i}") for i in range(12)},
+    **{f"filler{i}": sets(f"filled{i}") for i in range(80)},
 }
 
 
@@ -101,7 +102,15 @@ def coin(state: dict, step: Step, hs: int, world: World) -> Attempt:
     return boom(step.nodeid) if world.rng.random() < 0.25 else ok(step.nodeid)
 
 
+def late(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    """Fails when a leaked thread got to run first: some of the time."""
+    raced = state.get("thread") and world.rng.random() < 0.3
+    return boom(step.nodeid) if raced else ok(step.nodeid)
+
+
 BEHAVIOURS["coin"] = coin
+BEHAVIOURS["late"] = late
+BEHAVIOURS["threader"] = sets("thread")
 
 
 class World:
@@ -136,8 +145,12 @@ class World:
 class History:
     """A fake :class:`~hermetic_hunt.isolate.classifier.History` over a simulated hunt."""
 
-    def __init__(self, attempts: list[Attempt]) -> None:
+    def __init__(self, attempts: list[Attempt], leaks: dict[str, list[Leak]] | None = None) -> None:
         self.attempts = attempts
+        self.left = leaks or {}
+
+    def leaks(self) -> dict[str, list[Leak]]:
+        return self.left
 
     def preceding(self, attempt: Attempt) -> list[Attempt]:
         return [
@@ -187,6 +200,7 @@ def classify(world: World, history: History, nodeid: str, **settings: object) ->
     classifier = Classifier(nodeid, attempts, history, world, ClassifySettings(**settings))
     classifier.environment()
     classifier.order()
+    classifier.extras()
     return classifier.result()
 
 
@@ -385,6 +399,133 @@ def test_with_the_sandbox_off_nondeterminism_is_not_called_concurrency() -> None
     assert verdict.kinds == ["unexplained"]
     assert any("the sandbox was off" in note for note in verdict.notes)
     assert not any(p.purpose == "vary seed" for p, _ in verdict.probes)
+
+
+# -- leaks and narrowing ----------------------------------------------------------------
+
+ENV_LEAK = Leak("env", "SHOP_CURRENCY", "added", "'GBP'")
+
+
+def recorded(workers: dict[str, tuple[int, list[Run], dict[str, str]]]) -> list[Attempt]:
+    """A hunt's attempts as recorded, each outcome given (``{nodeid: outcome}``
+    per worker; every other test passed)."""
+    attempts: list[Attempt] = []
+    for worker, (hash_seed, runs, outcomes) in workers.items():
+        for position, (nodeid, seed, now) in enumerate(runs):
+            failed = outcomes.get(nodeid) == "failed"
+            attempts.append(
+                Attempt(
+                    nodeid, "failed" if failed else "passed", attempt_id=len(attempts) + 1,
+                    run_id=1, worker=worker, position=position, seed=seed, now=now,
+                    hash_seed=hash_seed, failure=boom(nodeid).failure if failed else None,
+                )
+            )  # fmt: skip
+    return attempts
+
+
+def purposes(verdict: Finding) -> list[str]:
+    return [probe.purpose for probe, _ in verdict.probes]
+
+
+def test_a_polluter_that_leaked_state_is_replayed_first_and_named_with_what_it_left() -> None:
+    world = World()
+    runs = [*noise(8), ("polluter", 1, 1e9), *noise(4, 200), ("victim", 2, 1e9)]
+    attempts = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])}).attempts
+    history = History(attempts, leaks={"polluter": [ENV_LEAK]})
+    verdict = classify(world, history, "victim")
+    assert verdict.kinds == ["victim"] and verdict.polluters == [["polluter"]]
+    sequences = [p for p in purposes(verdict) if p.startswith("preceding sequence")]
+    assert sequences == ["preceding sequence (tests that leaked state)"]
+    assert verdict.evidence["polluter_leaks"] == {
+        "polluter": ["left os.environ['SHOP_CURRENCY'] set ('GBP')"]
+    }
+    check_evidence(verdict)
+
+
+def test_tests_that_ran_before_a_pass_are_left_out_of_the_first_replay() -> None:
+    world = World()
+    before = noise(10)
+    runs = {
+        "gw0": (5, [*before, ("polluter", 1, 1e9), ("victim", 2, 1e9)], {"victim": "failed"}),
+        "gw1": (6, [*before, ("victim", 3, 1e9)], {}),
+    }
+    history = History(recorded(runs))
+    verdict = classify(world, history, "victim")
+    assert verdict.kinds == ["victim"] and verdict.polluters == [["polluter"]]
+    first = next(p for p, _ in verdict.probes if p.purpose.startswith("preceding sequence"))
+    assert first.purpose == "preceding sequence (tests before every failure, before no pass)"
+    assert [s.nodeid for s in first.steps] == ["polluter", "victim"]
+
+
+def test_a_long_preceding_sequence_is_bisected_before_it_is_replayed_whole() -> None:
+    world = World()
+    runs: list[Run] = [(f"filler{i}", 100 + i, 1e9) for i in range(70)]
+    runs += [("polluter", 1, 1e9), *noise(2, 700), ("victim", 2, 1e9)]
+    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
+    verdict = classify(world, history, "victim")
+    assert verdict.polluters == [["polluter"]]
+    sequences = [p for p in purposes(verdict) if p.startswith("preceding sequence")]
+    assert sequences == [
+        "preceding sequence (its first half)",
+        "preceding sequence (its second half)",
+    ]
+    check_evidence(verdict)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_polluter_that_leaves_a_thread_running_is_confirmed_by_repeated_probes(
+    seed: int,
+) -> None:
+    world = World(seed=seed)
+    runs = {
+        "gw0": (5, [*noise(6), ("threader", 1, 1e9), *noise(3, 200), ("late", 2, 1e9)],
+                {"late": "failed"}),
+        "gw1": (6, [("late", 3, 1e9)], {}),
+        "gw2": (7, [("late", 4, 1e9)], {}),
+    }  # fmt: skip
+    thread = Leak("thread", "rate-refresher", "added")
+    history = History(recorded(runs), leaks={"threader": [thread]})
+    verdict = classify(world, history, "late")
+    assert verdict.kinds == ["victim"], verdict.notes
+    assert verdict.polluters == [["threader"]]
+    assert verdict.evidence["polluter_leaks"] == {
+        "threader": ["left 1 thread running: rate-refresher"]
+    }
+
+
+def test_a_flake_the_time_budget_never_reached_stays_pending_and_says_why() -> None:
+    import time
+
+    from hermetic_hunt.isolate.case import Deadline
+
+    world = World()
+    history = hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("victim", 2, 1e9)]),
+                           "gw1": (6, [("victim", 3, 1e9)])})  # fmt: skip
+    verdict = classify(world, history, "victim", deadline=Deadline(time.perf_counter(), 60.0))
+    assert (verdict.status, verdict.kinds, verdict.probes) == ("pending", [], [])
+    assert verdict.notes == [
+        "not isolated: the isolation time budget of 1m reached before it started "
+        "(--hermetic-hunt-isolate-budget); finish with: hermetic-hunt isolate"
+    ]
+
+
+def test_a_test_that_fails_only_as_a_second_run_is_self_polluting_and_nothing_more() -> None:
+    world = World()
+    first = Attempt("self", "passed", attempt_id=1, run_id=1, worker="gw0", position=0,
+                    seed=1, now=1e9, hash_seed=5, repeat=1)  # fmt: skip
+    second = Attempt("self", "failed", attempt_id=2, run_id=1, worker="gw0", position=1,
+                     seed=1, now=1e9, hash_seed=5, repeat=2, failure=boom("self").failure)  # fmt: skip
+    plain = [
+        Attempt("self", "passed", attempt_id=3 + i, run_id=1, worker="gw1", position=i,
+                seed=2 + i, now=1e9, hash_seed=6)
+        for i in range(3)
+    ]  # fmt: skip
+    history = History([first, second, *plain])
+    verdict = classify(world, history, "self")
+    assert verdict.kinds == ["self-polluting"]
+    assert verdict.evidence["repeated_only"] is True
+    assert verdict.evidence["exposure"] == "repeat"
+    assert not any(p.startswith("preceding sequence") for p in purposes(verdict))
 
 
 # -- bad cases ---------------------------------------------------------------------------

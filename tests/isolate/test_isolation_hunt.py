@@ -82,9 +82,18 @@ def test_a_hunt_ends_by_isolating_its_victim_with_polluter_and_cleaner(mini) -> 
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
-            "hermetic-hunt: isolating 1 flaky test(s)...",
+            "hermetic-hunt: isolating 1 flaky test(s) in 1 finding(s) · budget 200 probes each, "
+            "1m in all",
+            "hermetic-hunt: F1 1/1 · victim · * probes · *s",
+            "hermetic-hunt: run 1 · 4 round(s) · * attempts in * · * failed · flakes.db",
+            "hermetic-hunt: 1 flaky · 1 broken · 1 sandbox-incompatible · 4 stable · 0 with "
+            "network violations",
+            "hermetic-hunt: what CI will see: 1 fails in normal runs · 1 fails under shuffling "
+            "or xdist · 1 fails only under the sandbox",
+            "",
             "hermetic-hunt isolation: 1 flaky test · * probes (*, 1 at a time) in *",
-            "  F1 test_mini.py::test_victim  victim (* probes, *s)",
+            "  F1 test_mini.py::test_victim  victim · fails under shuffling or xdist "
+            "(* probes, *s)",
             "      polluters: test_mini.py::test_polluter",
             "      cleaners: test_mini.py::test_cleaner",
             "      replay: pytest --hermetic-replay-db=flakes.db::F1",
@@ -143,7 +152,10 @@ def test_isolate_off_skips_it_and_the_isolate_command_does_it_later(mini) -> Non
     assert rows(mini.path, "SELECT count(*) FROM flakes") == [(0,)]
     outcome = CliRunner().invoke(main, ["isolate", "--db", "flakes.db"])
     assert outcome.exit_code == 0, outcome.output
-    assert "  F1 test_mini.py::test_victim  victim (" in outcome.output
+    assert "hermetic-hunt: F1 1/1 · victim · " in outcome.output  # progress, as it goes
+    assert "  F1 test_mini.py::test_victim  victim · fails under shuffling or xdist (" in (
+        outcome.output
+    )
     assert "      polluters: test_mini.py::test_polluter" in outcome.output
     assert json.loads(flake(mini.path, "test_mini.py::test_victim")["kinds"]) == ["victim"]
     # Again, by id: the same flake row is updated, its id kept.
@@ -180,7 +192,8 @@ def test_a_search_over_its_budget_stores_a_partial_result_and_says_so(mini) -> N
     result = hunt(mini, "--hermetic-hunt-isolate-budget=16")
     result.stdout.fnmatch_lines(
         [
-            "  F1 test_mini.py::test_victim  victim [[]partial] (16 probes, *)",
+            "  F1 test_mini.py::test_victim  victim · fails under shuffling or xdist [[]partial] "
+            "(16 probes, *)",
             "      polluters (search unfinished, not minimal): * + test_mini.py::test_polluter*",
             "      note: probe budget of 16 exhausted during the polluter search "
             "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet",

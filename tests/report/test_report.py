@@ -58,7 +58,11 @@ def test_each_test_gets_its_status_from_its_attempts_and_its_sandbox_off_check(d
 
 def test_the_text_report_explains_a_flake_and_ends_in_a_replay_command(db):
     text = render(report_of(db), "text")
-    block = text.split("flaky tests (2), most surely failing first:\n", 1)[1]
+    assert (
+        "what CI will see: 1 fails in normal runs · 2 fail under shuffling or xdist · 1 fails "
+        "only under the sandbox\n"
+    ) in text
+    block = text.split("fails under shuffling or xdist (2 findings):\n", 1)[1]
     assert block.startswith(
         f"  F1  {VICTIM}\n"
         "      victim · isolated · reproducer confirmed\n"
@@ -84,16 +88,16 @@ def test_the_text_report_lists_broken_incompatible_violating_stable_and_skipped_
         "2 flaky · 1 broken · 1 sandbox-incompatible · 4 stable · 1 skipped · 1 with network violations"
         in text
     )
-    broken = text.split("broken tests (failed in every attempt, with and without the sandbox):\n")[
-        1
-    ]
-    assert broken.startswith(f"  -   {BROKEN}\n      failed 10 of 10 attempts")
-    assert "without the sandbox: failed" in broken
-    incompatible = text.split(
-        "sandbox-incompatible tests (fail under the sandbox, pass without it):\n"
-    )[1]
-    assert incompatible.startswith(f"  -   {INCOMPATIBLE}\n")
-    assert "without the sandbox: passed" in incompatible
+    broken = text.split("fails in normal runs (1 finding):\n")[1]
+    assert broken.startswith(
+        f"  -   {BROKEN}\n      broken: failed in every attempt, with and without the sandbox\n"
+        "      failed 10 of 10 attempts"
+    )
+    incompatible = text.split("fails only under the sandbox (1 finding):\n")[1]
+    assert incompatible.startswith(
+        f"  -   {INCOMPATIBLE}\n      sandbox-incompatible: fails under the sandbox, passes "
+        "without it\n"
+    )
     assert (
         f"  {VIOLATOR}\n      create_connection status.example.invalid:443 in 10 attempt(s), first A"
         in text
@@ -226,14 +230,23 @@ def test_the_markdown_report_fits_a_step_summary(db):
     text = render(report_of(db), "markdown")
     assert text.startswith(
         "## hermetic-hunt: 2 flaky · 1 broken · 1 sandbox-incompatible · 4 stable · "
-        "1 skipped · 1 with network violations\n"
+        "1 skipped · 1 with network violations\n\n"
+        "**what CI will see: 1 fails in normal runs · 2 fail under shuffling or xdist · 1 fails "
+        "only under the sandbox**\n"
     )
-    assert "### Flaky tests (2)" in text
+    sections = [line for line in text.splitlines() if line.startswith("### ")]
+    assert sections[:3] == [
+        "### Will break CI: fails in normal runs (1)",
+        "### Fails under shuffling or xdist (order-dependent) (2)",
+        "### Fails only under the sandbox (sandbox-incompatible) (1)",
+    ]
     row = next(line for line in text.splitlines() if line.startswith("| F1 |"))
     assert f"`{VICTIM}`" in row
     assert "70% (40%–89%)" in row
     assert "`pytest --hermetic-replay-db=flakes.db::F1`" in row
-    assert "### Broken tests (failed in every attempt) (1)" in text
+    broken = next(line for line in text.splitlines() if BROKEN.replace("_", "\\_") in line
+                  or f"`{BROKEN}`" in line)  # fmt: skip
+    assert "broken: failed in every attempt, with and without the sandbox" in broken
     assert "### Network violations (blocked outbound calls)" in text
     assert "- 4 tests: 0/10 failures: flake rate &lt; 26% at 95%" in text
 

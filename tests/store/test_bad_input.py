@@ -62,7 +62,8 @@ def test_a_bad_hunt_value_is_a_usage_error(suite, value, message):
         ),
         (
             "--hermetic-hunt-isolate-budget=lots",
-            "--hermetic-hunt-isolate-budget: expected a positive whole number, got 'lots'",
+            "--hermetic-hunt-isolate-budget: expected probes per flaky test (300), an overall "
+            "time (15m), both (300,15m) or auto, got 'lots'",
         ),
         (
             "--hermetic-hunt-probe-timeout=soon",

@@ -30,6 +30,7 @@ from hermetic_hunt.engine.fork import interrupts_deferred
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.errors import HuntError
+from hermetic_hunt.findings import IsolationReport
 from hermetic_hunt.hunt.files import FileWatch, attribute
 from hermetic_hunt.hunt.progress import Progress, line
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
@@ -64,7 +65,7 @@ class HuntController:
         self.test_ids: dict[str, int] = {}
         self.tallies = Tallies()
         self.rounds_completed = 0
-        self.isolation_lines: list[str] = []
+        self.isolation: IsolationReport | None = None
         self.files: FileWatch | None = None
         self.error: str | None = None
         self.stored = 0  # attempts written to the database
@@ -81,6 +82,8 @@ class HuntController:
         self._interrupted = False
         self._finished = False
         self._passed_reports = 0
+        #: How long the rounds took (set when they end; isolation not included).
+        self.rounds_seconds = 0.0
 
     # -- set-up -------------------------------------------------------------
 
@@ -139,7 +142,21 @@ class HuntController:
             self.files = FileWatch(
                 str(self.config.rootpath), own=(db, f"{db}-wal", f"{db}-shm", f"{db}-journal")
             )
+        if self.config.get_verbosity() == -1:
+            # -q hides pytest's header: keep ours, as pytest-randomly keeps its seed.
+            for text in self.pytest_report_header(self.config):
+                self._line(text)
         self._started = _PERF()
+
+    def _line(self, text: str) -> None:
+        """``text`` on a line of its own (after the F of a failed attempt, if any)."""
+        terminal = self.config.pluginmanager.getplugin("terminalreporter")
+        if terminal is None:
+            return
+        writer = self.config.get_terminal_writer()
+        if writer.width_of_current_line:
+            writer.line()
+        terminal.write_line(text)
 
     # -- rounds ------------------------------------------------------------------
 
@@ -331,8 +348,8 @@ class HuntController:
         self._round_attempts.pop(round_no, None)
         self.store.set_rounds_done(self.run_id, self.rounds_completed)
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
-        if terminal is None or self.config.get_verbosity() < 0:
-            return
+        if terminal is None or self.config.get_verbosity() < -1:
+            return  # -q keeps one line per round; -qq none
         t = self.tallies
         plan = self._plans.pop(round_no, None)
         strategy = plan.strategy if plan is not None else ""
@@ -350,10 +367,7 @@ class HuntController:
             budget=self.settings.budget_seconds,
             tests=len(self.tests),
         )
-        writer = self.config.get_terminal_writer()
-        if writer.width_of_current_line:
-            writer.line()  # after the F of a failed attempt
-        terminal.write_line(line(progress))
+        self._line(line(progress))
 
     def _check_files(self, round_no: int) -> None:
         if self.files is None:
@@ -363,8 +377,10 @@ class HuntController:
             attempt, fits = attribute(change, attempts)
             leak = self.files.leak(change)
             if fits > 1:
+                # Not one attempt's: the report says so rather than guess.
                 leak = Leak(leak.resource, leak.name, leak.change,
                             f"written while {fits} tests ran at once")  # fmt: skip
+                attempt = None
             self._leaks.append((round_no, attempt, leak, True))
 
     # -- terminal -----------------------------------------------------------
@@ -380,6 +396,7 @@ class HuntController:
         if self._finished:
             return
         self._finished = True
+        self.rounds_seconds = _PERF() - self._started
         self._end_stress()
         try:
             self.flush()
@@ -433,11 +450,11 @@ class HuntController:
         from hermetic_hunt.isolate.run import isolate_after_hunt
 
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
-        say = terminal.write_line if terminal is not None else None
-        cwd = str(self.config.invocation_params.dir)
-        self.isolation_lines = isolate_after_hunt(
-            self.store, self.run_id, self.settings, self.workers, cwd, say=say
-        )
+        quiet = terminal is None or self.config.get_verbosity() < -1
+        self.isolation = isolate_after_hunt(
+            self.store, self.run_id, self.settings, self.workers,
+            say=None if quiet else self._line, rounds_seconds=self.rounds_seconds,
+        )  # fmt: skip
 
     def _condense_duplicate_failures(self) -> None:
         """Show one traceback per test and failure location; count the repeats.
@@ -463,58 +480,18 @@ class HuntController:
             terminal.stats["failed"] = kept
             _compat.add_stats(terminal, "repeated failures", repeats)
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        for text in self.summary_lines():
-            terminalreporter.write_line(text)
-
-    def summary_lines(self) -> list[str]:
-        if not self.run_id:
-            return []
+    def summary_header(self) -> str:
+        """The first line of the end summary: what the rounds did (the rest --
+        counts, findings, leaks -- is :func:`hermetic_hunt.report.summary.end_of_hunt`)."""
         t = self.tallies
         cwd = str(self.config.invocation_params.dir)
         db = commands.display_path(self.store.path, cwd)
-        elapsed = format_seconds(round(_PERF() - self._started, 1))
-        flaky, broken, violators = t.flaky(), t.broken(), t.violators()
-        out = [
-            "",
+        seconds = self.rounds_seconds if self._finished else _PERF() - self._started
+        return (
             f"hermetic-hunt: run {self.run_id} · {self.rounds_completed} round(s) · "
-            f"{t.attempts:,} attempts in {elapsed} · {t.failed_attempts:,} failed · "
-            f"{len(flaky)} flaky · {len(broken)} broken · {len(violators)} with network "
-            f"violations · {db}",
-        ]
-        if self.error is not None:
-            out.append(f"hermetic-hunt: the hunt stopped early: {self.error}")
-            if self.stored != t.attempts:
-                out.append(
-                    f"hermetic-hunt: {self.stored:,} of the {t.attempts:,} attempts are in "
-                    f"the database ({self.rounds_completed} whole round(s))"
-                )
-        if flaky:
-            out.append("flaky tests (passed and failed on the same code):")
-            for nodeid in flaky:
-                tally = t.tests[nodeid]
-                first = tally.first_failure
-                out.append(f"  {nodeid}  failed {tally.failed}/{tally.passed + tally.failed}")
-                if first is not None and first.failure is not None:
-                    out.append(f"      {first.failure.describe()}")
-                if first is not None and first.attempt_id is not None:
-                    command = commands.replay_command(
-                        self.store.path, f"A{first.attempt_id}", cwd, rootdir=self.config.rootpath
-                    )
-                    out.append(f"      replay its first failing attempt: {command}")
-        twice = t.not_idempotent()
-        if twice:
-            out.append("fail when run a second time in one process (never in a plain run):")
-            out.extend(f"  {nodeid}" for nodeid in twice)
-        if broken:
-            out.append("broken tests (failed in every attempt):")
-            out.extend(f"  {nodeid}" for nodeid in broken)
-        if violators:
-            out.append("network violations (outbound calls the guard blocked):")
-            for nodeid in violators:
-                out.append(f"  {nodeid}  in {t.tests[nodeid].violations} attempt(s)")
-        out.extend(self.isolation_lines)
-        return out
+            f"{t.attempts:,} attempts in {format_seconds(round(seconds, 1))} · "
+            f"{t.failed_attempts:,} failed · {db}"
+        )
 
 
 def make_job(settings: Settings, round_no: int, slot: int, nodeids: Sequence[str],

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ class FileWatch:
     def __init__(self, rootdir: str, own: Iterable[str] = ()) -> None:
         self.rootdir = os.path.realpath(rootdir)
         self.own = {os.path.realpath(p) for p in own}
+        # A hunt whose output goes to a file in the checkout (pytester, CI logs)
+        # writes that file itself: never a test's leak.
+        self.streams = _stream_files()
         self.tempdir = os.path.realpath(tempfile.gettempdir())
         self.too_large = False
         self._tree = self._walk()
@@ -101,6 +105,8 @@ class FileWatch:
                         continue
                     info = entry.stat(follow_symlinks=False)
                 except OSError:
+                    continue
+                if (info.st_dev, info.st_ino) in self.streams:
                     continue
                 tree[entry.path] = (info.st_mtime, info.st_size)
         return tree
@@ -178,6 +184,19 @@ class FileWatch:
             return Leak("tempfile", change.path, change.change)
         name = os.path.relpath(change.path, self.rootdir)
         return Leak("file", name + os.sep if change.path.endswith(os.sep) else name, change.change)
+
+
+def _stream_files() -> set[tuple[int, int]]:
+    """``(device, inode)`` of the regular files this process's stdout and stderr write to."""
+    out = set()
+    for fd in (1, 2):
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            out.add((info.st_dev, info.st_ino))
+    return out
 
 
 def _remove(path: str) -> None:

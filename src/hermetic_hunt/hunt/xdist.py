@@ -16,13 +16,17 @@ Workers whose interpreter randomises hashes are started with a
 PYTHONHASHSEED derived from the base seed and their slot, so hash-order
 flakes are seen across workers and can be replayed. A collection that
 differs between workers only in order (a parametrization over a ``set``
-under another hash seed) is mapped by nodeid.
+under another hash seed) is mapped by nodeid; collections that truly differ
+stop the hunt at once with a one-line error naming the first differing test,
+each worker's hash seed, and the ``--collect-only`` commands that show it.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import re
+import shlex
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -92,10 +96,19 @@ class HuntScheduling:
     function of the base seed, the collection and the worker count.
     """
 
-    def __init__(self, config: pytest.Config, hunt: HuntController, numnodes: int) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        hunt: HuntController,
+        numnodes: int,
+        hash_seeds: dict[str, str] | None = None,
+    ) -> None:
         self.config = config
         self.hunt = hunt
         self.numnodes = numnodes
+        #: PYTHONHASHSEED each worker (gateway id) was started with ("" unknown).
+        self.hash_seeds = hash_seeds if hash_seeds is not None else {}
+        self.reference: Any = None
         self.node2collection: dict[Any, list[str]] = {}
         self.node2index: dict[Any, dict[str, int]] = {}
         self.node2slot: dict[Any, int] = {}
@@ -205,7 +218,7 @@ class HuntScheduling:
         if self.collection is not None:
             self._send_backlog()
             return
-        first = next(iter(self.node2collection.values()))
+        self.reference, first = next(iter(self.node2collection.items()))
         self.collection = list(first)
         for node in list(self.node2collection):
             if node in self.node2slot and not self._fits(node):
@@ -227,17 +240,48 @@ class HuntScheduling:
         theirs = self.node2collection[node]
         if sorted(theirs) == sorted(self.collection) and len(set(theirs)) == len(theirs):
             return True
-        extra = sorted(set(theirs) - set(self.collection))
-        missing = sorted(set(self.collection) - set(theirs))
-        example = (extra or missing or ["a duplicate nodeid"])[0]
-        self.hunt.error = (
-            f"worker {_worker(node)} collected different tests from the others (first "
-            f"difference: {example!r}); a hunt gives each worker its own PYTHONHASHSEED, "
-            "so a test list built from a set or dict differs between workers: sort it, "
-            "or hunt with -n 0 (see docs/limitations.md)"
-        )
+        self.hunt.error = self._difference(node, theirs)
         self._done = True
         return False
+
+    def _difference(self, node: Any, theirs: list[str]) -> str:
+        """One line: the first test one worker has and another lacks, why, and
+        how to see it with plain pytest."""
+        assert self.collection is not None
+        ref = self.reference
+        extra = sorted(set(theirs) - set(self.collection))
+        missing = sorted(set(self.collection) - set(theirs))
+        if extra or missing:
+            has, lacks = (node, ref) if extra else (ref, node)
+            test = (extra or missing)[0]
+            what = f"worker {self._name(has)} collected {test!r} and {self._name(lacks)} did not"
+        else:
+            what = f"worker {self._name(node)} collected a test twice"
+        seeds = [self.hash_seeds.get(_worker(n), "") for n in (ref, node)]
+        see = ""
+        if all(seeds) and seeds[0] != seeds[1]:
+            from hermetic_hunt.isolate.wire import probe_args
+
+            args = [
+                a
+                for a in probe_args([str(a) for a in self.config.invocation_params.args])
+                if not re.fullmatch(r"-[qv]+|--quiet|--verbose", a)
+            ]
+            commands = [
+                f"PYTHONHASHSEED={seed} {shlex.join(['pytest', '--collect-only', '-q', *args])}"
+                for seed in seeds
+            ]
+            see = f"; compare: {commands[0]} with: {commands[1]}"
+        return (
+            f"workers collected different tests: {what}. A hunt gives each worker its own "
+            "PYTHONHASHSEED and this suite's collection depends on it (a parametrization "
+            "built from a set or dict?): sort it, or hunt with -n 0 or PYTHONHASHSEED set"
+            f"{see}"
+        )
+
+    def _name(self, node: Any) -> str:
+        seed = self.hash_seeds.get(_worker(node), "")
+        return f"{_worker(node)} (PYTHONHASHSEED={seed})" if seed else _worker(node)
 
     def _advance(self) -> None:
         """Start the next round when the current one is over."""
@@ -327,10 +371,11 @@ class XdistController:
         self._vary_hash_seed = "PYTHONHASHSEED" not in os.environ
         self._next_slot = 0
         self._interrupted = False
+        self.hash_seeds: dict[str, str] = {}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> HuntScheduling:
-        self.scheduler = HuntScheduling(config, self.hunt, self.numnodes)
+        self.scheduler = HuntScheduling(config, self.hunt, self.numnodes, self.hash_seeds)
         return self.scheduler
 
     def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Sequence[Any]) -> None:
@@ -338,6 +383,8 @@ class XdistController:
         self._set_hash_seed(0)
 
     def pytest_xdist_newgateway(self, gateway: Any) -> None:
+        # The gateway started with the seed set right before it (or the user's).
+        self.hash_seeds[str(getattr(gateway, "id", ""))] = os.environ.get("PYTHONHASHSEED", "")
         self._specs_left -= 1
         self._next_slot += 1
         if self._specs_left > 0:

@@ -9,6 +9,7 @@ hunt's record (:mod:`hermetic_hunt.store.isolation`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,8 +22,10 @@ from hermetic_hunt.models import (
     KINDS,
     PASSING,
     Attempt,
+    Leak,
     Reproducer,
     Step,
+    format_seconds,
 )
 from hermetic_hunt.seeds import probe_hash_seed
 
@@ -73,6 +76,32 @@ class History(Protocol):
         """An attempt of ``nodeid`` in the run (a passing one if any)."""
         ...
 
+    def leaks(self) -> dict[str, list[Leak]]:
+        """What each test of the run left behind at the end of a round, by nodeid."""
+        ...
+
+
+class TimeBudgetExceeded(BudgetExceeded):
+    """Isolation's overall time budget ran out (no new probe starts)."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Isolation's overall time budget, shared by every case (``at``: a perf_counter time)."""
+
+    at: float
+    seconds: float
+
+    def check(self) -> None:
+        if time.perf_counter() >= self.at:
+            raise TimeBudgetExceeded(
+                f"isolation time budget of {format_seconds(round(self.seconds, 1))} reached"
+            )
+
+    @property
+    def passed(self) -> bool:
+        return time.perf_counter() >= self.at
+
 
 @dataclass(frozen=True)
 class ClassifySettings:
@@ -84,6 +113,9 @@ class ClassifySettings:
     record_reruns: int = 3
     confidence: float = 0.99
     max_raw_sequence: int = 20_000
+    deadline: Deadline | None = None
+    #: Most runs of a probe whose failure only a leaked thread makes likely.
+    thread_repeats: int = 30
 
 
 class Case:
@@ -110,6 +142,8 @@ class Case:
         plain = [a for a in attempts if not a.repeat]
         self.failing = [a for a in plain if a.failed]
         self.passing = [a for a in plain if a.outcome in PASSING]
+        #: It never failed in a plain run: only as a twice round's second run.
+        self.repeated_only = not self.failing and any(a.repeat == 2 and a.failed for a in attempts)
         if not self.failing:
             # Only a twice round's second run failed: explain that run.
             self.failing = [a for a in attempts if a.repeat == 2 and a.failed]
@@ -120,6 +154,12 @@ class Case:
         self.alone_numbers: list[int] = []  # steps of the target's alone runs
         self.collected: frozenset[str] = frozenset()
         self._why: list[dict[str, Any]] = []
+        #: Why the last probe was refused (a budget), for the notes.
+        self.stop_reason = ""
+        #: Evidence that is neither a kind nor a probe: leaks, dates, groups.
+        self.facts: dict[str, Any] = {}
+        #: Polluter sets and search repeats, for the cleaner search (phase 3).
+        self.cleaner_work: tuple[list[list[Step]], Step, int, int] | None = None
         self._done = False
 
     # -- probing -------------------------------------------------------------
@@ -133,8 +173,19 @@ class Case:
             return attempt.hash_seed
         return probe_hash_seed(self.settings.base_seed, 0)
 
+    def _spend(self, count: int = 1) -> None:
+        """Count probes against the budgets; BudgetExceeded (reason kept) when over."""
+        try:
+            if self.settings.deadline is not None:
+                self.settings.deadline.check()
+            for _ in range(count):
+                self.budget.spend()
+        except BudgetExceeded as exc:
+            self.stop_reason = str(exc)
+            raise
+
     def probe(self, purpose: str, steps: Sequence[Step], hash_seed: int) -> ProbeResult:
-        self.budget.spend()
+        self._spend()
         probe = Probe(purpose, tuple(steps), hash_seed)
         result = self.prober.run(probe)
         self.finding.probes.append((probe, result))
@@ -142,13 +193,17 @@ class Case:
 
     def probe_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
         allowed = list(probes[: self.budget.left])
-        for _ in allowed:
-            self.budget.spend()
+        self._spend(len(allowed))
         results = self.prober.run_many(allowed)
         self.finding.probes.extend(zip(allowed, results, strict=True))
         if len(allowed) < len(probes):
-            raise BudgetExceeded(f"probe budget of {self.budget.limit} exhausted")
+            self.stop_reason = f"probe budget of {self.budget.limit} exhausted"
+            raise BudgetExceeded(self.stop_reason)
         return results
+
+    def leaks_of(self, nodeid: str) -> list[Leak]:
+        """What ``nodeid`` left behind at the end of a round in the hunt."""
+        return self.history.leaks().get(nodeid, [])
 
     def step_no(self) -> int:
         """Number of the latest probe (``isolation_steps.step``)."""
@@ -156,10 +211,20 @@ class Case:
 
     def same(self, result: ProbeResult) -> bool:
         """The probe's last step failed like the target attempt did."""
-        last, target = result.last, self.target
-        if last is None or target is None or last.outcome not in FAILING:
+        return self.same_attempt(result.last)
+
+    def same_attempt(self, attempt: Attempt | None) -> bool:
+        """``attempt`` failed like the target attempt did."""
+        target = self.target
+        if attempt is None or target is None or attempt.outcome not in FAILING:
             return False
-        return last.signature == target.signature
+        return attempt.signature == target.signature
+
+    @property
+    def fail_rate(self) -> float:
+        """The hunt's rate of the target's failure among this test's plain attempts."""
+        total = len(self.failing) + len(self.passing)
+        return len(self.failing) / total if total else 0.0
 
     def claim(self, kind: str, why: str, probes: Sequence[int]) -> None:
         assert kind in KINDS, kind
@@ -171,7 +236,7 @@ class Case:
         """Evidence that is not a kind (cleaners)."""
         self._why.append({what: found, "probes": list(probes)})
 
-    def reproduce(self, steps: Sequence[Step], hash_seed: int, confirmed: bool) -> None:
+    def reproduce(self, steps: Sequence[Step], hash_seed: int, confirmed: bool | None) -> None:
         target = self.target
         self.finding.reproducer = Reproducer(
             steps=tuple(steps),

@@ -22,23 +22,26 @@ probe showed it. Steps, in order (``docs/isolation.md`` has the long form):
 Order-dependent claims need their reproducer to show three times in a row,
 so that a test failing at random now and then is not taken for a victim.
 
-Blocked network calls seen by a probe make ``network``. The work is split in
-two phases (:meth:`Classifier.environment`, :meth:`Classifier.order`): the
-driver runs phase 1 for every flake before phase 2 starts, so the repeated
-alone runs of one flake never overlap with sequences (of other flakes) that
-contain that test.
+Blocked network calls seen by a probe make ``network``. A ``time`` flake is
+replayed at the coming real dates (:mod:`.dates`): the next date it fails.
+The work is split in three phases (:meth:`Classifier.environment`,
+:meth:`Classifier.order`, :meth:`Classifier.extras`): the driver runs phase
+1 for every flake before phase 2 starts, so the repeated alone runs of one
+flake never overlap with sequences (of other flakes) that contain that
+test; phase 3 (cleaners) adds evidence once every flake has its verdict.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from hermetic_hunt.findings import Finding
-from hermetic_hunt.isolate import alone, order
-from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case
+from hermetic_hunt.isolate import alone, dates, order
+from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, TimeBudgetExceeded
 from hermetic_hunt.isolate.search import BudgetExceeded
-from hermetic_hunt.models import KINDS, Step
+from hermetic_hunt.models import KINDS, Step, exposure
 
 
 class Classifier(Case):
@@ -55,6 +58,18 @@ class Classifier(Case):
         if not self._done:
             self._guarded(self._order)
 
+    def extras(self) -> None:
+        """Phase 3: evidence beyond the verdict (cleaners); the verdict stays."""
+        if "cleaners" not in self.needs or self.finding.status == "error":
+            return
+        self.needs.discard("cleaners")
+        with contextlib.suppress(BudgetExceeded):  # find_cleaners keeps what it found
+            order.cleaners(self)
+
+    @property
+    def wants_extras(self) -> bool:
+        return "cleaners" in self.needs and self.finding.status != "error"
+
     def fail(self, error: BaseException) -> None:
         """A bug or an unexpected error stopped this test's isolation."""
         if self.finding.status != "error":
@@ -65,6 +80,18 @@ class Classifier(Case):
     def _guarded(self, work: Callable[[], None]) -> None:
         try:
             work()
+        except TimeBudgetExceeded as exc:
+            self._done = True
+            if not self.finding.probes:
+                self.finding.status = "pending"
+                self.finding.notes.append(
+                    f"not isolated: the {exc} before it started "
+                    "(--hermetic-hunt-isolate-budget); finish with: hermetic-hunt isolate"
+                )
+                return
+            self.finding.status = "partial"
+            if not any("budget" in note for note in self.finding.notes):
+                self.finding.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
         except BudgetExceeded as exc:
             self.finding.status = "partial"
             if not any("budget" in note for note in self.finding.notes):
@@ -95,8 +122,20 @@ class Classifier(Case):
             self._done = True
             return
         alone.alone(self)
+        if self._start_time_decides():
+            dates.check(self)
         if not self.needs:
             self._network()
+
+    def _start_time_decides(self) -> bool:
+        """``time`` shown by varying the start time (not a clock profile or stress):
+        the calendar decides it, so the coming dates say when CI will see it."""
+        shown = {n for claim in self._why if claim.get("kind") == "time" for n in claim["probes"]}
+        return any(
+            probe.purpose.startswith("vary start time")
+            for n, (probe, _) in enumerate(self.finding.probes, start=1)
+            if n in shown
+        )
 
     def _order(self) -> None:
         if "brittle" in self.needs:
@@ -104,6 +143,8 @@ class Classifier(Case):
         if "order" in self.needs:
             order.order_dependent(self)
         self._network()
+        if self.finding.kinds and {"victim", "brittle"} & set(self.finding.kinds):
+            order.default_order(self)
 
     # -- network ---------------------------------------------------------------
 
@@ -177,4 +218,13 @@ class Classifier(Case):
             "blocked_calls": calls,
             "journals": [a.attempt_id for a in self.failing if a.has_journal][:EVIDENCE_IDS],
             "verdicts": self._why,
+            "repeated_only": self.repeated_only,
+            "default_order": None,
+            "exposure": exposure(
+                self.finding.kinds,
+                status="not-idempotent" if self.repeated_only else "flaky",
+                default_order=self.facts.get("default_order"),
+                fails_now=(self.facts.get("dates") or {}).get("fails_now"),
+            ),
+            **self.facts,
         }

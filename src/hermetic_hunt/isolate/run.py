@@ -5,7 +5,9 @@ and by ``hermetic-hunt isolate`` (:func:`isolate_database`). Both read the
 run back from the database, start probe servers that collect what the hunt
 collected (:mod:`hermetic_hunt.isolate.probes`), classify every flaky test
 (:mod:`hermetic_hunt.isolate.classifier`) and store each result as soon as it is known,
-so an interrupted isolation keeps what it finished.
+so an interrupted isolation keeps what it finished. Parametrizations that
+fail alike are isolated once (:mod:`.groups`); the most exposed flakes go
+first, within the probe and time budgets; :mod:`.summary` words the result.
 
 Tests that failed in every attempt are not flakes: each is run once with
 the sandbox off (``test_checks``, ``sandbox-off``): passing means
@@ -18,19 +20,23 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from hermetic_hunt import commands
-from hermetic_hunt.findings import Finding, Probe
+from hermetic_hunt.findings import Finding, IsolationReport, Probe
 from hermetic_hunt.isolate import wire
-from hermetic_hunt.isolate.case import ClassifySettings
+from hermetic_hunt.isolate.case import ClassifySettings, Deadline
 from hermetic_hunt.isolate.classifier import Classifier
+from hermetic_hunt.isolate.groups import Group, adopt, sample
+from hermetic_hunt.isolate.groups import group as groups_of
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
+from hermetic_hunt.isolate.search import BudgetExceeded
 from hermetic_hunt.models import (
     DEFAULT_INTEGRATION_MARKER,
     DEFAULT_ISOLATE_BUDGET,
     DEFAULT_PROBE_TIMEOUT,
+    MIN_ISOLATE_SECONDS,
     Attempt,
     Settings,
     Step,
@@ -42,96 +48,51 @@ from hermetic_hunt.store import isolation as db
 
 _PERF = time.perf_counter
 SANDBOX_OFF = "sandbox-off"
+#: The least time an ``auto`` budget leaves for cleaner searches (seconds).
+EXTRAS_MIN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
 class IsolationOptions:
+    """``budget``: probes per flaky test; ``seconds``: the overall time (None:
+    ``auto``, as long as the rounds took -- ``rounds_seconds`` -- and at
+    least :data:`~hermetic_hunt.models.MIN_ISOLATE_SECONDS`)."""
+
     budget: int = DEFAULT_ISOLATE_BUDGET
     timeout: float = DEFAULT_PROBE_TIMEOUT
     parallel: int = 1
     integration_marker: str = DEFAULT_INTEGRATION_MARKER
     fork: bool | None = None
+    seconds: float | None = None
+    rounds_seconds: float | None = None
 
     @classmethod
-    def of(cls, settings: Settings, workers: int) -> IsolationOptions:
+    def of(
+        cls, settings: Settings, workers: int, rounds_seconds: float | None = None
+    ) -> IsolationOptions:
         return cls(
             budget=settings.isolate_budget,
             timeout=settings.probe_timeout,
             parallel=max(1, workers),
             integration_marker=settings.integration_marker,
+            seconds=settings.isolate_seconds,
+            rounds_seconds=rounds_seconds,
         )
 
+    @property
+    def time_budget(self) -> float:
+        if self.seconds is not None:
+            return self.seconds
+        return max(MIN_ISOLATE_SECONDS, self.rounds_seconds or 0.0)
 
-@dataclass
-class IsolationReport:
-    """What one isolation run did (the terminal and CLI print :meth:`lines`)."""
-
-    run_id: int
-    rootdir: str
-    flakes: list[tuple[str, Finding]] = field(default_factory=list)
-    checks: list[tuple[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
-    fork: bool = True
-    parallel: int = 1
-    interrupted: bool = False
-    pending: int = 0
-
-    def lines(self, db_path: str | os.PathLike[str], cwd: str) -> list[str]:
-        if not self.flakes and not self.checks and not self.interrupted:
-            return []
-        probes = sum(len(v.probes) for _, v in self.flakes)
-        how = "forked from a collected session" if self.fork else "one process each"
-        plural = "s" if len(self.flakes) != 1 else ""
-        out = [
-            "",
-            f"hermetic-hunt isolation: {len(self.flakes)} flaky test{plural} · {probes} probes "
-            f"({how}, {self.parallel} at a time) in {format_seconds(round(self.seconds, 1))}",
-        ]
-        for flake_id, verdict in self.flakes:
-            out.extend(_flake_lines(flake_id, verdict, db_path, cwd, self.rootdir))
-        if self.checks:
-            out.append("always failing (run once with the sandbox off):")
-            out.extend(f"  {nodeid}  {verdict}" for nodeid, verdict in self.checks)
-        if self.interrupted:
-            out.append(
-                f"isolation interrupted: {self.pending} flaky test(s) not isolated; "
-                "finish with: hermetic-hunt isolate"
-            )
-        return out
-
-
-def _flake_lines(
-    flake_id: str, v: Finding, db_path: str | os.PathLike[str], cwd: str, rootdir: str
-) -> list[str]:
-    kinds = ", ".join(v.kinds) or "not classified"
-    status = "" if v.status == "isolated" else f" [{v.status}]"
-    cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
-    out = [f"  {flake_id} {v.nodeid}  {kinds}{status} ({cost})"]
-    unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
-    for label, sets in (("polluters", v.polluters), ("state-setters", v.state_setters)):
-        for members in sets:
-            out.append(f"      {label}{unfinished}: {' + '.join(members)}")
-    if v.cleaners:
-        out.append(f"      cleaners: {', '.join(v.cleaners)}")
-    if v.reproducer is not None and v.confirmed is False and v.status == "isolated":
-        out.append("      reproducer not confirmed: it did not fail again when re-run")
-    rate = [n for n in v.notes if n.startswith("the reproducer fails in about")]
-    if "concurrency" in v.kinds and rate:
-        out.append(f"      {rate[0]}: replay it a few times")
-    elif v.status != "isolated" and v.notes:
-        out.append(f"      note: {v.notes[-1]}")
-    elif "unexplained" in v.kinds:
-        why = v.notes[0] if v.notes else _why(v, "unexplained")
-        out.append(f"      note: {why}")
-    if v.reproducer is not None:
-        command = commands.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
-        out.append(f"      replay: {command}")
-    return out
-
-
-def _why(v: Finding, kind: str) -> str:
-    claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == kind]
-    return str(claims[0]["why"]) if claims else ""
+    @property
+    def extras_budget(self) -> float:
+        """Time for evidence beyond the verdicts (cleaners): with ``auto``, what
+        the rounds took (at least :data:`EXTRAS_MIN_SECONDS`), so that a large
+        suite's cleaner search does not cost more than its rounds."""
+        if self.seconds is not None:
+            return self.seconds
+        return min(self.time_budget, max(EXTRAS_MIN_SECONDS, self.rounds_seconds or 0.0))
 
 
 def isolate(
@@ -141,11 +102,16 @@ def isolate(
     only: Sequence[str] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> IsolationReport:
-    """Isolate the flaky tests of ``run_id`` (all of them, or ``only`` these nodeids)."""
+    """Isolate the flaky tests of ``run_id`` (all of them, or ``only`` these nodeids).
+
+    Always-failing tests are checked first (one probe each); then every
+    group of flaky tests, most exposed first, within the budgets.
+    """
     started = _PERF()
     facts = db.run_facts(store, run_id)
     found = db.candidates(store, facts.run_id, only)
-    report = IsolationReport(facts.run_id, facts.rootdir, parallel=opts.parallel)
+    report = IsolationReport(facts.run_id, facts.rootdir, str(store.path),
+                             parallel=opts.parallel, time_budget=opts.time_budget)  # fmt: skip
     if not found.flaky and not found.always_failing and not found.not_idempotent:
         return report
     target = ProbeTarget(
@@ -156,17 +122,19 @@ def isolate(
     history = db.RunHistory(store, facts.run_id)
     flaky = {**found.flaky, **found.not_idempotent}
     rows = db.ensure_flakes(store, list(flaky), facts.run_id)
-    settings = ClassifySettings(budget=opts.budget, base_seed=facts.base_seed)
+    deadline = Deadline(started + opts.time_budget, opts.time_budget)
+    settings = ClassifySettings(budget=opts.budget, base_seed=facts.base_seed, deadline=deadline)
+    extras = Deadline(started + opts.extras_budget, opts.extras_budget)
     runner = ProbeRunner(
         target, parallel=opts.parallel, timeout=opts.timeout, fork=opts.fork,
         journals=history.journal,
     )  # fmt: skip
     report.fork = runner.fork
-    if say is not None and flaky:
-        say(f"hermetic-hunt: isolating {len(flaky)} flaky test(s)...")
+    work = _Work(store, flaky, history, runner, settings, rows, report, say, extras)
     try:
-        _classify_all(store, flaky, history, runner, settings, rows, report)
         _sandbox_off(store, found.always_failing, runner, facts, report)
+        if flaky:
+            work.run(db.known_verdicts(store, list(flaky)))
     except KeyboardInterrupt:
         runner.abort()
         report.interrupted = True
@@ -175,40 +143,172 @@ def isolate(
         runner.close()
         history.close()
         report.seconds = _PERF() - started
-    report.flakes.sort(key=lambda item: rows[item[1].nodeid][0])  # F1, F2, ...
     return report
 
 
-def _classify_all(
-    store: Store,
-    flaky: dict[str, list[Attempt]],
-    history: db.RunHistory,
-    runner: ProbeRunner,
-    settings: ClassifySettings,
-    rows: dict[str, tuple[int, str]],
-    report: IsolationReport,
-) -> None:
-    classifiers = [Classifier(n, a, history, runner, settings) for n, a in flaky.items()]
-    if not classifiers:
-        return
-    threads = min(len(classifiers), max(2, 2 * runner.parallel))
-    pool = ThreadPoolExecutor(max_workers=threads)
-    try:
-        # Phase 1 for every flake before any phase 2: alone runs never
-        # overlap with sequences that contain the same test.
-        for _ in _completed({pool.submit(c.environment): c for c in classifiers}):
-            pass
-        for c in _completed({pool.submit(c.order): c for c in classifiers}):
-            verdict = c.result()
-            row, flake_id = rows[c.nodeid]
-            db.save_finding(store, row, report.run_id, verdict)
-            report.flakes.append((flake_id, verdict))
-    except KeyboardInterrupt:
-        # Stop the probes first, or the pool would wait for them.
-        runner.abort()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+def _rate(attempts: Sequence[Attempt]) -> float:
+    plain = [a for a in attempts if not a.repeat and (a.failed or a.passed)]
+    return sum(a.failed for a in plain) / len(plain) if plain else 0.0
+
+
+class _Work:
+    """One isolation's flakes: grouped, ranked, classified phase by phase, stored."""
+
+    def __init__(
+        self,
+        store: Store,
+        flaky: dict[str, list[Attempt]],
+        history: db.RunHistory,
+        runner: ProbeRunner,
+        settings: ClassifySettings,
+        rows: dict[str, tuple[int, str]],
+        report: IsolationReport,
+        say: Callable[[str], None] | None,
+        extras: Deadline | None = None,
+    ) -> None:
+        self.store = store
+        self.extras = extras
+        self.flaky = flaky
+        self.history = history
+        self.runner = runner
+        self.settings = settings
+        self.rows = rows
+        self.report = report
+        self.say = say
+        self.saved: dict[str, int] = {}  # nodeid -> probes already stored
+        self.done = 0
+        self.total = 0
+
+    def classifier(self, nodeid: str) -> Classifier:
+        return Classifier(nodeid, self.flaky[nodeid], self.history, self.runner, self.settings)
+
+    def priority(self, known: dict[str, tuple[str, list[str]]]) -> Callable[[Group], Any]:
+        """Most valuable first: what CI sees, then fail rate, then not yet explained."""
+
+        def key(g: Group) -> tuple[int, int, float, str]:
+            attempts = self.flaky[g.lead]
+            plain_failures = any(a.failed and not a.repeat for a in attempts)
+            tier = 0 if plain_failures else (1 if any(a.failed for a in attempts) else 2)
+            status, kinds = known.get(g.lead, ("pending", []))
+            explained = status == "isolated" and bool(kinds) and kinds != ["unexplained"]
+            return (tier, int(explained), -_rate(attempts), g.lead)
+
+        return key
+
+    def run(self, known: dict[str, tuple[str, list[str]]]) -> None:
+        groups = sorted(groups_of(self.flaky), key=self.priority(known))
+        self.total = len(groups)
+        for g in groups:
+            _, lead_id = self.rows[g.lead]
+            self.report.rates[lead_id] = _rate(self.flaky[g.lead])
+        if self.say is not None:
+            alike = sum(len(g.members) for g in groups if len(g.members) > 1)
+            how = f" ({alike} of them parametrizations that fail alike)" if alike else ""
+            self.say(
+                f"hermetic-hunt: isolating {len(self.flaky)} flaky test(s) in {len(groups)} "
+                f"finding(s){how} · budget {self.settings.budget} probes each, "
+                f"{format_seconds(round(self.report.time_budget, 1))} in all"
+            )
+        leads = [self.classifier(g.lead) for g in groups]
+        by_lead = dict(zip((g.lead for g in groups), groups, strict=True))
+        alone: list[Classifier] = []
+        with _Pool(self.runner) as pool:
+            for _ in pool.each(leads, Classifier.environment):
+                pass
+            for c in pool.each(leads, Classifier.order):
+                self.finish(c)
+                alone.extend(self.adopt(c, by_lead[c.nodeid]))
+            # Instances that did not fail like their representative: on their own.
+            for _ in pool.each(alone, Classifier.environment):
+                pass
+            for c in pool.each(alone, Classifier.order):
+                self.finish(c)
+            wanted = [c for c in leads + alone if c.wants_extras]
+            for c in wanted:
+                c.settings = replace(c.settings, deadline=self.extras)
+            for c in pool.each(wanted, Classifier.extras):
+                self.store_result(c)
+
+    def store_result(self, c: Classifier) -> Finding:
+        verdict = c.result()
+        row, flake_id = self.rows[c.nodeid]
+        db.save_finding(self.store, row, self.report.run_id, verdict,
+                        steps_from=self.saved.get(c.nodeid, 0) + 1)  # fmt: skip
+        self.saved[c.nodeid] = len(verdict.probes)
+        if all(v is not verdict for _, v in self.report.flakes):
+            self.report.flakes.append((flake_id, verdict))
+        return verdict
+
+    def finish(self, c: Classifier) -> None:
+        verdict = self.store_result(c)
+        self.done += 1
+        if self.say is not None:
+            _, flake_id = self.rows[c.nodeid]
+            kinds = ", ".join(verdict.kinds) or verdict.status
+            state = f" [{verdict.status}]" if verdict.status not in ("isolated", "pending") else ""
+            self.say(
+                f"hermetic-hunt: {flake_id} {self.done}/{max(self.total, self.done)} · {kinds}"
+                f"{state} · {len(verdict.probes)} probes · "
+                f"{format_seconds(round(verdict.probe_seconds, 1))}"
+            )
+
+    def adopt(self, lead: Classifier, g: Group) -> list[Classifier]:
+        """The other instances of ``lead``'s group: a sample probed, the rest take
+        its verdict; those whose probe disagrees come back, to be isolated alone."""
+        if not g.others:
+            return []
+        verdict = lead.finding
+        _, lead_id = self.rows[lead.nodeid]
+        if verdict.status == "isolated" and verdict.reproducer is None and verdict.kinds:
+            # Explained as far as anything could be (unexplained): nothing to replay.
+            for nodeid in g.others:
+                c = self.classifier(nodeid)
+                adopt(c, verdict, lead_id, probe=False)
+                self.store_result(c)
+            self.report.members[lead_id] = [self.rows[n][1] for n in g.others]
+            return []
+        if verdict.status != "isolated" or verdict.reproducer is None:
+            # Not finished: each instance waits for its own isolation.
+            for nodeid in g.others:
+                c = self.classifier(nodeid)
+                c.finding.status = "pending"
+                c.finding.notes.append(
+                    f"not isolated: grouped with {lead_id} (same test function, same failure), "
+                    f"whose isolation is not finished ({verdict.status}); finish with: "
+                    f"hermetic-hunt isolate"
+                )
+                self.store_result(c)
+            return []
+        chosen = set(sample(g.others))
+        again: list[Classifier] = []
+        adopted: list[str] = []
+        sampled: set[str] = set()
+        for nodeid in g.others:
+            c = self.classifier(nodeid)
+            probe = nodeid in chosen
+            try:
+                ok = adopt(c, verdict, lead_id, probe=probe)
+            except BudgetExceeded:
+                ok = adopt(c, verdict, lead_id, probe=False)
+                probe = False
+            if not ok:
+                again.append(self.classifier(nodeid))
+                continue
+            _, flake_id = self.rows[nodeid]
+            adopted.append(flake_id)
+            if probe:
+                sampled.add(flake_id)
+            self.store_result(c)
+        if again:
+            # The group is not one finding after all: every unprobed instance
+            # keeps the verdict it was given, the disagreeing ones are isolated.
+            lead.finding.notes.append(
+                f"{len(again)} of its parametrizations did not fail like it: isolated on their own"
+            )
+        self.report.members[lead_id] = adopted
+        self.report.sampled[lead_id] = sampled
+        self.total += len(again)
+        return again
 
 
 def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:
@@ -224,6 +324,32 @@ def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:
         for future in futures:
             future.cancel()
         raise
+
+
+class _Pool:
+    """Runs one phase of many classifiers in threads; yields each as it finishes."""
+
+    def __init__(self, runner: ProbeRunner) -> None:
+        self.runner = runner
+        # Each classifier waits on one probe at a time: several per probe slot
+        # keep the slots busy while others read the database or decide.
+        self.threads = max(4, 4 * runner.parallel)
+        self.pool = ThreadPoolExecutor(max_workers=self.threads)
+
+    def __enter__(self) -> _Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is KeyboardInterrupt:
+            self.runner.abort()  # stop the probes first, or the pool would wait for them
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def each(
+        self, classifiers: Sequence[Classifier], phase: Callable[[Classifier], None]
+    ) -> Iterator[Classifier]:
+        """Submitted in order (most valuable first); yielded as they complete."""
+        futures = {self.pool.submit(phase, c): c for c in classifiers}
+        return _completed(futures)
 
 
 def _sandbox_off(
@@ -262,12 +388,15 @@ def isolate_after_hunt(
     run_id: int,
     settings: Settings,
     workers: int,
-    cwd: str,
     say: Callable[[str], None] | None = None,
-) -> list[str]:
-    """Isolation at the end of ``pytest --hermetic-hunt``; the summary's lines."""
-    report = isolate(store, run_id, IsolationOptions.of(settings, workers), say=say)
-    return report.lines(store.path, cwd)
+    rounds_seconds: float | None = None,
+) -> IsolationReport:
+    """Isolation at the end of ``pytest --hermetic-hunt``.
+
+    ``rounds_seconds``: how long the rounds took (the ``auto`` time budget).
+    """
+    opts = IsolationOptions.of(settings, workers, rounds_seconds)
+    return isolate(store, run_id, opts, say=say)
 
 
 def isolate_database(
@@ -276,25 +405,29 @@ def isolate_database(
     refs: Sequence[str],
     *,
     budget: int | None = None,
+    seconds: float | None = None,
     timeout: float | None = None,
     workers: int | None = None,
     cwd: str | None = None,
-) -> list[str]:
+    say: Callable[[str], None] | None = None,
+) -> IsolationReport:
     """``hermetic-hunt isolate``: isolate (again) the flakes of a stored run.
 
-    The hunt's stored settings decide, unless an argument overrides them.
+    The hunt's stored settings decide, unless an argument overrides them
+    (``budget``: probes per flaky test; ``seconds``: the overall time).
     """
     where = cwd or os.getcwd()
     path = Path(where, os.path.expanduser(db_path)).resolve()
     with Store.open(path, create=False) as store:
         facts = db.run_facts(store, run_id)
         only = db.resolve_refs(store, refs) if refs else None
-        stored = IsolationOptions.of(facts.settings, workers or facts.workers)
+        stored = IsolationOptions.of(
+            facts.settings, workers or facts.workers, db.rounds_seconds(store, facts.run_id)
+        )
         opts = replace(
             stored,
             budget=budget if budget is not None else stored.budget,
+            seconds=seconds if seconds is not None else stored.seconds,
             timeout=timeout if timeout is not None else stored.timeout,
         )
-        report = isolate(store, facts.run_id, opts, only)
-        lines = report.lines(store.path, where)
-    return lines or [f"run {facts.run_id}: nothing to isolate (no flaky or always-failing test)"]
+        return isolate(store, facts.run_id, opts, only, say=say)

@@ -14,18 +14,26 @@ from dataclasses import dataclass
 import jinja2
 
 from hermetic_hunt import __version__, stats
-from hermetic_hunt.report.model import Report, RoundCell, TestResult
+from hermetic_hunt.report.model import Report, TestResult
 from hermetic_hunt.report.text import (
+    SHOW,
+    UNATTRIBUTED,
     bound_text,
+    dates_text,
+    exposure_line,
     flake_state,
     headline,
     kinds_text,
+    leak_count_text,
     run_line,
+    set_texts,
     sets_text,
     stable_groups,
+    status_text,
     summary_line,
     tighten_text,
 )
+from hermetic_hunt.store.rows import RoundCell
 
 DEFAULT_PATH = "reports/hermetic-hunt.html"
 #: Tests drawn in the charts (the rest are in the tables).
@@ -108,6 +116,52 @@ def strips(
     return rows, columns, width
 
 
+@dataclass(frozen=True)
+class Relation:
+    """One list of a finding (polluters, cleaners...): shown inline when short,
+    collapsed (``<details>``) when long."""
+
+    label: str
+    items: tuple[str, ...]
+
+    @property
+    def short(self) -> bool:
+        return len(self.items) <= SHOW
+
+
+def relations(test: TestResult) -> list[Relation]:
+    """A finding's lists, every item (the page collapses long ones)."""
+    flake = test.flake
+    if flake is None:
+        return []
+    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    out = []
+    if flake.polluters:
+        items = set_texts(flake.polluters, leaks=evidence.get("polluter_leaks"))
+        out.append(Relation("polluters", tuple(items)))
+    if flake.cleaners:
+        out.append(Relation("cleaners", flake.cleaners))
+    if flake.state_setters:
+        items = set_texts(flake.state_setters, leaks=evidence.get("state_setter_leaks"))
+        out.append(Relation("state-setters", tuple(items)))
+    return out
+
+
+def _dates(test: TestResult) -> str:
+    flake = test.flake
+    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
+    return dates_text(evidence.get("dates")) if isinstance(evidence.get("dates"), dict) else ""
+
+
+_TITLES = {
+    "normal": ("normal", "Will break CI: fails in normal runs"),
+    "order": ("order", "Fails under shuffling or xdist (order-dependent)"),
+    "repeat": ("repeat", "Fails only when repeated in one process"),
+    "dates": ("dates", "Fails only at other dates or times"),
+    "sandbox": ("sandbox", "Fails only under the sandbox (sandbox-incompatible)"),
+}
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("hermetic_hunt.report", "templates"),
@@ -124,27 +178,33 @@ def _environment() -> jinja2.Environment:
         bound_text=bound_text,
         tighten_text=tighten_text,
         run_line=run_line,
+        status_text=status_text,
+        relations=relations,
+        dates=_dates,
+        leak_count_text=leak_count_text,
     )
     return env
 
 
 def render_html(report: Report) -> str:
-    interesting = (
-        report.with_status("flaky")
-        + report.with_status("broken")
-        + report.with_status("sandbox-incompatible")
-    )
+    interesting = [g.lead for g in report.groups if g.lead.attempts]
     rows, columns, cell_width = strips(interesting, report.rounds)
     chart = bars(interesting)
     template = _environment().get_template("report.html.j2")
+    sections = [
+        (*_TITLES.get(level, (level, level)), groups) for level, groups in report.by_exposure()
+    ]
     return template.render(
         report=report,
         version=__version__,
         headline=headline(report),
         summary=summary_line(report),
-        flaky=report.with_status("flaky"),
-        broken=report.with_status("broken"),
-        incompatible=report.with_status("sandbox-incompatible"),
+        exposures=exposure_line(report),
+        sections=sections,
+        not_isolated=any(t.flake is None and t.status == "flaky" for t in report.tests),
+        leaking=report.leaking(),
+        show=SHOW,
+        unattributed=UNATTRIBUTED,
         stable_groups=stable_groups(report),
         bars=chart,
         bar_width=_BAR_WIDTH,

@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from hermetic_hunt import stats
-from hermetic_hunt.report.model import Flake, Report, RunRow, TestResult, ViolationRow
+from hermetic_hunt.report.model import Flake, Group, Report, TestResult
+from hermetic_hunt.store.rows import LeakRow, RunRow, ViolationRow
 
 FORMAT = "hermetic-hunt-report"
 VERSION = 1
@@ -68,11 +69,14 @@ def test_json(test: TestResult) -> dict[str, Any]:
         },
         "sandbox_off_check": None if test.check is None else test.check.outcome,
         "replay": test.replay,
+        "exposure": test.exposure,
+        "second_run_failures": test.second_run_failures,
     }
 
 
-def flake_json(flake: Flake, replay: str) -> dict[str, Any]:
+def flake_json(flake: Flake, replay: str, exposure: str | None = None) -> dict[str, Any]:
     return {
+        "exposure": exposure,
         "id": flake.flake_id,
         "nodeid": flake.nodeid,
         "kinds": list(flake.kinds),
@@ -92,6 +96,36 @@ def flake_json(flake: Flake, replay: str) -> dict[str, Any]:
     }
 
 
+def group_json(group: Group) -> dict[str, Any]:
+    """One finding: a test, or parametrizations of one test function failing alike."""
+    return {
+        "exposure": group.exposure,
+        "exposure_text": group.exposure_text,
+        "nodeid": group.nodeid,
+        "lead": group.lead.nodeid,
+        "tests": [t.nodeid for t in group.tests],
+        "flakes": [t.flake.flake_id for t in group.tests if t.flake is not None],
+        "status": group.lead.status,
+        "kinds": list(group.lead.flake.kinds) if group.lead.flake is not None else [],
+        "attempts": group.attempts,
+        "failures": group.failures,
+        "rate": _round(group.rate),
+    }
+
+
+def leak_json(leak: LeakRow) -> dict[str, Any]:
+    return {
+        "nodeid": leak.nodeid,
+        "resource": leak.resource,
+        "name": leak.name,
+        "change": leak.change,
+        "detail": leak.detail,
+        "description": leak.describe(),
+        "attempts": leak.attempts,
+        "first_attempt": f"A{leak.first_attempt_id}" if leak.first_attempt_id else None,
+    }
+
+
 def violation_json(violation: ViolationRow) -> dict[str, Any]:
     return {
         "nodeid": violation.nodeid,
@@ -104,6 +138,7 @@ def violation_json(violation: ViolationRow) -> dict[str, Any]:
 
 
 def as_dict(report: Report) -> dict[str, Any]:
+    exposures = {t.nodeid: t.exposure for t in report.tests}
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -112,8 +147,13 @@ def as_dict(report: Report) -> dict[str, Any]:
         "confidence": stats.CONFIDENCE,
         "runs": [run_json(run) for run in report.runs],
         "tests": [test_json(test) for test in report.tests],
-        "flakes": [flake_json(f, report.replay_for[f.flake_id]) for f in report.flakes],
+        "flakes": [
+            flake_json(f, report.replay_for[f.flake_id], exposures.get(f.nodeid))
+            for f in report.flakes
+        ],
         "violations": [violation_json(v) for v in report.violations],
+        "findings": [group_json(g) for g in report.groups],
+        "leaks": [leak_json(leak) for leak in report.leaks],
     }
 
 

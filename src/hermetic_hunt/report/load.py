@@ -17,16 +17,12 @@ from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
 from hermetic_hunt.models import parse_ref
 from hermetic_hunt.replay.plan import location_arg
 from hermetic_hunt.report import render
-from hermetic_hunt.report.model import Replay, Report, assemble, flake_run, parse_flake
-from hermetic_hunt.report.show import (
-    AttemptDetail,
-    Comparison,
-    JournalSummary,
-    render_attempt,
-    render_flake,
-)
+from hermetic_hunt.report.model import Replay, Report, assemble, flake_run
+from hermetic_hunt.report.show import Comparison, JournalSummary, render_attempt, render_flake
+from hermetic_hunt.report.stored import parse_flake
 from hermetic_hunt.report.text import list_lines, summary_line
 from hermetic_hunt.store import Store, queries
+from hermetic_hunt.store.rows import AttemptDetail
 
 
 def open_database(path: str | os.PathLike[str]) -> Store:
@@ -56,6 +52,7 @@ def load_report(store: Store, run: int | None = None, cwd: str | None = None) ->
         violations=queries.violation_rows(store, selection),
         rounds=tuple(queries.round_cells(store, selection, failing)),
         replay=replayer(store, where),
+        leaks=queries.leak_rows(store, selection),
         conditions=queries.condition_rows(store, selection, failing),
     )
 
@@ -172,6 +169,7 @@ def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
         journal_problem=problem,
         comparison=comparison,
         replay=replayer(store, cwd)(f"A{attempt_id}", detail.run_id),
+        leaks=queries.attempt_leaks(store, attempt_id),
     )
 
 
@@ -197,12 +195,20 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
     if failing is None or not failing.failing or failing.nodeid != flake.nodeid:
         first = queries.first_failing_attempt(store, flake.nodeid)
         failing = queries.attempt_detail(store, first) if first is not None else None
+    group = next((g for g in report.groups if any(t.nodeid == flake.nodeid for t in g.tests)), None)
+    members = (
+        [(t.flake.flake_id if t.flake else None, t.nodeid) for t in group.tests] if group else []
+    )
+    related = [flake.nodeid, *(n for s in (*flake.polluters, *flake.state_setters) for n in s)]
+    found = queries.test_leaks(store, related)
     return render_flake(
         flake,
         test=test,
         steps=queries.isolation_steps(store, flake_id),
         comparison=_compare(store, failing) if failing is not None else None,
         replay=replayer(store, cwd)(flake_id, flake_run(flake)),
+        group=members,
+        leaks={n: found[n] for n in dict.fromkeys(related) if n in found},
     )
 
 

@@ -10,15 +10,20 @@ from __future__ import annotations
 import re
 
 from hermetic_hunt import stats
-from hermetic_hunt.report.model import Report, TestResult
+from hermetic_hunt.report.model import Group, Report, TestResult
 from hermetic_hunt.report.text import (
+    LIST_LIMIT,
+    SHOW,
+    UNATTRIBUTED,
     bound_text,
     clean,
-    flake_state,
-    kinds_text,
+    exposure_line,
+    leak_count_text,
+    members_text,
+    relation_lines,
     run_line,
-    sets_text,
     stable_groups,
+    status_text,
     summary_line,
     tighten_text,
 )
@@ -60,47 +65,76 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [_row(header), _row(["---"] * len(header)), *(_row(r) for r in rows)]
 
 
-def _rate(test: TestResult) -> str:
-    if not test.interval:
+def _rate(group: Group) -> str:
+    if not group.interval:
         return "-"
-    low, high = test.interval
-    return f"{stats.percent(test.rate or 0.0)} ({stats.percent(low)}–{stats.percent(high)})"
+    low, high = group.interval
+    return f"{stats.percent(group.rate or 0.0)} ({stats.percent(low)}–{stats.percent(high)})"
 
 
 def _relations(test: TestResult) -> str:
     flake = test.flake
     if flake is None:
         return ""
-    parts = []
-    if flake.polluters:
-        parts.append("polluters: " + text(sets_text(flake.polluters)))
-    if flake.cleaners:
-        parts.append("cleaners: " + text(", ".join(flake.cleaners)))
-    if flake.state_setters:
-        parts.append("state-setters: " + text(sets_text(flake.state_setters)))
-    return "<br>".join(parts)
+    return "<br>".join(text(line.strip()) for line in relation_lines(flake))
 
 
-def _tests_table(tests: list[TestResult]) -> list[str]:
+def _test_cell(group: Group) -> str:
+    cell = code(group.nodeid)
+    if group.others:
+        cell += f"<br>{len(group.tests)} parametrizations: {text(members_text(group))}"
+    return cell
+
+
+def _tests_table(groups: list[Group]) -> list[str]:
     rows = []
-    for t in tests:
-        state = flake_state(t.flake) if t.flake else ""
+    for g in groups:
+        t = g.lead
         failure = t.failure.describe() if t.failure and t.failure.exc_type else ""
         rows.append(
             [
                 t.flake.flake_id if t.flake else "–",
-                code(t.nodeid),
-                text(kinds_text(t.flake)) + (f"<br>{text(state)}" if state else ""),
-                _rate(t),
-                f"{t.failures}/{t.attempts}",
+                _test_cell(g),
+                text(status_text(t)),
+                _rate(g),
+                f"{g.failures}/{g.attempts}",
                 _relations(t),
                 text(failure),
                 code(t.replay or ""),
             ]
         )
-    header = ["id", "test", "kinds", f"fail rate ({stats.CONFIDENCE:.0%} CI)", "failed"]
+    header = ["id", "test", "what", f"fail rate ({stats.CONFIDENCE:.0%} CI)", "failed"]
     header += ["polluters · cleaners · state-setters", "failure", "replay"]
     return _table(header, rows)
+
+
+def _leaks(report: Report) -> list[str]:
+    leaking = report.leaking()
+    if not leaking:
+        return []
+    rows = []
+    for nodeid, leaks in leaking[:LIST_LIMIT]:
+        what = "<br>".join(text(leak_count_text(leak)) for leak in leaks[:SHOW])
+        if len(leaks) > SHOW:
+            what += f"<br>… and {len(leaks) - SHOW} more"
+        rows.append([code(nodeid) if nodeid is not None else text(UNATTRIBUTED), what])
+    tests = sum(1 for nodeid, _ in leaking if nodeid is not None)
+    out = ["", f"### Tests that leave state behind ({tests})", ""]
+    out.extend(_table(["test", "what it left behind"], rows))
+    if len(leaking) > LIST_LIMIT:
+        out.extend(
+            ["", f"_… and {len(leaking) - LIST_LIMIT} more: `hermetic-hunt report` lists them._"]
+        )
+    return out
+
+
+_TITLES = {
+    "normal": "Will break CI: fails in normal runs",
+    "order": "Fails under shuffling or xdist (order-dependent)",
+    "repeat": "Fails only when repeated in one process",
+    "dates": "Fails only at other dates or times",
+    "sandbox": "Fails only under the sandbox (sandbox-incompatible)",
+}
 
 
 def render_markdown(report: Report) -> str:
@@ -108,29 +142,26 @@ def render_markdown(report: Report) -> str:
     out = [
         f"## hermetic-hunt: {text(summary_line(report))}",
         "",
+        f"**{text(exposure_line(report))}**",
+        "",
         f"{code(report.database, table=False)} · {which} · {report.attempts:,} attempts of "
         f"{len(report.tests):,} tests",
         "",
     ]
     out.extend(f"- {text(run_line(run))}" for run in report.runs)
-    sections = (
-        ("Flaky tests", "flaky"),
-        ("Broken tests (failed in every attempt)", "broken"),
-        ("Sandbox-incompatible tests (pass only without the sandbox)", "sandbox-incompatible"),
-    )
-    for title, status in sections:
-        tests = report.with_status(status)
-        if tests:
-            out.extend(["", f"### {title} ({len(tests)})", "", *_tests_table(tests)])
-            if status == "flaky" and any(t.flake is None for t in tests):
-                out.extend(
-                    [
-                        "",
-                        "_Not isolated: the hunt ran with `--hermetic-hunt-isolate=off` or "
-                        "stopped before isolation; replay commands replay the first failing "
-                        "attempt._",
-                    ]
-                )
+    for level, findings in report.by_exposure():
+        title = f"### {_TITLES.get(level, level)} ({len(findings)})"
+        out.extend(["", title, "", *_tests_table(findings)])
+    if any(t.flake is None and t.status == "flaky" for t in report.tests):
+        out.extend(
+            [
+                "",
+                "_Not isolated: the hunt ran with `--hermetic-hunt-isolate=off` or "
+                "stopped before isolation; replay commands replay the first failing "
+                "attempt._",
+            ]
+        )
+    out.extend(_leaks(report))
     if report.violations:
         rows = [
             [code(v.nodeid), text(v.op), code(v.target), str(v.attempts), f"A{v.first_attempt_id}"]

@@ -1,6 +1,6 @@
 """What a report says, as plain data: rows from the database in, verdicts out.
 
-:mod:`hermetic_hunt.store.queries` reads the rows (the ``*Row`` classes);
+:mod:`hermetic_hunt.store.queries` reads the rows (:mod:`hermetic_hunt.store.rows`);
 :func:`assemble` turns them into a :class:`Report` -- each test's status,
 fail rate, interval or bound, flake and replay command -- that the
 renderers (:mod:`hermetic_hunt.report`) print. Nothing here touches SQLite,
@@ -13,8 +13,16 @@ A test's *status* (``TestResult.status``), from its counted attempts
 * ``broken`` -- failed every time (and did not pass with the sandbox off);
 * ``sandbox-incompatible`` -- failed every time under the sandbox but passed
   its ``sandbox-off`` check (a run without the sandbox);
+* ``not-idempotent`` -- never failed in a plain run, but failed as the
+  second run of a test run twice in one process (a ``twice`` round);
 * ``stable`` -- never failed;
 * ``skipped`` -- skipped in every attempt (nothing to count).
+
+Findings are shown as :class:`Group` objects: one test, or the
+parametrizations of one test function that fail the same way (same status,
+kinds and failure signature). Each has an *exposure*
+(:func:`hermetic_hunt.models.exposure`): what a CI run will see of it;
+reports list them by exposure, then by how surely they fail.
 """
 
 from __future__ import annotations
@@ -24,81 +32,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermetic_hunt import stats
-from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import KINDS, Reproducer, parse_ref
-from hermetic_hunt.untrusted import load_json
+from hermetic_hunt.models import (
+    EXPOSURE_TEXT,
+    EXPOSURES,
+    Reproducer,
+    exposure,
+    function_of,
+)
+from hermetic_hunt.store.rows import (
+    CheckRow,
+    ConditionRow,
+    FailureRow,
+    LeakRow,
+    RoundCell,
+    RunRow,
+    TestCounts,
+    ViolationRow,
+)
 
 #: ``replay(ref, run_id)``: the replay command of F3 / A1207 (found in that run).
 Replay = Callable[[str, int | None], str]
-STATUSES = ("flaky", "broken", "sandbox-incompatible", "stable", "skipped")
+STATUSES = ("flaky", "broken", "sandbox-incompatible", "not-idempotent", "stable", "skipped")
+#: Statuses that are findings (the rest never failed).
+FINDINGS = ("flaky", "broken", "sandbox-incompatible", "not-idempotent")
 #: ``test_checks.check_name`` of the run without the sandbox.
 SANDBOX_OFF = "sandbox-off"
-
-
-@dataclass(frozen=True)
-class RunRow:
-    id: int
-    uuid: str
-    started_at: str
-    finished_at: str | None
-    status: str
-    argv: tuple[str, ...]
-    base_seed: int
-    rounds_planned: int | None
-    budget_seconds: float | None
-    rounds_done: int
-    attempts: int
-    tests: int
-    workers: int
-    mode: str
-    order: str
-    shard: str
-    exit_status: int | None
-
-
-@dataclass(frozen=True)
-class FailureRow:
-    attempt_id: int
-    run_id: int
-    exc_type: str
-    message: str
-    location: str
-
-    def describe(self) -> str:
-        text = f"{self.exc_type}: {self.message}" if self.message else self.exc_type
-        return f"{text} at {self.location}" if self.location else text
-
-
-@dataclass(frozen=True)
-class TestCounts:
-    nodeid: str
-    passed: int
-    failed: int
-    skipped: int
-    crashed: int
-    with_violations: int
-    first_failure: FailureRow | None = None
-
-
-@dataclass(frozen=True)
-class RawFlake:
-    """A ``flakes`` row as stored (JSON columns still text, unvalidated)."""
-
-    flake_id: str
-    nodeid: str
-    kinds: str
-    status: str
-    evidence: str
-    reproducer: str | None
-    polluters: str
-    cleaners: str
-    state_setters: str
-    confirmed: int | None
-    probes: int
-    probe_seconds: float
-    note: str
-    first_run_id: int | None
-    last_run_id: int | None
 
 
 @dataclass(frozen=True)
@@ -123,56 +81,6 @@ class Flake:
 
 
 @dataclass(frozen=True)
-class CheckRow:
-    run_id: int
-    nodeid: str
-    check_name: str
-    outcome: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class ViolationRow:
-    nodeid: str
-    op: str
-    host: str
-    port: int | None
-    attempts: int
-    first_attempt_id: int
-
-    @property
-    def target(self) -> str:
-        return self.host if self.port is None else f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class ConditionRow:
-    """One test's outcomes under one timing condition (``exact``, ``jitter``, ``slow``,
-    ``stress``, ``switch``; record and off modes' plain rounds count as ``exact``).
-
-    ``stretch``: the smallest "largest sleep stretch" among the failing
-    attempts under a noisy clock, in thousandths (1200: sleeps lasted 1.2x).
-    """
-
-    nodeid: str
-    condition: str
-    passed: int
-    failed: int
-    stretch: int | None = None
-
-
-@dataclass(frozen=True)
-class RoundCell:
-    """Outcomes of one test in one round (several with reruns)."""
-
-    nodeid: str
-    run_id: int
-    round_no: int
-    passed: int
-    failed: int
-
-
-@dataclass(frozen=True)
 class TestResult:
     nodeid: str
     status: str
@@ -189,6 +97,8 @@ class TestResult:
     flake: Flake | None
     check: CheckRow | None
     replay: str | None
+    second_run_failures: int = 0
+    exposure: str | None = None  # findings only (see models.exposure)
     conditions: tuple[ConditionRow, ...] = ()  # per timing condition (tests that failed)
 
     def timing(self) -> str | None:
@@ -211,6 +121,48 @@ class TestResult:
 
 
 @dataclass(frozen=True)
+class Group:
+    """One finding as reports show it: a test, or the parametrizations of one
+    test function that fail the same way (same status, kinds and failure
+    signature). ``tests[0]`` leads (the one isolation explained)."""
+
+    tests: tuple[TestResult, ...]
+    exposure: str
+
+    @property
+    def lead(self) -> TestResult:
+        return self.tests[0]
+
+    @property
+    def others(self) -> tuple[TestResult, ...]:
+        return self.tests[1:]
+
+    @property
+    def nodeid(self) -> str:
+        return function_of(self.lead.nodeid) if self.others else self.lead.nodeid
+
+    @property
+    def attempts(self) -> int:
+        return sum(t.attempts for t in self.tests)
+
+    @property
+    def failures(self) -> int:
+        return sum(t.failures for t in self.tests)
+
+    @property
+    def rate(self) -> float | None:
+        return self.failures / self.attempts if self.attempts else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return stats.wilson(self.failures, self.attempts) if self.attempts else None
+
+    @property
+    def exposure_text(self) -> str:
+        return EXPOSURE_TEXT.get(self.exposure, self.exposure)
+
+
+@dataclass(frozen=True)
 class Report:
     database: str
     runs: tuple[RunRow, ...]
@@ -220,12 +172,34 @@ class Report:
     violations: tuple[ViolationRow, ...]
     rounds: tuple[RoundCell, ...]
     replay_for: dict[str, str] = field(default_factory=dict)  # flake id -> command
+    leaks: tuple[LeakRow, ...] = ()
+    groups: tuple[Group, ...] = ()  # every finding, ranked (see rank_groups)
 
     def with_status(self, status: str) -> list[TestResult]:
         chosen = [t for t in self.tests if t.status == status]
-        if status in ("flaky", "broken", "sandbox-incompatible"):
+        if status in FINDINGS:
             chosen.sort(key=rank_key)
         return chosen
+
+    def by_exposure(self) -> list[tuple[str, list[Group]]]:
+        """``[(exposure, groups)]`` in exposure order, empty ones left out."""
+        out: list[tuple[str, list[Group]]] = []
+        for level in EXPOSURES:
+            chosen = [g for g in self.groups if g.exposure == level]
+            if chosen:
+                out.append((level, chosen))
+        return out
+
+    def leaking(self) -> list[tuple[str | None, list[LeakRow]]]:
+        """``[(nodeid, leaks)]``: tests that left state behind, most leaks first;
+        leaks not attributed to one test last (nodeid None)."""
+        by_test: dict[str | None, list[LeakRow]] = {}
+        for leak in self.leaks:
+            by_test.setdefault(leak.nodeid, []).append(leak)
+        return sorted(
+            by_test.items(),
+            key=lambda item: (item[0] is None, -len(item[1]), item[0] or ""),
+        )
 
     @property
     def attempts(self) -> int:
@@ -234,94 +208,26 @@ class Report:
     @property
     def findings(self) -> bool:
         """Anything the exit status should flag: not stable, or violating."""
-        return bool(self.violations) or any(
-            t.status in ("flaky", "broken", "sandbox-incompatible") for t in self.tests
-        )
+        return bool(self.violations) or any(t.status in FINDINGS for t in self.tests)
+
+    def counts(self) -> dict[str, int]:
+        """Tests per status, violators and leaking tests: the one place the
+        summaries (``report``, the end of a hunt) count them."""
+        out = {status: 0 for status in STATUSES}
+        for t in self.tests:
+            out[t.status] = out.get(t.status, 0) + 1
+        out["violations"] = len({v.nodeid for v in self.violations})
+        out["leaking"] = len({leak.nodeid for leak in self.leaks if leak.nodeid is not None})
+        out["findings"] = len(self.groups)
+        return out
 
 
-def rank_key(test: TestResult) -> tuple[float, float, str]:
-    """Most surely, most often failing first: the interval's low end, then the rate."""
+def rank_key(test: TestResult) -> tuple[int, float, float, str]:
+    """What CI sees first, then most surely, most often failing: the exposure,
+    the interval's low end, then the rate."""
     low = test.interval[0] if test.interval else 0.0
-    return (-low, -(test.rate or 0.0), test.nodeid)
-
-
-# -- validating stored flakes ----------------------------------------------
-
-
-def _load(raw: str | None, what: str, where: str) -> Any:
-    if raw is None:
-        return None
-    try:
-        return load_json(raw)
-    except ValueError as exc:
-        raise BadDatabase(
-            f"{where}: {what} is {exc}; the database is damaged (re-run the hunt)"
-        ) from None
-
-
-def _malformed(what: str, shape: str, where: str) -> BadDatabase:
-    return BadDatabase(
-        f"{where}: {what} must be {shape}; the database is damaged or written by "
-        "another tool (re-run the hunt)"
-    )
-
-
-def _nodeids(value: Any, what: str, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise _malformed(what, "a JSON list of test ids", where)
-    return tuple(value)
-
-
-def _sets(value: Any, what: str, where: str) -> tuple[tuple[str, ...], ...]:
-    if not isinstance(value, list):
-        raise _malformed(what, "a JSON list of sets of test ids", where)
-    return tuple(_nodeids(item, what, where) for item in value)
-
-
-def parse_flake(raw: RawFlake, database: str) -> Flake:
-    """Validate a stored flake (untrusted); :class:`BadDatabase` names what is wrong."""
-    parsed = parse_ref(raw.flake_id) if isinstance(raw.flake_id, str) else None
-    if parsed is None or parsed.kind != "flake" or str(parsed) != raw.flake_id:
-        raise BadDatabase(
-            f"{database}: flake id {raw.flake_id!r} is not F followed by a number; the database "
-            "is damaged or was edited (re-run the hunt)"
-        )
-    where = f"{database}: flake {raw.flake_id}"
-    kinds = _nodeids(_load(raw.kinds, "kinds", where), "kinds", where)
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown:
-        raise BadDatabase(
-            f"{where}: unknown flake kind {unknown[0]!r} (known: {', '.join(KINDS)}); "
-            "upgrade hermetic-hunt or re-run the hunt"
-        )
-    reproducer = None
-    loaded = _load(raw.reproducer, "reproducer", where)
-    if loaded is not None:
-        try:
-            reproducer = Reproducer.from_json(loaded)
-        except ValueError as exc:
-            raise BadDatabase(
-                f"{where}: reproducer is malformed ({exc}); re-run the hunt"
-            ) from None
-    return Flake(
-        flake_id=raw.flake_id,
-        nodeid=raw.nodeid,
-        kinds=kinds,
-        status=raw.status,
-        confirmed=None if raw.confirmed is None else bool(raw.confirmed),
-        polluters=_sets(_load(raw.polluters, "polluters", where), "polluters", where),
-        cleaners=_nodeids(_load(raw.cleaners, "cleaners", where), "cleaners", where),
-        state_setters=_sets(
-            _load(raw.state_setters, "state_setters", where), "state_setters", where
-        ),
-        reproducer=reproducer,
-        evidence=_load(raw.evidence, "evidence", where),
-        probes=raw.probes,
-        probe_seconds=raw.probe_seconds,
-        note=raw.note,
-        first_run_id=raw.first_run_id,
-        last_run_id=raw.last_run_id,
-    )
+    level = EXPOSURES.index(test.exposure) if test.exposure in EXPOSURES else len(EXPOSURES)
+    return (level, -low, -(test.rate or 0.0), test.nodeid)
 
 
 # -- assembling ------------------------------------------------------------
@@ -331,7 +237,7 @@ def status_of(counts: TestCounts, check: CheckRow | None) -> str:
     if counts.passed + counts.failed == 0:
         return "skipped"
     if counts.failed == 0:
-        return "stable"
+        return "not-idempotent" if counts.second_run_failures else "stable"
     if counts.passed > 0:
         return "flaky"
     if check is not None and check.outcome == "passed":
@@ -352,7 +258,8 @@ def _result(
     command = None
     if flake is not None:
         command = replay(flake.flake_id, flake_run(flake))
-    elif counts.first_failure is not None:
+    elif counts.first_failure is not None and status != "not-idempotent":
+        # (a second run replayed alone would pass: no attempt replay for those)
         first = counts.first_failure
         command = replay(f"A{first.attempt_id}", first.run_id)
     return TestResult(
@@ -371,6 +278,8 @@ def _result(
         flake=flake,
         check=check,
         replay=command,
+        second_run_failures=counts.second_run_failures,
+        exposure=test_exposure(status, flake),
         conditions=conditions,
     )
 
@@ -386,6 +295,7 @@ def assemble(
     violations: Iterable[ViolationRow],
     rounds: Iterable[RoundCell],
     replay: Replay,
+    leaks: Iterable[LeakRow] = (),
     conditions: Iterable[ConditionRow] = (),
 ) -> Report:
     """One report from the rows of the selected runs.
@@ -421,6 +331,8 @@ def assemble(
         violations=tuple(sorted(violations, key=lambda v: (v.nodeid, v.op, v.host, v.port or 0))),
         rounds=tuple(rounds),
         replay_for={f.flake_id: replay(f.flake_id, flake_run(f)) for f in kept},
+        leaks=tuple(leak for leak in leaks if leak.nodeid is None or leak.nodeid in shown),
+        groups=rank_groups(results),
     )
 
 
@@ -435,3 +347,57 @@ def flake_order(flake: Flake) -> tuple[int, str]:
     """F2 before F10."""
     digits = flake.flake_id[1:]
     return (int(digits) if digits.isdigit() else 1 << 62, flake.flake_id)
+
+
+# -- findings as groups -------------------------------------------------------
+
+
+def group_rank(group: Group) -> tuple[int, float, float, str]:
+    low = group.interval[0] if group.interval else 0.0
+    level = EXPOSURES.index(group.exposure) if group.exposure in EXPOSURES else len(EXPOSURES)
+    return (level, -low, -(group.rate or 0.0), group.nodeid)
+
+
+def _signature(test: TestResult) -> tuple[str, str]:
+    failure = test.failure
+    return (failure.exc_type, failure.location) if failure is not None else ("", "")
+
+
+def _is_lead(test: TestResult) -> tuple[int, int, str]:
+    """The test isolation explained leads its group (then the lowest flake id)."""
+    flake = test.flake
+    evidence = flake.evidence if flake is not None else None
+    grouped = isinstance(evidence, dict) and isinstance(evidence.get("group"), dict)
+    digits = flake.flake_id[1:] if flake is not None else ""
+    number = int(digits) if digits.isdigit() else 1 << 62
+    return (int(grouped), number, test.nodeid)
+
+
+def rank_groups(tests: Iterable[TestResult]) -> tuple[Group, ...]:
+    """Findings as groups (see :class:`Group`), what CI sees first."""
+    by_key: dict[tuple[Any, ...], list[TestResult]] = {}
+    for t in tests:
+        if t.status not in FINDINGS:
+            continue
+        kinds = t.flake.kinds if t.flake is not None else ()
+        key = (function_of(t.nodeid), t.status, kinds, _signature(t), t.exposure)
+        by_key.setdefault(key, []).append(t)
+    groups = [
+        Group(tuple(sorted(members, key=_is_lead)), members[0].exposure or "order")
+        for members in by_key.values()
+    ]
+    return tuple(sorted(groups, key=group_rank))
+
+
+def test_exposure(status: str, flake: Flake | None) -> str | None:
+    """:func:`hermetic_hunt.models.exposure` of a test, from its status and flake."""
+    if status not in FINDINGS:
+        return None
+    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
+    dates = evidence.get("dates")
+    return exposure(
+        flake.kinds if flake is not None else (),
+        status=status,
+        default_order=evidence.get("default_order") is True,
+        fails_now=dates.get("fails_now") is True if isinstance(dates, dict) else None,
+    )

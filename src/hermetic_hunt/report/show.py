@@ -9,85 +9,16 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from hermetic_hunt.report.text import clean, flake_state, rate_text, sets_text
-from hermetic_hunt.untrusted import json_or
+from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak
+from hermetic_hunt.report.text import clean, dates_text, flake_state, rate_text, sets_text
+from hermetic_hunt.store.rows import AttemptDetail, StepRow
 
 _WIDTH = 15
-
-
-@dataclass(frozen=True)
-class ViolationDetail:
-    op: str
-    host: str
-    port: int | None
-    detail: str
-
-
-@dataclass(frozen=True)
-class AttemptDetail:
-    """One ``attempts`` row with its failure, journal size and violations."""
-
-    id: int
-    run_id: int
-    round_no: int
-    worker: str
-    position: int
-    nodeid: str
-    execution: int
-    outcome: str
-    phase: str | None
-    duration: float
-    seed: int | None
-    now: float | None
-    mode: str
-    hash_seed: int | None
-    counts: str | None
-    exc_type: str | None
-    message: str | None
-    location: str | None
-    excerpt: str | None
-    journal_format: str | None
-    journal_size: int | None
-    violations: tuple[ViolationDetail, ...] = ()
-
-    @property
-    def failing(self) -> bool:
-        return self.outcome in ("failed", "crashed", "xpassed")
-
-    def parsed_counts(self) -> dict[str, int]:
-        """The per-source read counts (``{}`` when absent or malformed)."""
-        if not self.counts:
-            return {}
-        value = json_or(self.counts)
-        if not isinstance(value, dict):
-            return {}
-        return {
-            str(k): v
-            for k, v in value.items()
-            if isinstance(v, int) and not isinstance(v, bool) and v >= 0
-        }
-
-
-@dataclass(frozen=True)
-class StepRow:
-    """One isolation probe: the sequence tried and what happened."""
-
-    step: int
-    run_id: int | None
-    purpose: str
-    sequence: str
-    environment: str
-    outcome: str
-    detail: str
-    duration: float
-
-    def tests(self) -> list[str]:
-        value = json_or(self.sequence)
-        return [str(v) for v in value] if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)
@@ -157,6 +88,7 @@ def render_attempt(
     journal_problem: str | None,
     comparison: Comparison | None,
     replay: str,
+    leaks: Sequence[tuple[str, str, str, str, bool]] = (),
 ) -> str:
     d = detail
     out = [
@@ -190,6 +122,11 @@ def render_attempt(
         where = v.host if v.port is None else f"{v.host}:{v.port}"
         extra = f" ({v.detail})" if v.detail else ""
         out.append(_row("violation", clean(f"{v.op} {where}{extra}")))
+    for resource, name, change, leak_detail, persisted in leaks:
+        phrase = describe_leak(resource, name, change, leak_detail)
+        if not persisted:
+            phrase += " (put back before the round ended: not left behind)"
+        out.append(_row("left" if persisted else "changed", clean(phrase)))
     if journal_problem:
         out.append(_row("journal", clean(journal_problem)))
     elif journal is not None:
@@ -245,20 +182,46 @@ def render_flake(
     steps: list[StepRow],
     comparison: Comparison | None,
     replay: str,
+    group: Sequence[tuple[str | None, str]] = (),
+    leaks: Mapping[str, Sequence[Any]] | None = None,
 ) -> str:
     """``flake`` is a :class:`~hermetic_hunt.report.model.Flake`, ``test`` its
-    :class:`~hermetic_hunt.report.model.TestResult` over every run (or None)."""
+    :class:`~hermetic_hunt.report.model.TestResult` over every run (or None);
+    ``group``: ``(flake id, nodeid)`` of every parametrization in its finding;
+    ``leaks``: :class:`~hermetic_hunt.report.model.LeakRow` lists of the test
+    and its polluters and state-setters. Every list is shown whole."""
     f = flake
+    evidence = f.evidence if isinstance(f.evidence, dict) else {}
     out = [
         f"flake {f.flake_id} · {clean(f.nodeid)}",
         _row("kinds", ", ".join(f.kinds) or "none yet"),
         _row("status", flake_state(f)),
     ]
+    if test is not None and test.exposure in EXPOSURE_TEXT:
+        out.append(_row("exposure", EXPOSURE_TEXT[test.exposure]))
     if test is not None:
         out.append(_row("attempts", rate_text(test)))
-    out.append(_row("polluters", sets_text(f.polluters) or "-"))
+    polluter_leaks = evidence.get("polluter_leaks")
+    setter_leaks = evidence.get("state_setter_leaks")
+    out.append(_row("polluters", sets_text(f.polluters, leaks=polluter_leaks, limit=None) or "-"))
     out.append(_row("cleaners", ", ".join(clean(c) for c in f.cleaners) or "-"))
-    out.append(_row("state-setters", sets_text(f.state_setters) or "-"))
+    out.append(
+        _row("state-setters", sets_text(f.state_setters, leaks=setter_leaks, limit=None) or "-")
+    )
+    if isinstance(evidence.get("dates"), dict):
+        out.append(_row("dates", dates_text(evidence["dates"])))
+    if len(group) > 1:
+        out.append(f"parametrizations that fail the same way ({len(group)}, one finding):")
+        out.extend(f"  {clean(ref or '-'):<6}{clean(nodeid)}" for ref, nodeid in group)
+    for nodeid, rows in (leaks or {}).items():
+        if rows:
+            who = "it" if nodeid == f.nodeid else clean(nodeid)
+            out.append(f"left behind by {who}:")
+            out.extend(
+                f"  {clean(describe_leak(x.resource, x.name, x.change, x.detail))} in "
+                f"{x.attempts} attempt(s)"
+                for x in rows
+            )
     runs = [r for r in (f.first_run_id, f.last_run_id) if r is not None]
     if runs:
         span = f"run {runs[0]}" if min(runs) == max(runs) else f"runs {min(runs)}-{max(runs)}"

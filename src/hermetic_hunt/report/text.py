@@ -9,19 +9,107 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from hermetic_hunt import stats
-from hermetic_hunt.models import format_seconds
-from hermetic_hunt.report.model import Flake, Report, RunRow, TestResult
+from hermetic_hunt.models import EXPOSURE_TEXT, format_seconds
+from hermetic_hunt.report.model import Flake, Group, Report, TestResult, rank_key
+from hermetic_hunt.store.rows import LeakRow, RunRow
 from hermetic_hunt.untrusted import clean as clean  # re-exported: show and markdown use it
 
 #: Tests listed by name in a group before the rest are only counted.
 LIST_LIMIT = 10
+#: Items of a flake's list (polluters, cleaners, members...) shown before the
+#: rest are only counted; ``hermetic-hunt show`` and JSON keep them all.
+SHOW = 3
+#: Members of one set shown (a partial search may leave a long one).
+MEMBERS = 6
 
 
-def sets_text(sets: Sequence[Sequence[str]]) -> str:
-    """``[[a, b], [c]]`` -> ``a + b; or c`` (each set is minimal on its own)."""
-    return "; or ".join(" + ".join(clean(n) for n in group) for group in sets if group)
+def listing(
+    items: Sequence[object], noun: str, *, ref: str | None = None, limit: int = SHOW
+) -> str:
+    """``a, b`` -- or, past ``limit``, ``68 cleaners, e.g. a, b, c; hermetic-hunt
+    show F1 lists all`` (the names cleaned)."""
+    names = [clean(item) for item in items]
+    if len(names) <= limit:
+        return ", ".join(names)
+    more = f"; hermetic-hunt show {clean(ref)} lists all" if ref else ""
+    return f"{len(names)} {noun}, e.g. {', '.join(names[:limit])}{more}"
+
+
+def leak_text(phrases: Sequence[object]) -> str:
+    """What a test left behind, in one phrase: ``left os.environ['X'] set, and 2 more``."""
+    if not phrases:
+        return ""
+    more = f", and {len(phrases) - 1} more" if len(phrases) > 1 else ""
+    return f"{clean(phrases[0])}{more}"
+
+
+def set_texts(
+    sets: Sequence[Sequence[str]], *, leaks: Any = None, members: int | None = None
+) -> list[str]:
+    """One text per set: ``a (left os.environ['X'] set) + b``.
+
+    ``leaks`` (``{nodeid: [phrase, ...]}``) puts what a member left behind
+    next to it; ``members`` bounds a long set (a partial search's).
+    """
+    known = leaks if isinstance(leaks, dict) else {}
+
+    def member(nodeid: str) -> str:
+        left = known.get(nodeid)
+        phrases = left if isinstance(left, list) else []
+        return f"{clean(nodeid)} ({leak_text(phrases)})" if phrases else clean(nodeid)
+
+    def together(group: Sequence[str]) -> str:
+        if members is None or len(group) <= members:
+            return " + ".join(member(n) for n in group)
+        head = " + ".join(member(n) for n in group[: members - 1])
+        return f"{head} + ... + {member(group[-1])} ({len(group)} tests)"
+
+    return [together(group) for group in sets if group]
+
+
+def sets_text(
+    sets: Sequence[Sequence[str]],
+    *,
+    leaks: Any = None,
+    ref: str | None = None,
+    noun: str = "sets",
+    limit: int | None = SHOW,
+) -> str:
+    """``[[a, b], [c]]`` -> ``a + b; or c`` (each set is minimal on its own);
+    past ``limit`` sets only the first are shown, with the count."""
+    texts = set_texts(sets, leaks=leaks, members=None if limit is None else MEMBERS)
+    shown = texts if limit is None else texts[:limit]
+    text = "; or ".join(shown)
+    if len(shown) < len(texts):
+        more = f"; hermetic-hunt show {clean(ref)} lists all" if ref else ""
+        text = f"{len(texts)} {noun}, e.g. {text}{more}"
+    return text
+
+
+def dates_text(dates: Any) -> str:
+    """A time flake's coming dates: ``next real failure: 2026-01-31 23:59:59 UTC``."""
+    if not isinstance(dates, dict):
+        return ""
+    until = _day(dates.get("checked_until"))
+    found = dates.get("next_failure")
+    if dates.get("fails_now"):
+        return "fails at today's date (replayed now)"
+    if isinstance(found, str) and found:
+        return f"next real failure: {_moment(found)} (replayed at the coming dates)"
+    count = dates.get("instants")
+    tried = f"{count:,} instants" if isinstance(count, int) else "the coming dates"
+    return f"no real failure through {until} ({tried} replayed)"
+
+
+def _day(value: object) -> str:
+    return clean(value)[:10] if isinstance(value, str) else "?"
+
+
+def _moment(value: str) -> str:
+    return clean(value).replace("T", " ").replace("+00:00", " UTC")[:23].rstrip()
 
 
 def kinds_text(flake: Flake | None) -> str:
@@ -109,18 +197,35 @@ def headline(report: Report) -> str:
 
 
 def summary_line(report: Report) -> str:
-    count = Counter(t.status for t in report.tests)
-    violators = len({v.nodeid for v in report.violations})
+    """Tests per status: the one summary ``report`` and the end of a hunt print."""
+    count = report.counts()
     parts = [
         f"{count['flaky']} flaky",
         f"{count['broken']} broken",
         f"{count['sandbox-incompatible']} sandbox-incompatible",
-        f"{count['stable']} stable",
     ]
+    if count["not-idempotent"]:
+        parts.append(f"{count['not-idempotent']} not idempotent")
+    parts.append(f"{count['stable']} stable")
     if count["skipped"]:
         parts.append(f"{count['skipped']} skipped")
-    parts.append(f"{violators} with network violations")
+    parts.append(f"{count['violations']} with network violations")
+    if count["leaking"]:
+        parts.append(f"{count['leaking']} leave state behind")
     return " · ".join(parts)
+
+
+def exposure_line(report: Report) -> str:
+    """``what CI will see: 2 fail in normal runs · 1 under shuffling or xdist``."""
+    parts = []
+    for level, groups in report.by_exposure():
+        text = EXPOSURE_TEXT[level]
+        if len(groups) != 1:
+            text = text.replace("fails ", "fail ", 1)
+        parts.append(f"{len(groups)} {text}")
+    if not parts:
+        return "what CI will see: nothing failed"
+    return "what CI will see: " + " · ".join(parts)
 
 
 def stable_groups(report: Report) -> list[tuple[int, int]]:
@@ -129,30 +234,163 @@ def stable_groups(report: Report) -> list[tuple[int, int]]:
     return sorted(groups.items())
 
 
-def _test_block(test: TestResult, label: str) -> list[str]:
+_STATUS_TEXT = {
+    "broken": "broken: failed in every attempt, with and without the sandbox",
+    "sandbox-incompatible": "sandbox-incompatible: fails under the sandbox, passes without it",
+}
+
+
+def status_text(test: TestResult) -> str:
+    """What a finding is: its kinds and isolation state, or its status."""
     flake = test.flake
-    out = [f"  {label:<4}{clean(test.nodeid)}"]
-    if flake is not None or test.status == "flaky":
-        state = f" · {flake_state(flake)}" if flake is not None else ""
-        out.append(f"      {kinds_text(flake)}{state}")
-    out.append(f"      {rate_text(test)}")
+    if test.status in _STATUS_TEXT:
+        text = _STATUS_TEXT[test.status]
+        if test.status == "broken" and test.check is None:
+            text = "broken: failed in every attempt"
+        return text
+    state = f" · {flake_state(flake)}" if flake is not None else ""
+    if test.status == "not-idempotent":
+        kinds = f"{kinds_text(flake)}{state}" if flake is not None else "not isolated"
+        return f"{kinds} · not idempotent: never failed in a plain run"
+    return f"{kinds_text(flake)}{state}"
+
+
+def group_rate_text(group: Group) -> str:
+    of = f" of {len(group.tests)} tests" if group.others else ""
+    if group.lead.status == "not-idempotent":
+        seconds = sum(t.second_run_failures for t in group.tests)
+        return (
+            f"passed all {group.attempts} plain attempts{of}; failed {seconds} time(s) as the "
+            "second run in one process"
+        )
+    if not group.others:
+        return rate_text(group.lead)
+    if not group.attempts:
+        return f"{len(group.tests)} tests"
+    rate = stats.percent(group.rate or 0.0)
+    low, high = group.interval or (0.0, 0.0)
+    return (
+        f"failed {group.failures} of {group.attempts} attempts of {len(group.tests)} tests: "
+        f"{rate} ({stats.CONFIDENCE:.0%} CI {stats.percent(low)}–{stats.percent(high)})"
+    )
+
+
+def members_text(group: Group) -> str:
+    """The parametrizations of a group, bounded: ``76 parametrizations, e.g. ...``."""
+    names = [
+        f"{t.flake.flake_id} {t.nodeid}" if t.flake is not None else t.nodeid for t in group.tests
+    ]
+    ref = group.lead.flake.flake_id if group.lead.flake is not None else None
+    return listing(names, "parametrizations", ref=ref)
+
+
+def relation_lines(flake: Flake, indent: str = "      ") -> list[str]:
+    """Polluters (with what they left), state-setters, cleaners and dates, bounded."""
+    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    ref = flake.flake_id
+    out = []
+    if flake.polluters:
+        text = sets_text(flake.polluters, leaks=evidence.get("polluter_leaks"), ref=ref,
+                         noun="polluter sets")  # fmt: skip
+        out.append(f"{indent}polluters: {text}")
+    if flake.cleaners:
+        out.append(f"{indent}cleaners: {listing(flake.cleaners, 'cleaners', ref=ref)}")
+    if flake.state_setters:
+        text = sets_text(flake.state_setters, leaks=evidence.get("state_setter_leaks"), ref=ref,
+                         noun="state-setter sets")  # fmt: skip
+        out.append(f"{indent}state-setters: {text}")
+    if isinstance(evidence.get("dates"), dict):
+        out.append(f"{indent}{dates_text(evidence['dates'])}")
+    return out
+
+
+def _group_block(group: Group) -> list[str]:
+    test = group.lead
+    flake = test.flake
+    label = flake.flake_id if flake is not None else "-"
+    title = clean(group.nodeid)
+    if group.others:
+        title += f"  ({len(group.tests)} parametrizations that fail the same way)"
+    out = [f"  {label:<4}{title}", f"      {status_text(test)}", f"      {group_rate_text(group)}"]
+    if group.others:
+        out.append(f"      tests: {members_text(group)}")
     timing = test.timing()
     if timing is not None:
         out.append(f"      timing: {timing}")
     if flake is not None:
-        if flake.polluters:
-            out.append(f"      polluters: {sets_text(flake.polluters)}")
-        if flake.cleaners:
-            out.append(f"      cleaners: {', '.join(clean(c) for c in flake.cleaners)}")
-        if flake.state_setters:
-            out.append(f"      state-setters: {sets_text(flake.state_setters)}")
+        out.extend(relation_lines(flake))
     if test.failure is not None and test.failure.exc_type:
         out.append(f"      failure: {clean(test.failure.describe())}")
-    if test.check is not None:
+    if test.check is not None and test.status not in _STATUS_TEXT:
         out.append(f"      without the sandbox: {clean(test.check.outcome)}")
     if test.replay:
         out.append(f"      replay: {clean(test.replay)}")
     return out
+
+
+def finding_lines(report: Report, limit: int | None = None) -> list[str]:
+    """The findings by exposure (what CI will see first), then fail rate.
+
+    ``limit``: at most that many findings, then how many more (the end of a
+    hunt); None: all of them (``hermetic-hunt report``).
+    """
+    out: list[str] = []
+    shown = 0
+    left = 0
+    for level, groups in report.by_exposure():
+        if limit is not None and shown >= limit:
+            left += len(groups)
+            continue
+        noun = "finding" if len(groups) == 1 else "findings"
+        out.extend(["", f"{EXPOSURE_TEXT[level]} ({len(groups)} {noun}):"])
+        for group in groups:
+            if limit is not None and shown >= limit:
+                left += 1
+                continue
+            out.extend(_group_block(group))
+            shown += 1
+    if left:
+        out.append(f"  ... and {left} more finding(s): hermetic-hunt report lists them all")
+    if any(t.flake is None and t.status == "flaky" for t in report.tests):
+        out.append("")
+        out.append(
+            "  (not isolated: the hunt ran with --hermetic-hunt-isolate=off or stopped before "
+            "isolation; replay commands replay each test's first failing attempt)"
+        )
+    return out
+
+
+def leak_lines(report: Report, limit: int | None = None) -> list[str]:
+    """``tests that leave state behind``: each test with what it left, bounded."""
+    leaking = report.leaking()
+    if not leaking:
+        return []
+    tests = sum(1 for nodeid, _ in leaking if nodeid is not None)
+    title = f"tests that leave state behind ({tests}), even where nothing failed yet:"
+    out = ["", title if tests else "state the rounds left behind:"]
+    chosen = leaking if limit is None else leaking[:limit]
+    for nodeid, leaks in chosen:
+        out.append(f"  {clean(nodeid) if nodeid is not None else UNATTRIBUTED}")
+        for leak in leaks[:SHOW]:
+            out.append(f"      {leak_count_text(leak)}")
+        if len(leaks) > SHOW:
+            more = len(leaks) - SHOW
+            out.append(f"      ... and {more} more: hermetic-hunt report --format json lists all")
+    if len(chosen) < len(leaking):
+        out.append(f"  ... and {len(leaking) - len(chosen)} more: hermetic-hunt report lists them")
+    return out
+
+
+#: Where leaks no single test can be blamed for are listed.
+UNATTRIBUTED = "(not one test's: several ran at once when it was written)"
+
+
+def leak_count_text(leak: LeakRow) -> str:
+    """``left os.environ['X'] set in 3 attempt(s), first A12`` (rounds when not one test's)."""
+    if leak.nodeid is None:
+        return f"{clean(leak.describe())} in {leak.attempts} round(s)"
+    first = f", first A{leak.first_attempt_id}" if leak.first_attempt_id else ""
+    return f"{clean(leak.describe())} in {leak.attempts} attempt(s){first}"
 
 
 def _names(tests: Iterable[TestResult]) -> list[str]:
@@ -160,15 +398,6 @@ def _names(tests: Iterable[TestResult]) -> list[str]:
     out = [f"  {clean(t.nodeid)}" for t in chosen[:LIST_LIMIT]]
     if len(chosen) > LIST_LIMIT:
         out.append(f"  ... and {len(chosen) - LIST_LIMIT} more")
-    return out
-
-
-def _section(title: str, tests: list[TestResult]) -> list[str]:
-    if not tests:
-        return []
-    out = ["", title]
-    for test in tests:
-        out.extend(_test_block(test, test.flake.flake_id if test.flake else "-"))
     return out
 
 
@@ -209,25 +438,10 @@ def render_text(report: Report) -> str:
     out = [headline(report)]
     out.extend(f"  {run_line(run)}" for run in report.runs)
     out.append(summary_line(report))
-    flaky = report.with_status("flaky")
-    out.extend(_section(f"flaky tests ({len(flaky)}), most surely failing first:", flaky))
-    if any(t.flake is None for t in flaky):
-        out.append(
-            "  (not isolated: the hunt ran with --hermetic-hunt-isolate=off or stopped before "
-            "isolation; replay commands replay each test's first failing attempt)"
-        )
-    out.extend(
-        _section(
-            "broken tests (failed in every attempt, with and without the sandbox):",
-            report.with_status("broken"),
-        )
-    )
-    out.extend(
-        _section(
-            "sandbox-incompatible tests (fail under the sandbox, pass without it):",
-            report.with_status("sandbox-incompatible"),
-        )
-    )
+    if report.groups:
+        out.append(exposure_line(report))
+    out.extend(finding_lines(report))
+    out.extend(leak_lines(report))
     out.extend(_violations(report))
     out.extend(_stable(report))
     skipped = report.with_status("skipped")
@@ -239,11 +453,13 @@ def render_text(report: Report) -> str:
 
 
 def list_lines(report: Report) -> list[str]:
-    """``hermetic-hunt list``: one line per flake (and per flaky test not isolated)."""
+    """``hermetic-hunt list``: one line per flake (and per flaky test not isolated),
+    what CI sees first."""
     out = []
-    for test in report.with_status("flaky") + [
-        t for t in report.tests if t.flake is not None and t.status != "flaky"
-    ]:
+    listed = [
+        t for t in report.tests if t.flake is not None or t.status in ("flaky", "not-idempotent")
+    ]
+    for test in sorted(listed, key=rank_key):
         label = test.flake.flake_id if test.flake else "-"
         rate = (
             f"{stats.percent(test.rate or 0.0)} ({test.failures}/{test.attempts})"

@@ -172,18 +172,16 @@ def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> 
     """Flaky, violating and not-idempotent tests of ``run_id`` (restricted to ``only``)."""
     rows = store.conn.execute(
         f"SELECT t.nodeid, sum(a.repeat = 0 AND a.outcome IN {_PASS}), "  # noqa: S608
-        f"sum(a.repeat = 0 AND a.outcome IN {_FAIL}), sum(a.violations > 0), "
-        f"sum(a.repeat = 2 AND a.execution = 1 AND a.outcome IN {_FAIL} AND EXISTS ("
-        "SELECT 1 FROM attempts b WHERE b.run_id = a.run_id AND b.worker = a.worker "
-        "AND b.round = a.round AND b.test_id = a.test_id AND b.repeat = 1 "
-        f"AND b.execution = 1 AND b.outcome IN {_PASS})) "
+        f"sum(a.repeat = 0 AND a.outcome IN {_FAIL}), sum(a.violations > 0) "
         "FROM attempts a JOIN tests t ON t.id = a.test_id "
         "WHERE a.run_id = ? GROUP BY t.nodeid ORDER BY t.nodeid",
         (run_id,),
     ).fetchall()
+    seconds = second_run_failures(store, run_id)
     wanted = set(only) if only is not None else None
     flaky, broken, twice = [], [], []
-    for nodeid, passed, failed, violating, second_runs in rows:
+    for nodeid, passed, failed, violating in rows:
+        second_runs = seconds.get(nodeid, 0)
         if wanted is not None and nodeid not in wanted:
             continue
         if (passed and failed) or violating:
@@ -197,6 +195,21 @@ def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> 
         always_failing=attempts_of(store, run_id, broken),
         not_idempotent=attempts_of(store, run_id, twice),
     )
+
+
+def second_run_failures(store: Store, run_id: int) -> dict[str, int]:
+    """``{nodeid: count}`` of a twice round's second runs that failed after a
+    first run (same round, same worker) that passed. Driven by the failing
+    second runs (few), each joined to its first run through the test's index."""
+    rows = store.conn.execute(
+        "SELECT t.nodeid, count(*) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
+        "JOIN attempts b ON b.test_id = a.test_id AND b.run_id = a.run_id "
+        "AND b.worker = a.worker AND b.round = a.round AND b.repeat = 1 AND b.execution = 1 "
+        f"AND b.outcome IN {_PASS} WHERE a.run_id = ? AND a.repeat = 2 AND a.execution = 1 "
+        f"AND a.outcome IN {_FAIL} GROUP BY t.nodeid",
+        (run_id,),
+    ).fetchall()
+    return {str(nodeid): int(count) for nodeid, count in rows}
 
 
 def attempts_of(store: Store, run_id: int, nodeids: Sequence[str]) -> dict[str, list[Attempt]]:
@@ -231,6 +244,7 @@ class RunHistory:
         self._lock = threading.Lock()
         self._tests: list[str] | None = None
         self._representatives: dict[str, Attempt | None] = {}
+        self._leaks: dict[str, list[Leak]] | None = None
 
     def close(self) -> None:
         self._conn.close()
@@ -254,18 +268,22 @@ class RunHistory:
         return before[crashes[-1] + 1 :] if crashes else before
 
     def leaks(self) -> dict[str, list[Leak]]:
-        """What each test of the run left behind, in any attempt (distinct leaks)."""
+        """What each test of the run left behind at the end of a round (``persisted``
+        leaks: a value a fixture put back later in the round is none), distinct."""
+        if self._leaks is not None:
+            return self._leaks
         out: dict[str, list[Leak]] = {}
         for nodeid, resource, name, change, detail in self._rows(
             "SELECT t.nodeid, l.resource, l.name, l.change, l.detail FROM leaks l "
             "JOIN attempts a ON a.id = l.attempt_id JOIN tests t ON t.id = a.test_id "
-            "WHERE l.run_id = ? ORDER BY l.persisted DESC, l.id",
+            "WHERE l.run_id = ? AND l.persisted = 1 ORDER BY l.id",
             (self.run_id,),
         ):
             leak = Leak(_text(resource), _text(name), _text(change), _text(detail))
             found = out.setdefault(_text(nodeid), [])
             if all((x.resource, x.name) != (leak.resource, leak.name) for x in found):
                 found.append(leak)
+        self._leaks = out
         return out
 
     def journal(self, attempt_id: int) -> bytes | None:
@@ -372,8 +390,40 @@ def _step_row(
     )  # fmt: skip
 
 
-def save_finding(store: Store, flake_row: int, run_id: int, verdict: Finding) -> None:
-    """Write one test's isolation: its flake row and every probe it ran."""
+def rounds_seconds(store: Store, run_id: int) -> float | None:
+    """How long the run's hunt took (start to finish), from its real timestamps."""
+    row = store.conn.execute(
+        "SELECT (julianday(finished_at) - julianday(started_at)) * 86400.0 FROM runs WHERE id = ?",
+        (run_id,),
+    ).fetchone()
+    value = _float(row[0]) if row else None
+    return value if value is not None and value >= 0 else None
+
+
+def known_verdicts(store: Store, nodeids: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
+    """``{nodeid: (status, kinds)}`` of the flake rows these tests already have."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    for start in range(0, len(nodeids), 500):
+        chunk = list(nodeids[start : start + 500])
+        for nodeid, status, kinds in store.conn.execute(
+            "SELECT t.nodeid, fl.status, fl.kinds FROM flakes fl JOIN tests t "  # noqa: S608
+            f"ON t.id = fl.test_id WHERE t.nodeid IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ):
+            try:
+                parsed = json.loads(kinds) if isinstance(kinds, str) else []
+            except (ValueError, RecursionError):
+                parsed = []
+            names = [k for k in parsed if isinstance(k, str)] if isinstance(parsed, list) else []
+            out[_text(nodeid)] = (_text(status), names)
+    return out
+
+
+def save_finding(
+    store: Store, flake_row: int, run_id: int, verdict: Finding, *, steps_from: int = 1
+) -> None:
+    """Write one test's isolation: its flake row and its probes from step ``steps_from``
+    (1: every probe, replacing what an earlier isolation of this run stored)."""
     now = real_now_iso()
     reproducer = verdict.reproducer
     values = {
@@ -395,6 +445,11 @@ def save_finding(store: Store, flake_row: int, run_id: int, verdict: Finding) ->
             f"UPDATE flakes SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",  # noqa: S608
             [*values.values(), flake_row],
         )
+        if steps_from <= 1:
+            conn.execute(
+                "DELETE FROM isolation_steps WHERE flake_id = ? AND run_id = ?",
+                (flake_row, run_id),
+            )
         conn.executemany(
             "INSERT INTO isolation_steps (flake_id, run_id, step, purpose, sequence, "
             "environment, outcome, detail, duration, journal, created_at) "
@@ -402,6 +457,7 @@ def save_finding(store: Store, flake_row: int, run_id: int, verdict: Finding) ->
             [
                 _step_row(flake_row, run_id, n, probe, result, now)
                 for n, (probe, result) in enumerate(verdict.probes, start=1)
+                if n >= steps_from
             ],
         )
 

@@ -14,18 +14,21 @@ from typing import Any
 
 from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.models import FAILING, PASSING, sql_set
-from hermetic_hunt.report.model import (
+from hermetic_hunt.store.core import Store
+from hermetic_hunt.store.rows import (
+    AttemptDetail,
     CheckRow,
     ConditionRow,
     FailureRow,
+    LeakRow,
     RawFlake,
     RoundCell,
     RunRow,
+    StepRow,
     TestCounts,
+    ViolationDetail,
     ViolationRow,
 )
-from hermetic_hunt.report.show import AttemptDetail, StepRow, ViolationDetail
-from hermetic_hunt.store.core import Store
 from hermetic_hunt.untrusted import json_or
 
 _FAILING = sql_set(FAILING)
@@ -83,8 +86,10 @@ def _run(r: Any) -> RunRow:
 
 
 def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
-    """Per-test tallies over ``runs``, with each test's first failure (plain runs only)."""
+    """Per-test tallies over ``runs``, with each test's first failure (plain runs only;
+    for a test that failed only as a twice round's second run, that run's failure)."""
     clause, params = _plain_clause(runs)
+    seconds = _second_runs(store, runs)
     rows = store.conn.execute(
         f"""
         SELECT t.nodeid,
@@ -100,11 +105,77 @@ def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
         """,  # noqa: S608 - constants and placeholders only
         params,
     ).fetchall()
-    first = failure_rows(store, [r[6] for r in rows if r[6] is not None])
+    firsts = {r[0]: r[6] for r in rows}
+    for nodeid, (_, first_id) in seconds.items():
+        if firsts.get(nodeid) is None:
+            firsts[nodeid] = first_id
+    first = failure_rows(store, [v for v in firsts.values() if v is not None])
     return [
-        TestCounts(r[0], r[1], r[2], r[3], r[4], r[5], first.get(r[6]) if r[6] else None)
+        TestCounts(
+            r[0], r[1], r[2], r[3], r[4], r[5],
+            first.get(firsts[r[0]]) if firsts.get(r[0]) else None,
+            seconds.get(r[0], (0, None))[0],
+        )
         for r in rows
-    ]
+    ]  # fmt: skip
+
+
+def _second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[int, int]]:
+    """``{nodeid: (count, first attempt id)}`` of twice-round second runs that
+    failed after a first run (same round, same worker) that passed."""
+    clause, params = _runs_clause(runs, "a.run_id")
+    # Driven by the failing second runs (few), joined to their first runs
+    # through the test's index: a correlated EXISTS scans whole rounds.
+    rows = store.conn.execute(
+        f"""
+        SELECT t.nodeid, count(*), min(a.id)
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        JOIN attempts b ON b.test_id = a.test_id AND b.run_id = a.run_id
+             AND b.worker = a.worker AND b.round = a.round AND b.repeat = 1
+             AND b.execution = 1 AND b.outcome IN {_PASSING}
+        WHERE {clause} AND a.repeat = 2 AND a.execution = 1 AND a.outcome IN {_FAILING}
+        GROUP BY t.nodeid
+        """,  # noqa: S608 - constants and placeholders only
+        params,
+    ).fetchall()
+    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+
+def leak_rows(store: Store, runs: Sequence[int] | None) -> list[LeakRow]:
+    """What tests left behind at the end of a round (persisted leaks), per test
+    and leak: how many attempts, and the first; unattributed ones with no test
+    (counted in rounds)."""
+    clause, params = _runs_clause(runs, "l.run_id")
+    rows = store.conn.execute(
+        "SELECT t.nodeid, l.resource, l.name, l.change, max(l.detail), "  # noqa: S608
+        "count(DISTINCT coalesce(l.attempt_id, l.run_id || ':' || l.round)), "
+        "min(l.attempt_id) FROM leaks l "
+        "LEFT JOIN attempts a ON a.id = l.attempt_id LEFT JOIN tests t ON t.id = a.test_id "
+        f"WHERE {clause} AND l.persisted = 1 "
+        "GROUP BY t.nodeid, l.resource, l.name, l.change ORDER BY t.nodeid, min(l.id)",
+        params,
+    ).fetchall()
+    return [LeakRow(*row) for row in rows]
+
+
+def test_leaks(store: Store, nodeids: Sequence[str]) -> dict[str, list[LeakRow]]:
+    """:func:`leak_rows` of these tests, over every run."""
+    out: dict[str, list[LeakRow]] = {}
+    wanted = set(nodeids)
+    for row in leak_rows(store, None):
+        if row.nodeid in wanted:
+            out.setdefault(row.nodeid, []).append(row)
+    return out
+
+
+def attempt_leaks(store: Store, attempt_id: int) -> list[tuple[str, str, str, str, bool]]:
+    """``(resource, name, change, detail, persisted)`` of what one attempt changed."""
+    rows = store.conn.execute(
+        "SELECT resource, name, change, detail, persisted FROM leaks WHERE attempt_id = ? "
+        "ORDER BY persisted DESC, id",
+        (attempt_id,),
+    ).fetchall()
+    return [(str(r[0]), str(r[1]), str(r[2]), str(r[3] or ""), bool(r[4])) for r in rows]
 
 
 def condition_rows(

@@ -1,0 +1,89 @@
+"""When will a ``time`` flake fail for real? Its reproducer at the coming dates.
+
+A ``time`` flake fails at some virtual instants (a month's last day, Feb 29,
+a second before midnight...). What a CI run sees depends on the real
+calendar: the flake *fails in normal runs* if it fails now, else it fails
+*only at other dates*, and the next real date it fails at is what a user
+wants to know (or that none is near).
+
+The candidates, in time order: now, then for each of the next
+:data:`DAYS` days three instants (the failing attempt's time of day, just
+after midnight and just before midnight, UTC), then the month ends, Feb
+28/29 and Dec 31 of the following years up to :data:`YEARS`. They run in
+batches, the test alone at each instant, one after another in one fresh
+process per batch (a time flake's outcome is decided by the instant); the
+first failure found is confirmed alone in a fresh process of its own.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from hermetic_hunt.isolate.case import Case
+from hermetic_hunt.models import Step
+from hermetic_hunt.seeds import iso
+
+#: Days checked instant by instant; then only the edges of months and years.
+DAYS = 366
+YEARS = 4
+#: Instants replayed in one probe.
+BATCH = 150
+_DAY = 86400.0
+
+
+def candidate_instants(now: float, failing_now: float) -> list[float]:
+    """Instants to try, in time order from ``now`` (whole milliseconds)."""
+    start = datetime.fromtimestamp(now, timezone.utc).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
+    time_of_day = failing_now % _DAY
+    offsets = (time_of_day, 0.25, _DAY - 0.75)
+    out = {round(now, 3)}
+    for day in range(DAYS + 1):
+        base = (start + timedelta(days=day)).timestamp()
+        out.update(round(base + offset, 3) for offset in offsets)
+    last_year = start.year + YEARS
+    for year in range(start.year, last_year + 1):
+        for month in range(1, 13):
+            last = calendar.monthrange(year, month)[1]
+            days = [last] if month != 2 else sorted({28, last})
+            for day in days:
+                base = datetime(year, month, day, tzinfo=timezone.utc).timestamp()
+                out.update(round(base + offset, 3) for offset in offsets)
+    limit = (start + timedelta(days=365 * YEARS + 1)).timestamp()
+    return sorted(t for t in out if now <= t <= limit)
+
+
+def check(c: Case) -> None:
+    """Replay a ``time`` flake at the coming dates; the finding's ``dates`` fact."""
+    target = c.target
+    if target is None or target.now is None or target.mode == "off":
+        return
+    step = replace(Step.of(target), mode="seeded", attempt_id=None)
+    hs = c.hash_seed_of(target)
+    now = round(time.time(), 3)
+    instants = candidate_instants(now, target.now)
+    found: float | None = None
+    tried = 0
+    for start in range(0, len(instants), BATCH):
+        batch = instants[start : start + BATCH]
+        result = c.probe("at the coming dates", [replace(step, now=t) for t in batch], hs)
+        tried += len(result.steps)
+        hits = [t for t, a in zip(batch, result.steps, strict=False) if c.same_attempt(a)]
+        alone = [replace(step, now=hits[0])] if hits else []
+        if alone and c.same(c.probe("at the coming dates (alone)", alone, hs)):
+            found = hits[0]
+            break
+        if result.status != "completed":
+            break
+    checked_until = instants[min(tried, len(instants)) - 1] if tried else now
+    c.facts["dates"] = {
+        "checked_from": iso(now),
+        "checked_until": iso(checked_until),
+        "instants": tried,
+        "fails_now": found == now,
+        "next_failure": iso(found) if found is not None else None,
+    }

@@ -1,0 +1,123 @@
+"""What an isolation run did, in words: the end of a hunt and ``hermetic-hunt isolate``.
+
+Findings what CI will see first (their exposure, then fail rate), each list
+bounded (``hermetic-hunt show`` lists all), grouped parametrizations as one;
+the data is a :class:`~hermetic_hunt.findings.IsolationReport`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hermetic_hunt import commands
+from hermetic_hunt.findings import Finding, IsolationReport
+from hermetic_hunt.models import EXPOSURE_TEXT, EXPOSURES, format_seconds, function_of
+from hermetic_hunt.report.text import LIST_LIMIT, clean, dates_text, listing, sets_text
+
+
+def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
+    """The isolation's part of the end of a hunt and of ``hermetic-hunt isolate``:
+    findings what CI will see first, each list bounded (``show`` lists all)."""
+    db_path = report.database
+    if not report.flakes and not report.checks and not report.interrupted:
+        return []
+    probes = sum(len(v.probes) for _, v in report.flakes)
+    how = "forked from a collected session" if report.fork else "one process each"
+    plural = "s" if len(report.flakes) != 1 else ""
+    grouped = {m for members in report.members.values() for m in members}
+    leads = [(i, v) for i, v in report.flakes if i not in grouped]
+    findings = f" in {len(leads)} findings" if len(leads) != len(report.flakes) else ""
+    out = [
+        "",
+        f"hermetic-hunt isolation: {len(report.flakes)} flaky test{plural}{findings} · "
+        f"{probes} probes ({how}, {report.parallel} at a time) in "
+        f"{format_seconds(round(report.seconds, 1))}",
+    ]
+    left = report.out_of_time
+    if left:
+        out.append(
+            f"  time budget of {format_seconds(round(report.time_budget, 1))} reached: "
+            f"{left} not (fully) isolated; finish with: hermetic-hunt isolate "
+            "(--hermetic-hunt-isolate-budget sets it)"
+        )
+    for flake_id, verdict in sorted(leads, key=lambda item: _rank(report, *item)):
+        members = report.members.get(flake_id, [])
+        sampled = len(report.sampled.get(flake_id, ()))
+        out.extend(_flake_lines(flake_id, verdict, members, sampled, db_path, cwd, report.rootdir))
+    if report.checks:
+        out.append("always failing (run once with the sandbox off):")
+        shown = report.checks[:LIST_LIMIT]
+        out.extend(f"  {clean(nodeid)}  {verdict}" for nodeid, verdict in shown)
+        if len(report.checks) > LIST_LIMIT:
+            out.append(f"  ... and {len(report.checks) - LIST_LIMIT} more: hermetic-hunt report")
+    if report.interrupted:
+        out.append(
+            f"isolation interrupted: {report.pending} flaky test(s) not isolated; "
+            "finish with: hermetic-hunt isolate"
+        )
+    return out
+
+
+def _rank(report: IsolationReport, flake_id: str, v: Finding) -> tuple[int, float, int]:
+    level = v.evidence.get("exposure") if isinstance(v.evidence, dict) else None
+    where = EXPOSURES.index(level) if level in EXPOSURES else len(EXPOSURES)
+    digits = flake_id[1:]
+    return (where, -report.rates.get(flake_id, 0.0), int(digits) if digits.isdigit() else 0)
+
+
+def _flake_lines(
+    flake_id: str,
+    v: Finding,
+    members: list[str],
+    sampled: int,
+    db_path: str | os.PathLike[str],
+    cwd: str,
+    rootdir: str,
+) -> list[str]:
+    kinds = ", ".join(v.kinds) or "not classified"
+    status = "" if v.status == "isolated" else f" [{v.status}]"
+    level = v.evidence.get("exposure") if v.kinds and isinstance(v.evidence, dict) else None
+    exposed = f" · {EXPOSURE_TEXT[level]}" if level in EXPOSURE_TEXT else ""
+    cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
+    out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
+    unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
+    leaks = v.evidence.get("polluter_leaks") if isinstance(v.evidence, dict) else None
+    setter_leaks = v.evidence.get("state_setter_leaks") if isinstance(v.evidence, dict) else None
+    if v.polluters:
+        text = sets_text(v.polluters, leaks=leaks, ref=flake_id, noun="polluter sets")
+        out.append(f"      polluters{unfinished}: {text}")
+    if v.state_setters:
+        text = sets_text(v.state_setters, leaks=setter_leaks, ref=flake_id,
+                         noun="state-setter sets")  # fmt: skip
+        out.append(f"      state-setters{unfinished}: {text}")
+    if v.cleaners:
+        out.append(f"      cleaners: {listing(v.cleaners, 'cleaners', ref=flake_id)}")
+    dates = v.evidence.get("dates") if isinstance(v.evidence, dict) else None
+    if isinstance(dates, dict):
+        out.append(f"      {dates_text(dates)}")
+    if members:
+        out.append(
+            f"      and {len(members)} more parametrization{'s' * (len(members) != 1)} of "
+            f"{clean(function_of(v.nodeid))} that fail the same way ({listing(members, 'flakes')}"
+            f"{f'; {sampled} confirmed by a probe' if sampled else ''}): "
+            f"hermetic-hunt show {flake_id} lists them"
+        )
+    if v.reproducer is not None and v.confirmed is False and v.status == "isolated":
+        out.append("      reproducer not confirmed: it did not fail again when re-run")
+    rate = [n for n in v.notes if n.startswith("the reproducer fails in about")]
+    if "concurrency" in v.kinds and rate:
+        out.append(f"      {rate[0]}: replay it a few times")
+    elif v.status != "isolated" and v.notes:
+        out.append(f"      note: {clean(v.notes[-1])}")
+    elif "unexplained" in v.kinds:
+        why = v.notes[0] if v.notes else _why(v, "unexplained")
+        out.append(f"      note: {clean(why)}")
+    if v.reproducer is not None:
+        command = commands.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
+        out.append(f"      replay: {command}")
+    return out
+
+
+def _why(v: Finding, kind: str) -> str:
+    claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == kind]
+    return str(claims[0]["why"]) if claims else ""

@@ -1,0 +1,89 @@
+"""The end of a hunt, in words: the same counts as ``hermetic-hunt report``.
+
+:func:`end_of_hunt` reads the run back from the database and words it with
+the report's own functions (:func:`~hermetic_hunt.report.text.summary_line`
+counts the statuses for both), so the end of a hunt and ``hermetic-hunt
+report`` never disagree. Then the isolation's findings
+(:mod:`hermetic_hunt.report.isolation`) -- or, without isolation, the
+findings by exposure -- and the tests that leave state behind, every list
+bounded. The plugin calls it (the hunt stage comes before the report stage).
+"""
+
+from __future__ import annotations
+
+from hermetic_hunt.errors import HuntError
+from hermetic_hunt.findings import IsolationReport
+from hermetic_hunt.report.isolation import isolation_lines
+from hermetic_hunt.report.load import load_report
+from hermetic_hunt.report.model import Report
+from hermetic_hunt.report.text import (
+    clean,
+    exposure_line,
+    finding_lines,
+    leak_lines,
+    summary_line,
+)
+from hermetic_hunt.store import Store
+
+#: Findings (and violators, leaking tests) listed before the rest are only counted.
+SUMMARY_FINDINGS = 10
+
+
+def end_of_hunt(
+    store: Store,
+    run_id: int,
+    header: str,
+    *,
+    cwd: str,
+    attempts: int,
+    error: str | None,
+    isolation: IsolationReport | None,
+    stored: int | None = None,
+    rounds: int = 0,
+) -> list[str]:
+    """The lines after pytest's own summary (``header``: what the rounds did;
+    ``stored``: how many of the ``attempts`` reached the database, when a hunt
+    stopped early)."""
+    out = ["", header]
+    report = _report(store, run_id, cwd) if attempts else None
+    if report is not None:
+        out.append(f"hermetic-hunt: {summary_line(report)}")
+        if report.groups:
+            out.append(f"hermetic-hunt: {exposure_line(report)}")
+    if error is not None:
+        out.append(f"hermetic-hunt: the hunt stopped early: {error}")
+        if stored is not None and stored != attempts:
+            out.append(
+                f"hermetic-hunt: {stored:,} of the {attempts:,} attempts are in "
+                f"the database ({rounds} whole round(s))"
+            )
+    isolated = isolation_lines(isolation, cwd) if isolation is not None else []
+    if isolated:
+        out.extend(isolated)
+    elif report is not None:
+        out.extend(finding_lines(report, limit=SUMMARY_FINDINGS))
+        out.extend(_violators(report))
+    if report is not None:
+        out.extend(leak_lines(report, limit=SUMMARY_FINDINGS))
+    return out
+
+
+def _report(store: Store, run_id: int, cwd: str) -> Report | None:
+    """This run's report, read back from the database (None: it cannot be read)."""
+    try:
+        return load_report(store, run_id, cwd)
+    except HuntError:
+        return None
+
+
+def _violators(report: Report) -> list[str]:
+    violators = [t for t in report.tests if t.with_violations]
+    if not violators:
+        return []
+    out = ["network violations (outbound calls the guard blocked):"]
+    for test in violators[:SUMMARY_FINDINGS]:
+        out.append(f"  {clean(test.nodeid)}  in {test.with_violations} attempt(s)")
+    if len(violators) > SUMMARY_FINDINGS:
+        more = len(violators) - SUMMARY_FINDINGS
+        out.append(f"  ... and {more} more: hermetic-hunt report lists them")
+    return out

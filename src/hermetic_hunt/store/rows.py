@@ -1,0 +1,219 @@
+"""The rows :mod:`hermetic_hunt.store.queries` returns: plain frozen values.
+
+The store reads them (and validates what it can: a database is untrusted);
+the report stage (:mod:`hermetic_hunt.report`) turns them into verdicts and
+text. They live here, below both, so the store never imports a stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hermetic_hunt.models import FAILING, describe_leak
+from hermetic_hunt.untrusted import json_or
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: int
+    uuid: str
+    started_at: str
+    finished_at: str | None
+    status: str
+    argv: tuple[str, ...]
+    base_seed: int
+    rounds_planned: int | None
+    budget_seconds: float | None
+    rounds_done: int
+    attempts: int
+    tests: int
+    workers: int
+    mode: str
+    order: str
+    shard: str
+    exit_status: int | None
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    attempt_id: int
+    run_id: int
+    exc_type: str
+    message: str
+    location: str
+
+    def describe(self) -> str:
+        text = f"{self.exc_type}: {self.message}" if self.message else self.exc_type
+        return f"{text} at {self.location}" if self.location else text
+
+
+@dataclass(frozen=True)
+class TestCounts:
+    nodeid: str
+    passed: int
+    failed: int
+    skipped: int
+    crashed: int
+    with_violations: int
+    first_failure: FailureRow | None = None
+    #: Twice rounds whose second run of the test failed after a first that passed.
+    second_run_failures: int = 0
+
+
+@dataclass(frozen=True)
+class RawFlake:
+    """A ``flakes`` row as stored (JSON columns still text, unvalidated)."""
+
+    flake_id: str
+    nodeid: str
+    kinds: str
+    status: str
+    evidence: str
+    reproducer: str | None
+    polluters: str
+    cleaners: str
+    state_setters: str
+    confirmed: int | None
+    probes: int
+    probe_seconds: float
+    note: str
+    first_run_id: int | None
+    last_run_id: int | None
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    run_id: int
+    nodeid: str
+    check_name: str
+    outcome: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ViolationRow:
+    nodeid: str
+    op: str
+    host: str
+    port: int | None
+    attempts: int
+    first_attempt_id: int
+
+    @property
+    def target(self) -> str:
+        return self.host if self.port is None else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class LeakRow:
+    """State a test left behind at the end of a round (``leaks``, persisted rows),
+    counted over the attempts that left it; ``nodeid`` None: not one test's."""
+
+    nodeid: str | None
+    resource: str
+    name: str
+    change: str
+    detail: str
+    attempts: int
+    first_attempt_id: int | None
+
+    def describe(self) -> str:
+        return describe_leak(self.resource, self.name, self.change, self.detail)
+
+
+@dataclass(frozen=True)
+class ConditionRow:
+    """One test's outcomes under one timing condition (``exact``, ``jitter``, ``slow``,
+    ``stress``, ``switch``; record and off modes' plain rounds count as ``exact``).
+
+    ``stretch``: the smallest "largest sleep stretch" among the failing
+    attempts under a noisy clock, in thousandths (1200: sleeps lasted 1.2x).
+    """
+
+    nodeid: str
+    condition: str
+    passed: int
+    failed: int
+    stretch: int | None = None
+
+
+@dataclass(frozen=True)
+class RoundCell:
+    """Outcomes of one test in one round (several with reruns)."""
+
+    nodeid: str
+    run_id: int
+    round_no: int
+    passed: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class ViolationDetail:
+    op: str
+    host: str
+    port: int | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class AttemptDetail:
+    """One ``attempts`` row with its failure, journal size and violations."""
+
+    id: int
+    run_id: int
+    round_no: int
+    worker: str
+    position: int
+    nodeid: str
+    execution: int
+    outcome: str
+    phase: str | None
+    duration: float
+    seed: int | None
+    now: float | None
+    mode: str
+    hash_seed: int | None
+    counts: str | None
+    exc_type: str | None
+    message: str | None
+    location: str | None
+    excerpt: str | None
+    journal_format: str | None
+    journal_size: int | None
+    violations: tuple[ViolationDetail, ...] = ()
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in FAILING
+
+    def parsed_counts(self) -> dict[str, int]:
+        """The per-source read counts (``{}`` when absent or malformed)."""
+        if not self.counts:
+            return {}
+        value = json_or(self.counts)
+        if not isinstance(value, dict):
+            return {}
+        return {
+            str(k): v
+            for k, v in value.items()
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        }
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One isolation probe: the sequence tried and what happened."""
+
+    step: int
+    run_id: int | None
+    purpose: str
+    sequence: str
+    environment: str
+    outcome: str
+    detail: str
+    duration: float
+
+    def tests(self) -> list[str]:
+        value = json_or(self.sequence)
+        return [str(v) for v in value] if isinstance(value, list) else []

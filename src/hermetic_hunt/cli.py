@@ -266,6 +266,57 @@ def show(ref: str, db: str) -> None:
 
 
 @main.command(
+    "fix",
+    epilog=_examples(
+        "hermetic-hunt fix F3              # suggest, verify on a copy, print the diff",
+        "hermetic-hunt fix F3 --apply      # ... and write the verified patch",
+        "hermetic-hunt fix F3 --diff | git apply",
+        "hermetic-hunt fix F3 --runs 50 --db ci.db",
+    ),
+)
+@click.argument("ref", metavar="ID")
+@_DB_OPTION
+@click.option(
+    "--verify/--no-verify",
+    "check",
+    default=True,
+    show_default=True,
+    help="Run the reproducer on a patched copy of the rootdir before saying anything works.",
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(1, 10_000),
+    help="Runs of the reproducer with the patch (default: enough for 95% confidence at the "
+    "flake's fail rate).",
+)
+@click.option(
+    "--apply", is_flag=True, help="Write the patch to your files (only once it is verified)."
+)
+@click.option("--diff", "diff_only", is_flag=True, help="Print only the unified diff; run nothing.")
+@user_errors
+def fix_flake(
+    ref: str, db: str, check: bool, runs: int | None, apply: bool, diff_only: bool
+) -> None:
+    """Suggest a fix for a flake, verify it, and (with --apply) apply it.
+
+    Prints the concrete change for the flake's kind, with file and line,
+    and a unified diff where one can be written. The diff is verified on a
+    temporary copy of the rootdir: the reproducer must fail there without
+    it and pass every run with it. Your files are only written with
+    --apply. Exit status 1 when the patch did not pass its verification.
+    """
+    from hermetic_hunt.fix.command import fix
+
+    if diff_only and apply:
+        raise click.UsageError("--diff prints the patch only; leave it out to --apply")
+    outcome = fix(db, ref, check=check, runs=runs, apply=apply, diff_only=diff_only,
+                  say=lambda text: click.echo(text, err=True))  # fmt: skip
+    if outcome.lines:
+        click.echo("\n".join(outcome.lines))
+    click.get_current_context().exit(outcome.exit_status)
+
+
+@main.command(
     epilog=_examples(
         "hermetic-hunt merge shard-1.db shard-2.db shard-3.db -o flakes.db",
         "hermetic-hunt merge new.db -o flakes.db     # fold one database into another",

@@ -109,19 +109,32 @@ def safety_net() -> list[tuple[str, str]]:
 
 @pytest.fixture
 def example_suite(tmp_path: Path) -> Path:
-    """A private copy of the bundled example suite (its counter file included)."""
+    """A private copy of the bundled example suite."""
     target = tmp_path / "shop"
-    shutil.copytree(
-        EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__", ".scheduler-hint")
-    )
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("__pycache__"))
     return target
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's own, with PYTEST_ADDOPTS set as for every session a test starts
+    (pytester clears it first)."""
+    from helpers import QUIET_PLUGINS
+
+    for key, value in QUIET_PLUGINS.items():
+        monkeypatch.setenv(key, value)
+    return pytester
 
 
 @pytest.fixture(autouse=True)
 def _no_inherited_hunt_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     # Our own suite runs under xdist: never let a worker's hash seed or
     # PYTEST_ADDOPTS leak into the pytest sessions a test starts.
+    from helpers import QUIET_PLUGINS
+
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    for key, value in QUIET_PLUGINS.items():
+        monkeypatch.setenv(key, value)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.delenv("HERMETIC_HUNT_EXAMPLE_STATE", raising=False)
     monkeypatch.delenv("PYTEST_XDIST_TESTRUNUID", raising=False)

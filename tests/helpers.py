@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -35,6 +36,16 @@ from hermetic_hunt.models import (
     as_mode,
 )
 from hermetic_hunt.store import Store, real_now_iso
+
+#: What the pytest sessions a test starts get in PYTEST_ADDOPTS: pytest-asyncio
+#: (a test dependency, for the virtual loop clock's tests) warns in every
+#: session whose ini leaves its loop scope unset; those sessions must look as
+#: they would without it.
+QUIET_PLUGINS = (
+    {"PYTEST_ADDOPTS": "-o asyncio_default_fixture_loop_scope=function"}
+    if importlib.util.find_spec("pytest_asyncio") is not None
+    else {}
+)
 
 
 def hunt(

@@ -29,7 +29,6 @@ EXPECTED = {
     "tests/test_tags.py::test_tags_are_listed_in_order": {"hash-order"},
     "tests/test_checkout.py::test_checkout_reports_metrics": {"network"},
     "tests/test_health.py::test_health_check_degrades_gracefully": {"network"},
-    "tests/test_inventory.py::test_concurrent_reservations_keep_stock_consistent": {"concurrency"},
     "tests/test_routes.py::TestRoutes::test_hub_has_two_routes": {"victim"},
     "tests/test_routes.py::TestRoutes::test_east_route_is_open": {"brittle"},
     "tests/test_ledger.py::test_ledger_starts_empty": {"victim"},
@@ -38,8 +37,16 @@ EXPECTED = {
     "tests/test_quotes.py::test_quote_in_euros": {"victim"},
     "tests/test_exports.py::test_page_path_is_absolute": {"victim"},
     "tests/test_exports.py::test_export_directory_is_known": {"victim"},
+    "tests/test_session_cache.py::test_session_survives_until_its_ttl": {"time"},
+    "tests/test_receipts.py::test_receipt_is_stamped_in_the_second_it_was_ordered": {"time"},
+    "tests/test_courier.py::test_quote_arrives_within_the_checkout_timeout": {"time"},
+    "tests/test_registry.py::test_registry_is_loaded_once_by_concurrent_first_users": {
+        "concurrency"
+    },
 }
 PASSING_VIOLATOR = "tests/test_health.py::test_health_check_degrades_gracefully"
+#: Fails only when run twice in one process: never in a plain run, so not "flaky".
+NOT_IDEMPOTENT = "tests/test_plugins.py::test_register_builtin_plugins"
 
 
 def check_demo_database(db: Path) -> None:
@@ -49,7 +56,7 @@ def check_demo_database(db: Path) -> None:
     data = json.loads(result.stdout)
     statuses = {t["nodeid"]: t["status"] for t in data["tests"]}
     flaky = {nodeid for nodeid, status in statuses.items() if status == "flaky"}
-    assert flaky == set(EXPECTED) - {PASSING_VIOLATOR}
+    assert flaky == set(EXPECTED) - {PASSING_VIOLATOR, NOT_IDEMPOTENT}
     assert {s for s in statuses.values()} == {"flaky", "stable"}
     flakes = {f["nodeid"]: f for f in data["flakes"]}
     assert set(flakes) == set(EXPECTED)
@@ -77,8 +84,6 @@ def test_the_demo_copy_is_a_fresh_example_suite(tmp_path):
     assert sorted(p.name for p in (target / "tests").glob("test_*.py")) == sorted(
         p.name for p in (SHOP / "tests").glob("test_*.py")
     )
-    # The counter standing in for the OS scheduler starts from zero.
-    assert not (target / ".scheduler-hint").exists()
     assert not list(target.rglob("__pycache__"))
 
 
@@ -115,8 +120,8 @@ def test_the_demo_finds_and_classifies_every_flake_of_the_example_suite(tmp_path
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert out.startswith(f"hermetic-hunt demo: hunting the example suite in {tmp_path / 'demo'}\n")
-    assert "hermetic-hunt report · flakes.db · 1 run · 900 attempts of 30 tests" in out
-    assert "10 flaky · 0 broken · 0 sandbox-incompatible · 20 stable" in out
+    assert "hermetic-hunt report · flakes.db · 1 run · 1,189 attempts of 41 tests" in out
+    assert "12 flaky · 0 broken · 0 sandbox-incompatible · 29 stable" in out
     assert f"  cd {tmp_path / 'demo'}\n" in out
     for nodeid in EXPECTED:
         assert nodeid in out
@@ -141,7 +146,7 @@ def _fresh_venv(root: Path) -> Path:
 
     shutil.copytree(
         project / "src", copy / "src",
-        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache", ".scheduler-hint"),
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache"),
     )  # fmt: skip
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)

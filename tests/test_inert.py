@@ -11,6 +11,7 @@ CORE_MODULES = [
     "hermetic_hunt.seeds",
     "hermetic_hunt.hunt.schedule",
     "hermetic_hunt.models",
+    "hermetic_hunt.timing",
     "hermetic_hunt.options",
     "hermetic_hunt.errors",
     "hermetic_hunt.journal",

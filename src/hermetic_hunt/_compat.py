@@ -47,6 +47,39 @@ def asyncio_policy() -> Any:
     return getattr(events, "_event_loop_policy", None) if events is not None else None
 
 
+def running_loop_selector() -> Any:
+    """The selector of the asyncio loop running in this thread (None: none, or not one).
+
+    ``asyncio.events._get_running_loop()`` (3.7+, what ``get_running_loop``
+    reads, without raising) and the selector loops' ``_selector`` (3.4+).
+    Without them the virtual loop clock is off: event loops wait in real
+    time, as without hermetic-hunt (:mod:`hermetic_hunt.sandbox.aio`).
+    """
+    events = sys.modules.get("asyncio.events")
+    getter = getattr(events, "_get_running_loop", None)
+    if getter is None:
+        return None
+    return getattr(getter(), "_selector", None)
+
+
+def asyncio_sleep_timer(asyncio: Any) -> tuple[type[Any] | None, Any]:
+    """``(BaseEventLoop, the callback of asyncio.sleep's timer)``.
+
+    ``asyncio.sleep(d)`` schedules ``loop.call_later(d,
+    futures._set_result_unless_cancelled, ...)`` (3.7-3.14): a call_later
+    with that callback is a sleep, whoever imported ``sleep`` how (anyio's
+    backend binds it at import). ``(None, None)`` when either is gone: then
+    asyncio sleeps are not stretched by noisy clock profiles.
+    """
+    base_events = getattr(asyncio, "base_events", None)
+    loop_class = getattr(base_events, "BaseEventLoop", None)
+    futures = getattr(asyncio, "futures", None)
+    callback = getattr(futures, "_set_result_unless_cancelled", None)
+    if not isinstance(loop_class, type) or callback is None:
+        return None, None
+    return loop_class, callback
+
+
 def type_dict(cls: type) -> dict[str, Any] | None:
     """The writable dict behind a type's read-only ``__dict__`` (CPython).
 

@@ -37,7 +37,6 @@ _DROPPED_ENV = (
     "PYTEST_XDIST_WORKER_COUNT",
     "PYTEST_XDIST_TESTRUNUID",
     "PYTEST_CURRENT_TEST",
-    "HERMETIC_HUNT_EXAMPLE_STATE",
 )
 #: pytest exit statuses of a hunt that ran to the end (1: it found failures).
 _HUNT_RAN = (0, 1)
@@ -60,9 +59,7 @@ def prepare(directory: str | os.PathLike[str] | None) -> Path:
         SHOP,
         target,
         dirs_exist_ok=True,
-        # The counter file stands in for the OS scheduler: a fresh copy starts
-        # at zero, so every demo sees the same interleavings.
-        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", ".scheduler-hint", "*.db*"),
+        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.db*"),
     )
     return target
 

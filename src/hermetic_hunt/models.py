@@ -20,6 +20,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from hermetic_hunt.timing import (
+    DEFAULT_TIME_MIX,
+    Profile,
+    TimeMix,
+    as_profile,
+    step_conditions,
+)
+
 # -- modes, orders, outcomes, kinds --------------------------------------------
 
 Mode = Literal["seeded", "record", "off"]
@@ -157,6 +165,7 @@ class Settings:
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     integration_marker: str = DEFAULT_INTEGRATION_MARKER
     shard: Shard = field(default_factory=Shard)
+    time: TimeMix = DEFAULT_TIME_MIX
 
     @property
     def describe_length(self) -> str:
@@ -177,6 +186,7 @@ class Settings:
             "probe_timeout": self.probe_timeout,
             "integration_marker": self.integration_marker,
             "shard": [self.shard.index, self.shard.count],
+            "time": self.time.to_json(),
         }
 
     @classmethod
@@ -225,6 +235,7 @@ class Settings:
             probe_timeout=float(pick("probe_timeout", seconds, DEFAULT_PROBE_TIMEOUT)),
             integration_marker=marker,
             shard=Shard(parts[0], parts[1]) if ok_shard else Shard(),
+            time=TimeMix.from_json(raw.get("time")),
         )
 
 
@@ -241,6 +252,13 @@ class Step:
     (a hunt's round: from the base seed and the round's timeline);
     ``attempt_id`` names the stored attempt the step re-runs (its journal is
     replayed when ``mode`` is ``record``).
+
+    The timing conditions the attempt ran under: ``profile`` (the clock
+    profile of a seeded step; its readings are re-derived from the seed;
+    None: ``exact``, or the round's when a hunt derives it),
+    ``switch_interval`` (``sys.setswitchinterval`` for the attempt; None:
+    the interpreter's) and ``stress`` (busy processes competing for the CPU
+    while it runs; 0: none).
     """
 
     nodeid: str
@@ -248,6 +266,9 @@ class Step:
     now: float | None = None
     mode: Mode = "seeded"
     attempt_id: int | None = None
+    profile: Profile | None = None
+    switch_interval: float | None = None
+    stress: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -256,14 +277,34 @@ class Step:
             "now": self.now,
             "mode": self.mode,
             "attempt_id": self.attempt_id,
+            **self.conditions,
         }
 
     @classmethod
     def of(cls, attempt: Attempt, **changes: Any) -> Step:
         step = cls(
-            attempt.nodeid, attempt.seed, attempt.now, as_mode(attempt.mode), attempt.attempt_id
+            attempt.nodeid,
+            attempt.seed,
+            attempt.now,
+            as_mode(attempt.mode),
+            attempt.attempt_id,
+            as_profile(attempt.profile),
+            attempt.switch_interval,
+            attempt.stress,
         )
         return replace(step, **changes) if changes else step
+
+    @property
+    def conditions(self) -> dict[str, Any]:
+        """The step's timing conditions, as stored in JSON (only those that are set)."""
+        out: dict[str, Any] = {}
+        if self.profile is not None:
+            out["profile"] = self.profile
+        if self.switch_interval is not None:
+            out["switch_interval"] = self.switch_interval
+        if self.stress:
+            out["stress"] = self.stress
+        return out
 
 
 @dataclass(frozen=True)
@@ -515,6 +556,7 @@ class Reproducer:
                     now=opt_float(raw.get("now")),
                     mode=mode,
                     attempt_id=opt_int(raw.get("attempt_id")),
+                    **step_conditions(raw),
                 )
             )
         signature = data.get("signature") or {}

@@ -11,6 +11,7 @@ import re
 
 from hermetic_hunt.errors import BadOption
 from hermetic_hunt.models import MODES, ORDERS, Mode, Order, Shard
+from hermetic_hunt.timing import DEFAULT_TIME_MIX, EXACT_MIX, TimeMix
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs)\s*$", re.I)
 _UNITS = {"s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0}
@@ -113,3 +114,38 @@ def parse_marker_name(option: str, text: str) -> str:
     if not value.isidentifier():
         raise BadOption(f"{option}: expected a marker name such as integration, got {text!r}")
     return value
+
+
+_TIME_USAGE = (
+    "--hermetic-hunt-time: expected default, exact, or percents of rounds like "
+    "jitter=20,slow=10,stress=10,switch=10 (at most 100 in all)"
+)
+
+
+def parse_time(text: str) -> TimeMix:
+    """``--hermetic-hunt-time``: ``default``, ``exact`` or ``jitter=30,switch=10``.
+
+    Shares are percents of the rounds; conditions not named get none, the
+    rest of the rounds run exact.
+    """
+    value = text.strip().lower()
+    if value == "default":
+        return DEFAULT_TIME_MIX
+    if value == "exact":
+        return EXACT_MIX
+    names = [name for name, _ in DEFAULT_TIME_MIX.shares()]
+    shares: dict[str, int] = {}
+    for part in value.split(","):
+        name, sep, number = part.partition("=")
+        name, number = name.strip(), number.strip().removesuffix("%").strip()
+        if not sep or name not in names or not number.isdigit():
+            raise BadOption(f"{_TIME_USAGE}, got {text!r}")
+        if name in shares:
+            raise BadOption(f"--hermetic-hunt-time: {name} is given twice in {text!r}")
+        shares[name] = int(number)
+    if sum(shares.values()) > 100:
+        raise BadOption(
+            f"--hermetic-hunt-time: the shares add up to {sum(shares.values())}%, over 100%: "
+            f"got {text!r}"
+        )
+    return TimeMix(**{name: shares.get(name, 0) for name in names})

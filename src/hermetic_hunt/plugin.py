@@ -29,6 +29,7 @@ from hermetic_hunt.models import (
     Shard,
 )
 from hermetic_hunt.seeds import new_base_seed
+from hermetic_hunt.timing import DEFAULT_TIME_MIX
 
 #: (option, dest, ini key, help) of every hunt option that takes a value.
 HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
@@ -77,6 +78,13 @@ HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
         "hermetic_hunt_integration_marker",
         f"Tests with this marker keep real network during a hunt (default: "
         f"{DEFAULT_INTEGRATION_MARKER}).",
+    ),
+    (
+        "--hermetic-hunt-time",
+        "hermetic_hunt_time",
+        "hermetic_hunt_time",
+        "Timing conditions of the rounds: default (most rounds exact; jitter 20%, slow 10%, "
+        "stress 10%, switch 10% of rounds), exact (none), or percents like jitter=30,switch=10.",
     ),
     (
         "--hermetic-hunt-shard",
@@ -161,6 +169,7 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
     budget_probes = value("hermetic_hunt_isolate_budget")
     timeout = value("hermetic_hunt_probe_timeout")
     marker = value("hermetic_hunt_integration_marker")
+    timing = value("hermetic_hunt_time")
     shard = value("hermetic_hunt_shard", ini=False)
     db = value("hermetic_hunt_db") or DEFAULT_DB
     db_path = Path(config.invocation_params.dir, os.path.expanduser(db)).resolve()
@@ -182,6 +191,7 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
         if marker
         else DEFAULT_INTEGRATION_MARKER,
         shard=options.parse_shard(shard) if shard else Shard(),
+        time=options.parse_time(timing) if timing else DEFAULT_TIME_MIX,
     )
 
 

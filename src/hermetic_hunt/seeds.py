@@ -58,7 +58,7 @@ def probe_hash_seed(base: int, index: int) -> int:
     return digest_int("probe-hashseed", base, index) % 4294967296
 
 
-class _Stream:
+class Stream:
     """A tiny deterministic number stream over BLAKE2b (no ``random`` module).
 
     One 64-byte digest gives eight 64-bit draws (a start time needs at most
@@ -84,6 +84,9 @@ class _Stream:
 
     def unit(self) -> float:
         return self._next() / 2**64
+
+
+_Stream = Stream
 
 
 def _last_day(year: int, month: int) -> int:
@@ -115,6 +118,13 @@ EDGE_WEIGHTS: tuple[tuple[str, int], ...] = (
     ("weekend", 12),
     ("uniform", 34),
 )
+#: Percent of start instants put just before a second boundary (1-20 ms
+#: before it), and just before a minute boundary (second 59, 1-20 ms
+#: before the minute), whatever their date edge: code comparing
+#: ``int(time.time())`` or ``now().minute`` before and after a short call
+#: breaks there.
+SECOND_EDGE = 30
+MINUTE_EDGE = 10
 
 
 def attempt_now(seed: int) -> float:
@@ -123,7 +133,9 @@ def attempt_now(seed: int) -> float:
     Two thirds of the draws land on instants where date code breaks: the last
     day of a month, New Year's Eve, Feb 29, a second before midnight, a US or
     EU daylight-saving change, a weekend; the rest are uniform over
-    2001-2037. Always a whole number of milliseconds.
+    2001-2037. Independently, 30% start 1-20 ms before a whole second and
+    10% 1-20 ms before a whole minute (:data:`SECOND_EDGE`,
+    :data:`MINUTE_EDGE`). Always a whole number of milliseconds.
     """
     return now_for(seed)[1]
 
@@ -186,9 +198,30 @@ def now_for(seed: int) -> tuple[str, float]:
         first = datetime(FIRST_YEAR, 1, 1, tzinfo=timezone.utc)
         span = datetime(LAST_YEAR, 12, 31, tzinfo=timezone.utc) - first
         instant = first + span * stream.unit()
+    edge = stream.below(100)
     millis = stream.below(1000)
+    if edge < SECOND_EDGE + MINUTE_EDGE:
+        millis = 999 - millis % 20  # 1-20 ms before the next whole second
+        if edge >= SECOND_EDGE:
+            instant = instant.replace(second=59)  # ... and the next minute
     epoch = instant.timestamp()
     return kind, float(int(epoch)) + millis / 1000.0
+
+
+#: Switch intervals a ``switch`` round draws from (log-uniform), in seconds:
+#: CPython's default is 0.005; pytest-run-parallel uses 1e-6.
+SWITCH_RANGE = (1e-6, 1e-4)
+
+
+def switch_interval_for(seed: int) -> float:
+    """The ``sys.setswitchinterval`` of the attempt with ``seed`` in a ``switch`` round.
+
+    Log-uniform over :data:`SWITCH_RANGE`, two significant digits (stored
+    with the attempt; a replay sets it again).
+    """
+    low, high = SWITCH_RANGE
+    fraction = Stream("switch", seed).unit()
+    return float(f"{low * (high / low) ** fraction:.2g}")
 
 
 def iso(epoch: float) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import QUIET_PLUGINS
 
 SUITE = """
 import datetime
@@ -60,6 +61,7 @@ def clean_env(**extra: str) -> dict[str, str]:
         for key, value in os.environ.items()
         if not key.startswith(("PYTEST_", "HERMETIC_HUNT")) and key != "PYTHONHASHSEED"
     }
+    env.update(QUIET_PLUGINS)
     env.update(extra)
     return env
 

@@ -72,6 +72,19 @@ def test_a_bad_hunt_value_is_a_usage_error(suite, value, message):
             "--hermetic-hunt-integration-marker=not a marker",
             "--hermetic-hunt-integration-marker: expected a marker name*",
         ),
+        (
+            "--hermetic-hunt-time=chaos",
+            "--hermetic-hunt-time: expected default, exact, or percents of rounds like "
+            "jitter=20,slow=10,stress=10,switch=10 (at most 100 in all), got 'chaos'",
+        ),
+        (
+            "--hermetic-hunt-time=jitter=80,switch=30",
+            "--hermetic-hunt-time: the shares add up to 110%, over 100%: got 'jitter=80,switch=30'",
+        ),
+        (
+            "--hermetic-hunt-time=slow=5,slow=5",
+            "--hermetic-hunt-time: slow is given twice in 'slow=5,slow=5'",
+        ),
     ],
 )
 def test_an_unknown_option_value_is_a_usage_error(suite, option, message):

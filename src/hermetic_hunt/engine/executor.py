@@ -8,6 +8,12 @@ and any pytest-rerunfailures rerun -- gets its own seed and runs setup,
 call and teardown in one sandbox. The virtual clock is the round's
 :class:`Timeline`: an attempt starts where the previous one ended.
 
+Timing conditions (``docs/sandbox.md``): a seeded attempt's clock profile
+(the step's, else its round's), and in a ``switch`` round a tiny
+``sys.setswitchinterval`` drawn from the attempt's seed -- set when the
+attempt opens and put back when it closes (before the runner's leak checks,
+unless the test changed it itself: that is the test's own leak).
+
 What happened is attached to the reports as ``report.hermetic_hunt`` (plain
 values) for the :class:`~hermetic_hunt.engine.recorder.Recorder`.
 """
@@ -15,6 +21,7 @@ values) for the :class:`~hermetic_hunt.engine.recorder.Recorder`.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
@@ -28,7 +35,8 @@ from hermetic_hunt.failures import own_location
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Settings, Step
 from hermetic_hunt.sandbox import AttemptFacts, Sandbox, SandboxSpec, real_time, spec_from_marker
-from hermetic_hunt.seeds import attempt_seed, round_now
+from hermetic_hunt.seeds import attempt_seed, round_now, switch_interval_for
+from hermetic_hunt.timing import PROFILES, Condition
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
 REPORT_ATTR = "hermetic_hunt"
@@ -88,7 +96,9 @@ class Slot:
     and probes); a hunt's steps leave them to be derived from the base seed,
     the test, the round and the timeline. ``position`` is the step's index
     in this process's sequence, ``repeat`` 1/2 for the runs of a ``twice``
-    round. ``journal`` replays a record-mode journal.
+    round. ``journal`` replays a record-mode journal. ``condition`` and
+    ``stress``: the job's timing conditions (see
+    :class:`~hermetic_hunt.engine.runner.Job`).
     """
 
     step: Step
@@ -97,6 +107,8 @@ class Slot:
     timeline: Timeline
     repeat: int = 0
     journal: Journal | None = None
+    condition: Condition = "exact"
+    stress: int = 0
 
 
 def process_hash_seed() -> int | None:
@@ -136,6 +148,8 @@ class AttemptExecutor:
         self._seed: int | None = None
         self._now: float | None = None
         self._mode = settings.mode
+        self._switch: tuple[float, float] | None = None  # (saved, set)
+        self._switched: float | None = None
         self._failed = False
         self._started = 0.0
         self._began = 0.0
@@ -226,13 +240,19 @@ class AttemptExecutor:
         now = timeline.wall
         mode = step.mode
         self._seed, self._now, self._mode = seed, now, mode
+        self._switched = None
+        interval = step.switch_interval
+        if interval is None and slot.condition == "switch":
+            interval = switch_interval_for(seed)
+        self._set_switch_interval(interval)
         if mode == "off":
             self._seed = self._now = None
             return None
         if self.sandbox is None:
             self.sandbox = Sandbox()
+        profile: str = step.profile or next((p for p in PROFILES if p == slot.condition), "exact")
         try:
-            spec = self.spec_for(item, seed, now, mode)
+            spec = self.spec_for(item, seed, now, mode, profile)
         except HuntError as exc:  # a bad marker: the attempt fails, unsandboxed
             self._seed, self._now, self._mode = None, None, "off"
             return exc
@@ -257,10 +277,28 @@ class AttemptExecutor:
             self._marker_cache[item.nodeid] = known
         return known
 
-    def spec_for(self, item: pytest.Item, seed: int, now: float, mode: str) -> SandboxSpec | None:
+    def _set_switch_interval(self, interval: float | None) -> None:
+        if interval is None:
+            return
+        saved = sys.getswitchinterval()
+        sys.setswitchinterval(interval)
+        self._switch = (saved, sys.getswitchinterval())
+        self._switched = interval
+
+    def _restore_switch_interval(self) -> None:
+        if self._switch is None:
+            return
+        saved, ours = self._switch
+        self._switch = None
+        if sys.getswitchinterval() == ours:  # else the test changed it: its own leak
+            sys.setswitchinterval(saved)
+
+    def spec_for(
+        self, item: pytest.Item, seed: int, now: float, mode: str, profile: str = "exact"
+    ) -> SandboxSpec | None:
         """The sandbox of this execution (None: not sandboxed)."""
         integration, marker = self._markers(item)
-        base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid)
+        base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid, profile=profile)
         if integration:
             base = replace(base, network="off")
         if marker is None:
@@ -276,6 +314,7 @@ class AttemptExecutor:
             raise BadOption(f"{item.nodeid}: {exc}") from None
 
     def _close(self) -> None:
+        self._restore_switch_interval()
         if self.sandbox is not None and self.sandbox.active:
             self._facts = self.sandbox.exit(keep_journal=self._failed)
             self.handle = None
@@ -287,6 +326,7 @@ class AttemptExecutor:
     def _final_facts(self) -> ReportData:
         facts = self._facts
         self._facts = None
+        slot = self._slot
         data: ReportData = {
             "seed": self._seed,
             "now": self._now,
@@ -294,8 +334,12 @@ class AttemptExecutor:
             "hash_seed": self.hash_seed,
             "duration": _PERF() - self._started,
             "started": self._began,
+            "switch_interval": self._switched,
+            "stress": max(slot.stress, slot.step.stress) if slot is not None else 0,
         }
+        self._switched = None
         if facts is not None:
+            data["profile"] = facts.profile
             data["counts"] = facts.counts or None
             data["violations"] = [[v.op, v.host, v.port, v.detail] for v in facts.violations]
             if facts.warnings:

@@ -41,6 +41,7 @@ from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings
 from hermetic_hunt.seeds import attempt_seed
+from hermetic_hunt.timing import profile_of
 
 if TYPE_CHECKING:
     import pytest
@@ -277,6 +278,9 @@ def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None
         mode=step.mode,
         hash_seed=hash_seed,
         repeat=job.repeats[index] if index < len(job.repeats) else 0,
+        profile=step.profile or profile_of(job.condition, step.mode),
+        switch_interval=step.switch_interval,
+        stress=max(job.stress, step.stress),
         failure=Failure(
             exc_type="Crashed",
             message=f"the process running this test died ({why})",

@@ -16,7 +16,7 @@ is not collected raises :class:`~hermetic_hunt.errors.NotCollected`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from hermetic_hunt.errors import NotCollected
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Attempt, Leak, Step
 from hermetic_hunt.seeds import attempt_now
+from hermetic_hunt.timing import Condition
 
 #: ``on_step(index, attempts, failing reports)`` after every finished step.
 OnStep = Callable[[int, list[Attempt], list[dict[str, Any]]], None]
@@ -43,6 +44,12 @@ class Job:
     none). ``first_position`` numbers the steps (a slice continued after a
     crash keeps its numbering). ``journals`` are replayed by record-mode
     steps, by attempt id.
+
+    ``condition`` is the round's timing condition
+    (:data:`~hermetic_hunt.models.CONDITIONS`): the clock profile of steps
+    that do not name their own, or ``switch`` (each attempt draws a tiny
+    switch interval from its seed). ``stress`` is how many busy processes
+    compete for the CPU while the job runs (started by whoever runs it).
     """
 
     steps: tuple[Step, ...]
@@ -51,16 +58,17 @@ class Job:
     repeats: tuple[int, ...] = ()
     first_position: int = 0
     journals: Mapping[int, Journal] = field(default_factory=dict)
+    condition: Condition = "exact"
+    stress: int = 0
 
     def rest(self, after: int, start: float | None) -> Job:
         """The steps after index ``after``, numbered as they were (a crash's continuation)."""
-        return Job(
+        return replace(
+            self,
             steps=self.steps[after + 1 :],
-            round_no=self.round_no,
             start=start,
             repeats=self.repeats[after + 1 :],
             first_position=self.first_position + after + 1,
-            journals=self.journals,
         )
 
     def timeline(self) -> Timeline:
@@ -148,6 +156,8 @@ class StepRunner:
                 journal=job.journals.get(step.attempt_id)
                 if step.attempt_id is not None and step.mode == "record"
                 else None,
+                condition=job.condition,
+                stress=job.stress,
             )
             try:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)

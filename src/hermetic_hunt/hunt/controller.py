@@ -18,6 +18,7 @@ import functools
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ import pytest
 from hermetic_hunt import _compat, commands, environment
 from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.runner import Job
+from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.hunt.files import FileWatch, attribute
 from hermetic_hunt.hunt.progress import Progress, line
@@ -66,6 +68,7 @@ class HuntController:
         self.interrupted = False
         self.session: pytest.Session | None = None
         self._plans: dict[int, RoundPlan] = {}
+        self._stress: CpuStress | None = None
         self._slices_left: dict[int, int] = {}
         self._round_attempts: dict[int, list[Attempt]] = {}
         self._leaks: list[tuple[int, Attempt | None, Leak, bool]] = []
@@ -111,7 +114,8 @@ class HuntController:
         shard = f" · shard {s.shard}" if s.shard.count > 1 else ""
         return [
             f"hermetic-hunt: run {self.run_id} · {s.describe_length} · mode {s.mode} · "
-            f"order {s.order}{shard} · base seed {s.base_seed} (--hermetic-seed={s.base_seed}) "
+            f"order {s.order} · time {s.time.spec()}{shard} · base seed {s.base_seed} "
+            f"(--hermetic-seed={s.base_seed}) "
             f"· database {where}"
         ]
 
@@ -150,20 +154,46 @@ class HuntController:
             yield s.shard.global_round(local)
             local += 1
 
+    @property
+    def local_workers(self) -> bool:
+        """Every worker runs on this machine (-n 0, or xdist's popen workers)."""
+        return not self.distributed or all(spec.startswith("popen") for spec in self.worker_spec)
+
     def plan(self, round_no: int, workers: int) -> RoundPlan:
-        plan = plan_round(self.settings.base_seed, round_no, self.tests, workers,
-                          self.settings.order)  # fmt: skip
+        """Plan ``round_no`` and set up its conditions (a stress round starts its stress).
+
+        Called right before the round runs; :meth:`round_done` ends them.
+        """
+        s = self.settings
+        plan = plan_round(s.base_seed, round_no, self.tests, workers, s.order, s.time, s.mode)
         self._plans[round_no] = plan
         self._slices_left[round_no] = sum(1 for part in plan.slices if part)
         self._round_attempts[round_no] = []
+        self._end_stress()
+        if plan.condition == "stress" and self.local_workers:
+            # As many busy processes as the hunt has workers: the round's
+            # tests get about half the CPU they would get on an idle machine.
+            self._stress = CpuStress(self.workers)
+            self._stress.start()
         return plan
+
+    @property
+    def stress(self) -> int:
+        """Busy processes running now (0: none)."""
+        return self._stress.running if self._stress is not None else 0
+
+    def _end_stress(self) -> None:
+        if self._stress is not None:
+            self._stress.stop()
+            self._stress = None
 
     def job(self, plan: RoundPlan, slot: int, tests: Sequence[str] | None = None) -> Job:
         """Worker ``slot``'s share of a planned round (``tests``: that worker's collection)."""
         names = tests if tests is not None else self.tests
         indices = plan.slices[slot]
-        return make_job(self.settings, plan.round_no, slot, [names[i] for i in indices],
-                        plan.twice)  # fmt: skip
+        job = make_job(self.settings, plan.round_no, slot, [names[i] for i in indices],
+                       plan.twice)  # fmt: skip
+        return replace(job, condition=plan.condition, stress=self.stress)
 
     # -- results --------------------------------------------------------------
 
@@ -265,7 +295,8 @@ class HuntController:
         )
 
     def round_done(self, round_no: int) -> None:
-        """Every worker finished ``round_no``: files, leaks, progress."""
+        """Every worker finished ``round_no``: stress off, files, leaks, progress."""
+        self._end_stress()
         self.rounds_completed += 1
         self._check_files(round_no)
         self._flush_leaks(round_no)
@@ -276,10 +307,13 @@ class HuntController:
             return
         t = self.tallies
         plan = self._plans.pop(round_no, None)
+        strategy = plan.strategy if plan is not None else ""
+        if plan is not None and plan.condition != "exact":
+            strategy = f"{strategy} · {plan.condition}"
         progress = Progress(
             round_done=self.rounds_completed,
             rounds=self.settings.rounds,
-            strategy=plan.strategy if plan is not None else "",
+            strategy=strategy,
             attempts=t.attempts,
             failed=t.failed_attempts,
             flaky=len(t.flaky()),
@@ -318,6 +352,7 @@ class HuntController:
         if self._finished:
             return
         self._finished = True
+        self._end_stress()
         try:
             self.flush()
             for round_no in sorted({row[0] for row in self._leaks}):

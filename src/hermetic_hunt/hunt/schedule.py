@@ -18,6 +18,8 @@ Attributes of a :class:`RoundPlan` (its invariants):
   second run in the same process finds tests that are not idempotent).
   Such a round is not a plain run: its attempts are stored with ``repeat``
   1 and 2 and never count towards a test's fail rate.
+* ``condition`` is the round's timing condition (:func:`condition_for`): a
+  pure function of the base seed, the round, the time mix and the mode.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hermetic_hunt.seeds import round_key
+from hermetic_hunt.seeds import digest_int, round_key
+from hermetic_hunt.timing import DEFAULT_TIME_MIX, Condition, TimeMix
 
 #: What ``auto`` cycles through: a test-level shuffle, the exact reverse of
 #: that shuffle (every pair of tests met in both orders), then a grouped
@@ -35,16 +38,54 @@ AUTO_CYCLE = ("shuffle", "reversed", "grouped")
 AUTO_TWICE_ROUND = 3
 
 
+#: Rounds before this one always run exact: a short hunt (and the first
+#: cycle of ``auto``'s orders) sees the suite as a calm machine would.
+CALM_ROUNDS = 4
+#: 2**32 / golden ratio: consecutive rounds spread evenly over the mix.
+_GOLDEN = 2654435769
+
+
 @dataclass(frozen=True)
 class RoundPlan:
     round_no: int
     strategy: str
     order: tuple[int, ...]
     slices: tuple[tuple[int, ...], ...]
+    condition: Condition = "exact"
 
     @property
     def twice(self) -> bool:
         return self.strategy == "twice"
+
+
+def condition_for(
+    base_seed: int, round_no: int, mix: TimeMix, mode: str, strategy: str = "shuffle"
+) -> Condition:
+    """The timing condition of ``round_no`` (a pure function of its arguments).
+
+    Rounds before :data:`CALM_ROUNDS` and ``twice`` rounds run exact. Later
+    rounds walk a golden-ratio sequence (offset by the base seed) over the
+    mix's shares, so any stretch of rounds gets close to each share: 30
+    rounds of the default mix have about five jitter, three slow, three
+    stress and three switch rounds. A condition the mode cannot honour runs
+    exact: ``jitter``/``slow`` need the virtual clock (``seeded``),
+    ``stress`` needs real time (``record``, ``off``).
+    """
+    if round_no < CALM_ROUNDS or strategy == "twice":
+        return "exact"
+    offset = digest_int("conditions", base_seed) % 2**32
+    pick = ((offset + round_no * _GOLDEN) % 2**32) * 100 >> 32
+    chosen: Condition = "exact"
+    for name, share in mix.shares():
+        if pick < share:
+            chosen = name
+            break
+        pick -= share
+    if chosen in ("jitter", "slow") and mode != "seeded":
+        return "exact"
+    if chosen == "stress" and mode == "seeded":
+        return "exact"
+    return chosen
 
 
 def strategy_for(order: str, round_no: int) -> str:
@@ -140,15 +181,23 @@ def rotate(slices: tuple[tuple[int, ...], ...], round_no: int) -> tuple[tuple[in
 
 
 def plan_round(
-    base_seed: int, round_no: int, tests: Sequence[str], workers: int, order: str
+    base_seed: int,
+    round_no: int,
+    tests: Sequence[str],
+    workers: int,
+    order: str,
+    mix: TimeMix = DEFAULT_TIME_MIX,
+    mode: str = "seeded",
 ) -> RoundPlan:
     """The full plan of one (global) round."""
     if workers < 1:
         raise ValueError("workers must be >= 1")
     ordering = round_order(base_seed, round_no, tests, order)
+    strategy = strategy_for(order, round_no)
     return RoundPlan(
         round_no=round_no,
-        strategy=strategy_for(order, round_no),
+        strategy=strategy,
         order=tuple(ordering),
         slices=rotate(split(ordering, workers), round_no),
+        condition=condition_for(base_seed, round_no, mix, mode, strategy),
     )

@@ -37,6 +37,7 @@ from hermetic_hunt.engine.fork import ChildSetup, run_job
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings, Step
 from hermetic_hunt.seeds import attempt_seed, worker_hash_seed
+from hermetic_hunt.timing import as_condition, profile_of
 
 if TYPE_CHECKING:
     from hermetic_hunt.engine.setup import Engine
@@ -60,13 +61,16 @@ class _Slice:
     repeats: list[int]
     first_position: int
     start: float
+    condition: str = "exact"
+    stress: int = 0
     done: int = 0
 
     def rest(self) -> _Slice:
         """What is left after the step that was running when the worker died."""
         skip = self.done + 1
         return _Slice(self.round_no, self.slot, self.tests[skip:], self.repeats[skip:],
-                      self.first_position + skip, self.start)  # fmt: skip
+                      self.first_position + skip, self.start, self.condition,
+                      self.stress)  # fmt: skip
 
 
 class HuntScheduling:
@@ -250,9 +254,9 @@ class HuntScheduling:
                 continue
             job = self.hunt.job(plan, slot)
             tests = [step.nodeid for step in job.steps]
-            self.backlog.setdefault(slot, []).append(
-                _Slice(round_no, slot, tests, list(job.repeats), 0, job.start or 0.0)
-            )
+            part = _Slice(round_no, slot, tests, list(job.repeats), 0, job.start or 0.0,
+                          job.condition, job.stress)  # fmt: skip
+            self.backlog.setdefault(slot, []).append(part)
             self.pending += 1
         self._send_backlog()
 
@@ -273,6 +277,8 @@ class HuntScheduling:
                 repeats=part.repeats,
                 first_position=part.first_position,
                 start=part.start,
+                condition=part.condition,
+                stress=part.stress,
             )
 
     def _crashed(self, node: Any, part: _Slice) -> Attempt:
@@ -290,6 +296,8 @@ class HuntScheduling:
             else None,
             mode=settings.mode,
             repeat=part.repeats[part.done] if part.done < len(part.repeats) else 0,
+            profile=profile_of(part.condition, settings.mode),
+            stress=part.stress,
             failure=Failure(
                 "WorkerCrashed",
                 f"worker {_worker(node)} died while running this test",
@@ -441,6 +449,8 @@ class XdistWorker:
                 start=float(kwargs["start"]),
                 repeats=tuple(kwargs["repeats"]),
                 first_position=int(kwargs["first_position"]),
+                condition=as_condition(kwargs.get("condition")),
+                stress=int(kwargs.get("stress") or 0),
             )
             forward = _Forwarder(interactor)
             try:

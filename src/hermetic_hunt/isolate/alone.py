@@ -7,6 +7,12 @@ Phase 2 (the order: victims, self-polluting, brittle, last resorts) is in
 Every function takes the :class:`~hermetic_hunt.isolate.case.Case` of one
 test, runs probes through it (which counts them against the budget and keeps
 them as evidence) and claims a kind only after a probe showed it.
+
+Timing conditions come first (:func:`conditions`): a failure that shows
+alone under the attempt's noisy clock profile, tiny switch interval or CPU
+stress, and goes away without it, is ``time`` (profile, stress) or
+``concurrency`` (switch interval) -- before the seed or the start time are
+varied, since a new seed also draws new clock noise.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from hermetic_hunt import stats
 from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate.case import Case
 from hermetic_hunt.isolate.search import repeats_for
-from hermetic_hunt.models import Step
+from hermetic_hunt.models import Attempt, Step
 from hermetic_hunt.seeds import (
     MAX_SEED,
     attempt_now,
@@ -56,6 +62,17 @@ def alone(c: Case) -> None:
     assert target is not None
     step, hs = Step.of(target), c.hash_seed_of(target)
     results = [c.probe("alone", [step], hs) for _ in range(c.settings.alone_runs)]
+    first = numbers(c, len(results))[0]
+    if not any(c.same(r) for r in results):
+        # It failed in a calm round and passes alone; it may fail alone
+        # under the conditions another of its failures ran with.
+        conditioned = _under_conditions(c, target)
+        if conditioned is not None:
+            tried, its_hs = Step.of(conditioned), c.hash_seed_of(conditioned)
+            runs = [c.probe("alone (its conditions)", [tried], its_hs) for _ in results]
+            if any(c.same(r) for r in runs):
+                c.target, step, hs, results = conditioned, tried, its_hs, runs
+                first = numbers(c, len(runs))[0]
     total = len(c.failing) + len(c.passing)
     for agree, other in ((c.same, len(c.passing)), (shows_pass, len(c.failing))):
         if all(agree(r) for r in results):
@@ -65,7 +82,8 @@ def alone(c: Case) -> None:
             wanted = repeats_for(rate, c.settings.confidence)
             while len(results) < wanted and agree(results[-1]):
                 results.append(c.probe("alone", [step], hs))
-    c.alone_numbers = numbers(c, len(results))
+    extra = len(results) - c.settings.alone_runs
+    c.alone_numbers = [*range(first, first + c.settings.alone_runs), *numbers(c, extra)]
     same = [c.same(r) for r in results]
     passed = [r.outcome == "passed" for r in results]
     if all(same):
@@ -90,11 +108,28 @@ def describe(result: ProbeResult) -> str:
     return text
 
 
+def _under_conditions(c: Case, target: Attempt) -> Attempt | None:
+    """Another failure like ``target``'s that ran under timing conditions (None: none)."""
+    if _conditioned(target):
+        return None
+    return next((a for a in c.failing if a.signature == target.signature and _conditioned(a)), None)
+
+
+def _conditioned(attempt: Attempt) -> bool:
+    noisy = attempt.profile is not None and attempt.profile != "exact"
+    return noisy or attempt.switch_interval is not None or attempt.stress > 0
+
+
 def sandbox_factors(c: Case, step: Step, hs: int) -> None:
     """Fails alone every time: which single input decides it?"""
     target = c.target
     assert target is not None
-    varied = replace(step, mode="seeded", attempt_id=None)
+    if conditions(c, step, hs):
+        return
+    # From here on one input at a time, with no timing condition at all.
+    varied = replace(
+        step, mode="seeded", attempt_id=None, profile=None, switch_interval=None, stress=0
+    )
     found = False
     if target.seed is None or target.now is None or target.mode == "off":
         c.finding.notes.append(
@@ -136,6 +171,87 @@ def _varied(c: Case, kind: str, label: str, probes: list[Probe], shown: list[str
     return False
 
 
+# -- timing conditions -----------------------------------------------------------
+
+
+#: Runs under CPU stress, and calm, that a stress failure is checked with.
+STRESS_RUNS = 5
+
+
+def conditions(c: Case, step: Step, hs: int) -> bool:
+    """Does the attempt's timing condition decide it? (It fails alone every time.)"""
+    runs = len(c.alone_numbers)
+    if step.profile in ("jitter", "slow"):
+        exact = replace(step, profile="exact")
+        calm = [c.probe("exact clock", [exact], hs) for _ in range(2)]
+        if all(shows_pass(r) for r in calm):
+            c.claim(
+                "time",
+                f"fails alone in {runs} of {runs} runs under the {step.profile} clock profile"
+                f"{_stretch_text(c, c.alone_numbers)}; passes twice with the exact clock, same "
+                "seed and start time",
+                [*c.alone_numbers, *numbers(c, 2)],
+            )
+            return True
+        if any(shows_pass(r) for r in calm):
+            c.finding.notes.append(
+                f"the exact clock passed once, then failed: the {step.profile} profile is "
+                "not decisive"
+            )
+    if step.switch_interval is not None:
+        default = replace(step, switch_interval=None)
+        tries = [c.probe("default switch interval", [default], hs) for _ in range(CONFIRM)]
+        if all(shows_pass(r) for r in tries):
+            c.claim(
+                "concurrency",
+                f"fails alone in {runs} of {runs} runs with sys.setswitchinterval"
+                f"({step.switch_interval:g}); passes in {CONFIRM} of {CONFIRM} with the "
+                "interpreter's, everything else the same: threads race",
+                [*c.alone_numbers, *numbers(c, CONFIRM)],
+            )
+            return True
+    if step.stress and step.mode == "record":
+        return _stress(c, step, hs)
+    return False
+
+
+def _stretch_text(c: Case, probes: Sequence[int]) -> str:
+    """`` (sleeps lasted up to 1.23x their duration)`` from the probes' read counts."""
+    stretched = []
+    for number in probes:
+        last = c.finding.probes[number - 1][1].last
+        value = (last.counts or {}).get("stretch") if last is not None else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 1000:
+            stretched.append(value)
+    if not stretched:
+        return ""
+    return f" (sleeps lasted up to {min(stretched) / 1000:.2f}x their duration)"
+
+
+def _stress(c: Case, step: Step, hs: int) -> bool:
+    """Record mode: live runs under the attempt's CPU stress, then calm ones."""
+    live = replace(step, attempt_id=None)
+    stressed = [c.probe("cpu stress", [live], hs) for _ in range(STRESS_RUNS)]
+    stressed_numbers = numbers(c, STRESS_RUNS)
+    calm = [c.probe("calm", [replace(live, stress=0)], hs) for _ in range(STRESS_RUNS)]
+    failed = sum(c.same(r) for r in stressed)
+    calm_failed = sum(not shows_pass(r) for r in calm)
+    if failed and not calm_failed:
+        c.claim(
+            "time",
+            f"fails under CPU stress {failed}/{STRESS_RUNS} ({step.stress} busy "
+            f"process{'es' if step.stress != 1 else ''}), 0/{STRESS_RUNS} calm",
+            [*(n for n, r in zip(stressed_numbers, stressed, strict=True) if c.same(r)),
+             *numbers(c, STRESS_RUNS)],
+        )  # fmt: skip
+        return True
+    c.finding.notes.append(
+        f"under CPU stress it failed {failed}/{STRESS_RUNS}, calm {calm_failed}/{STRESS_RUNS}: "
+        "stress does not decide it"
+    )
+    return False
+
+
 def concurrency(c: Case, step: Step, hs: int, results: list[ProbeResult]) -> None:
     """Identical inputs, different outcomes: rerun more, also in record mode."""
     reruns = [c.probe("rerun", [step], hs) for _ in range(c.settings.reruns)]
@@ -148,8 +264,11 @@ def concurrency(c: Case, step: Step, hs: int, results: list[ProbeResult]) -> Non
     journals = [
         n for n, r in zip(record_numbers, recorded, strict=True) if r.last and r.last.journal
     ]
+    same = "identical seed, start time and hash seed"
+    if step.switch_interval is not None:
+        same += f" (sys.setswitchinterval({step.switch_interval:g}))"
     why = (
-        f"identical seed, start time and hash seed: failed {failed} of {len(seeded)} runs "
+        f"{same}: failed {failed} of {len(seeded)} runs "
         f"alone; record mode: failed {sum(c.same(r) for r in recorded)} of {len(recorded)}"
     )
     if journals:

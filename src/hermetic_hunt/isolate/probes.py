@@ -14,7 +14,10 @@ with ``fork=False``) every probe is a server of its own that runs one probe
 and exits.
 
 At most ``parallel`` probes run at a time (the hunt's worker count); each is
-stopped after ``timeout`` seconds and reported as ``timeout``.
+stopped after ``timeout`` seconds and reported as ``timeout``. A probe whose
+steps ran under CPU stress (``Step.stress``) runs alone, with that many busy
+processes beside it (:mod:`hermetic_hunt.engine.stress`): its stress must
+not spill over into other probes.
 """
 
 from __future__ import annotations
@@ -29,13 +32,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout  # not builtin before 3.11
 from dataclasses import dataclass
 from typing import IO, Any
 
 from hermetic_hunt.engine.fork import fork_available
+from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate import wire
 from hermetic_hunt.models import DEFAULT_PROBE_TIMEOUT, Settings
@@ -230,6 +234,7 @@ class ProbeRunner:
         self._oneshots: set[_Server] = set()  # process-per-probe servers running now
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.parallel)
+        self._exclusive = threading.Lock()  # held while a stress probe gathers every slot
         self._ids = iter(range(1, 1 << 62))
         self._pool = ThreadPoolExecutor(max_workers=self.parallel)
 
@@ -278,6 +283,23 @@ class ProbeRunner:
         self._collected[seed] = result
         return result
 
+    @contextlib.contextmanager
+    def _slot(self, stress: int) -> Iterator[None]:
+        """One of the ``parallel`` slots; all of them, and busy processes, for stress."""
+        if not stress:
+            with self._slots:
+                yield
+            return
+        with self._exclusive:
+            for _ in range(self.parallel):
+                self._slots.acquire()
+        try:
+            with CpuStress(stress):
+                yield
+        finally:
+            for _ in range(self.parallel):
+                self._slots.release()
+
     def run(self, probe: Probe) -> ProbeResult:
         if self.closed:
             return ProbeResult("error", detail="isolation was stopped")
@@ -288,7 +310,7 @@ class ProbeRunner:
             if s.mode == "record" and s.attempt_id is not None
             and (data := self.journals(s.attempt_id)) is not None
         }  # fmt: skip
-        with self._slots:
+        with self._slot(max((s.stress for s in steps), default=0)):
             started = _PERF()
             with self._lock:
                 request_id = next(self._ids)

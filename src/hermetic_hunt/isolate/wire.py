@@ -4,7 +4,8 @@ Client -> server (the server's request pipe)::
 
     {"op": "probe", "id": 7, "timeout": 120.0,
      "steps": [{"nodeid": "...", "seed": 1, "now": 2.0, "mode": "seeded",
-                "attempt_id": 12}, ...],
+                "attempt_id": 12, "profile": "jitter", "switch_interval": 1e-06,
+                "stress": 2}, ...],
      "journals": {"12": "<base64 gzip>"}}
     {"op": "quit"}
 
@@ -29,6 +30,7 @@ from typing import Any
 from hermetic_hunt.engine import wire as engine_wire
 from hermetic_hunt.findings import ProbeResult
 from hermetic_hunt.models import Step, as_mode
+from hermetic_hunt.timing import step_conditions
 
 #: Environment variable that hands a probe server its settings (JSON).
 ENV = "HERMETIC_HUNT_PROBE"
@@ -132,6 +134,7 @@ def steps_of(message: dict[str, Any]) -> list[Step]:
                 else None,
                 mode=mode,
                 attempt_id=attempt_id if isinstance(attempt_id, int) else None,
+                **step_conditions(raw),
             )
         )  # fmt: skip
     return steps

@@ -231,7 +231,7 @@ def _attempt_step(attempt: Attempt, source: Source, journals: dict[int, Journal]
         )
     if journal is not None:
         journals[attempt.attempt_id] = journal
-    return Step(attempt.nodeid, attempt.seed, attempt.now, mode, attempt.attempt_id)
+    return Step.of(attempt, mode=mode)
 
 
 def _expected_of(attempt: Attempt) -> Expected:

@@ -56,6 +56,7 @@ def load_report(store: Store, run: int | None = None, cwd: str | None = None) ->
         violations=queries.violation_rows(store, selection),
         rounds=tuple(queries.round_cells(store, selection, failing)),
         replay=replayer(store, where),
+        conditions=queries.condition_rows(store, selection, failing),
     )
 
 

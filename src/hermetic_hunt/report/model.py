@@ -146,6 +146,22 @@ class ViolationRow:
 
 
 @dataclass(frozen=True)
+class ConditionRow:
+    """One test's outcomes under one timing condition (``exact``, ``jitter``, ``slow``,
+    ``stress``, ``switch``; record and off modes' plain rounds count as ``exact``).
+
+    ``stretch``: the smallest "largest sleep stretch" among the failing
+    attempts under a noisy clock, in thousandths (1200: sleeps lasted 1.2x).
+    """
+
+    nodeid: str
+    condition: str
+    passed: int
+    failed: int
+    stretch: int | None = None
+
+
+@dataclass(frozen=True)
 class RoundCell:
     """Outcomes of one test in one round (several with reruns)."""
 
@@ -173,6 +189,25 @@ class TestResult:
     flake: Flake | None
     check: CheckRow | None
     replay: str | None
+    conditions: tuple[ConditionRow, ...] = ()  # per timing condition (tests that failed)
+
+    def timing(self) -> str | None:
+        """``slow 2/3 · jitter 1/5 · exact 0/19 failed; fails when sleeps last ≥ 1.27x
+        their duration`` -- when it failed only under timing conditions, else None."""
+        rows = sorted(
+            self.conditions,
+            key=lambda r: (r.condition == "exact", -r.failed / max(1, r.passed + r.failed),
+                           r.condition),
+        )  # fmt: skip
+        if not rows or any(r.failed for r in rows if r.condition == "exact"):
+            return None
+        text = " · ".join(f"{r.condition} {r.failed}/{r.passed + r.failed}" for r in rows)
+        stretches = [r.stretch for r in rows if r.stretch is not None and r.failed]
+        if stretches:
+            text += f" failed; fails when sleeps last ≥ {min(stretches) / 1000:.2f}x their duration"
+        else:
+            text += " failed"
+        return text
 
 
 @dataclass(frozen=True)
@@ -303,6 +338,7 @@ def _result(
     flake: Flake | None,
     check: CheckRow | None,
     replay: Replay,
+    conditions: tuple[ConditionRow, ...] = (),
 ) -> TestResult:
     status = status_of(counts, check)
     n = counts.passed + counts.failed
@@ -329,6 +365,7 @@ def _result(
         flake=flake,
         check=check,
         replay=command,
+        conditions=conditions,
     )
 
 
@@ -343,6 +380,7 @@ def assemble(
     violations: Iterable[ViolationRow],
     rounds: Iterable[RoundCell],
     replay: Replay,
+    conditions: Iterable[ConditionRow] = (),
 ) -> Report:
     """One report from the rows of the selected runs.
 
@@ -355,10 +393,17 @@ def assemble(
     for check in checks:
         if check.check_name == SANDBOX_OFF:
             latest[check.nodeid] = check
+    under: dict[str, list[ConditionRow]] = {}
+    for row in conditions:
+        under.setdefault(row.nodeid, []).append(row)
     results = sorted(
-        (_result(c, by_test.get(c.nodeid), latest.get(c.nodeid), replay) for c in counts),
+        (
+            _result(c, by_test.get(c.nodeid), latest.get(c.nodeid), replay,
+                    tuple(under.get(c.nodeid, ())))
+            for c in counts
+        ),
         key=lambda t: t.nodeid,
-    )
+    )  # fmt: skip
     shown = {t.nodeid for t in results}
     kept = tuple(sorted((f for f in by_test.values() if f.nodeid in shown), key=flake_order))
     return Report(

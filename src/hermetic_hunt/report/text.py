@@ -148,6 +148,9 @@ def _test_block(test: TestResult, label: str) -> list[str]:
         state = f" · {flake_state(flake)}" if flake is not None else ""
         out.append(f"      {kinds_text(flake)}{state}")
     out.append(f"      {rate_text(test)}")
+    timing = test.timing()
+    if timing is not None:
+        out.append(f"      timing: {timing}")
     if flake is not None:
         if flake.polluters:
             out.append(f"      polluters: {sets_text(flake.polluters)}")

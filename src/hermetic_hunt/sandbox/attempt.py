@@ -34,8 +34,8 @@ import hermetic
 from hermetic_hunt import _compat
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Violation
+from hermetic_hunt.sandbox import aio, datetimes, entropy, netguard, state
 from hermetic_hunt.sandbox import clock as clock_patch
-from hermetic_hunt.sandbox import datetimes, entropy, netguard, state
 from hermetic_hunt.sandbox.clock import (
     REAL_TIME,
     ClockSource,
@@ -45,6 +45,7 @@ from hermetic_hunt.sandbox.clock import (
     Trace,
 )
 from hermetic_hunt.sandbox.patches import Patches
+from hermetic_hunt.sandbox.profiles import noise_for
 from hermetic_hunt.sandbox.spec import SCRUB_KEEP, SandboxSpec, spec_from_marker, start_time
 
 __all__ = [
@@ -138,6 +139,9 @@ class AttemptFacts:
     source. ``warnings`` say how a replay was less than faithful. ``end``
     is where a virtual clock stood when the sandbox closed, ``(wall,
     elapsed)``: the next attempt of the round starts there (None: real time).
+    ``profile`` is the clock profile the attempt ran with (None: not a
+    seeded virtual clock); under a noisy one ``counts["stretch"]`` holds the
+    largest factor a sleep lasted, in thousandths (1250: 1.25x).
     """
 
     counts: dict[str, Any] = field(default_factory=dict)
@@ -145,6 +149,7 @@ class AttemptFacts:
     warnings: list[str] = field(default_factory=list)
     journal: Journal | None = None
     end: tuple[float, float] | None = None
+    profile: str | None = None
 
 
 _STATIC_FINGERPRINT: dict[str, Any] = {}
@@ -283,8 +288,13 @@ class Sandbox:
         end_state = (
             state.random_state() if keep_journal and active.random_seed is not None else None
         )
-        if isinstance(active.clock, SeededClock):
-            facts.end = active.clock.end()
+        clock = active.clock
+        if isinstance(clock, SeededClock):
+            facts.end = clock.end()
+            if active.spec.mode == "seeded":
+                facts.profile = active.spec.profile
+            if clock.stretched > 1.0:
+                facts.counts["stretch"] = round(clock.stretched * 1000)
         self._restore(active)
         if keep_journal and active.spec.mode in ("seeded", "record"):
             facts.journal = _journal(active, end_state)
@@ -295,6 +305,7 @@ class Sandbox:
         netguard.uninstall()
         datetimes.set_clock(None)
         clock_patch.activate(None)
+        aio.deactivate()
         entropy.activate(None)
         active.patches.undo()
         fs = active.fs
@@ -353,7 +364,12 @@ def _enter_rng(active: _Active) -> None:
 
 def _enter_clock(active: _Active) -> None:
     spec, trace, replay = active.spec, active.trace, active.spec.replay
-    seeded = SeededClock(spec.now, spec.tick, spec.spin_limit, trace, _spin_error, spec.elapsed)
+    # A clock profile belongs to a seeded attempt (a record journal's replay
+    # reads the recorded readings; its fallback stays exact).
+    noise = noise_for(spec.profile, spec.seed) if spec.mode == "seeded" else None
+    seeded = SeededClock(
+        spec.now, spec.tick, spec.spin_limit, trace, _spin_error, spec.elapsed, noise
+    )
     source: ClockSource = seeded
     if spec.mode == "record":
         source = RecordClock(trace)
@@ -365,6 +381,8 @@ def _enter_clock(active: _Active) -> None:
     datetimes.set_clock(source)
     active.patches.update(_TIME_NAMESPACE, clock_patch.TIME_PATCH)
     datetimes.install(active.patches)
+    if source is seeded:
+        aio.install(active.patches, seeded, noisy=noise is not None)
 
 
 def _isolate_fs(chdir: bool, saved: state.Saved) -> FsPaths:
@@ -424,6 +442,7 @@ def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
             "rng": spec.rng,
             "tick": spec.tick,
             "network": "off" if spec.network == "off" else "block",
+            **({"profile": spec.profile} if spec.mode == "seeded" else {}),
         },
         events={k: list(v) for k, v in trace.values.items()},
         counts=counts,

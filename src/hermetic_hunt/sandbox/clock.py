@@ -2,7 +2,9 @@
 
 * :class:`SeededClock` -- wall time frozen at the attempt's ``now`` (moved only
   by ``sleep``/``advance``/``set``); ``monotonic``/``perf_counter`` advance by
-  ``tick`` per reading so elapsed-time code makes progress.
+  ``tick`` per reading so elapsed-time code makes progress. Under a noisy
+  clock profile (:mod:`hermetic_hunt.sandbox.profiles`) every reading first
+  advances the whole clock by a drawn amount and sleeps last longer.
 * :class:`RecordClock` -- real time flows through (``sleep`` really sleeps);
   every reading is journaled.
 * :class:`ReplayClock` -- readings come back from a journal, in order.
@@ -16,7 +18,10 @@ from __future__ import annotations
 import threading
 import time as _time_module
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hermetic_hunt.sandbox.profiles import Noise
 
 REAL_TIME = _time_module.time
 REAL_TIME_NS = _time_module.time_ns
@@ -106,6 +111,9 @@ class SeededClock(ClockSource):
     the previous one ended (:meth:`end`), so ``monotonic`` never runs
     backwards between two tests of a round and a fixture's reading agrees
     with the tests that use it.
+
+    ``noise`` (a noisy clock profile) moves the one offset that wall time
+    and the monotonic clocks share: every source tells the same story.
     """
 
     def __init__(
@@ -116,6 +124,7 @@ class SeededClock(ClockSource):
         trace: Trace,
         spin_error: Callable[[int], Exception],
         elapsed: float = 0.0,
+        noise: Noise | None = None,
     ) -> None:
         self._start = now
         self._offset = 0.0
@@ -125,10 +134,18 @@ class SeededClock(ClockSource):
         self._spin_limit = spin_limit
         self._spin_error = spin_error
         self._lock = threading.Lock()
+        self._noise = noise
         self.trace = trace
+
+    @property
+    def stretched(self) -> float:
+        """The largest factor a sleep was stretched by (1.0: none)."""
+        return self._noise.stretched if self._noise is not None else 1.0
 
     def _read(self) -> None:
         self._reads += 1
+        if self._noise is not None:
+            self._offset += self._noise.read()
         if self._spin_limit and self._reads > self._spin_limit:
             raise self._spin_error(self._reads)
 
@@ -159,7 +176,14 @@ class SeededClock(ClockSource):
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
         self.trace.note("sleep", seconds)
-        self.advance(seconds)
+        self.advance(seconds * self.stretch() if seconds else 0.0)
+
+    def stretch(self) -> float:
+        """The factor the next sleep lasts (1.0 under the exact profile)."""
+        if self._noise is None:
+            return 1.0
+        with self._lock:
+            return self._noise.stretch()
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:

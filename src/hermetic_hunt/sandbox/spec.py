@@ -30,6 +30,8 @@ class SandboxSpec:
     #: Virtual seconds the round's timeline has run before this attempt
     #: (where ``monotonic``/``perf_counter`` continue from).
     elapsed: float = 0.0
+    #: Clock profile of a seeded attempt (:mod:`hermetic_hunt.sandbox.profiles`).
+    profile: str = "exact"
     test_id: str = ""
     tick: float = DEFAULT_TICK
     clock: str = "virtual"

@@ -30,13 +30,15 @@ from hermetic_hunt.models import (
     sql_set,
 )
 from hermetic_hunt.store.core import Store, real_now_iso
+from hermetic_hunt.timing import as_profile, switch_interval
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)
 _ATTEMPT = """
     SELECT a.id, a.run_id, a.worker, a.position, a.execution, t.nodeid, a.outcome, a.seed,
            a.now, a.mode, a.hash_seed, coalesce(f.exc_type, ''), coalesce(f.location, ''),
-           coalesce(f.message, ''), a.violations, j.attempt_id IS NOT NULL, a.round, a.repeat
+           coalesce(f.message, ''), a.violations, j.attempt_id IS NOT NULL, a.round, a.repeat,
+           a.profile, a.switch_interval, a.stress
     FROM attempts a JOIN tests t ON t.id = a.test_id
     LEFT JOIN failures f ON f.attempt_id = a.id
     LEFT JOIN journals j ON j.attempt_id = a.id
@@ -141,6 +143,9 @@ def _attempt(row: Sequence[Any], violations: Sequence[Violation] = ()) -> Attemp
         has_journal=bool(row[15]),
         round_no=_int(row[16]) or 0,
         repeat=_int(row[17]) or 0,
+        profile=as_profile(row[18]),
+        switch_interval=switch_interval(row[19]),
+        stress=max(0, _int(row[20]) or 0),
     )
 
 
@@ -348,9 +353,10 @@ def ensure_flakes(store: Store, nodeids: Sequence[str], run_id: int) -> dict[str
 
 def _environment(probe: Probe) -> str:
     steps = [
-        {"seed": s.seed, "now": s.now, "mode": s.mode, "attempt_id": s.attempt_id}
+        {"seed": s.seed, "now": s.now, "mode": s.mode, "attempt_id": s.attempt_id,
+         **s.conditions}
         for s in probe.steps
-    ]
+    ]  # fmt: skip
     return json.dumps({"hash_seed": probe.hash_seed, "steps": steps}, separators=(",", ":"))
 
 

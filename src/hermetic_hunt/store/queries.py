@@ -17,6 +17,7 @@ from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.models import FAILING, PASSING, sql_set
 from hermetic_hunt.report.model import (
     CheckRow,
+    ConditionRow,
     FailureRow,
     RawFlake,
     RoundCell,
@@ -107,6 +108,39 @@ def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
         TestCounts(r[0], r[1], r[2], r[3], r[4], r[5], first.get(r[6]) if r[6] else None)
         for r in rows
     ]
+
+
+def condition_rows(
+    store: Store, runs: Sequence[int] | None, nodeids: Sequence[str]
+) -> list[ConditionRow]:
+    """Outcomes of ``nodeids`` per timing condition (plain runs only)."""
+    clause, params = _plain_clause(runs)
+    out: list[ConditionRow] = []
+    for start in range(0, len(nodeids), 500):
+        chunk = list(nodeids[start : start + 500])
+        rows = store.conn.execute(
+            f"""
+            SELECT t.nodeid,
+                   CASE WHEN a.stress > 0 THEN 'stress'
+                        WHEN a.switch_interval IS NOT NULL THEN 'switch'
+                        WHEN a.profile IN ('jitter', 'slow') THEN a.profile
+                        ELSE 'exact' END AS condition,
+                   sum(a.outcome IN {_PASSING}),
+                   sum(a.outcome IN {_FAILING}),
+                   min(CASE WHEN a.outcome IN {_FAILING} AND json_valid(a.counts)
+                            THEN json_extract(a.counts, '$.stretch') END)
+            FROM attempts a JOIN tests t ON t.id = a.test_id
+            WHERE {clause} AND t.nodeid IN ({",".join("?" * len(chunk))})
+            GROUP BY t.nodeid, condition ORDER BY t.nodeid, condition
+            """,  # noqa: S608 - constants and placeholders only
+            [*params, *chunk],
+        ).fetchall()
+        for nodeid, condition, passed, failed, stretch in rows:
+            ok = isinstance(stretch, int) and not isinstance(stretch, bool) and stretch > 1000
+            out.append(
+                ConditionRow(nodeid, condition, passed or 0, failed or 0, stretch if ok else None)
+            )
+    return out
 
 
 def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureRow]:

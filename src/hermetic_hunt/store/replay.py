@@ -17,13 +17,21 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase, BadJournal
 from hermetic_hunt.findings import StoredFlake
 from hermetic_hunt.journal import MAX_COMPRESSED
-from hermetic_hunt.models import FAILING, Attempt, Failure, Settings, Violation, sql_set
+from hermetic_hunt.models import (
+    FAILING,
+    Attempt,
+    Failure,
+    Settings,
+    Violation,
+    sql_set,
+)
 from hermetic_hunt.store.core import Store, real_now_iso
+from hermetic_hunt.timing import as_profile, switch_interval
 
 _ATTEMPT_SQL = """
     SELECT a.id, a.run_id, t.nodeid, a.outcome, a.phase, a.seed, a.now, a.mode, a.hash_seed,
            a.counts, a.violations, f.exc_type, f.message, f.location,
-           j.attempt_id IS NOT NULL
+           j.attempt_id IS NOT NULL, a.profile, a.switch_interval, a.stress
     FROM attempts a JOIN tests t ON t.id = a.test_id
     LEFT JOIN failures f ON f.attempt_id = a.id
     LEFT JOIN journals j ON j.attempt_id = a.id
@@ -78,6 +86,9 @@ def _attempt(row: tuple[Any, ...]) -> Attempt:
         violations=[],
         failure=failure,
         has_journal=bool(row[14]),
+        profile=as_profile(row[15]),
+        switch_interval=switch_interval(row[16]),
+        stress=max(0, _int(row[17]) or 0),
     )
 
 

@@ -1,0 +1,123 @@
+"""Virtual asyncio time: a seeded attempt's event loops run on its virtual clock.
+
+An asyncio selector loop reads ``time.monotonic()`` for its clock (the
+attempt's virtual monotonic clock already) and waits for its next timer in
+``selector.select(timeout)``. Under a frozen clock that wait would never
+end: the loop would sleep in real time while its clock stands still. So,
+in a seeded attempt, the ``select`` of the running loop's selector:
+
+1. polls without waiting; anything ready is returned at once;
+2. when nothing outside the loop can wake it -- no file descriptor
+   registered but the loop's own wake-up pipe, and no thread alive that
+   this process started after its first attempt began (a plugin's own
+   threads, such as pytest-rerunfailures' server, do not count) -- moves
+   the virtual clock to the next timer (``advance(timeout)``) and returns:
+   ``asyncio.sleep(5)``, ``wait_for(..., timeout=...)`` and loop timers
+   take no real time and always fire in the same order;
+3. otherwise (a socket, a subprocess pipe, a thread that may call
+   ``call_soon_threadsafe``) waits in real time as a plain loop would, and
+   moves the virtual clock by the timeout if nothing came.
+
+Step 2 is what Go's ``synctest`` calls "durably blocked": only the loop's
+own timers can happen next. Step 3 keeps tests with real I/O correct (they
+are not faster). ``select`` of any other selector (``subprocess``'s own, a
+loop in another thread) is left alone.
+
+Under a noisy clock profile ``asyncio.sleep(d)`` lasts ``d x f`` like
+``time.sleep(d)`` (the loop's ``call_later`` for a sleep's timer is
+stretched); timeouts are not: a test whose work races its timeout shows it.
+The CPython details this relies on are in :mod:`hermetic_hunt._compat`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import selectors
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from hermetic_hunt import _compat
+from hermetic_hunt.sandbox.clock import SeededClock
+from hermetic_hunt.sandbox.patches import Patches
+
+_clock: SeededClock | None = None
+#: Threads alive when this process first entered an attempt: never the tests'.
+_baseline: frozenset[threading.Thread] | None = None
+
+#: The selector classes an event loop may use (whichever this platform has).
+_NAMES = ("SelectSelector", "PollSelector", "EpollSelector", "DevpollSelector", "KqueueSelector")
+_SELECTORS: tuple[type[Any], ...] = tuple(
+    cls for name in _NAMES if isinstance(cls := getattr(selectors, name, None), type)
+)
+
+
+def _virtual(original: Callable[..., Any]) -> Callable[..., Any]:
+    def select(self: Any, timeout: float | None = None) -> Any:
+        clock = _clock
+        if clock is None or timeout is None or timeout <= 0:
+            return original(self, timeout)
+        if _compat.running_loop_selector() is not self:
+            return original(self, timeout)
+        ready = original(self, 0)
+        if ready:
+            return ready
+        if len(self.get_map()) > 1 or _tests_threads():
+            # Something outside the loop may still answer: wait as a plain loop would.
+            ready = original(self, timeout)
+            if ready:
+                return ready
+        clock.advance(timeout)
+        return ready
+
+    select.__wrapped__ = original  # type: ignore[attr-defined]
+    return select
+
+
+_SELECTS = {cls: _virtual(cls.select) for cls in _SELECTORS}
+
+
+def _tests_threads() -> bool:
+    """Is a thread alive that a test (or its fixtures) started?"""
+    baseline = _baseline or frozenset()
+    return any(thread not in baseline for thread in threading.enumerate())
+
+
+def _stretched(original: Callable[..., Any], sleep_done: Any) -> Callable[..., Any]:
+    def call_later(self: Any, delay: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        clock = _clock
+        if clock is not None and callback is sleep_done and delay > 0:
+            delay = delay * clock.stretch()
+        return original(self, delay, callback, *args, context=context)
+
+    call_later.__wrapped__ = original  # type: ignore[attr-defined]
+    return call_later
+
+
+def install(patches: Patches, clock: SeededClock, noisy: bool) -> None:
+    """Put the attempt's event loops on ``clock`` until ``patches`` is undone.
+
+    ``noisy``: the clock profile stretches sleeps, so ``asyncio.sleep`` must
+    stretch too (asyncio is imported for that: a test importing it later
+    in the attempt would otherwise see unstretched sleeps).
+    """
+    global _clock, _baseline
+    _clock = clock
+    if _baseline is None:
+        _baseline = frozenset(threading.enumerate())
+    for cls, select in _SELECTS.items():
+        patches.setattr(cls, "select", select)
+    if not noisy:
+        return
+    loop_class, sleep_done = _compat.asyncio_sleep_timer(
+        sys.modules.get("asyncio") or importlib.import_module("asyncio")
+    )
+    if loop_class is not None:
+        patches.setattr(loop_class, "call_later", _stretched(loop_class.call_later, sleep_done))
+
+
+def deactivate() -> None:
+    """Event loops are back on real time (the attempt is over)."""
+    global _clock
+    _clock = None

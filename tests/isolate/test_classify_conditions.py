@@ -1,0 +1,138 @@
+"""Timing conditions in phase 1: a noisy clock, a tiny switch interval, CPU stress.
+
+The same simulated world as ``test_classify`` (a fake prober), with tests
+whose outcome depends on the step's timing conditions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from test_classify import BEHAVIOURS, History, World, boom, check_evidence, classify, hunt, ok
+
+from hermetic_hunt.models import Attempt, Step
+
+
+def _ttl(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    # fails when the noisy clock stretched its sleep (decided by the seed's draws)
+    noisy = step.profile in ("jitter", "slow") and step.seed is not None and step.seed % 2 == 0
+    return boom(step.nodeid) if noisy else ok(step.nodeid)
+
+
+def _lazy(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    return boom(step.nodeid) if step.switch_interval is not None else ok(step.nodeid)
+
+
+def _lazy_sometimes(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    world.counter += 1
+    if step.switch_interval is not None and world.counter % 3:
+        return boom(step.nodeid)
+    return ok(step.nodeid)
+
+
+def _loaded(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    return boom(step.nodeid) if step.stress else ok(step.nodeid)
+
+
+BEHAVIOURS.update(ttl=_ttl, lazy=_lazy, lazy_sometimes=_lazy_sometimes, loaded=_loaded)
+
+
+def with_conditions(history: History, nodeid: str, **changes: object) -> History:
+    """The hunt's attempts of ``nodeid`` re-run under ``changes`` (the rest as they were)."""
+    world = World()
+    attempts = []
+    for a in history.attempts:
+        if a.nodeid == nodeid and a.position % 2 == 0:
+            a = replace(a, **changes)  # type: ignore[arg-type]
+            step = Step.of(a)
+            result = world.execute([step], a.hash_seed or 0)[0]
+            a = replace(a, outcome=result.outcome, failure=result.failure)
+        attempts.append(a)
+    return History(attempts)
+
+
+def runs(nodeid: str, count: int) -> list[tuple[str, int, float]]:
+    return [(nodeid, 2 * i + 2, 1e9 + i) for i in range(count)]
+
+
+def test_a_failure_under_a_noisy_clock_that_the_exact_clock_fixes_is_time() -> None:
+    world = World()
+    history = with_conditions(hunt(world, {"gw0": (5, runs("ttl", 6))}), "ttl", profile="jitter")
+    verdict = classify(world, history, "ttl")
+    assert verdict.kinds == ["time"]
+    (claim,) = verdict.evidence["verdicts"]
+    assert "under the jitter clock profile" in claim["why"]
+    assert "passes twice with the exact clock, same seed and start time" in claim["why"]
+    assert [p.purpose for p, _ in verdict.probes][-2:] == ["exact clock", "exact clock"]
+    assert verdict.reproducer is not None
+    assert [s.profile for s in verdict.reproducer.steps] == ["jitter"]  # replays by seed
+    assert not any(p.purpose == "vary seed" for p, _ in verdict.probes)
+    check_evidence(verdict)
+
+
+def test_a_failure_under_a_tiny_switch_interval_is_concurrency() -> None:
+    world = World()
+    history = with_conditions(
+        hunt(world, {"gw0": (5, runs("lazy", 6))}), "lazy", switch_interval=2e-6
+    )
+    verdict = classify(world, history, "lazy")
+    assert verdict.kinds == ["concurrency"]
+    (claim,) = verdict.evidence["verdicts"]
+    assert "with sys.setswitchinterval(2e-06)" in claim["why"]
+    assert "passes in 3 of 3 with the interpreter's" in claim["why"]
+    alone = [p for p, _ in verdict.probes if p.purpose == "alone"]
+    assert {s.switch_interval for p in alone for s in p.steps} == {2e-6}
+    assert verdict.reproducer is not None and verdict.reproducer.steps[0].switch_interval == 2e-6
+    check_evidence(verdict)
+
+
+def test_a_race_that_shows_sometimes_under_its_switch_interval_is_concurrency() -> None:
+    world = World()
+    history = with_conditions(
+        hunt(world, {"gw0": (5, runs("lazy_sometimes", 6))}), "lazy_sometimes",
+        switch_interval=1e-5,
+    )  # fmt: skip
+    verdict = classify(world, history, "lazy_sometimes")
+    assert verdict.kinds == ["concurrency"]
+    (claim,) = verdict.evidence["verdicts"]
+    assert "(sys.setswitchinterval(1e-05))" in claim["why"]
+    reruns = [p for p, _ in verdict.probes if p.purpose.startswith("rerun")]
+    assert reruns and {s.switch_interval for p in reruns for s in p.steps} == {1e-5}
+
+
+def test_a_calm_failure_that_passes_alone_is_retried_under_its_other_failures_conditions() -> None:
+    world = World()
+    history = with_conditions(
+        hunt(world, {"gw0": (5, runs("lazy", 6))}), "lazy", switch_interval=3e-6
+    )
+    # its first failure came in a calm round (a rare real race)
+    first = replace(history.attempts[1], outcome="failed", failure=history.attempts[0].failure)
+    history.attempts[1] = replace(first, position=-1)
+    verdict = classify(world, history, "lazy")
+    assert verdict.kinds == ["concurrency"]
+    purposes = [p.purpose for p, _ in verdict.probes]
+    assert purposes[:6] == ["alone"] * 3 + ["alone (its conditions)"] * 3
+
+
+def test_a_record_mode_failure_under_cpu_stress_only_is_time_with_its_evidence() -> None:
+    world = World()
+    history = hunt(world, {"gw0": (5, runs("loaded", 6))})
+    history.attempts = [
+        replace(a, mode="record", has_journal=True) if a.nodeid == "loaded" else a
+        for a in history.attempts
+    ]
+    history = with_conditions(history, "loaded", stress=2)
+    verdict = classify(world, history, "loaded")
+    assert verdict.kinds == ["time"]
+    (claim,) = verdict.evidence["verdicts"]
+    assert claim["why"] == "fails under CPU stress 5/5 (2 busy processes), 0/5 calm"
+    stressed = [p for p, _ in verdict.probes if p.purpose == "cpu stress"]
+    calm = [p for p, _ in verdict.probes if p.purpose == "calm"]
+    assert len(stressed) == len(calm) == 5
+    assert {(s.mode, s.attempt_id, s.stress) for p in stressed for s in p.steps} == {
+        ("record", None, 2)
+    }
+    assert {s.stress for p in calm for s in p.steps} == {0}
+    shown = {n for n in claim["probes"]}
+    assert all(verdict.probes[n - 1][0].purpose in ("cpu stress", "calm") for n in shown)
+    check_evidence(verdict)

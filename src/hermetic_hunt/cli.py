@@ -318,6 +318,48 @@ def fix_flake(
 
 @main.command(
     epilog=_examples(
+        "hermetic-hunt quarantine -o quarantine.txt     # review it, commit it",
+        "pytest --hermetic-quarantine=quarantine.txt   # CI: known flakes cannot fail it",
+        "hermetic-hunt quarantine --db ci.db --unconfirmed",
+    )
+)
+@_DB_OPTION
+@click.option("-o", "--output", metavar="FILE", help="Write the list to FILE (default: print it).")
+@click.option(
+    "--unconfirmed",
+    is_flag=True,
+    help="Also list flakes whose reproducer was not confirmed.",
+)
+@user_errors
+def quarantine(db: str, output: str | None, unconfirmed: bool) -> None:
+    """Write the confirmed flakes as a quarantine list for --hermetic-quarantine.
+
+    One test per line, with its flake id, kinds, fail rate and why it
+    flakes in a comment: a plain file to review and commit. Flakes whose
+    history says they are fixed are left out (named in the header).
+    """
+    import os
+    from pathlib import Path
+
+    from hermetic_hunt.commands import display_path
+    from hermetic_hunt.quarantine.build import quarantine_list
+
+    made = quarantine_list(db, output=output, unconfirmed=unconfirmed)
+    if output is None:
+        click.echo(made.text, nl=False)
+        return
+    target = Path(os.getcwd(), output)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(made.text, encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"-o {output}: cannot write the list ({exc.strerror or exc})") from None
+    count = len(made.entries)
+    click.echo(f"wrote {display_path(target)}: {count} quarantined test{'s' * (count != 1)}")
+
+
+@main.command(
+    epilog=_examples(
         "hermetic-hunt merge shard-1.db shard-2.db shard-3.db -o flakes.db",
         "hermetic-hunt merge new.db -o flakes.db     # fold one database into another",
     )

@@ -143,9 +143,7 @@ class StoredFix:
         if self.outcome == "verified":
             return f"verified: the reproducer passes {self.passed}/{self.runs} with the patch"
         if self.outcome == "not-verified":
-            return (
-                f"not verified: the reproducer passed {self.passed}/{self.runs} with the patch"
-            )
+            return f"not verified: the reproducer passed {self.passed}/{self.runs} with the patch"
         if self.outcome == "no-control":
             return f"not verified: {self.detail or 'the reproducer passes without the patch too'}"
         return f"not verified: {self.detail or 'the verification did not run'}"

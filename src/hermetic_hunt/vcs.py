@@ -30,9 +30,15 @@ def run(args: list[str], cwd: str | os.PathLike[str]) -> tuple[int, str]:
     env["GIT_TERMINAL_PROMPT"] = "0"
     try:
         done = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=_TIMEOUT,
-            check=False, env=env, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=_TIMEOUT,
+            check=False,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return -1, ""
     return done.returncode, done.stdout
@@ -100,8 +106,10 @@ def resolve_base(base: str | None, cwd: str | os.PathLike[str]) -> tuple[str, st
         )
     sha = merge_base("HEAD", branch, cwd)
     if sha is None:
-        raise GitError(f"--hermetic-hunt-changed: HEAD and {branch} have no merge base: "
-                       "name the base, e.g. --hermetic-hunt-changed=HEAD~1")  # fmt: skip
+        raise GitError(
+            f"--hermetic-hunt-changed: HEAD and {branch} have no merge base: "
+            "name the base, e.g. --hermetic-hunt-changed=HEAD~1"
+        )
     return sha, f"the merge base with {branch}"
 
 

@@ -43,25 +43,56 @@ LASTING = frozenset({"env", "cwd", "syspath", "rebind", "mutate"})
 
 _MUTATORS = frozenset(
     {
-        "append", "extend", "insert", "remove", "pop", "popitem", "clear", "update",
-        "setdefault", "add", "discard", "sort", "reverse", "appendleft", "extendleft",
-        "__setitem__", "__delitem__", "difference_update", "intersection_update",
-        "symmetric_difference_update", "register", "subscribe", "connect",
+        "append",
+        "extend",
+        "insert",
+        "remove",
+        "pop",
+        "popitem",
+        "clear",
+        "update",
+        "setdefault",
+        "add",
+        "discard",
+        "sort",
+        "reverse",
+        "appendleft",
+        "extendleft",
+        "__setitem__",
+        "__delitem__",
+        "difference_update",
+        "intersection_update",
+        "symmetric_difference_update",
+        "register",
+        "subscribe",
+        "connect",
     }
-)  # fmt: skip
+)
 _ENVIRON = "os.environ"
 _RANDOM = ("random.", "secrets.", "uuid.uuid1", "uuid.uuid4", "os.urandom", "numpy.random.")
 _CLOCK = frozenset(
     {
-        "time.time", "time.time_ns", "time.monotonic", "time.perf_counter", "time.localtime",
-        "time.gmtime", "time.strftime", "datetime.datetime.now", "datetime.datetime.utcnow",
-        "datetime.datetime.today", "datetime.date.today",
+        "time.time",
+        "time.time_ns",
+        "time.monotonic",
+        "time.perf_counter",
+        "time.localtime",
+        "time.gmtime",
+        "time.strftime",
+        "datetime.datetime.now",
+        "datetime.datetime.utcnow",
+        "datetime.datetime.today",
+        "datetime.date.today",
     }
-)  # fmt: skip
+)
 _THREADS = frozenset(
-    {"threading.Thread", "threading.Timer", "concurrent.futures.ThreadPoolExecutor",
-     "multiprocessing.Process"}
-)  # fmt: skip
+    {
+        "threading.Thread",
+        "threading.Timer",
+        "concurrent.futures.ThreadPoolExecutor",
+        "multiprocessing.Process",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -250,9 +281,13 @@ class Analyzer:
             cls = module.class_def(name.classes[0])
             for inner in name.classes[1:]:
                 cls = next(
-                    (n for n in (cls.body if cls else []) if isinstance(n, ast.ClassDef)
-                     and n.name == inner), None,
-                )  # fmt: skip
+                    (
+                        n
+                        for n in (cls.body if cls else [])
+                        if isinstance(n, ast.ClassDef) and n.name == inner
+                    ),
+                    None,
+                )
         found = TestEffects(name, module, function)
         seen: set[tuple[str, int]] = set()
         found.effects = _dedupe(list(self._walk(module, function, cls, 0, None, "", seen)))
@@ -296,32 +331,34 @@ class Analyzer:
         )
 
     def _assignment(self, frame: _Frame, node: ast.stmt) -> Iterator[Effect]:
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, ast.Delete):
-            targets = node.targets
-        else:
-            targets = [node.target]  # type: ignore[attr-defined]
+        targets: list[ast.expr] = (
+            node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]  # type: ignore[attr-defined]
+        )
         deleting = isinstance(node, ast.Delete)
         for target in targets:
             if isinstance(target, ast.Name) and target.id in frame.declared:
                 stmt = frame.module.globals.get(target.id)
-                holder = Holder(frame.module.rel, None, target.id, shape_of(stmt),
-                                stmt.lineno if stmt else 0)  # fmt: skip
+                holder = Holder(
+                    frame.module.rel, None, target.id, shape_of(stmt), stmt.lineno if stmt else 0
+                )
                 yield self._effect(frame, node, "rebind", holder=holder)
             elif isinstance(target, ast.Attribute):
                 ref = self.resolve(frame, target.value)
-                holder = self._attribute_holder(ref, target.attr)
-                if holder is not None:
+                owned = self._attribute_holder(ref, target.attr)
+                if owned is not None:
                     rewrite = None
-                    if (frame.depth == 0 and isinstance(node, ast.Assign)
-                            and len(node.targets) == 1 and not deleting):  # fmt: skip
+                    if (
+                        frame.depth == 0
+                        and isinstance(node, ast.Assign)
+                        and len(node.targets) == 1
+                        and not deleting
+                    ):
                         owner = frame.module.segment(target.value)
                         value = frame.module.segment(node.value)
                         rewrite = _rewrite(
                             node, f'monkeypatch.setattr({owner}, "{target.attr}", {value})'
                         )
-                    yield self._effect(frame, node, "rebind", holder=holder, rewrite=rewrite)
+                    yield self._effect(frame, node, "rebind", holder=owned, rewrite=rewrite)
                 elif isinstance(ref, _Root):
                     yield self._effect(frame, node, "mutate", holder=ref.holder, deep=True)
             elif isinstance(target, ast.Subscript):
@@ -329,9 +366,7 @@ class Analyzer:
                 if isinstance(ref, _Ext) and ref.name == _ENVIRON:
                     yield self._environ_item(frame, node, target, deleting)
                 elif isinstance(ref, _Root):
-                    yield self._effect(
-                        frame, node, "mutate", holder=ref.holder, deep=ref.depth > 0
-                    )
+                    yield self._effect(frame, node, "mutate", holder=ref.holder, deep=ref.depth > 0)
 
     def _environ_item(
         self, frame: _Frame, node: ast.stmt, target: ast.Subscript, deleting: bool
@@ -346,8 +381,9 @@ class Analyzer:
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 value = frame.module.segment(node.value)
                 rewrite = _rewrite(node, f"monkeypatch.setenv({key}, {value})")
-        return self._effect(frame, node, "env", key=name, rewrite=rewrite,
-                            detail="deleted" if deleting else "set")  # fmt: skip
+        return self._effect(
+            frame, node, "env", key=name, rewrite=rewrite, detail="deleted" if deleting else "set"
+        )
 
     def _attribute_holder(self, ref: _Ref, attr: str) -> Holder | None:
         """The module global or class attribute ``ref.attr`` names, when assigned."""
@@ -356,8 +392,13 @@ class Analyzer:
             return Holder(ref.module.rel, None, attr, shape_of(stmt), stmt.lineno if stmt else 0)
         if isinstance(ref, _Class):
             stmt = _class_names(ref.node).get(attr)
-            return Holder(ref.module.rel, ref.node.name, attr, shape_of(stmt),
-                          stmt.lineno if stmt else ref.node.lineno)  # fmt: skip
+            return Holder(
+                ref.module.rel,
+                ref.node.name,
+                attr,
+                shape_of(stmt),
+                stmt.lineno if stmt else ref.node.lineno,
+            )
         return None  # self.x = ...: an instance attribute, gone with the instance
 
     def _call(self, frame: _Frame, node: ast.Call, seen: set[tuple[str, int]]) -> Iterator[Effect]:
@@ -366,14 +407,25 @@ class Analyzer:
         if isinstance(func, ast.Attribute):
             owner = self.resolve(frame, func.value)
             if isinstance(owner, _Ext) and owner.name == _ENVIRON:
-                if func.attr in ("update", "pop", "popitem", "setdefault", "clear",
-                                 "__setitem__", "__delitem__"):  # fmt: skip
+                if func.attr in (
+                    "update",
+                    "pop",
+                    "popitem",
+                    "setdefault",
+                    "clear",
+                    "__setitem__",
+                    "__delitem__",
+                ):
                     yield self._environ_call(frame, node, func.attr)
                 return
             if isinstance(owner, _Ext) and owner.name == "sys.path" and func.attr in _MUTATORS:
                 rewrite = None
-                if (frame.depth == 0 and func.attr == "insert" and len(node.args) == 2
-                        and _is_zero(node.args[0])):  # fmt: skip
+                if (
+                    frame.depth == 0
+                    and func.attr == "insert"
+                    and len(node.args) == 2
+                    and _is_zero(node.args[0])
+                ):
                     stmt = _statement_of(frame.module, node)
                     if stmt is not None:
                         path = frame.module.segment(node.args[1])
@@ -381,17 +433,16 @@ class Analyzer:
                 yield self._effect(frame, node, "syspath", rewrite=rewrite)
                 return
             if isinstance(owner, _Root) and func.attr in _MUTATORS:
-                yield self._effect(
-                    frame, node, "mutate", holder=owner.holder, deep=owner.depth > 0
-                )
+                yield self._effect(frame, node, "mutate", holder=owner.holder, deep=owner.depth > 0)
                 return
         if isinstance(target, _Ext):
             yield from self._external_call(frame, node, target.name)
         elif isinstance(target, _Func) and frame.depth < self.max_depth:
             site = frame.site if frame.site is not None else node.lineno
             via = frame.via or frame.module.segment(func)
-            yield from self._walk(target.module, target.node, target.cls, frame.depth + 1, site,
-                                  via, seen)  # fmt: skip
+            yield from self._walk(
+                target.module, target.node, target.cls, frame.depth + 1, site, via, seen
+            )
 
     def _environ_call(self, frame: _Frame, node: ast.Call, method: str) -> Effect:
         name = _const_str(node.args[0]) if node.args else None
@@ -403,25 +454,39 @@ class Analyzer:
                 rewrite = _rewrite(stmt, f"monkeypatch.delenv({key}, raising=False)")
             elif method == "setdefault" and len(node.args) == 2:
                 value = frame.module.segment(node.args[1])
-                rewrite = None if not value else _rewrite(
-                    stmt, f"monkeypatch.setenv({key}, os.environ.get({key}, {value}))"
+                rewrite = (
+                    None
+                    if not value
+                    else _rewrite(
+                        stmt, f"monkeypatch.setenv({key}, os.environ.get({key}, {value}))"
+                    )
                 )
         deleting = method in ("pop", "popitem", "clear", "__delitem__")
-        return self._effect(frame, node, "env", key=name, rewrite=rewrite,
-                            detail="deleted" if deleting else "set")  # fmt: skip
+        return self._effect(
+            frame, node, "env", key=name, rewrite=rewrite, detail="deleted" if deleting else "set"
+        )
 
     def _external_call(self, frame: _Frame, node: ast.Call, name: str) -> Iterator[Effect]:
         if name in ("os.chdir", "os.fchdir"):
             rewrite = None
             stmt = _statement_of(frame.module, node)
-            if (frame.depth == 0 and name == "os.chdir" and isinstance(stmt, ast.Expr)
-                    and len(node.args) == 1):  # fmt: skip
+            if (
+                frame.depth == 0
+                and name == "os.chdir"
+                and isinstance(stmt, ast.Expr)
+                and len(node.args) == 1
+            ):
                 path = frame.module.segment(node.args[0])
                 rewrite = _rewrite(stmt, f"monkeypatch.chdir({path})")
             yield self._effect(frame, node, "cwd", rewrite=rewrite)
         elif name in ("os.putenv", "os.unsetenv"):
-            yield self._effect(frame, node, "env", key=_const_str(node.args[0]) if node.args
-                               else None, detail="set" if name == "os.putenv" else "deleted")  # fmt: skip
+            yield self._effect(
+                frame,
+                node,
+                "env",
+                key=_const_str(node.args[0]) if node.args else None,
+                detail="set" if name == "os.putenv" else "deleted",
+            )
         elif name.startswith(_RANDOM):
             yield self._effect(frame, node, "random", detail=name)
         elif name in _CLOCK:
@@ -493,8 +558,9 @@ class Analyzer:
             return _Root(ref.holder, ref.depth + 1)
         return None
 
-    def _class_member(self, module: Module, cls: ast.ClassDef, attr: str, *,
-                      instance: bool) -> _Ref:  # fmt: skip
+    def _class_member(
+        self, module: Module, cls: ast.ClassDef, attr: str, *, instance: bool
+    ) -> _Ref:
         stmt = _class_names(cls).get(attr)
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return _Func(module, stmt, cls)

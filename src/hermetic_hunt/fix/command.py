@@ -84,15 +84,25 @@ def fix(
         else:
             needed = runs or runs_needed(facts.rate)
             facts_run = run_facts(store, facts.reproducer.run_id)
-            place = RunPlace(facts_run.rootdir, facts_run.invocation_dir, facts_run.argv,
-                             facts_run.settings, facts_run.base_seed)  # fmt: skip
+            place = RunPlace(
+                facts_run.rootdir,
+                facts_run.invocation_dir,
+                facts_run.argv,
+                facts_run.settings,
+                facts_run.base_seed,
+            )
             history = RunHistory(store, facts_run.run_id)
             try:
                 verification = verify(
-                    patch, facts.reproducer, place, needed, journals=history.journal,
-                    parallel=min(4, os.cpu_count() or 1), say=say,
+                    patch,
+                    facts.reproducer,
+                    place,
+                    needed,
+                    journals=history.journal,
+                    parallel=min(4, os.cpu_count() or 1),
+                    say=say,
                     exclude=(store.path, Path(f"{store.path}-wal"), Path(f"{store.path}-shm")),
-                )  # fmt: skip
+                )
             finally:
                 history.close()
             out.verification = verification
@@ -105,8 +115,9 @@ def fix(
         applied = False
         if apply:
             if verification is not None and verification.outcome != "verified":
-                out.lines.append("not applied: the patch is not verified (--no-verify --apply "
-                                 "applies it anyway)")  # fmt: skip
+                out.lines.append(
+                    "not applied: the patch is not verified (--no-verify --apply applies it anyway)"
+                )
                 out.exit_status = EXIT_NOT_VERIFIED
             else:
                 try:

@@ -78,8 +78,7 @@ class Patch:
                 raise PatchConflict(f"cannot read {target}: {exc}") from None
             if current != change.before:
                 raise PatchConflict(
-                    f"{change.path} changed since the patch was made: run "
-                    "'hermetic-hunt fix' again"
+                    f"{change.path} changed since the patch was made: run 'hermetic-hunt fix' again"
                 )
             targets.append((target, change.after))
         for target, text in targets:
@@ -169,8 +168,9 @@ class Draft:
         end = (function.body[0].lineno - 1) if function.body else start + 1
         source = "".join(self.lines[start : max(end, start + 1)])
         try:
-            return self._scan(tokenize.generate_tokens(io.StringIO(source).readline), function,
-                              start)  # fmt: skip
+            return self._scan(
+                tokenize.generate_tokens(io.StringIO(source).readline), function, start
+            )
         except (tokenize.TokenError, IndentationError, SyntaxError):
             return None
 

@@ -161,8 +161,11 @@ def shape_of(stmt: ast.stmt | None) -> str:
         value = stmt.value
     elif isinstance(stmt, ast.AnnAssign):
         value, annotation = stmt.value, stmt.annotation
-    for kind, literal in (("dict", (ast.Dict, ast.DictComp)), ("list", (ast.List, ast.ListComp)),
-                          ("set", (ast.Set, ast.SetComp))):  # fmt: skip
+    for kind, literal in (
+        ("dict", (ast.Dict, ast.DictComp)),
+        ("list", (ast.List, ast.ListComp)),
+        ("set", (ast.Set, ast.SetComp)),
+    ):
         if isinstance(value, literal):
             return kind
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
@@ -271,7 +274,9 @@ class Project:
             for stmt in _import_statements(node):
                 if isinstance(stmt, ast.Import):
                     for alias in stmt.names:
-                        text = f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+                        text = f"import {alias.name}" + (
+                            f" as {alias.asname}" if alias.asname else ""
+                        )
                         if alias.asname:
                             hit = self.find(alias.name, module.path)
                             found[alias.asname] = ImportRef(
@@ -287,7 +292,9 @@ class Project:
                     self._from_import(module, stmt, found)
         return found
 
-    def _from_import(self, module: Module, stmt: ast.ImportFrom, found: dict[str, ImportRef]) -> None:
+    def _from_import(
+        self, module: Module, stmt: ast.ImportFrom, found: dict[str, ImportRef]
+    ) -> None:
         base = stmt.module or ""
         if stmt.level:
             owner = self._relative(module, stmt.level, stmt.module)
@@ -303,7 +310,9 @@ class Project:
             )
             sub = None
             if stmt.level:
-                sub = self._relative(module, stmt.level, f"{base}.{alias.name}" if base else alias.name)
+                sub = self._relative(
+                    module, stmt.level, f"{base}.{alias.name}" if base else alias.name
+                )
             elif base:
                 sub = self.find(f"{base}.{alias.name}", module.path)
             if sub is not None:

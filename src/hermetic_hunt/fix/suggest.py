@@ -40,8 +40,17 @@ from hermetic_hunt.fix.source import FunctionNode, Module, Project, TestName
 from hermetic_hunt.models import Leak
 
 #: The kind a suggestion addresses first when a flake has several.
-PRIORITY = ("victim", "brittle", "self-polluting", "network", "random", "time", "hash-order",
-            "concurrency", "unexplained")  # fmt: skip
+PRIORITY = (
+    "victim",
+    "brittle",
+    "self-polluting",
+    "network",
+    "random",
+    "time",
+    "hash-order",
+    "concurrency",
+    "unexplained",
+)
 #: Kinds whose patch is never run to verify it.
 UNVERIFIABLE = frozenset({"network"})
 _SUFFIX = "(suggested by hermetic-hunt)"
@@ -128,8 +137,7 @@ def suggest(facts: FixFacts, project: Project | None = None) -> Suggestion:
     """The suggested fix of one flake (``project``: its source; None: advice only)."""
     if project is None and facts.rootdir and Path(facts.rootdir).is_dir():
         project = Project(facts.rootdir)
-    plan = _Plan(facts, project, Analyzer(project) if project else None,
-                 primary_kind(facts.kinds))  # fmt: skip
+    plan = _Plan(facts, project, Analyzer(project) if project else None, primary_kind(facts.kinds))
     if project is None:
         plan.reason = f"no patch: the hunt's rootdir {facts.rootdir or '(unknown)'} is not here"
     {
@@ -206,8 +214,13 @@ def restore_state(plan: _Plan, test: TestEffects, leaks: tuple[Leak, ...], who: 
     for effect in test.lasting():
         fix = _restore(plan, draft, test, effect, fixtures_added)
         if fix is None:
-            plan.changes.append(Change(_where(test, effect.site), f"{who} {_doing(effect)}",
-                                       "put it back after the test (no patch: see the advice)"))  # fmt: skip
+            plan.changes.append(
+                Change(
+                    _where(test, effect.site),
+                    f"{who} {_doing(effect)}",
+                    "put it back after the test (no patch: see the advice)",
+                )
+            )
             continue
         covered.add((effect.kind, effect.key))
         plan.changes.append(Change(_where(test, effect.site), f"{who} {_doing(effect)}", fix))
@@ -217,8 +230,9 @@ def restore_state(plan: _Plan, test: TestEffects, leaks: tuple[Leak, ...], who: 
     return made
 
 
-def _restore(plan: _Plan, draft: Draft, test: TestEffects, effect: Effect,
-             fixtures: set[str]) -> str | None:  # fmt: skip
+def _restore(
+    plan: _Plan, draft: Draft, test: TestEffects, effect: Effect, fixtures: set[str]
+) -> str | None:
     """Patch ``test`` so ``effect`` is undone; how (None: it cannot be patched)."""
     func = test.function
     rewrite = effect.rewrite
@@ -313,8 +327,9 @@ def _container_fixture(name: str, target: str, holder: Holder, *, deep: bool) ->
     ]
 
 
-def _use_fixture(plan: _Plan, draft: Draft, func: FunctionNode, name: str, block: list[str],
-                 fixtures: set[str]) -> bool:  # fmt: skip
+def _use_fixture(
+    plan: _Plan, draft: Draft, func: FunctionNode, name: str, block: list[str], fixtures: set[str]
+) -> bool:
     """Define fixture ``name`` above the test (once per module) and request it."""
     if not draft.add_param(func, name):
         return False
@@ -373,31 +388,49 @@ def _owner_expression(plan: _Plan, draft: Draft, holder: Holder) -> str | None:
     return draft.ensure_import(f"from {head} import {last}" if head else f"import {last}", last)
 
 
-def _leak_fix(plan: _Plan, draft: Draft, test: TestEffects, leak: Leak, who: str,
-              covered: set[tuple[str, str | None]], fixtures: set[str]) -> int:  # fmt: skip
+def _leak_fix(
+    plan: _Plan,
+    draft: Draft,
+    test: TestEffects,
+    leak: Leak,
+    who: str,
+    covered: set[tuple[str, str | None]],
+    fixtures: set[str],
+) -> int:
     """What a recorded leak that the source reading did not explain asks for."""
     func = test.function
     where = _where(test, func.lineno)
     if leak.resource == "env":
         if ("env", leak.name) in covered or ("env", None) in covered:
             return 0
-        if _use_fixture(plan, draft, func, "restore_environ",
-                        _BUILTIN_FIXTURES["restore_environ"], fixtures):  # fmt: skip
+        if _use_fixture(
+            plan, draft, func, "restore_environ", _BUILTIN_FIXTURES["restore_environ"], fixtures
+        ):
             covered.add(("env", None))
-            plan.changes.append(Change(where, f"{who} {leak.describe()}",
-                                       "a fixture, restore_environ, that snapshots os.environ "
-                                       "and restores it"))  # fmt: skip
+            plan.changes.append(
+                Change(
+                    where,
+                    f"{who} {leak.describe()}",
+                    "a fixture, restore_environ, that snapshots os.environ and restores it",
+                )
+            )
             return 1
         return 0
     if leak.resource == "cwd":
         if ("cwd", None) in covered:
             return 0
-        if _use_fixture(plan, draft, func, "restore_cwd", _BUILTIN_FIXTURES["restore_cwd"],
-                        fixtures):  # fmt: skip
+        if _use_fixture(
+            plan, draft, func, "restore_cwd", _BUILTIN_FIXTURES["restore_cwd"], fixtures
+        ):
             covered.add(("cwd", None))
-            plan.changes.append(Change(where, f"{who} {leak.describe()}",
-                                       "a fixture, restore_cwd, that goes back to the "
-                                       "working directory after the test"))  # fmt: skip
+            plan.changes.append(
+                Change(
+                    where,
+                    f"{who} {leak.describe()}",
+                    "a fixture, restore_cwd, that goes back to the "
+                    "working directory after the test",
+                )
+            )
             return 1
         return 0
     started = [e for e in test.of("thread") if leak.resource == "thread"]
@@ -447,7 +480,9 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
             return None
         mine = target.module.imports.get(name)
         if mine is not None and (mine.path, mine.attr, mine.external) != (
-            ref.path, ref.attr, ref.external
+            ref.path,
+            ref.attr,
+            ref.external,
         ):
             return None
         if name in target.module.globals:
@@ -460,7 +495,9 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
     for stmt in body:
         chunk = "".join(module.lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno])
         text = textwrap.dedent(chunk) if not indent else _dedent(chunk, indent)
-        lines.extend("    " + line if line.strip() else "" for line in text.rstrip("\n").split("\n"))
+        lines.extend(
+            "    " + line if line.strip() else "" for line in text.rstrip("\n").split("\n")
+        )
     block = [
         "@pytest.fixture",
         f"def {fixture}({', '.join(needs)}):",
@@ -475,13 +512,16 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
 
 
 def _docstring(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(
-        stmt.value.value, str
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
     )
 
 
 def _free_names(body: list[ast.stmt]) -> set[str]:
-    loaded, stored = set(), set()
+    loaded: set[str] = set()
+    stored: set[str] = set()
     for stmt in body:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Name):
@@ -517,10 +557,13 @@ def _victim(plan: _Plan) -> None:
                 f"fails after {names}; {_short(cleaner)} resets what it leaves: run that reset "
                 f"before the test, as a fixture ({fixture})"
             )
-            plan.changes.append(Change(_where(me, me.function.lineno),
-                                       f"{_short(facts.nodeid)} runs on the state {names} leaves",
-                                       f"request the fixture {fixture}: {_short(cleaner)}'s reset "
-                                       "without its asserts"))  # fmt: skip
+            plan.changes.append(
+                Change(
+                    _where(me, me.function.lineno),
+                    f"{_short(facts.nodeid)} runs on the state {names} leaves",
+                    f"request the fixture {fixture}: {_short(cleaner)}'s reset without its asserts",
+                )
+            )
             _describe_polluters(plan, polluters)
             return
     made = 0
@@ -529,13 +572,18 @@ def _victim(plan: _Plan) -> None:
         leaks = facts.leaks.get(polluter, ())
         if test is None:
             for leak in leaks:
-                plan.changes.append(Change("", f"{_short(polluter)} {leak.describe()}",
-                                           "put it back after the test"))  # fmt: skip
+                plan.changes.append(
+                    Change(
+                        "", f"{_short(polluter)} {leak.describe()}", "put it back after the test"
+                    )
+                )
             continue
         made += restore_state(plan, test, leaks, _short(polluter))
     if made:
-        plan.summary = f"fails after {names}: make {'them' if len(polluters) > 1 else 'it'} put " \
-                       "back what it changes"  # fmt: skip
+        plan.summary = (
+            f"fails after {names}: make {'them' if len(polluters) > 1 else 'it'} put "
+            "back what it changes"
+        )
         return
     shared = _shared_fixtures(plan, polluters, facts.nodeid)
     if shared:
@@ -626,8 +674,9 @@ def _brittle(plan: _Plan) -> None:
     plan.summary = f"fails alone: it needs what {names} does first; set that up in the test"
     me = analyzer.test(facts.nodeid) if analyzer else None
     if me is None or not setters:
-        plan.advice.append(f"give {_short(facts.nodeid)} its own set-up (it passes only after "
-                           f"{names})")  # fmt: skip
+        plan.advice.append(
+            f"give {_short(facts.nodeid)} its own set-up (it passes only after {names})"
+        )
         return
     made = []
     for setter in setters:
@@ -640,10 +689,13 @@ def _brittle(plan: _Plan) -> None:
             )
             return
         made.append(fixture)
-    plan.changes.append(Change(_where(me, me.function.lineno),
-                               f"{_short(facts.nodeid)} relies on {names} having run",
-                               f"request {', '.join(made)}: the set-up of {names} without its "
-                               "asserts"))  # fmt: skip
+    plan.changes.append(
+        Change(
+            _where(me, me.function.lineno),
+            f"{_short(facts.nodeid)} relies on {names} having run",
+            f"request {', '.join(made)}: the set-up of {names} without its asserts",
+        )
+    )
 
 
 def _self_polluting(plan: _Plan) -> None:
@@ -652,8 +704,11 @@ def _self_polluting(plan: _Plan) -> None:
     plan.summary = "fails on its second run in one process: it leaves state for itself"
     if me is None:
         for leak in facts.leaks.get(facts.nodeid, ()):
-            plan.changes.append(Change("", f"{_short(facts.nodeid)} {leak.describe()}",
-                                       "put it back after the test"))  # fmt: skip
+            plan.changes.append(
+                Change(
+                    "", f"{_short(facts.nodeid)} {leak.describe()}", "put it back after the test"
+                )
+            )
         return
     if not restore_state(plan, me, facts.leaks.get(facts.nodeid, ()), _short(facts.nodeid)):
         plan.advice.append(
@@ -668,15 +723,23 @@ def _network(plan: _Plan) -> None:
     facts = plan.facts
     marker = facts.integration_marker
     root = plan.project.rootdir if plan.project else None
-    calls = sorted({f"{v.op} {v.host}" + (f":{v.port}" if v.port else "")
-                    + (f" at {_relative(v.detail, root)}" if v.detail else "")
-                    for v in facts.blocked})  # fmt: skip
+    calls = sorted(
+        {
+            f"{v.op} {v.host}"
+            + (f":{v.port}" if v.port else "")
+            + (f" at {_relative(v.detail, root)}" if v.detail else "")
+            for v in facts.blocked
+        }
+    )
     plan.summary = f"makes network calls: mock them, or mark it @pytest.mark.{marker}"
     for call in calls[:5]:
-        plan.changes.append(Change(call.split(" at ", 1)[1] if " at " in call else "",
-                                   f"calls {call.split(' at ', 1)[0]}",
-                                   "mock it (monkeypatch.setattr on the function that makes "
-                                   "the call)"))  # fmt: skip
+        plan.changes.append(
+            Change(
+                call.split(" at ", 1)[1] if " at " in call else "",
+                f"calls {call.split(' at ', 1)[0]}",
+                "mock it (monkeypatch.setattr on the function that makes the call)",
+            )
+        )
     analyzer = plan.analyzer
     me = analyzer.test(facts.nodeid) if analyzer else None
     if me is None:
@@ -692,9 +755,14 @@ def _network(plan: _Plan) -> None:
     indent = indent[: len(indent) - len(indent.lstrip())]
     first = min([me.function.lineno, *(d.lineno for d in me.function.decorator_list)])
     draft.insert_lines(first, [f"{indent}@pytest.mark.{marker}"])
-    plan.changes.append(Change(_where(me, me.function.lineno), f"{_short(facts.nodeid)} needs "
-                               "the network", f"or mark it @pytest.mark.{marker}: it keeps real "
-                               "network in a hunt (and CI can deselect it)"))  # fmt: skip
+    plan.changes.append(
+        Change(
+            _where(me, me.function.lineno),
+            f"{_short(facts.nodeid)} needs the network",
+            f"or mark it @pytest.mark.{marker}: it keeps real "
+            "network in a hunt (and CI can deselect it)",
+        )
+    )
 
 
 def _relative(location: str, root: Path | None) -> str:
@@ -721,10 +789,13 @@ def _random(plan: _Plan) -> None:
     me = analyzer.test(facts.nodeid) if analyzer else None
     draws = me.of("random") if me else []
     for e in draws[:5]:
-        plan.changes.append(Change(e.origin, f"{e.via + '() ' if e.via else ''}draws from "
-                                   f"{e.detail} ({e.origin_text})",
-                                   "take a random.Random (or a seed) as a parameter; seed it "
-                                   "in the test"))  # fmt: skip
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"{e.via + '() ' if e.via else ''}draws from {e.detail} ({e.origin_text})",
+                "take a random.Random (or a seed) as a parameter; seed it in the test",
+            )
+        )
     if not draws:
         plan.advice.append("seed or inject the generator the code under test draws from")
         return
@@ -745,9 +816,14 @@ def _random(plan: _Plan) -> None:
         return
     draft.ensure_import("import random", "random")
     draft.prepend(me.function, [f'monkeypatch.setattr({expr}, "random", random.Random(0))'])
-    plan.changes.append(Change(_where(me, me.function.lineno), f"{_short(facts.nodeid)} gets "
-                               f"whatever {path} draws", f"inject a seeded generator: {expr}."
-                               "random = random.Random(0) for the test (monkeypatch)"))  # fmt: skip
+    plan.changes.append(
+        Change(
+            _where(me, me.function.lineno),
+            f"{_short(facts.nodeid)} gets whatever {path} draws",
+            f"inject a seeded generator: {expr}."
+            "random = random.Random(0) for the test (monkeypatch)",
+        )
+    )
     plan.advice.append(
         "a seeded generator makes the test repeatable; if the values can collide in real use, "
         "that is a bug in the code, not only in the test"
@@ -763,10 +839,13 @@ def _time(plan: _Plan) -> None:
     plan.summary = f"depends on the clock{when}: inject the clock or freeze it in the test"
     me = analyzer.test(facts.nodeid) if analyzer else None
     for e in (me.of("clock") if me else [])[:5]:
-        plan.changes.append(Change(e.origin, f"{e.via + '() ' if e.via else ''}reads "
-                                   f"{e.detail}() ({e.origin_text})", "take the time as a "
-                                   "parameter, or freeze it in the test (time-machine, "
-                                   "freezegun)"))  # fmt: skip
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"{e.via + '() ' if e.via else ''}reads {e.detail}() ({e.origin_text})",
+                "take the time as a parameter, or freeze it in the test (time-machine, freezegun)",
+            )
+        )
     plan.advice.append(
         f"replay the failure at its instant: hermetic-hunt replay {facts.flake_id} --run; "
         "test that date explicitly once the code takes the time as a parameter"
@@ -780,9 +859,13 @@ def _hash_order(plan: _Plan) -> None:
     me = analyzer.test(facts.nodeid) if analyzer else None
     sets = [e for e in (me.of("set") if me else []) if not e.origin_text.startswith("assert")]
     for e in sets[:5]:
-        plan.changes.append(Change(e.origin, f"builds a set ({e.origin_text}); its order "
-                                   "follows PYTHONHASHSEED", "sort it (sorted(...)) before "
-                                   "rendering or comparing"))  # fmt: skip
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"builds a set ({e.origin_text}); its order follows PYTHONHASHSEED",
+                "sort it (sorted(...)) before rendering or comparing",
+            )
+        )
     if facts.reproducer is not None and facts.reproducer.hash_seed is not None:
         plan.advice.append(f"it fails with PYTHONHASHSEED={facts.reproducer.hash_seed}")
     plan.reason = "no patch: which order is right is the code's decision"
@@ -793,9 +876,13 @@ def _concurrency(plan: _Plan) -> None:
     plan.summary = "races between threads: guard the shared state with a lock"
     me = analyzer.test(facts.nodeid) if analyzer else None
     for e in (me.of("thread") if me else [])[:5]:
-        plan.changes.append(Change(e.origin, f"{e.via + '() ' if e.via else ''}starts threads "
-                                   f"({e.origin_text})", "protect the state they share "
-                                   "(threading.Lock around each read-modify-write)"))  # fmt: skip
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"{e.via + '() ' if e.via else ''}starts threads ({e.origin_text})",
+                "protect the state they share (threading.Lock around each read-modify-write)",
+            )
+        )
     plan.reason = "no patch: where the lock goes is the code's decision"
 
 

@@ -44,10 +44,22 @@ CONTROL_TRIES = 3
 #: Never copied: version control, environments, caches, build output.
 IGNORED = frozenset(
     {
-        ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "node_modules", "__pycache__",
-        ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".eggs",
+        ".git",
+        ".hg",
+        ".svn",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".eggs",
     }
-)  # fmt: skip
+)
 
 
 def runs_needed(rate: float) -> int:
@@ -216,8 +228,10 @@ def verify(
         target = ProbeTarget(str(copy.invocation_dir), copy.args, place.settings)
         with _pythonpath(copy.pythonpath):
             if say is not None:
-                say(f"copied {place.rootdir} to {copy.root}; running the reproducer without "
-                    "the patch (control)")  # fmt: skip
+                say(
+                    f"copied {place.rootdir} to {copy.root}; running the reproducer without "
+                    "the patch (control)"
+                )
             with ProbeRunner(target, parallel=1, timeout=wait, journals=journals) as runner:
                 missing = _missing(runner, probe)
                 if missing:

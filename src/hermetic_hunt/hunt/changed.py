@@ -11,9 +11,9 @@ with the default branch (``origin/HEAD``, else main or master): what a
 pull request changes.
 
 The base is resolved once on the controller and handed to xdist workers
-through the option's value (a sha), so every process selects the same
-tests. A hunt that selects nothing exits 0 and says so: a pull request
-that changes no test has nothing to hunt.
+(``workerinput``), so every process selects the same tests. A hunt that
+selects nothing exits 0 and says so: a pull request that changes no test
+has nothing to hunt.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from hermetic_hunt.errors import HuntError
 
 #: How many imports deep a test's dependencies are followed.
 MAX_DEPTH = 8
+WORKERINPUT_KEY = "hermetic_hunt_changed"
 
 
 @dataclass
@@ -136,8 +137,12 @@ def why_selected(test_file: Path, changed: set[Path], graph: DependencyGraph) ->
     return None
 
 
-def select(paths: Iterable[Path], changed: set[Path], rootdir: Path,
-           modules: dict[str, ModuleType] | None = None) -> dict[Path, str]:  # fmt: skip
+def select(
+    paths: Iterable[Path],
+    changed: set[Path],
+    rootdir: Path,
+    modules: dict[str, ModuleType] | None = None,
+) -> dict[Path, str]:
     """``{test file: why}`` for the files the change touches."""
     graph = DependencyGraph(rootdir, dict(modules if modules is not None else sys.modules))
     out = {}
@@ -164,21 +169,31 @@ class ChangedFilter:
     def install(cls, config: pytest.Config) -> None:
         """Resolve the base (once: workers get the sha) and register the filter."""
         value = config.getoption("hermetic_hunt_changed")
-        where = str(config.rootpath)
-        worker = getattr(config, "workerinput", None) is not None
-        try:
-            sha, described = vcs.resolve_base(value or None, where)
-        except HuntError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        if not worker:
-            config.option.hermetic_hunt_changed = sha
+        workerinput = getattr(config, "workerinput", None)
+        handed = workerinput.get(WORKERINPUT_KEY) if isinstance(workerinput, dict) else None
+        if isinstance(handed, list) and len(handed) == 2:
+            sha, described = str(handed[0]), str(handed[1])
+        else:
+            try:
+                sha, described = vcs.resolve_base(value or None, str(config.rootpath))
+            except HuntError as exc:
+                raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(cls(config, sha, described), "hermetic-hunt-changed")
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: every worker compares with the same commit."""
+        node.workerinput[WORKERINPUT_KEY] = [self.sha, self.described]
+
     def pytest_report_header(self) -> list[str]:
-        return [f"hermetic-hunt: hunting the tests changed since {self.described} ({self.sha[:12]})"]
+        return [
+            f"hermetic-hunt: hunting the tests changed since {self.described} ({self.sha[:12]})"
+        ]
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         self.changed = vcs.changed_files(self.sha, str(config.rootpath))
         paths = [Path(str(item.path)).resolve() for item in items]
         chosen = select(paths, self.changed, Path(str(config.rootpath)).resolve())

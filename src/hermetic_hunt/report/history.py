@@ -41,8 +41,11 @@ class Seen:
 
     def describe(self) -> str:
         what = f"run {self.run_id}" if self.run_id is not None else "a replay"
-        facts = [f"{self.git_sha[:10]}" + (f" on {self.git_branch}" if self.git_branch else "")
-                 if self.git_sha else "no commit recorded"]  # fmt: skip
+        facts = [
+            f"{self.git_sha[:10]}" + (f" on {self.git_branch}" if self.git_branch else "")
+            if self.git_sha
+            else "no commit recorded"
+        ]
         if self.started_at:
             facts.append(self.started_at[:16].replace("T", " "))
         return f"{what} ({', '.join(facts)})"
@@ -87,11 +90,15 @@ class History:
         since = f" since {self.last.describe()}" if self.last else ""
         if self.status == "flaky":
             if self.last is not None and self.last.git_sha is None:
-                return "still flaky: its last failure has no commit recorded, so a later clean run " \
-                       "cannot tell a fix from luck"  # fmt: skip
+                return (
+                    "still flaky: its last failure has no commit recorded, so a later clean run "
+                    "cannot tell a fix from luck"
+                )
             return f"still flaky: no clean run on a later commit{since}"
-        clean = f"0 failures in {self.clean} attempt{'s' * (self.clean != 1)} on later commits " \
-                f"({commits}){since}"  # fmt: skip
+        clean = (
+            f"0 failures in {self.clean} attempt{'s' * (self.clean != 1)} on later commits "
+            f"({commits}){since}"
+        )
         if self.status == "fixed":
             return f"fixed: {clean}: 95% sure a {rate} flake is gone"
         return (
@@ -127,8 +134,9 @@ def history(
     """The history of ``nodeid`` (its ``tallies`` and its flake's ``replays``)."""
     by_run = {r.run_id: r for r in runs}
     trend = tuple(
-        TrendPoint(t.run_id, by_run[t.run_id].started_at, by_run[t.run_id].git_sha, t.attempts,
-                   t.failed)  # fmt: skip
+        TrendPoint(
+            t.run_id, by_run[t.run_id].started_at, by_run[t.run_id].git_sha, t.attempts, t.failed
+        )
         for t in sorted(tallies, key=lambda t: t.run_id)
         if t.nodeid == nodeid and t.run_id in by_run and t.attempts
     )
@@ -163,8 +171,9 @@ def history(
     else:
         status = "probably-fixed"
     commits = tuple(dict.fromkeys(e[2].git_sha for e in later if e[2].git_sha))
-    return History(nodeid, first[2], last[2], trend, status, rate, clean,
-                   max(0, total - clean), commits)  # fmt: skip
+    return History(
+        nodeid, first[2], last[2], trend, status, rate, clean, max(0, total - clean), commits
+    )
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
@@ -181,8 +190,9 @@ def runs_since(since: str, runs: Sequence[RunPoint], places: Sequence[str]) -> l
         start = text.replace(" ", "T")
         chosen = [r.run_id for r in runs if r.started_at >= start]
         if not chosen:
-            raise BadOption(f"--since {since}: no run started since then (the runs are from "
-                            f"{span})")  # fmt: skip
+            raise BadOption(
+                f"--since {since}: no run started since then (the runs are from {span})"
+            )
         return chosen
     for place in places:
         sha = vcs.commit_of(text, place)
@@ -198,9 +208,11 @@ def runs_since(since: str, runs: Sequence[RunPoint], places: Sequence[str]) -> l
             if known[run.git_sha]:
                 chosen.append(run.run_id)
         if not chosen:
-            raise BadOption(f"--since {since}: no run on {sha[:10]} or a later commit (runs "
-                            "without a commit, or on commits this repository does not have, "
-                            "do not count)")  # fmt: skip
+            raise BadOption(
+                f"--since {since}: no run on {sha[:10]} or a later commit (runs "
+                "without a commit, or on commits this repository does not have, "
+                "do not count)"
+            )
         return chosen
     raise BadOption(
         f"--since: expected a date such as 2025-01-31 or a git revision, got {since!r} (not a "

@@ -46,8 +46,10 @@ def _names(value: Any, what: str, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise BadDatabase(f"{where}: {what} must be a JSON list of test ids; the database is "
-                          "damaged (re-run the hunt)")  # fmt: skip
+        raise BadDatabase(
+            f"{where}: {what} must be a JSON list of test ids; the database is "
+            "damaged (re-run the hunt)"
+        )
     return tuple(value)
 
 
@@ -55,8 +57,10 @@ def _sets(value: Any, what: str, where: str) -> tuple[tuple[str, ...], ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise BadDatabase(f"{where}: {what} must be a JSON list of sets of test ids; the "
-                          "database is damaged (re-run the hunt)")  # fmt: skip
+        raise BadDatabase(
+            f"{where}: {what} must be a JSON list of sets of test ids; the "
+            "database is damaged (re-run the hunt)"
+        )
     return tuple(_names(v, what, where) for v in value)
 
 
@@ -65,11 +69,15 @@ def fix_facts(store: Store, flake_id: str) -> FixFacts:
     row = store.conn.execute(_FLAKE + " WHERE fl.flake_id = ?", (flake_id,)).fetchone()
     if row is None:
         known = [r[0] for r in store.conn.execute("SELECT flake_id FROM flakes ORDER BY id")]
-        held = "no flakes yet" if not known else (
-            f"only {known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
+        held = (
+            "no flakes yet"
+            if not known
+            else (f"only {known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}")
         )
-        raise UnknownId(f"flake {flake_id} is not in {store.path.name} (it holds {held}): "
-                        "hermetic-hunt list shows the flake ids")  # fmt: skip
+        raise UnknownId(
+            f"flake {flake_id} is not in {store.path.name} (it holds {held}): "
+            "hermetic-hunt list shows the flake ids"
+        )
     return _facts(store, row)
 
 
@@ -91,9 +99,17 @@ def _facts(store: Store, row: Sequence[Any]) -> FixFacts:
         try:
             reproducer = Reproducer.from_json(loaded)
         except ValueError as exc:
-            raise BadDatabase(f"{where}: reproducer is malformed ({exc}); re-run the hunt") from None
-    run_id = next((r for r in (reproducer.run_id if reproducer else None, row[9], row[8])
-                   if isinstance(r, int) and not isinstance(r, bool)), None)  # fmt: skip
+            raise BadDatabase(
+                f"{where}: reproducer is malformed ({exc}); re-run the hunt"
+            ) from None
+    run_id = next(
+        (
+            r
+            for r in (reproducer.run_id if reproducer else None, row[9], row[8])
+            if isinstance(r, int) and not isinstance(r, bool)
+        ),
+        None,
+    )
     rootdir, marker = _run_context(store, run_id)
     involved = [nodeid, *(n for group in (*polluters, *setters) for n in group)]
     failed, attempts = _counts(store, nodeid)
@@ -168,8 +184,9 @@ def leaks_of(store: Store, nodeids: Sequence[str]) -> dict[str, tuple[Leak, ...]
         for nodeid, resource, name, change, detail in rows:
             found = out.setdefault(_text(nodeid), [])
             leak = Leak(_text(resource), _text(name), _text(change), _text(detail)[:200])
-            if len(found) < LIMIT and all((x.resource, x.name) != (leak.resource, leak.name)
-                                          for x in found):  # fmt: skip
+            if len(found) < LIMIT and all(
+                (x.resource, x.name) != (leak.resource, leak.name) for x in found
+            ):
                 found.append(leak)
     return {k: tuple(v) for k, v in out.items()}
 
@@ -199,10 +216,21 @@ def save_fix(store: Store, fix: StoredFix, diff: str) -> None:
         conn.execute(
             "INSERT INTO fixes (flake_id, created_at, kind, patch_sha, diff, outcome, runs, "
             "passed, control, detail, git_sha, applied) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (row[0], fix.created_at or real_now_iso(), fix.kind, fix.patch_sha, diff,
-             fix.outcome, fix.runs, fix.passed, fix.control[:2000], fix.detail[:2000],
-             fix.git_sha, int(fix.applied)),
-        )  # fmt: skip
+            (
+                row[0],
+                fix.created_at or real_now_iso(),
+                fix.kind,
+                fix.patch_sha,
+                diff,
+                fix.outcome,
+                fix.runs,
+                fix.passed,
+                fix.control[:2000],
+                fix.detail[:2000],
+                fix.git_sha,
+                int(fix.applied),
+            ),
+        )
 
 
 def stored_fixes(store: Store) -> dict[str, list[StoredFix]]:
@@ -219,12 +247,19 @@ def stored_fixes(store: Store) -> dict[str, list[StoredFix]]:
             continue
         out.setdefault(_text(r[0]), []).append(
             StoredFix(
-                flake_id=_text(r[0]), created_at=_text(r[1]), kind=_text(r[2]),
-                patch_sha=_text(r[3]), outcome=_text(r[4]), runs=runs, passed=passed,
-                control=_text(r[7]), detail=_text(r[8]),
-                git_sha=r[9] if isinstance(r[9], str) else None, applied=bool(r[10]),
+                flake_id=_text(r[0]),
+                created_at=_text(r[1]),
+                kind=_text(r[2]),
+                patch_sha=_text(r[3]),
+                outcome=_text(r[4]),
+                runs=runs,
+                passed=passed,
+                control=_text(r[7]),
+                detail=_text(r[8]),
+                git_sha=r[9] if isinstance(r[9], str) else None,
+                applied=bool(r[10]),
             )
-        )  # fmt: skip
+        )
     return out
 
 

@@ -99,6 +99,7 @@ def replays(store: Store) -> list[ReplayPoint]:
         except (ValueError, RecursionError):
             env = {}
         sha = env.get("git_sha") if isinstance(env, dict) else None
-        out.append(ReplayPoint(str(flake_id), _text(started_at) or "", _text(outcome) or "",
-                               _text(sha)))  # fmt: skip
+        out.append(
+            ReplayPoint(str(flake_id), _text(started_at) or "", _text(outcome) or "", _text(sha))
+        )
     return out

@@ -283,7 +283,6 @@ def _fresh_rounds(db: Any) -> None:
     )
 
 
-
 @_migration("0003_history_fixes")  # type: ignore[untyped-decorator]
 def _history_fixes(db: Any) -> None:
     """Flake history across commits (each run's git commit and branch) and verified fixes."""

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hermetic_hunt.fix.source import FunctionNode, Module, Project, TestName, shape_of
+from hermetic_hunt.fix.source import FunctionNode, Module, Project, NodeName, shape_of
 
 #: Calls followed from the test into the project's functions.
 MAX_DEPTH = 3
@@ -147,7 +147,7 @@ class Effect:
 class TestEffects:
     """A test function found in the source, and what it does."""
 
-    name: TestName
+    name: NodeName
     module: Module
     function: FunctionNode
     effects: list[Effect] = field(default_factory=list)
@@ -267,7 +267,7 @@ class Analyzer:
         return self._cache[nodeid]
 
     def _test(self, nodeid: str) -> TestEffects | None:
-        name = TestName.parse(nodeid)
+        name = NodeName.parse(nodeid)
         if name is None:
             return None
         module = self.project.module(name.path)
@@ -290,7 +290,8 @@ class Analyzer:
                 )
         found = TestEffects(name, module, function)
         seen: set[tuple[str, int]] = set()
-        found.effects = _dedupe(list(self._walk(module, function, cls, 0, None, "", seen)))
+        walked = list(self._walk(module, function, cls, 0, None, "", seen))
+        found.effects = _dedupe(sorted(walked, key=lambda e: e.site))
         return found
 
     # -- reading a function ----------------------------------------------------------

@@ -22,7 +22,7 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass(frozen=True)
-class TestName:
+class NodeName:
     """A nodeid taken apart: ``tests/t.py::TestX::test_y[1]``."""
 
     path: str
@@ -30,7 +30,7 @@ class TestName:
     function: str
 
     @classmethod
-    def parse(cls, nodeid: str) -> TestName | None:
+    def parse(cls, nodeid: str) -> NodeName | None:
         parts = nodeid.split("::")
         if len(parts) < 2 or not parts[0].endswith(".py"):
             return None

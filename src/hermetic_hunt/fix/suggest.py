@@ -36,7 +36,7 @@ from pathlib import Path
 from hermetic_hunt.findings import FixFacts
 from hermetic_hunt.fix.analyze import Analyzer, Effect, Holder, TestEffects
 from hermetic_hunt.fix.patch import Draft, Patch, build
-from hermetic_hunt.fix.source import FunctionNode, Module, Project, TestName
+from hermetic_hunt.fix.source import FunctionNode, Module, Project, NodeName
 from hermetic_hunt.models import Leak
 
 #: The kind a suggestion addresses first when a flake has several.
@@ -170,7 +170,7 @@ _ADVICE = {
 
 
 def _short(nodeid: str) -> str:
-    name = TestName.parse(nodeid)
+    name = NodeName.parse(nodeid)
     return name.function if name else nodeid.rsplit("::", 1)[-1]
 
 
@@ -566,7 +566,7 @@ def _victim(plan: _Plan) -> None:
             )
             _describe_polluters(plan, polluters)
             return
-    made = 0
+    made = described = 0
     for polluter in polluters:
         test = analyzer.test(polluter) if analyzer else None
         leaks = facts.leaks.get(polluter, ())
@@ -577,9 +577,10 @@ def _victim(plan: _Plan) -> None:
                         "", f"{_short(polluter)} {leak.describe()}", "put it back after the test"
                     )
                 )
+            described += len(leaks)
             continue
         made += restore_state(plan, test, leaks, _short(polluter))
-    if made:
+    if made or described:
         plan.summary = (
             f"fails after {names}: make {'them' if len(polluters) > 1 else 'it'} put "
             "back what it changes"

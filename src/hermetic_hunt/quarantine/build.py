@@ -82,7 +82,7 @@ def quarantine_list(
         "A quarantined test runs as usual; its failure does not fail the session.",
         "Remove a line to release a test; the session's summary says when one passed often",
         "enough in a row to be 95% sure it no longer flakes (at the rate on its line).",
-        "Each line: test id  # flake id, kinds, fail rate: why it flakes",
+        "Each line: a test id, then after two spaces and #: flake id, kinds, fail rate, why.",
     ]
     if left_out:
         header += ["", "Left out:"] + [f"  {line}" for line in left_out]

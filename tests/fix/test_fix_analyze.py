@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hermetic_hunt.fix.analyze import Analyzer
-from hermetic_hunt.fix.source import Project, NodeName
+from hermetic_hunt.fix.source import NodeName, Project
 
 
 def write(root: Path, files: dict[str, str]) -> Project:

@@ -128,7 +128,7 @@ def test_the_diff_applies_with_git_apply_and_only_to_unchanged_files(tmp_path):
     copy = tmp_path / "copy"
     copy.mkdir()
     (copy / "test_a.py").write_text("something else\n")
-    with pytest.raises(PatchConflict, match="test_a.py changed since the patch was made"):
+    with pytest.raises(PatchConflict, match=r"test_a\.py changed since the patch was made"):
         patch.apply_to(copy)
     assert (copy / "test_a.py").read_text() == "something else\n"
     patch.apply_to(tmp_path)

@@ -29,7 +29,8 @@ ARGS = ("--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7", "-p", "no:randomly
 VERIFIED = {
     T + "test_labels.py::test_label_defaults_to_dollars": 'monkeypatch.setenv("SHOP_CURRENCY"',
     T + "test_exports.py::test_page_path_is_absolute": "monkeypatch.chdir(tmp)",
-    T + "test_settings.py::test_default_currency_is_usd": 'monkeypatch.setattr(settings, "CURRENCY"',
+    T
+    + "test_settings.py::test_default_currency_is_usd": 'monkeypatch.setattr(settings, "CURRENCY"',
     T + "test_flags.py::test_price_display_shows_vat_once": "def restore_flags():",
     T + "test_catalog.py::test_catalog_lists_core_products": "def catalog_reset():",
     T + "test_quotes.py::test_quote_in_euros": "def restore_refreshers():",

@@ -25,7 +25,10 @@ def draft_of(tmp_path: Path, text: str) -> Draft:
         ("def test_it():", "def test_it(monkeypatch, restore_x):"),
         ("def test_it(tmp_path):", "def test_it(tmp_path, monkeypatch, restore_x):"),
         ("def test_it(tmp_path,):", "def test_it(tmp_path, monkeypatch, restore_x,):"),
-        ("def test_it(a: dict[str, int]):", "def test_it(a: dict[str, int], monkeypatch, restore_x):"),
+        (
+            "def test_it(a: dict[str, int]):",
+            "def test_it(a: dict[str, int], monkeypatch, restore_x):",
+        ),
         ("async def test_it(*, b):", "async def test_it(*, b, monkeypatch, restore_x):"),
     ],
 )

@@ -47,7 +47,10 @@ def test_an_environment_leak_becomes_monkeypatch_setenv_in_the_polluter(shop):
     ))  # fmt: skip
     assert s.kind == "victim" and s.verifiable
     assert [(c.where, c.fix) for c in s.changes] == [
-        ("tests/test_labels.py:12", "use monkeypatch.setenv(): monkeypatch puts it back after the test")
+        (
+            "tests/test_labels.py:12",
+            "use monkeypatch.setenv(): monkeypatch puts it back after the test",
+        )
     ]
     assert added(s.diff) == [
         "def test_checkout_in_euros(monkeypatch):",
@@ -115,13 +118,17 @@ def test_a_victim_with_a_cleaner_gets_the_cleaners_reset_as_a_fixture(shop):
         cleaners=(T + "test_catalog.py::test_catalog_reset",),
     ))  # fmt: skip
     assert "catalog_reset" in s.summary
-    assert added(s.diff)[-5:] == [
-        "def catalog_reset():",
-        '    """test_catalog_reset\'s set-up, before the test (suggested by hermetic-hunt)."""',
-        "    catalog.reset()",
-        "",
-        "",
-    ][:5] or True
+    assert (
+        added(s.diff)[-5:]
+        == [
+            "def catalog_reset():",
+            '    """test_catalog_reset\'s set-up, before the test (suggested by hermetic-hunt)."""',
+            "    catalog.reset()",
+            "",
+            "",
+        ][:5]
+        or True
+    )
     assert "def test_catalog_lists_core_products(catalog_reset):" in added(s.diff)
     assert "    catalog.reset()" in added(s.diff)
     assert any("the polluter's line: tests/test_catalog.py:5" in a for a in s.advice)
@@ -204,4 +211,7 @@ def test_without_the_source_the_leaks_still_say_what_to_restore(tmp_path):
         leaks={"tests/t.py::test_p": (Leak("env", "X", "added"),)},
     ))  # fmt: skip
     assert s.patch is None and s.reason.startswith("no patch: the hunt's rootdir")
-    assert describe(s)[1:] == ["  test_p left os.environ['X'] set", "    fix: put it back after the test"]
+    assert describe(s)[1:] == [
+        "  test_p left os.environ['X'] set",
+        "    fix: put it back after the test",
+    ]

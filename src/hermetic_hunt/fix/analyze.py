@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hermetic_hunt.fix.source import FunctionNode, Module, Project, NodeName, shape_of
+from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project, shape_of
 
 #: Calls followed from the test into the project's functions.
 MAX_DEPTH = 3

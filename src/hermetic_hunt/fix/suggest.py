@@ -36,7 +36,7 @@ from pathlib import Path
 from hermetic_hunt.findings import FixFacts
 from hermetic_hunt.fix.analyze import Analyzer, Effect, Holder, TestEffects
 from hermetic_hunt.fix.patch import Draft, Patch, build
-from hermetic_hunt.fix.source import FunctionNode, Module, Project, NodeName
+from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project
 from hermetic_hunt.models import Leak
 
 #: The kind a suggestion addresses first when a flake has several.

@@ -76,6 +76,20 @@ _SIGNALS = tuple(
 _PROC = Path("/proc/self")
 
 
+def _policy_name(policy: Any) -> str | None:
+    """The asyncio policy's class, None while it is asyncio's default.
+
+    asyncio creates its default policy the first time a test asks for a loop:
+    that is no test's leak; installing another policy (uvloop's, a custom one)
+    is.
+    """
+    if policy is None:
+        return None
+    events = sys.modules.get("asyncio")
+    default = getattr(events, "DefaultEventLoopPolicy", None)
+    return None if default is not None and type(policy) is default else type(policy).__name__
+
+
 def bounded(text: object, limit: int = DETAIL) -> str:
     value = str(text)
     return value if len(value) <= limit else value[: limit - 1] + "…"
@@ -189,7 +203,7 @@ class Snapshot:
                 sys.getrecursionlimit(),
                 sys.getswitchinterval(),
                 tempfile.tempdir,
-                type(asyncio_policy).__name__ if asyncio_policy is not None else None,
+                _policy_name(asyncio_policy),
             ),
         )
 

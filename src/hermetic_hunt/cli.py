@@ -134,6 +134,7 @@ def _finish(found: bool, exit_zero: bool = False) -> None:
         'hermetic-hunt report --format markdown >> "$GITHUB_STEP_SUMMARY"',
         "hermetic-hunt report --format html                  # reports/hermetic-hunt.html",
         "hermetic-hunt report --format json -o report.json",
+        "hermetic-hunt report --since origin/main        # runs on main's tip or later",
     )
 )
 @_DB_OPTION
@@ -156,8 +157,16 @@ def _finish(found: bool, exit_zero: bool = False) -> None:
 @click.option(
     "--exit-zero", is_flag=True, help="Exit 0 even when flaky tests or violations were found."
 )
+@click.option(
+    "--since",
+    metavar="DATE|REV",
+    help="Only the runs since a date (2025-01-31) or a git revision (runs on that commit "
+    "or a later one).",
+)
 @user_errors
-def report(db: str, run_id: int | None, fmt: str, output: str | None, exit_zero: bool) -> None:
+def report(
+    db: str, run_id: int | None, fmt: str, output: str | None, exit_zero: bool, since: str | None
+) -> None:
     """What is flaky, why, how sure we are, and how to replay it.
 
     Flaky tests ranked by how surely they fail (fail rate with a 95% Wilson
@@ -169,7 +178,7 @@ def report(db: str, run_id: int | None, fmt: str, output: str | None, exit_zero:
     from hermetic_hunt.commands import display_path
     from hermetic_hunt.report.load import write_report
 
-    outcome = write_report(db, run=run_id, fmt=fmt, output=output)
+    outcome = write_report(db, run=run_id, fmt=fmt, output=output, since=since)
     if outcome.path is not None:
         click.echo(f"wrote {display_path(outcome.path)} · {outcome.summary}")
     else:

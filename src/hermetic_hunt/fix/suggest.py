@@ -581,9 +581,10 @@ def _victim(plan: _Plan) -> None:
             continue
         made += restore_state(plan, test, leaks, _short(polluter))
     if made or described:
-        plan.summary = (
-            f"fails after {names}: make {'them' if len(polluters) > 1 else 'it'} put "
-            "back what it changes"
+        plan.summary = f"fails after {names}: make " + (
+            "them put back what they change"
+            if len(polluters) > 1
+            else "it put back what it changes"
         )
         return
     shared = _shared_fixtures(plan, polluters, facts.nodeid)

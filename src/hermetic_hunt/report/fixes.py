@@ -234,3 +234,49 @@ def history_json(h: History) -> dict[str, object]:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+# -- html ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One run in a flake's trend (SVG units): its fail rate as a bar."""
+
+    x: int
+    height: float
+    title: str
+    failed: bool
+
+
+@dataclass(frozen=True)
+class TrendRow:
+    label: str
+    history: History
+    bars: tuple[Bar, ...]
+    width: int
+
+
+#: Runs drawn per trend (the newest).
+TREND_RUNS = 40
+TREND_HEIGHT = 24
+
+
+def trend_rows(items: Sequence[tuple[str, History]]) -> list[TrendRow]:
+    """The HTML report's history table: one row per flake, a bar per run."""
+    out = []
+    for label, h in items:
+        points = h.trend[-TREND_RUNS:]
+        bars = tuple(
+            Bar(
+                x=i * 12,
+                height=round(max(1.0, p.rate * TREND_HEIGHT), 1),
+                title=f"run {p.run_id}"
+                + (f" ({p.git_sha[:10]})" if p.git_sha else "")
+                + f": {p.failed}/{p.attempts} failed ({stats.percent(p.rate)})",
+                failed=p.failed > 0,
+            )
+            for i, p in enumerate(points)
+        )
+        out.append(TrendRow(label, h, bars, max(12, len(bars) * 12)))
+    return out

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from hermetic_hunt import stats
 from hermetic_hunt.models import format_seconds
+from hermetic_hunt.report.fixes import fix_text_lines, history_text_lines
 from hermetic_hunt.report.model import Flake, Report, RunRow, TestResult
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -114,6 +115,8 @@ def headline(report: Report) -> str:
     which = f"{runs} run{'s' * (runs != 1)}"
     if report.selected_run:
         which = f"run {report.selected_run}"
+    if report.since:
+        which += f" since {clean(report.since)}"
     return (
         f"hermetic-hunt report · {clean(report.database)} · {which} · "
         f"{report.attempts:,} attempts of {len(report.tests):,} tests"
@@ -241,6 +244,8 @@ def render_text(report: Report) -> str:
         )
     )
     out.extend(_violations(report))
+    out.extend(fix_text_lines(report.fix_views(), clean))
+    out.extend(history_text_lines(report.history_items(), clean))
     out.extend(_stable(report))
     skipped = report.with_status("skipped")
     if skipped:

@@ -255,8 +255,12 @@ def _restore(
     owner = _owner_expression(plan, draft, holder)
     if owner is None:
         return None
-    target = f"{owner}.{holder.name}"
+    # The test module's own global is named as it is; another module's through it.
+    target = f"{owner}.{holder.name}" if owner else holder.name
     if effect.kind == "rebind" or holder.shape == "other":
+        if not owner:
+            draft.ensure_import("import sys", "sys")
+            owner = "sys.modules[__name__]"  # the test module, as it was imported
         value = target if effect.kind == "rebind" else f"copy.deepcopy({target})"
         if effect.kind != "rebind":
             draft.ensure_import("import copy", "copy")
@@ -375,7 +379,7 @@ def _owner_expression(plan: _Plan, draft: Draft, holder: Holder) -> str | None:
                 return name
         return None
     if holder.path == module.rel:
-        return None  # a global of the test module itself: no module name to patch it by
+        return ""  # a global of the test module itself
     for name, ref in module.imports.items():
         if ref.path == path and ref.attr is None:
             return name
@@ -580,7 +584,7 @@ def _victim(plan: _Plan) -> None:
             described += len(leaks)
             continue
         made += restore_state(plan, test, leaks, _short(polluter))
-    if made or described:
+    if made or described or plan.changes:
         plan.summary = f"fails after {names}: make " + (
             "them put back what they change"
             if len(polluters) > 1

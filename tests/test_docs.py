@@ -23,7 +23,13 @@ def all_docs() -> str:
     return "\n".join(p.read_text(encoding="utf-8") for p in sorted(DOCS.glob("*.md")))
 
 
-PYTEST_OPTIONS = ["--hermetic-hunt", "--hermetic-replay-db", *(o[0] for o in HUNT_OPTIONS)]
+PYTEST_OPTIONS = [
+    "--hermetic-hunt",
+    "--hermetic-replay-db",
+    "--hermetic-hunt-changed",
+    "--hermetic-quarantine",
+    *(o[0] for o in HUNT_OPTIONS),
+]
 
 
 @pytest.mark.parametrize("option", PYTEST_OPTIONS)

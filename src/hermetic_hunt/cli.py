@@ -138,6 +138,7 @@ def _finish(found: bool, exit_zero: bool = False) -> None:
         'hermetic-hunt report --format markdown >> "$GITHUB_STEP_SUMMARY"',
         "hermetic-hunt report --format html                  # reports/hermetic-hunt.html",
         "hermetic-hunt report --format json -o report.json",
+        "hermetic-hunt report --since origin/main        # runs on main's tip or later",
     )
 )
 @_DB_OPTION
@@ -160,8 +161,16 @@ def _finish(found: bool, exit_zero: bool = False) -> None:
 @click.option(
     "--exit-zero", is_flag=True, help="Exit 0 even when flaky tests or violations were found."
 )
+@click.option(
+    "--since",
+    metavar="DATE|REV",
+    help="Only the runs since a date (2025-01-31) or a git revision (runs on that commit "
+    "or a later one).",
+)
 @user_errors
-def report(db: str, run_id: int | None, fmt: str, output: str | None, exit_zero: bool) -> None:
+def report(
+    db: str, run_id: int | None, fmt: str, output: str | None, exit_zero: bool, since: str | None
+) -> None:
     """What is flaky, why, how sure we are, and how to replay it.
 
     Flaky tests ranked by how surely they fail (fail rate with a 95% Wilson
@@ -173,7 +182,7 @@ def report(db: str, run_id: int | None, fmt: str, output: str | None, exit_zero:
     from hermetic_hunt.commands import display_path
     from hermetic_hunt.report.load import write_report
 
-    outcome = write_report(db, run=run_id, fmt=fmt, output=output)
+    outcome = write_report(db, run=run_id, fmt=fmt, output=output, since=since)
     if outcome.path is not None:
         click.echo(f"wrote {display_path(outcome.path)} · {outcome.summary}")
     else:
@@ -277,6 +286,99 @@ def show(ref: str, db: str) -> None:
     from hermetic_hunt.report.load import show as show_text
 
     click.echo(show_text(db, ref), nl=False)
+
+
+@main.command(
+    "fix",
+    epilog=_examples(
+        "hermetic-hunt fix F3              # suggest, verify on a copy, print the diff",
+        "hermetic-hunt fix F3 --apply      # ... and write the verified patch",
+        "hermetic-hunt fix F3 --diff | git apply",
+        "hermetic-hunt fix F3 --runs 50 --db ci.db",
+    ),
+)
+@click.argument("ref", metavar="ID")
+@_DB_OPTION
+@click.option(
+    "--verify/--no-verify",
+    "check",
+    default=True,
+    show_default=True,
+    help="Run the reproducer on a patched copy of the rootdir before saying anything works.",
+)
+@click.option(
+    "--runs",
+    type=click.IntRange(1, 10_000),
+    help="Runs of the reproducer with the patch (default: enough for 95% confidence at the "
+    "flake's fail rate).",
+)
+@click.option(
+    "--apply", is_flag=True, help="Write the patch to your files (only once it is verified)."
+)
+@click.option("--diff", "diff_only", is_flag=True, help="Print only the unified diff; run nothing.")
+@user_errors
+def fix_flake(
+    ref: str, db: str, check: bool, runs: int | None, apply: bool, diff_only: bool
+) -> None:
+    """Suggest a fix for a flake, verify it, and (with --apply) apply it.
+
+    Prints the concrete change for the flake's kind, with file and line,
+    and a unified diff where one can be written. The diff is verified on a
+    temporary copy of the rootdir: the reproducer must fail there without
+    it and pass every run with it. Your files are only written with
+    --apply. Exit status 1 when the patch did not pass its verification.
+    """
+    from hermetic_hunt.fix.command import fix
+
+    if diff_only and apply:
+        raise click.UsageError("--diff prints the patch only; leave it out to --apply")
+    outcome = fix(db, ref, check=check, runs=runs, apply=apply, diff_only=diff_only,
+                  say=lambda text: click.echo(text, err=True))  # fmt: skip
+    if outcome.lines:
+        click.echo("\n".join(outcome.lines))
+    click.get_current_context().exit(outcome.exit_status)
+
+
+@main.command(
+    epilog=_examples(
+        "hermetic-hunt quarantine -o quarantine.txt     # review it, commit it",
+        "pytest --hermetic-quarantine=quarantine.txt   # CI: known flakes cannot fail it",
+        "hermetic-hunt quarantine --db ci.db --unconfirmed",
+    )
+)
+@_DB_OPTION
+@click.option("-o", "--output", metavar="FILE", help="Write the list to FILE (default: print it).")
+@click.option(
+    "--unconfirmed",
+    is_flag=True,
+    help="Also list flakes whose reproducer was not confirmed.",
+)
+@user_errors
+def quarantine(db: str, output: str | None, unconfirmed: bool) -> None:
+    """Write the confirmed flakes as a quarantine list for --hermetic-quarantine.
+
+    One test per line, with its flake id, kinds, fail rate and why it
+    flakes in a comment: a plain file to review and commit. Flakes whose
+    history says they are fixed are left out (named in the header).
+    """
+    import os
+    from pathlib import Path
+
+    from hermetic_hunt.commands import display_path
+    from hermetic_hunt.quarantine.build import quarantine_list
+
+    made = quarantine_list(db, output=output, unconfirmed=unconfirmed)
+    if output is None:
+        click.echo(made.text, nl=False)
+        return
+    target = Path(os.getcwd(), output)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(made.text, encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"-o {output}: cannot write the list ({exc.strerror or exc})") from None
+    count = len(made.entries)
+    click.echo(f"wrote {display_path(target)}: {count} quarantined test{'s' * (count != 1)}")
 
 
 @main.command(

@@ -42,6 +42,44 @@ def git_sha(directory: str) -> str | None:
     return sha if result.returncode == 0 and len(sha) in (40, 64) else None
 
 
+#: Where CI services put the branch of a detached checkout (pull requests first).
+_CI_BRANCH = (
+    "GITHUB_HEAD_REF",
+    "GITHUB_REF_NAME",
+    "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME",
+    "CI_COMMIT_REF_NAME",
+    "BUILDKITE_BRANCH",
+    "CIRCLE_BRANCH",
+    "BRANCH_NAME",
+)
+
+
+def git_branch(directory: str) -> str | None:
+    """The checked-out branch in ``directory``; on a detached HEAD (CI), the branch
+    the CI service names; None outside a repository."""
+    try:
+        result = subprocess.run(
+            ["git", "symbolic-ref", "--quiet", "--short", "HEAD"],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    name = result.stdout.strip()
+    if result.returncode == 0 and name:
+        return name[:200]
+    if result.returncode not in (0, 1):
+        return None  # not a repository
+    for key in _CI_BRANCH:
+        value = os.environ.get(key, "").strip()
+        if value:
+            return value[:200]
+    return None
+
+
 def versions() -> dict[str, str]:
     found = {}
     for name in _PACKAGES:
@@ -63,6 +101,7 @@ def collect(rootdir: str) -> dict[str, Any]:
         "platform": platform.platform(),
         "executable": sys.executable,
         "git_sha": git_sha(rootdir),
+        "git_branch": git_branch(rootdir),
         "tz": os.environ.get("TZ"),
         "tzname": list(time.tzname),
         "locale": current_locale,

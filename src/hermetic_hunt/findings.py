@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hermetic_hunt.models import FAILING, Attempt, Reproducer, Step
+from hermetic_hunt.models import FAILING, Attempt, Leak, Reproducer, Step, Violation
 
 ProbeStatus = Literal["completed", "timeout", "error"]
 #: ``flakes.status`` values (see docs/isolation.md).
@@ -118,3 +118,66 @@ class IsolationReport:
             for _, v in self.flakes
             if v.status in ("pending", "partial") and any("time budget" in n for n in v.notes)
         )
+
+
+@dataclass(frozen=True)
+class FixFacts:
+    """What a fix suggestion for one flake is made from (read from the store).
+
+    ``leaks`` holds what the tests involved (the flake's own test, its
+    polluters and state-setters) left behind in the hunt, by nodeid;
+    ``blocked`` the distinct network calls the guard blocked in its
+    attempts; ``failed``/``attempts`` its plain attempts over every run (its
+    fail rate decides how many clean runs a verification needs).
+    """
+
+    flake_id: str
+    nodeid: str
+    kinds: tuple[str, ...]
+    polluters: tuple[tuple[str, ...], ...] = ()
+    cleaners: tuple[str, ...] = ()
+    state_setters: tuple[tuple[str, ...], ...] = ()
+    reproducer: Reproducer | None = None
+    confirmed: bool | None = None
+    failed: int = 0
+    attempts: int = 0
+    leaks: dict[str, tuple[Leak, ...]] = field(default_factory=dict)
+    blocked: tuple[Violation, ...] = ()
+    rootdir: str = ""
+    integration_marker: str = "integration"
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.attempts if self.attempts else 0.0
+
+
+@dataclass(frozen=True)
+class StoredFix:
+    """One verification of a suggested patch (a ``fixes`` row).
+
+    ``outcome``: ``verified`` (the reproducer passed every run with the
+    patch), ``not-verified`` (it failed at least once with it),
+    ``no-control`` (it did not fail without the patch either: nothing to
+    verify against) or ``error`` (the copy or the probes did not work).
+    """
+
+    flake_id: str
+    created_at: str
+    kind: str
+    patch_sha: str
+    outcome: str
+    runs: int
+    passed: int
+    control: str = ""
+    detail: str = ""
+    git_sha: str | None = None
+    applied: bool = False
+
+    def describe(self) -> str:
+        if self.outcome == "verified":
+            return f"verified: the reproducer passes {self.passed}/{self.runs} with the patch"
+        if self.outcome == "not-verified":
+            return f"not verified: the reproducer passed {self.passed}/{self.runs} with the patch"
+        if self.outcome == "no-control":
+            return f"not verified: {self.detail or 'the reproducer passes without the patch too'}"
+        return f"not verified: {self.detail or 'the verification did not run'}"

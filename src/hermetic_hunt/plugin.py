@@ -117,6 +117,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         if ini is not None:
             parser.addini(ini, text, type="string", default=None)
     group.addoption(
+        "--hermetic-hunt-changed",
+        dest="hermetic_hunt_changed",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="BASE",
+        help="Hunt only the tests in files changed or added since BASE (a branch, tag or "
+        "sha; default: the merge base with the default branch) and the tests that import "
+        "changed modules. Write it as --hermetic-hunt-changed=BASE.",
+    )
+    group.addoption(
+        "--hermetic-quarantine",
+        dest="hermetic_quarantine",
+        default=None,
+        metavar="FILE",
+        help="Run the tests FILE lists (hermetic-hunt quarantine -o FILE) as usual, but do "
+        "not let their failures fail the session; name those that passed often enough to leave.",
+    )
+    group.addoption(
         "--hermetic-replay-db",
         dest="hermetic_replay_db",
         default=None,
@@ -124,6 +143,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Replay a flake (F3), an attempt (A1207) or a test's newest flake from a "
         "hermetic-hunt database, and say whether the recorded failure came back.",
     )
+
+
+#: The changed-tests option (flag, dest, ini, help): a hunt option with an optional value.
+_CHANGED = ("--hermetic-hunt-changed", "hermetic_hunt_changed", None, "")
 
 
 def option_value(config: pytest.Config, dest: str, ini: str | None) -> str | None:
@@ -138,12 +161,18 @@ def option_value(config: pytest.Config, dest: str, ini: str | None) -> str | Non
 def pytest_configure(config: pytest.Config) -> None:
     hunt = config.getoption("hermetic_hunt")
     replay = config.getoption("hermetic_replay_db")
+    quarantine = config.getoption("hermetic_quarantine")
     if hunt is None and replay is None:
-        stray = [flag for flag, dest, _, _ in HUNT_OPTIONS if config.getoption(dest) is not None]
+        stray = [flag for flag, dest, _, _ in (*HUNT_OPTIONS, _CHANGED)
+                 if config.getoption(dest) is not None]  # fmt: skip
         if stray:
             raise pytest.UsageError(
                 f"{stray[0]} only applies to a hunt: add --hermetic-hunt=N (or a duration)"
             )
+        if quarantine is not None:
+            from hermetic_hunt.quarantine.session import Quarantine
+
+            Quarantine.install(config, str(quarantine))
         return
     if hunt is not None and replay is not None:
         raise pytest.UsageError(
@@ -238,6 +267,10 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
     from hermetic_hunt.hunt import xdist
 
     hand_seeding_to_the_hunt(config)
+    if config.getoption("hermetic_hunt_changed") is not None:
+        from hermetic_hunt.hunt.changed import ChangedFilter
+
+        ChangedFilter.install(config)
     if getattr(config, "workerinput", None) is not None:
         settings = xdist.worker_settings(config)
         if settings is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "hermetic_hunt"
 CORE = {"models", "findings", "errors", "seeds", "journal", "stats", "failures", "options",
-        "commands", "environment", "timing", "untrusted", "__init__"}  # fmt: skip
+        "commands", "environment", "timing", "untrusted", "vcs", "__init__"}  # fmt: skip
 #: layer -> the layers it may import (besides itself).
 ALLOWED = {
     "core": {"core"},
@@ -28,9 +28,15 @@ ALLOWED = {
     "isolate": {"core", "compat", "engine", "store"},
     "hunt": {"core", "compat", "engine", "store", "isolate"},
     "replay": {"core", "compat", "engine", "store"},
-    "report": {"core", "store", "replay"},
+    # fix: after replay, before the reports (which show each flake's suggestion); it
+    # verifies a patch with the isolation's probe servers.
+    "fix": {"core", "store", "isolate"},
+    "report": {"core", "store", "replay", "fix"},
+    # quarantine: the end of the pipeline, in CI: its list is written from a report,
+    # read by a plain pytest session.
+    "quarantine": {"core", "store", "report"},
     "edge": {"core", "compat", "sandbox", "engine", "store", "hunt", "isolate", "replay",
-             "report"},
+             "fix", "report", "quarantine"},
 }  # fmt: skip
 #: layer -> third-party (and stdlib) modules it must never import.
 FORBIDDEN = {
@@ -42,6 +48,9 @@ FORBIDDEN = {
     "replay": {"sqlite3", "sqlite_utils", "hermetic", "jinja2"},
     "report": {"pytest", "_pytest", "xdist", "hermetic", "sqlite3"},
     "hunt": {"click", "sqlite3", "sqlite_utils", "hermetic", "jinja2"},
+    "fix": {"pytest", "_pytest", "xdist", "click", "sqlite3", "sqlite_utils", "hermetic",
+            "jinja2"},
+    "quarantine": {"xdist", "click", "sqlite3", "sqlite_utils", "hermetic", "jinja2"},
 }  # fmt: skip
 
 

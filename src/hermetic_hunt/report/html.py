@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import jinja2
 
 from hermetic_hunt import __version__, stats
+from hermetic_hunt.report.fixes import TREND_HEIGHT, trend_rows
 from hermetic_hunt.report.model import Report, TestResult
 from hermetic_hunt.report.text import (
     SHOW,
@@ -217,4 +218,7 @@ def render_html(report: Report) -> str:
         confidence=f"{stats.CONFIDENCE:.0%}",
         chart_limit=CHART_LIMIT,
         interesting=len(interesting),
+        fix_views=report.fix_views(),
+        trend_rows=trend_rows(report.history_items()),
+        trend_height=TREND_HEIGHT,
     )

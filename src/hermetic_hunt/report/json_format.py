@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from hermetic_hunt import stats
+from hermetic_hunt.report.fixes import fix_json, history_json
 from hermetic_hunt.report.model import Flake, Group, Report, TestResult
 from hermetic_hunt.store.rows import LeakRow, RunRow, ViolationRow
 
@@ -147,8 +148,15 @@ def as_dict(report: Report) -> dict[str, Any]:
         "confidence": stats.CONFIDENCE,
         "runs": [run_json(run) for run in report.runs],
         "tests": [test_json(test) for test in report.tests],
+        "since": report.since,
         "flakes": [
-            flake_json(f, report.replay_for[f.flake_id], exposures.get(f.nodeid))
+            {
+                **flake_json(f, report.replay_for[f.flake_id], exposures.get(f.nodeid)),
+                "fix": fix_json(report.fixes[f.flake_id]) if f.flake_id in report.fixes else None,
+                "history": history_json(report.histories[f.nodeid])
+                if f.nodeid in report.histories
+                else None,
+            }
             for f in report.flakes
         ],
         "violations": [violation_json(v) for v in report.violations],

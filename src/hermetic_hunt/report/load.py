@@ -9,7 +9,7 @@ one-line message.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hermetic_hunt import commands, journal
@@ -17,11 +17,15 @@ from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
 from hermetic_hunt.models import parse_ref
 from hermetic_hunt.replay.plan import location_arg
 from hermetic_hunt.report import render
+from hermetic_hunt.report.fixes import fix_views
+from hermetic_hunt.report.history import history, runs_since
 from hermetic_hunt.report.model import Replay, Report, assemble, flake_run
 from hermetic_hunt.report.show import Comparison, JournalSummary, render_attempt, render_flake
 from hermetic_hunt.report.stored import parse_flake
 from hermetic_hunt.report.text import list_lines, summary_line
 from hermetic_hunt.store import Store, queries
+from hermetic_hunt.store import fixes as fix_db
+from hermetic_hunt.store import history as history_db
 from hermetic_hunt.store.rows import AttemptDetail
 
 
@@ -30,8 +34,11 @@ def open_database(path: str | os.PathLike[str]) -> Store:
     return Store.open(path, create=False)
 
 
-def load_report(store: Store, run: int | None = None, cwd: str | None = None) -> Report:
-    """The report of run ``run`` (every run when None) of ``store``."""
+def load_report(
+    store: Store, run: int | None = None, cwd: str | None = None, since: str | None = None
+) -> Report:
+    """The report of run ``run`` (every run when None) of ``store``; ``since`` a date or
+    a git revision: only the runs since then."""
     where = os.fspath(cwd or os.getcwd())
     name = commands.display_path(store.path, where)
     runs = queries.run_rows(store, run)
@@ -40,9 +47,14 @@ def load_report(store: Store, run: int | None = None, cwd: str | None = None) ->
             f"{name} holds no runs yet: run a hunt first (pytest --hermetic-hunt=30 -n auto)"
         )
     selection = None if run is None else [run]
+    if since is not None:
+        places = [where, *dict.fromkeys(r for r, _ in queries.run_locations(store).values())]
+        points = [p for p in history_db.runs(store) if run is None or p.run_id == run]
+        selection = runs_since(since, points, places)
+        runs = [r for r in runs if r.id in selection]
     counts = queries.test_counts(store, selection)
     failing = [c.nodeid for c in counts if c.failed]
-    return assemble(
+    report = assemble(
         database=name,
         runs=runs,
         selected_run=run,
@@ -55,6 +67,32 @@ def load_report(store: Store, run: int | None = None, cwd: str | None = None) ->
         leaks=queries.leak_rows(store, selection),
         conditions=queries.condition_rows(store, selection, failing),
     )
+    return with_history_and_fixes(store, report, since, name)
+
+
+def with_history_and_fixes(store: Store, report: Report, since: str | None, name: str) -> Report:
+    """``report`` with each flake's suggested fix and each flaky test's history.
+
+    History spans every run of the database, whatever the selection: it is
+    what tells a flake that stopped failing from one that never failed (a
+    database of one run has none).
+    """
+    nodeids = [f.nodeid for f in report.flakes]
+    nodeids += [t.nodeid for t in report.with_status("flaky") if t.nodeid not in nodeids]
+    points = history_db.runs(store)
+    histories = {}
+    if len(points) > 1:  # one run has no history to tell
+        tallies = history_db.tallies(store, nodeids)
+        replays = history_db.replays(store)
+        flake_of = {f.nodeid: f.flake_id for f in report.flakes}
+        histories = {
+            n: history(n, points, tallies, [r for r in replays if r.flake_id == flake_of.get(n)])
+            for n in nodeids
+        }
+    wanted = {f.flake_id for f in report.flakes}
+    facts = [f for f in fix_db.all_fix_facts(store) if f.flake_id in wanted]
+    fixes = fix_views(facts, fix_db.stored_fixes(store), name)
+    return replace(report, since=since, fixes=fixes, histories=histories)
 
 
 def replayer(store: Store, cwd: str) -> Replay:
@@ -93,13 +131,14 @@ def write_report(
     fmt: str,
     output: str | os.PathLike[str] | None,
     cwd: str | None = None,
+    since: str | None = None,
 ) -> ReportOutcome:
     """Render the report; write it to ``output`` (html: a default path) or return it."""
     from hermetic_hunt.report.html import DEFAULT_PATH
 
     where = os.fspath(cwd or os.getcwd())
     with open_database(db) as store:
-        report = load_report(store, run, where)
+        report = load_report(store, run, where, since)
     text = render(report, fmt)
     summary = summary_line(report)
     if output is None and fmt == "html":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from hermetic_hunt import stats
+from hermetic_hunt.report.fixes import fix_markdown_lines, history_markdown_lines
 from hermetic_hunt.report.model import Group, Report, TestResult
 from hermetic_hunt.report.text import (
     LIST_LIMIT,
@@ -139,6 +140,8 @@ _TITLES = {
 
 def render_markdown(report: Report) -> str:
     which = f"run {report.selected_run}" if report.selected_run else f"{len(report.runs)} run(s)"
+    if report.since:
+        which += f" since {text(report.since)}"
     out = [
         f"## hermetic-hunt: {text(summary_line(report))}",
         "",
@@ -175,6 +178,8 @@ def render_markdown(report: Report) -> str:
                 *_table(["test", "call", "target", "attempts", "first"], rows),
             ]
         )
+    out.extend(fix_markdown_lines(report.fix_views(), text, code))
+    out.extend(history_markdown_lines(report.history_items(), text, code))
     groups = stable_groups(report)
     if groups:
         out.extend(["", "### Never failed", ""])

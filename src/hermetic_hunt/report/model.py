@@ -39,6 +39,8 @@ from hermetic_hunt.models import (
     exposure,
     function_of,
 )
+from hermetic_hunt.report.fixes import FixView
+from hermetic_hunt.report.history import History
 from hermetic_hunt.store.rows import (
     CheckRow,
     ConditionRow,
@@ -174,6 +176,23 @@ class Report:
     replay_for: dict[str, str] = field(default_factory=dict)  # flake id -> command
     leaks: tuple[LeakRow, ...] = ()
     groups: tuple[Group, ...] = ()  # every finding, ranked (see rank_groups)
+    since: str | None = None  # report --since DATE|REV: only the runs since then
+    fixes: dict[str, FixView] = field(default_factory=dict)  # flake id -> suggested fix
+    histories: dict[str, History] = field(default_factory=dict)  # nodeid -> its history
+
+    def fix_views(self) -> list[FixView]:
+        """The suggested fixes of this report's flakes, in flake order."""
+        return [self.fixes[f.flake_id] for f in self.flakes if f.flake_id in self.fixes]
+
+    def history_items(self) -> list[tuple[str, History]]:
+        """(flake id or '-', history) of the flakes and flaky tests, in flake order."""
+        by_test = {f.nodeid: f.flake_id for f in self.flakes}
+
+        def key(nodeid: str) -> tuple[int, str]:
+            flake_id = by_test.get(nodeid)
+            return flake_order_of(flake_id) if flake_id else (1 << 63, nodeid)
+
+        return [(by_test.get(n, "-"), self.histories[n]) for n in sorted(self.histories, key=key)]
 
     def with_status(self, status: str) -> list[TestResult]:
         chosen = [t for t in self.tests if t.status == status]
@@ -345,8 +364,12 @@ def flake_run(flake: Flake) -> int | None:
 
 def flake_order(flake: Flake) -> tuple[int, str]:
     """F2 before F10."""
-    digits = flake.flake_id[1:]
-    return (int(digits) if digits.isdigit() else 1 << 62, flake.flake_id)
+    return flake_order_of(flake.flake_id)
+
+
+def flake_order_of(flake_id: str) -> tuple[int, str]:
+    digits = flake_id[1:]
+    return (int(digits) if digits.isdigit() else 1 << 62, flake_id)
 
 
 # -- findings as groups -------------------------------------------------------

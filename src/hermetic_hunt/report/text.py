@@ -13,6 +13,7 @@ from typing import Any
 
 from hermetic_hunt import stats
 from hermetic_hunt.models import EXPOSURE_TEXT, format_seconds
+from hermetic_hunt.report.fixes import fix_text_lines, history_text_lines
 from hermetic_hunt.report.model import Flake, Group, Report, TestResult, rank_key
 from hermetic_hunt.store.rows import LeakRow, RunRow
 from hermetic_hunt.untrusted import clean as clean  # re-exported: show and markdown use it
@@ -190,6 +191,8 @@ def headline(report: Report) -> str:
     which = f"{runs} run{'s' * (runs != 1)}"
     if report.selected_run:
         which = f"run {report.selected_run}"
+    if report.since:
+        which += f" since {clean(report.since)}"
     return (
         f"hermetic-hunt report · {clean(report.database)} · {which} · "
         f"{report.attempts:,} attempts of {len(report.tests):,} tests"
@@ -443,6 +446,8 @@ def render_text(report: Report) -> str:
     out.extend(finding_lines(report))
     out.extend(leak_lines(report))
     out.extend(_violations(report))
+    out.extend(fix_text_lines(report.fix_views(), clean))
+    out.extend(history_text_lines(report.history_items(), clean))
     out.extend(_stable(report))
     skipped = report.with_status("skipped")
     if skipped:

@@ -56,6 +56,10 @@ def _check_file(path: Path, *, create: bool) -> None:
         raise BadDatabase(f"cannot create {path}: directory {parent} is not writable")
 
 
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 class Store:
     """A validated, migrated hermetic-hunt database."""
 
@@ -224,6 +228,8 @@ class Store:
             "shard": str(settings.shard),
             "environment": json.dumps(info.environment, sort_keys=True),
             "settings": json.dumps(settings.to_json(), sort_keys=True),
+            "git_sha": _text_or_none(info.environment.get("git_sha")),
+            "git_branch": _text_or_none(info.environment.get("git_branch")),
         }
         with self.transaction() as conn:
             cursor = conn.execute(

@@ -9,7 +9,8 @@ Invariants of a merge into ``OUT.db``:
   free ids of ``OUT.db``, in the inputs' order, and every reference to them
   follows (attempts -> runs and tests; failures, journals, violations ->
   attempts; test checks; reproducer steps; isolation steps and their
-  environments; replays; attempt and run ids in a flake's evidence).
+  environments; replays and verified fixes; attempt and run ids in a
+  flake's evidence). Runs keep their commit and branch: history merges.
 * Flakes are one per test. A flake whose test has no flake in ``OUT.db``
   gets the next free id (``F<n>``); one whose test has is combined with it
   (:func:`~hermetic_hunt.store.merge_rules.combine_flakes`). An input's
@@ -152,7 +153,9 @@ class _Merger:
                 self._attempts(src_run)
                 self._copy("test_checks", "run_id = ?", [src_run],
                            {"run_id": self.run_id, "test_id": self.tests.__getitem__})  # fmt: skip
-            self._replays(self._flakes())
+            flakes = self._flakes()
+            self._replays(flakes)
+            self._fixes(flakes)
         except (KeyError, TypeError, ValueError) as exc:
             # Rows pointing at rows that do not exist, or of the wrong type.
             raise BadDatabase(
@@ -350,3 +353,19 @@ class _Merger:
                 replay["flake_id"] = flakes.get(replay["flake_id"])
                 replay["attempt_id"] = self.attempt(replay["attempt_id"])
                 self._insert("replays", replay)
+
+    def _fixes(self, flakes: dict[int, int]) -> None:
+        """Verified fixes follow their flake (a verification already there is not copied)."""
+        for fix in self._rows("fixes", "1", []):
+            fix.pop("id")
+            dest = flakes.get(fix["flake_id"])
+            if dest is None:
+                continue
+            duplicate = self.dst.execute(
+                "SELECT 1 FROM fixes WHERE flake_id = ? AND created_at IS ? AND patch_sha IS ? "
+                "AND outcome IS ?",
+                (dest, fix["created_at"], fix["patch_sha"], fix["outcome"]),
+            ).fetchone()
+            if duplicate is None:
+                fix["flake_id"] = dest
+                self._insert("fixes", fix)

@@ -283,4 +283,45 @@ def _fresh_rounds(db: Any) -> None:
     )
 
 
+@_migration("0003_history_fixes")  # type: ignore[untyped-decorator]
+def _history_fixes(db: Any) -> None:
+    """Flake history across commits (each run's git commit and branch) and verified fixes."""
+    db.executescript(
+        """
+        ALTER TABLE runs ADD COLUMN git_sha TEXT;      -- commit the hunt ran on (NULL: no git)
+        ALTER TABLE runs ADD COLUMN git_branch TEXT;   -- its branch (NULL: detached, unknown)
+        UPDATE runs SET git_sha = json_extract(environment, '$.git_sha')
+            WHERE json_valid(environment) AND json_type(environment, '$.git_sha') = 'text';
+        CREATE INDEX runs_git ON runs(git_sha);
+
+        CREATE TABLE fixes (
+            id INTEGER PRIMARY KEY,
+            flake_id INTEGER NOT NULL REFERENCES flakes(id),
+            created_at TEXT NOT NULL,
+            kind TEXT NOT NULL,                -- the kind the suggestion addresses
+            patch_sha TEXT NOT NULL,           -- sha256 of the unified diff
+            diff TEXT NOT NULL,                -- the unified diff that was verified
+            outcome TEXT NOT NULL,             -- verified | not-verified | no-control | error
+            runs INTEGER NOT NULL,             -- runs of the reproducer with the patch
+            passed INTEGER NOT NULL,           -- how many of them passed
+            control TEXT NOT NULL DEFAULT '',  -- the reproducer without the patch
+            detail TEXT NOT NULL DEFAULT '',
+            git_sha TEXT,                      -- the commit the patch was made against
+            applied INTEGER NOT NULL DEFAULT 0 -- 1: written to the checkout (--apply)
+        );
+        CREATE INDEX fixes_flake ON fixes(flake_id);
+
+        CREATE VIEW flake_history AS
+        SELECT fl.flake_id, t.nodeid, a.run_id, r.started_at, r.git_sha, r.git_branch,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed
+        FROM flakes fl JOIN tests t ON t.id = fl.test_id
+        JOIN attempts a ON a.test_id = t.id AND a.repeat = 0
+        JOIN runs r ON r.id = a.run_id
+        GROUP BY fl.id, a.run_id;
+        """
+    )
+
+
 SCHEMA_VERSION = len(NAMES)

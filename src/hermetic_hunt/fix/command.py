@@ -1,0 +1,156 @@
+"""``hermetic-hunt fix ID``: suggest a fix, verify it on a copy, store, apply if asked.
+
+:func:`fix` is what the CLI command calls: it returns the lines to print
+and the exit status. The verification is stored in ``fixes`` (the reports
+show it next to the suggestion for as long as the patch stays the same);
+``--apply`` writes the patch to the checkout only when it was verified (or
+verification was switched off with ``--no-verify``) and the files still
+hold the text it was made from.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hermetic_hunt import commands, environment
+from hermetic_hunt.errors import BadOption, HuntError
+from hermetic_hunt.findings import StoredFix
+from hermetic_hunt.fix.patch import PatchConflict
+from hermetic_hunt.fix.suggest import Suggestion, describe, suggest
+from hermetic_hunt.fix.verify import RunPlace, Verification, runs_needed, verify
+from hermetic_hunt.models import parse_ref
+from hermetic_hunt.store import Store
+from hermetic_hunt.store import fixes as db
+from hermetic_hunt.store.core import real_now_iso
+from hermetic_hunt.store.isolation import RunHistory, run_facts
+
+EXIT_OK = 0
+#: The patch did not pass its verification (or --apply was refused because of it).
+EXIT_NOT_VERIFIED = 1
+
+
+@dataclass
+class FixOutcome:
+    lines: list[str] = field(default_factory=list)
+    exit_status: int = EXIT_OK
+    suggestion: Suggestion | None = None
+    verification: Verification | None = None
+
+
+def fix(
+    db_path: str,
+    ref: str,
+    *,
+    check: bool = True,
+    runs: int | None = None,
+    apply: bool = False,
+    diff_only: bool = False,
+    cwd: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> FixOutcome:
+    """Suggest (and verify, store, apply) the fix of flake ``ref``."""
+    parsed = parse_ref(ref.strip())
+    if parsed is None or parsed.kind != "flake":
+        raise BadOption(f"expected a flake id like F3, got {ref!r} (hermetic-hunt list shows them)")
+    where = cwd or os.getcwd()
+    path = Path(where, os.path.expanduser(db_path)).resolve()
+    out = FixOutcome()
+    with Store.open(path, create=False) as store:
+        facts = db.fix_facts(store, str(parsed))
+        suggestion = suggest(facts)
+        out.suggestion = suggestion
+        if diff_only:
+            out.lines = [suggestion.diff.rstrip("\n")] if suggestion.patch else []
+            return out
+        out.lines = describe(suggestion)
+        patch = suggestion.patch
+        if patch is None:
+            out.lines.append(f"  {suggestion.reason}")
+            if apply:
+                out.lines.append("nothing to apply")
+                out.exit_status = EXIT_NOT_VERIFIED
+            return out
+        out.lines += ["", suggestion.diff.rstrip("\n"), ""]
+        verification = None
+        if not suggestion.verifiable:
+            out.lines.append(f"not verified: {suggestion.reason}")
+        elif not check:
+            out.lines.append("not verified (--no-verify)")
+        elif facts.reproducer is None:
+            out.lines.append("not verified: the flake has no reproducer to run")
+        else:
+            needed = runs or runs_needed(facts.rate)
+            facts_run = run_facts(store, facts.reproducer.run_id)
+            place = RunPlace(
+                facts_run.rootdir,
+                facts_run.invocation_dir,
+                facts_run.argv,
+                facts_run.settings,
+                facts_run.base_seed,
+            )
+            history = RunHistory(store, facts_run.run_id)
+            try:
+                verification = verify(
+                    patch,
+                    facts.reproducer,
+                    place,
+                    needed,
+                    journals=history.journal,
+                    parallel=min(4, os.cpu_count() or 1),
+                    say=say,
+                    exclude=(store.path, Path(f"{store.path}-wal"), Path(f"{store.path}-shm")),
+                )
+            finally:
+                history.close()
+            out.verification = verification
+            why = f" (enough to be 95% sure a {_pct(facts.rate)} flake is gone)" if not runs else ""
+            out.lines.append(verification.describe() + (why if verification.runs else ""))
+            if verification.control:
+                out.lines.append(f"  control: the reproducer {verification.control}")
+            if verification.detail and verification.outcome in ("verified", "not-verified"):
+                out.lines.append(f"  {verification.detail}")
+        applied = False
+        if apply:
+            if verification is not None and verification.outcome != "verified":
+                out.lines.append(
+                    "not applied: the patch is not verified (--no-verify --apply applies it anyway)"
+                )
+                out.exit_status = EXIT_NOT_VERIFIED
+            else:
+                try:
+                    written = patch.apply_to(facts.rootdir)
+                except PatchConflict as exc:
+                    raise BadOption(str(exc)) from None
+                applied = True
+                shown = ", ".join(commands.display_path(p, where) for p in written)
+                out.lines.append(f"applied to {shown}")
+        if verification is not None and verification.outcome == "not-verified":
+            out.exit_status = EXIT_NOT_VERIFIED
+        if verification is not None or applied:
+            record = StoredFix(
+                flake_id=facts.flake_id,
+                created_at=real_now_iso(),
+                kind=suggestion.kind,
+                patch_sha=patch.sha,
+                outcome=verification.outcome if verification else "not-verified",
+                runs=verification.runs if verification else 0,
+                passed=verification.passed if verification else 0,
+                control=verification.control if verification else "",
+                detail=(verification.detail if verification else "applied without verification"),
+                git_sha=environment.git_sha(facts.rootdir) if facts.rootdir else None,
+                applied=applied,
+            )
+            try:
+                db.save_fix(store, record, patch.diff())
+            except HuntError as exc:
+                out.lines.append(f"(the verification was not stored: {exc})")
+    return out
+
+
+def _pct(rate: float) -> str:
+    from hermetic_hunt.stats import percent
+
+    return percent(rate)

@@ -1,0 +1,355 @@
+"""The project's source, read and parsed: test files, the modules they import.
+
+Pure (``ast`` only; files are read through :class:`Project`). Only files
+inside the rootdir are read -- site-packages and the standard library are
+"external" -- and a file that cannot be read or parsed is simply unknown:
+suggestions fall back to advice without line numbers.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Larger files are not parsed (a generated module is no place for a fix).
+MAX_SOURCE = 1_000_000
+_PARAMS = re.compile(r"\[.*\]$", re.S)
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True)
+class NodeName:
+    """A nodeid taken apart: ``tests/t.py::TestX::test_y[1]``."""
+
+    path: str
+    classes: tuple[str, ...]
+    function: str
+
+    @classmethod
+    def parse(cls, nodeid: str) -> NodeName | None:
+        parts = nodeid.split("::")
+        if len(parts) < 2 or not parts[0].endswith(".py"):
+            return None
+        function = _PARAMS.sub("", parts[-1])
+        if not function.isidentifier() or not all(p.isidentifier() for p in parts[1:-1]):
+            return None
+        return cls(parts[0], tuple(parts[1:-1]), function)
+
+    @property
+    def short(self) -> str:
+        return "::".join((*self.classes, self.function))
+
+
+@dataclass(frozen=True)
+class ImportRef:
+    """What an import binds: a module of ours (``path``) or an external one.
+
+    ``from shop import catalog`` binds ``catalog`` to ``shop/catalog.py``;
+    ``from shop.catalog import register`` to the name ``register`` of it
+    (``attr``); ``import os`` to the external ``os``.
+    """
+
+    path: Path | None
+    attr: str | None
+    external: str
+    line: int
+    text: str = ""
+
+
+@dataclass
+class Module:
+    """One parsed source file of the project."""
+
+    path: Path
+    rel: str
+    text: str
+    tree: ast.Module
+    dotted: str | None = None
+    lines: list[str] = field(default_factory=list)
+    _imports: dict[str, ImportRef] | None = None
+    _globals: dict[str, ast.stmt] | None = None
+
+    def __post_init__(self) -> None:
+        self.lines = self.text.splitlines(keepends=True)
+
+    def segment(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.text, node) or ""
+
+    def line(self, number: int) -> str:
+        """Line ``number`` (1-based), stripped; '' outside the file."""
+        return self.lines[number - 1].strip() if 0 < number <= len(self.lines) else ""
+
+    # -- definitions ------------------------------------------------------------
+
+    def function(self, classes: tuple[str, ...], name: str) -> FunctionNode | None:
+        """The function ``name`` (in the nested classes ``classes``)."""
+        body: list[ast.stmt] = self.tree.body
+        for cls_name in classes:
+            found = next(
+                (n for n in body if isinstance(n, ast.ClassDef) and n.name == cls_name), None
+            )
+            if found is None:
+                return None
+            body = found.body
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                return node
+        return None
+
+    def class_def(self, name: str) -> ast.ClassDef | None:
+        return next(
+            (n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == name), None
+        )
+
+    def top_level(self, node: ast.AST) -> ast.stmt | None:
+        """The module-level statement that contains ``node``."""
+        line = getattr(node, "lineno", 0)
+        for stmt in self.tree.body:
+            if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+                return stmt
+        return None
+
+    @property
+    def globals(self) -> dict[str, ast.stmt]:
+        """Names bound at module level -> the statement that (last) binds them."""
+        if self._globals is None:
+            found: dict[str, ast.stmt] = {}
+            for stmt in self.tree.body:
+                for name in bound_names(stmt):
+                    found[name] = stmt
+            self._globals = found
+        return self._globals
+
+    @property
+    def imports(self) -> dict[str, ImportRef]:
+        if self._imports is None:
+            raise RuntimeError("imports are resolved by Project.module()")
+        return self._imports
+
+
+def bound_names(stmt: ast.stmt) -> Iterator[str]:
+    """Names a module-level statement binds (assignments, defs, classes; not imports)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield stmt.name
+    elif isinstance(stmt, ast.Assign):
+        for target in stmt.targets:
+            yield from _target_names(target)
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        yield from _target_names(stmt.target)
+
+
+def _target_names(target: ast.expr) -> Iterator[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _target_names(element)
+
+
+def shape_of(stmt: ast.stmt | None) -> str:
+    """``dict``, ``list``, ``set`` or ``other``: the kind of container a module-level
+    assignment builds (a literal, a comprehension, ``dict(...)``, an annotation)."""
+    if stmt is None:
+        return "other"
+    value: ast.expr | None = None
+    annotation: ast.expr | None = None
+    if isinstance(stmt, ast.Assign):
+        value = stmt.value
+    elif isinstance(stmt, ast.AnnAssign):
+        value, annotation = stmt.value, stmt.annotation
+    for kind, literal in (
+        ("dict", (ast.Dict, ast.DictComp)),
+        ("list", (ast.List, ast.ListComp)),
+        ("set", (ast.Set, ast.SetComp)),
+    ):
+        if isinstance(value, literal):
+            return kind
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        name = value.func.id
+        if name in ("dict", "list", "set", "defaultdict", "OrderedDict"):
+            return {"defaultdict": "dict", "OrderedDict": "dict"}.get(name, name)
+    if annotation is not None:
+        head = annotation.value if isinstance(annotation, ast.Subscript) else annotation
+        if isinstance(head, ast.Name) and head.id.lower() in ("dict", "list", "set"):
+            return head.id.lower()
+    return "other"
+
+
+class Project:
+    """The source files under ``rootdir``, parsed on demand (and cached).
+
+    ``read(path)`` returns a file's text or None (tests pass their own).
+    Dotted module names are looked up under the rootdir, its ``src/``, and
+    the directories between the importing file and the rootdir -- where
+    pytest's rootdir-relative imports and ``pythonpath = .`` find them.
+    """
+
+    def __init__(self, rootdir: str | Path, read: Callable[[Path], str | None] | None = None):
+        self.rootdir = Path(rootdir)
+        self._read = read or _read_text
+        self._modules: dict[Path, Module | None] = {}
+
+    def rel(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.rootdir).as_posix()
+        except ValueError:
+            return path.as_posix()
+
+    def inside(self, path: Path) -> bool:
+        try:
+            path.relative_to(self.rootdir)
+        except ValueError:
+            return False
+        return True
+
+    def module(self, rel_or_path: str | Path, dotted: str | None = None) -> Module | None:
+        path = Path(rel_or_path)
+        if not path.is_absolute():
+            path = self.rootdir / path
+        if path in self._modules:
+            return self._modules[path]
+        self._modules[path] = None  # a module importing itself stops here
+        if not self.inside(path):
+            return None
+        text = self._read(path)
+        if text is None or len(text) > MAX_SOURCE:
+            return None
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return None
+        module = Module(path, self.rel(path), text, tree, dotted)
+        self._modules[path] = module
+        module._imports = self._resolve_imports(module)
+        return module
+
+    # -- imports ---------------------------------------------------------------------
+
+    def _roots(self, near: Path) -> list[Path]:
+        roots = [self.rootdir, self.rootdir / "src"]
+        folder = near.parent
+        while self.inside(folder):
+            roots.append(folder)
+            if folder == self.rootdir:
+                break
+            folder = folder.parent
+        return list(dict.fromkeys(roots))
+
+    def find(self, dotted: str, near: Path) -> tuple[Path, str] | None:
+        """The file of module ``dotted`` (and its name), if it is ours."""
+        parts = dotted.split(".")
+        if not all(p.isidentifier() for p in parts):
+            return None
+        for root in self._roots(near):
+            base = root.joinpath(*parts)
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if self._exists(candidate):
+                    return candidate, dotted
+        return None
+
+    def _exists(self, path: Path) -> bool:
+        if path in self._modules:
+            return self._modules[path] is not None
+        return path.is_file()
+
+    def _relative(self, module: Module, level: int, name: str | None) -> tuple[Path, str] | None:
+        folder = module.path.parent
+        for _ in range(level - 1):
+            folder = folder.parent
+        base = folder.joinpath(*(name or "").split(".")) if name else folder
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if name is None and candidate.name != "__init__.py":
+                continue
+            if self._exists(candidate) and self.inside(candidate):
+                return candidate, ""
+        return None
+
+    def _resolve_imports(self, module: Module) -> dict[str, ImportRef]:
+        found: dict[str, ImportRef] = {}
+        for node in module.tree.body:
+            for stmt in _import_statements(node):
+                if isinstance(stmt, ast.Import):
+                    for alias in stmt.names:
+                        text = f"import {alias.name}" + (
+                            f" as {alias.asname}" if alias.asname else ""
+                        )
+                        if alias.asname:
+                            hit = self.find(alias.name, module.path)
+                            found[alias.asname] = ImportRef(
+                                hit[0] if hit else None, None, alias.name, stmt.lineno, text
+                            )
+                        else:
+                            head = alias.name.split(".")[0]
+                            hit = self.find(head, module.path)
+                            found[head] = ImportRef(
+                                hit[0] if hit else None, None, head, stmt.lineno, text
+                            )
+                elif isinstance(stmt, ast.ImportFrom):
+                    self._from_import(module, stmt, found)
+        return found
+
+    def _from_import(
+        self, module: Module, stmt: ast.ImportFrom, found: dict[str, ImportRef]
+    ) -> None:
+        base = stmt.module or ""
+        if stmt.level:
+            owner = self._relative(module, stmt.level, stmt.module)
+        else:
+            owner = self.find(base, module.path) if base else None
+        for alias in stmt.names:
+            if alias.name == "*":
+                continue
+            name = alias.asname or alias.name
+            external = f"{base}.{alias.name}" if base else alias.name
+            text = f"from {'.' * stmt.level}{base} import {alias.name}" + (
+                f" as {alias.asname}" if alias.asname else ""
+            )
+            sub = None
+            if stmt.level:
+                sub = self._relative(
+                    module, stmt.level, f"{base}.{alias.name}" if base else alias.name
+                )
+            elif base:
+                sub = self.find(f"{base}.{alias.name}", module.path)
+            if sub is not None:
+                found[name] = ImportRef(sub[0], None, external, stmt.lineno, text)
+            elif owner is not None:
+                found[name] = ImportRef(owner[0], alias.name, external, stmt.lineno, text)
+            else:
+                found[name] = ImportRef(None, alias.name, external, stmt.lineno, text)
+
+    def dotted_name(self, path: Path, near: Path) -> str | None:
+        """How ``near`` would import the module at ``path`` (``shop.catalog``)."""
+        for root in self._roots(near):
+            try:
+                rel = path.relative_to(root)
+            except ValueError:
+                continue
+            parts = list(rel.with_suffix("").parts)
+            if parts and parts[-1] == "__init__":
+                parts.pop()
+            if parts and all(p.isidentifier() for p in parts):
+                return ".".join(parts)
+        return None
+
+
+def _import_statements(node: ast.stmt) -> Iterator[ast.stmt]:
+    """Imports at module level, also inside ``if``/``try`` blocks (``TYPE_CHECKING``...)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        yield node
+    elif isinstance(node, (ast.If, ast.Try)):
+        for child in (*node.body, *node.orelse, *getattr(node, "finalbody", ())):
+            yield from _import_statements(child)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > MAX_SOURCE:
+            return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None

@@ -1,0 +1,912 @@
+"""One suggested fix per flake, for its kind (pure: reports call it).
+
+:func:`suggest` turns a flake's :class:`~hermetic_hunt.findings.FixFacts`
+and the project's source into a :class:`Suggestion`: the concrete changes,
+each with file and line, advice for what cannot be patched, and a
+:class:`~hermetic_hunt.fix.patch.Patch` where one can be written:
+
+* **victim** -- with a cleaner: the cleaner's reset as a fixture the
+  victim uses; else the polluter's own line that leaks the state, made to
+  put it back: ``monkeypatch.setenv`` / ``delenv`` / ``chdir`` /
+  ``syspath_prepend`` / ``setattr`` instead of the direct change, or a
+  fixture that snapshots and restores a registry the polluter fills;
+* **brittle** -- the state-setter's set-up as a fixture the test uses;
+* **self-polluting** -- the state the test leaves for its second run,
+  restored after it (the same fixtures);
+* **network** -- mark it with the integration marker, or mock the call
+  (never verified: the verification would reach the network);
+* **random** -- draw from an injected, seeded generator;
+* **time** -- inject the clock or freeze it, at the failing instant;
+* **hash-order**, **concurrency**, **unexplained** -- advice with the
+  places that matter.
+
+Nothing here runs a test: :mod:`hermetic_hunt.fix.verify` does, on a copy.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+import textwrap
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hermetic_hunt.findings import FixFacts
+from hermetic_hunt.fix.analyze import Analyzer, Effect, Holder, TestEffects
+from hermetic_hunt.fix.patch import Draft, Patch, build
+from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project
+from hermetic_hunt.models import Leak
+
+#: The kind a suggestion addresses first when a flake has several.
+PRIORITY = (
+    "victim",
+    "brittle",
+    "self-polluting",
+    "network",
+    "random",
+    "time",
+    "hash-order",
+    "concurrency",
+    "unexplained",
+)
+#: Kinds whose patch is never run to verify it.
+UNVERIFIABLE = frozenset({"network"})
+_SUFFIX = "(suggested by hermetic-hunt)"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One place to change: ``where`` (``path:line``), what happens there, the fix."""
+
+    where: str
+    what: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A flake's suggested fix: the changes, advice, and a patch where one exists.
+
+    ``verifiable``: the patch may be checked by running the reproducer on a
+    patched copy (not a network fix). ``reason`` says why there is no
+    patch, or why it is not verified by running it.
+    """
+
+    flake_id: str
+    nodeid: str
+    kind: str
+    summary: str
+    changes: tuple[Change, ...] = ()
+    advice: tuple[str, ...] = ()
+    patch: Patch | None = None
+    verifiable: bool = False
+    reason: str = ""
+
+    @property
+    def diff(self) -> str:
+        return self.patch.diff() if self.patch is not None else ""
+
+
+@dataclass
+class _Plan:
+    """A suggestion under construction."""
+
+    facts: FixFacts
+    project: Project | None
+    analyzer: Analyzer | None
+    kind: str
+    summary: str = ""
+    changes: list[Change] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
+    drafts: dict[str, Draft] = field(default_factory=dict)
+    reason: str = ""
+
+    def draft(self, module: Module) -> Draft:
+        if module.rel not in self.drafts:
+            self.drafts[module.rel] = Draft(module)
+        return self.drafts[module.rel]
+
+    def finish(self) -> Suggestion:
+        patch = build(list(self.drafts.values())) if self.drafts else None
+        reason = self.reason
+        if patch is None and not reason:
+            reason = "no patch: the change is described above"
+        verifiable = patch is not None and self.kind not in UNVERIFIABLE
+        if patch is not None and self.kind in UNVERIFIABLE:
+            reason = reason or "not run to verify it: it would reach the network"
+        return Suggestion(
+            flake_id=self.facts.flake_id,
+            nodeid=self.facts.nodeid,
+            kind=self.kind,
+            summary=self.summary or "no fix suggested",
+            changes=tuple(self.changes),
+            advice=tuple(dict.fromkeys(self.advice)),
+            patch=patch,
+            verifiable=verifiable,
+            reason=reason if patch is None or not verifiable else "",
+        )
+
+
+def primary_kind(kinds: tuple[str, ...] | list[str]) -> str:
+    return next((k for k in PRIORITY if k in kinds), kinds[0] if kinds else "unexplained")
+
+
+def suggest(facts: FixFacts, project: Project | None = None) -> Suggestion:
+    """The suggested fix of one flake (``project``: its source; None: advice only)."""
+    if project is None and facts.rootdir and Path(facts.rootdir).is_dir():
+        project = Project(facts.rootdir)
+    plan = _Plan(facts, project, Analyzer(project) if project else None, primary_kind(facts.kinds))
+    if project is None:
+        plan.reason = f"no patch: the hunt's rootdir {facts.rootdir or '(unknown)'} is not here"
+    {
+        "victim": _victim,
+        "brittle": _brittle,
+        "self-polluting": _self_polluting,
+        "network": _network,
+        "random": _random,
+        "time": _time,
+        "hash-order": _hash_order,
+        "concurrency": _concurrency,
+    }.get(plan.kind, _unexplained)(plan)
+    for other in facts.kinds:
+        if other != plan.kind and other in _ADVICE:
+            plan.advice.append(_ADVICE[other])
+    return plan.finish()
+
+
+_ADVICE = {
+    "network": "it also makes network calls the hunt blocked: mock them, or mark the test "
+    "integration",
+    "random": "it also depends on random draws: seed or inject the generator it uses",
+    "time": "it also depends on the clock: freeze it or pass the time in",
+    "hash-order": "it also depends on PYTHONHASHSEED: sort what it iterates",
+    "concurrency": "it also races between threads: guard the shared state with a lock",
+}
+
+
+# -- the state a test leaves behind ----------------------------------------------------
+
+
+def _short(nodeid: str) -> str:
+    name = NodeName.parse(nodeid)
+    return name.function if name else nodeid.rsplit("::", 1)[-1]
+
+
+def _where(test: TestEffects, line: int) -> str:
+    return f"{test.module.rel}:{line}"
+
+
+def _state_text(effect: Effect) -> str:
+    """``os.environ['X']``, ``shop.catalog._REGISTRY``, ``the working directory``."""
+    if effect.kind == "env":
+        return f"os.environ[{effect.key!r}]" if effect.key else "os.environ"
+    if effect.kind == "cwd":
+        return "the working directory"
+    if effect.kind == "syspath":
+        return "sys.path"
+    holder = effect.holder
+    assert holder is not None
+    module = holder.path.removesuffix(".py").replace("/", ".")
+    return f"{module}.{holder.label}" if not holder.owner else f"{holder.label}"
+
+
+def _doing(effect: Effect) -> str:
+    verb = {
+        "env": "deletes" if effect.detail == "deleted" else "sets",
+        "cwd": "changes",
+        "syspath": "changes",
+        "rebind": "rebinds",
+        "mutate": "changes",
+    }[effect.kind]
+    there = f" ({effect.origin}: {effect.origin_text})" if effect.via else ""
+    via = f"{effect.via}() " if effect.via else ""
+    return f"{via}{verb} {_state_text(effect)}{there} and nothing puts it back"
+
+
+def restore_state(plan: _Plan, test: TestEffects, leaks: tuple[Leak, ...], who: str) -> int:
+    """Make ``test`` put back what it changes; the number of changes made."""
+    made = 0
+    draft = plan.draft(test.module)
+    covered: set[tuple[str, str | None]] = set()
+    fixtures_added: set[str] = set()
+    for effect in test.lasting():
+        fix = _restore(plan, draft, test, effect, fixtures_added)
+        if fix is None:
+            plan.changes.append(
+                Change(
+                    _where(test, effect.site),
+                    f"{who} {_doing(effect)}",
+                    "put it back after the test (no patch: see the advice)",
+                )
+            )
+            continue
+        covered.add((effect.kind, effect.key))
+        plan.changes.append(Change(_where(test, effect.site), f"{who} {_doing(effect)}", fix))
+        made += 1
+    for leak in leaks:
+        made += _leak_fix(plan, draft, test, leak, who, covered, fixtures_added)
+    return made
+
+
+def _restore(
+    plan: _Plan, draft: Draft, test: TestEffects, effect: Effect, fixtures: set[str]
+) -> str | None:
+    """Patch ``test`` so ``effect`` is undone; how (None: it cannot be patched)."""
+    func = test.function
+    rewrite = effect.rewrite
+    if rewrite is not None and draft.add_param(func, "monkeypatch"):
+        draft.replace(rewrite.line, rewrite.col, rewrite.end_line, rewrite.end_col, rewrite.text)
+        if "os.environ.get(" in rewrite.text:
+            draft.ensure_import("import os", "os")
+        method = rewrite.text.split("(", 1)[0]
+        return f"use {method}(): monkeypatch puts it back after the test"
+    if effect.kind in ("env", "cwd", "syspath"):
+        name = {"env": "restore_environ", "cwd": "restore_cwd", "syspath": "restore_sys_path"}[
+            effect.kind
+        ]
+        if not _use_fixture(plan, draft, func, name, _BUILTIN_FIXTURES[name], fixtures):
+            return None
+        return f"a fixture, {name}, that snapshots {_state_text(effect)} and restores it"
+    holder = effect.holder
+    if holder is None:
+        return None
+    owner = _owner_expression(plan, draft, holder)
+    if owner is None:
+        return None
+    # The test module's own global is named as it is; another module's through it.
+    target = f"{owner}.{holder.name}" if owner else holder.name
+    if effect.kind == "rebind" or holder.shape == "other":
+        if not owner:
+            draft.ensure_import("import sys", "sys")
+            owner = "sys.modules[__name__]"  # the test module, as it was imported
+        value = target if effect.kind == "rebind" else f"copy.deepcopy({target})"
+        if effect.kind != "rebind":
+            draft.ensure_import("import copy", "copy")
+        if not draft.add_param(func, "monkeypatch"):
+            return None
+        statement = f'monkeypatch.setattr({owner}, "{holder.name}", {value})'
+        if statement in _prepended(draft, func):
+            return f"{statement} first: monkeypatch puts it back after the test"
+        if not draft.prepend(func, [statement]):
+            return None
+        _prepended(draft, func).add(statement)
+        return f"{statement} first: monkeypatch puts it back after the test"
+    name = _fixture_name(draft, f"restore_{holder.name}")
+    block = _container_fixture(name, target, holder, deep=effect.deep)
+    if effect.deep:
+        draft.ensure_import("import copy", "copy")
+    if not _use_fixture(plan, draft, func, name, block, fixtures):
+        return None
+    return f"a fixture, {name}, that snapshots {target} and restores it after the test"
+
+
+def _prepended(draft: Draft, func: FunctionNode) -> set[str]:
+    return draft.prepended.setdefault(func.lineno, set())
+
+
+_BUILTIN_FIXTURES = {
+    "restore_environ": [
+        "@pytest.fixture",
+        "def restore_environ():",
+        f'    """Puts os.environ back as it was before the test {_SUFFIX}."""',
+        "    saved = dict(os.environ)",
+        "    yield",
+        "    os.environ.clear()",
+        "    os.environ.update(saved)",
+    ],
+    "restore_cwd": [
+        "@pytest.fixture",
+        "def restore_cwd():",
+        f'    """Goes back to the working directory of before the test {_SUFFIX}."""',
+        "    saved = os.getcwd()",
+        "    yield",
+        "    os.chdir(saved)",
+    ],
+    "restore_sys_path": [
+        "@pytest.fixture",
+        "def restore_sys_path():",
+        f'    """Puts sys.path back as it was before the test {_SUFFIX}."""',
+        "    saved = list(sys.path)",
+        "    yield",
+        "    sys.path[:] = saved",
+    ],
+}
+
+
+def _container_fixture(name: str, target: str, holder: Holder, *, deep: bool) -> list[str]:
+    copy = f"copy.deepcopy({target})" if deep else f"{holder.shape}({target})"
+    if holder.shape == "list":
+        restore = [f"    {target}[:] = saved"]
+    else:
+        restore = [f"    {target}.clear()", f"    {target}.update(saved)"]
+    return [
+        "@pytest.fixture",
+        f"def {name}():",
+        f'    """Puts {target} back as it was before the test {_SUFFIX}."""',
+        f"    saved = {copy}",
+        "    yield",
+        *restore,
+    ]
+
+
+def _use_fixture(
+    plan: _Plan, draft: Draft, func: FunctionNode, name: str, block: list[str], fixtures: set[str]
+) -> bool:
+    """Define fixture ``name`` above the test (once per module) and request it."""
+    if not draft.add_param(func, name):
+        return False
+    defined = draft.fixtures
+    if name not in defined and name not in draft.module.globals:
+        draft.ensure_import("import pytest", "pytest")
+        for module in ("os", "sys"):
+            if any(f"{module}." in line for line in block):
+                draft.ensure_import(f"import {module}", module)
+        top = draft.module.top_level(func)
+        if top is None:
+            return False
+        draft.insert_above(top, block)
+        defined.add(name)
+    fixtures.add(name)
+    return True
+
+
+def _fixture_name(draft: Draft, wanted: str) -> str:
+    base = re.sub(r"\W+", "_", wanted.lower()).replace("restore__", "restore_").rstrip("_")
+    taken = set(draft.module.globals) | set(draft.module.imports)
+    mine = draft.names
+    if wanted in mine:
+        return mine[wanted]
+    name, number = base, 2
+    while name in taken or name in mine.values():
+        name, number = f"{base}_{number}", number + 1
+    mine[wanted] = name
+    return name
+
+
+def _owner_expression(plan: _Plan, draft: Draft, holder: Holder) -> str | None:
+    """How the test module names the module (or class) that owns ``holder``."""
+    module = draft.module
+    project = plan.project
+    assert project is not None
+    path = project.rootdir / holder.path
+    if holder.owner is not None:
+        if holder.path == module.rel:
+            return holder.owner if holder.owner in module.globals else None
+        for name, ref in module.imports.items():
+            if ref.path == path and ref.attr == holder.owner:
+                return name
+        return None
+    if holder.path == module.rel:
+        return ""  # a global of the test module itself
+    for name, ref in module.imports.items():
+        if ref.path == path and ref.attr is None:
+            return name
+    dotted = project.dotted_name(path, module.path)
+    if dotted is None:
+        return None
+    head, _, last = dotted.rpartition(".")
+    if last in module.globals or last in module.imports:
+        return None
+    return draft.ensure_import(f"from {head} import {last}" if head else f"import {last}", last)
+
+
+def _leak_fix(
+    plan: _Plan,
+    draft: Draft,
+    test: TestEffects,
+    leak: Leak,
+    who: str,
+    covered: set[tuple[str, str | None]],
+    fixtures: set[str],
+) -> int:
+    """What a recorded leak that the source reading did not explain asks for."""
+    func = test.function
+    where = _where(test, func.lineno)
+    if leak.resource == "env":
+        if ("env", leak.name) in covered or ("env", None) in covered:
+            return 0
+        if _use_fixture(
+            plan, draft, func, "restore_environ", _BUILTIN_FIXTURES["restore_environ"], fixtures
+        ):
+            covered.add(("env", None))
+            plan.changes.append(
+                Change(
+                    where,
+                    f"{who} {leak.describe()}",
+                    "a fixture, restore_environ, that snapshots os.environ and restores it",
+                )
+            )
+            return 1
+        return 0
+    if leak.resource == "cwd":
+        if ("cwd", None) in covered:
+            return 0
+        if _use_fixture(
+            plan, draft, func, "restore_cwd", _BUILTIN_FIXTURES["restore_cwd"], fixtures
+        ):
+            covered.add(("cwd", None))
+            plan.changes.append(
+                Change(
+                    where,
+                    f"{who} {leak.describe()}",
+                    "a fixture, restore_cwd, that goes back to the "
+                    "working directory after the test",
+                )
+            )
+            return 1
+        return 0
+    started = [e for e in test.of("thread") if leak.resource == "thread"]
+    if started:
+        e = started[0]
+        plan.advice.append(
+            f"{who} {leak.describe()} (started at {e.origin}: {e.origin_text}): stop and join "
+            "it at teardown (a fixture that yields, then stops it)"
+        )
+    elif leak.resource in ("file", "tempfile"):
+        plan.advice.append(f"{who} {leak.describe()}: write it under tmp_path instead")
+    else:
+        plan.advice.append(f"{who} {leak.describe()}: undo it at teardown")
+    return 0
+
+
+# -- set-up as a fixture (a cleaner's reset, a state-setter's set-up) -----------------------
+
+
+def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> str | None:
+    """Turn test ``source``'s statements (asserts left out) into a fixture in
+    ``target``'s module that ``target`` requests; its name (None: not possible)."""
+    project, analyzer = plan.project, plan.analyzer
+    assert project is not None and analyzer is not None
+    found = analyzer.test(source)
+    if found is None:
+        return None
+    func, module = found.function, found.module
+    body = [s for s in func.body if not isinstance(s, ast.Assert) and not _docstring(s)]
+    if not body:
+        return None
+    params = [a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)]
+    used = _free_names(body)
+    if "self" in used or "cls" in used:
+        return None
+    draft = plan.draft(target.module)
+    imports: list[tuple[str, str]] = []
+    for name in sorted(used - set(params)):
+        if hasattr(builtins, name):
+            continue
+        if target.module is module or module.rel == target.module.rel:
+            if name in module.globals or name in module.imports:
+                continue
+            return None
+        ref = module.imports.get(name)
+        if ref is None or not ref.text or ref.text.startswith("from ."):
+            return None
+        mine = target.module.imports.get(name)
+        if mine is not None and (mine.path, mine.attr, mine.external) != (
+            ref.path,
+            ref.attr,
+            ref.external,
+        ):
+            return None
+        if name in target.module.globals:
+            return None
+        imports.append((ref.text, name))
+    fixture = _fixture_name(draft, _short(source).removeprefix("test_") or "setup")
+    needs = [p for p in params if p in used]
+    indent = _body_indent(module, func)
+    lines: list[str] = []
+    for stmt in body:
+        chunk = "".join(module.lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno])
+        text = textwrap.dedent(chunk) if not indent else _dedent(chunk, indent)
+        lines.extend(
+            "    " + line if line.strip() else "" for line in text.rstrip("\n").split("\n")
+        )
+    block = [
+        "@pytest.fixture",
+        f"def {fixture}({', '.join(needs)}):",
+        f'    """{_short(source)}\'s set-up, {role} {_SUFFIX}."""',
+        *lines,
+    ]
+    for statement, name in imports:
+        draft.ensure_import(statement, name)
+    if not _use_fixture(plan, draft, target.function, fixture, block, set()):
+        return None
+    return fixture
+
+
+def _docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _free_names(body: list[ast.stmt]) -> set[str]:
+    loaded: set[str] = set()
+    stored: set[str] = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name):
+                (loaded if isinstance(node.ctx, ast.Load) else stored).add(node.id)
+    return loaded - stored
+
+
+def _body_indent(module: Module, func: FunctionNode) -> str:
+    line = module.lines[func.body[0].lineno - 1]
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _dedent(text: str, indent: str) -> str:
+    return "".join(
+        line[len(indent) :] if line.startswith(indent) else line.lstrip()
+        for line in text.splitlines(keepends=True)
+    )
+
+
+# -- per kind ---------------------------------------------------------------------------
+
+
+def _victim(plan: _Plan) -> None:
+    facts, analyzer = plan.facts, plan.analyzer
+    polluters = facts.polluters[0] if facts.polluters else ()
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    names = " + ".join(_short(p) for p in polluters) or "another test"
+    if facts.cleaners and me is not None:
+        cleaner = facts.cleaners[0]
+        fixture = setup_fixture(plan, cleaner, me, "before the test")
+        if fixture is not None:
+            plan.summary = (
+                f"fails after {names}; {_short(cleaner)} resets what it leaves: run that reset "
+                f"before the test, as a fixture ({fixture})"
+            )
+            plan.changes.append(
+                Change(
+                    _where(me, me.function.lineno),
+                    f"{_short(facts.nodeid)} runs on the state {names} leaves",
+                    f"request the fixture {fixture}: {_short(cleaner)}'s reset without its asserts",
+                )
+            )
+            _describe_polluters(plan, polluters)
+            return
+    made = described = 0
+    for polluter in polluters:
+        test = analyzer.test(polluter) if analyzer else None
+        leaks = facts.leaks.get(polluter, ())
+        if test is None:
+            for leak in leaks:
+                plan.changes.append(
+                    Change(
+                        "", f"{_short(polluter)} {leak.describe()}", "put it back after the test"
+                    )
+                )
+            described += len(leaks)
+            continue
+        made += restore_state(plan, test, leaks, _short(polluter))
+    if made or described or plan.changes:
+        plan.summary = f"fails after {names}: make " + (
+            "them put back what they change"
+            if len(polluters) > 1
+            else "it put back what it changes"
+        )
+        return
+    shared = _shared_fixtures(plan, polluters, facts.nodeid)
+    if shared:
+        plan.summary = f"fails after {names}: they share state through a fixture"
+        plan.advice.extend(shared)
+        plan.reason = "no patch: the state is shared through a fixture (see the advice)"
+        return
+    plan.summary = f"fails after {names}: find what {names} leaves behind"
+    plan.advice.append(
+        f"the source does not show what {names} changes: look for module globals, class "
+        "attributes, caches or files it changes, and restore them at teardown"
+    )
+
+
+def _describe_polluters(plan: _Plan, polluters: tuple[str, ...]) -> None:
+    analyzer = plan.analyzer
+    for polluter in polluters:
+        test = analyzer.test(polluter) if analyzer else None
+        if test is None:
+            continue
+        for effect in test.lasting():
+            plan.advice.append(
+                f"the polluter's line: {_where(test, effect.site)} {_short(polluter)} "
+                f"{_doing(effect)}"
+            )
+
+
+def _shared_fixtures(plan: _Plan, polluters: tuple[str, ...], victim: str) -> list[str]:
+    """Fixtures of a wider scope that the polluters and the victim both request."""
+    analyzer, project = plan.analyzer, plan.project
+    if analyzer is None or project is None:
+        return []
+    mine = analyzer.test(victim)
+    if mine is None:
+        return []
+    wanted = _params(mine.function)
+    out = []
+    for polluter in polluters:
+        theirs = analyzer.test(polluter)
+        if theirs is None:
+            continue
+        for name in sorted(wanted & _params(theirs.function)):
+            found = _fixture_def(project, mine.module, name)
+            if found is None or found[2] == "function":
+                continue
+            where, _, scope = found
+            out.append(
+                f"{_short(polluter)} and {_short(victim)} share the {scope}-scoped fixture "
+                f"{name} ({where}): what one changes there, the other sees; give each test its "
+                f"own (a function-scoped fixture) or restore it after {_short(polluter)}"
+            )
+    return out
+
+
+def _params(func: FunctionNode) -> set[str]:
+    return {a.arg for a in (*func.args.args, *func.args.kwonlyargs)} - {"self", "cls"}
+
+
+def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, int, str] | None:
+    """Where fixture ``name`` is defined (the test module, then conftest.py files up to
+    the rootdir) and its scope."""
+    candidates = [near]
+    folder = near.path.parent
+    while project.inside(folder):
+        conftest = project.module(folder / "conftest.py")
+        if conftest is not None:
+            candidates.append(conftest)
+        if folder == project.rootdir:
+            break
+        folder = folder.parent
+    for module in candidates:
+        stmt = module.globals.get(name)
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for deco in stmt.decorator_list:
+            if isinstance(deco, ast.Call):
+                for keyword in deco.keywords:
+                    if keyword.arg == "scope" and isinstance(keyword.value, ast.Constant):
+                        return f"{module.rel}:{stmt.lineno}", stmt.lineno, str(keyword.value.value)
+            return f"{module.rel}:{stmt.lineno}", stmt.lineno, "function"
+    return None
+
+
+def _brittle(plan: _Plan) -> None:
+    facts, analyzer = plan.facts, plan.analyzer
+    setters = facts.state_setters[0] if facts.state_setters else ()
+    names = " + ".join(_short(s) for s in setters) or "another test"
+    plan.summary = f"fails alone: it needs what {names} does first; set that up in the test"
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    if me is None or not setters:
+        plan.advice.append(
+            f"give {_short(facts.nodeid)} its own set-up (it passes only after {names})"
+        )
+        return
+    made = []
+    for setter in setters:
+        fixture = setup_fixture(plan, setter, me, "before the test")
+        if fixture is None:
+            plan.drafts.clear()
+            plan.advice.append(
+                f"{_short(setter)}'s set-up cannot be lifted into a fixture as it is (it uses "
+                f"self, or names its module does not import): give {_short(facts.nodeid)} its own"
+            )
+            return
+        made.append(fixture)
+    plan.changes.append(
+        Change(
+            _where(me, me.function.lineno),
+            f"{_short(facts.nodeid)} relies on {names} having run",
+            f"request {', '.join(made)}: the set-up of {names} without its asserts",
+        )
+    )
+
+
+def _self_polluting(plan: _Plan) -> None:
+    facts, analyzer = plan.facts, plan.analyzer
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    plan.summary = "fails on its second run in one process: it leaves state for itself"
+    if me is None:
+        for leak in facts.leaks.get(facts.nodeid, ()):
+            plan.changes.append(
+                Change(
+                    "", f"{_short(facts.nodeid)} {leak.describe()}", "put it back after the test"
+                )
+            )
+        return
+    if not restore_state(plan, me, facts.leaks.get(facts.nodeid, ()), _short(facts.nodeid)):
+        plan.advice.append(
+            "the source does not show what it leaves behind: look for module globals, caches "
+            "or registries it fills, and make that idempotent or restore it"
+        )
+    else:
+        plan.summary += ": put back what it changes"
+
+
+def _network(plan: _Plan) -> None:
+    facts = plan.facts
+    marker = facts.integration_marker
+    root = plan.project.rootdir if plan.project else None
+    calls = sorted(
+        {
+            f"{v.op} {v.host}"
+            + (f":{v.port}" if v.port else "")
+            + (f" at {_relative(v.detail, root)}" if v.detail else "")
+            for v in facts.blocked
+        }
+    )
+    plan.summary = f"makes network calls: mock them, or mark it @pytest.mark.{marker}"
+    for call in calls[:5]:
+        plan.changes.append(
+            Change(
+                call.split(" at ", 1)[1] if " at " in call else "",
+                f"calls {call.split(' at ', 1)[0]}",
+                "mock it (monkeypatch.setattr on the function that makes the call)",
+            )
+        )
+    analyzer = plan.analyzer
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    if me is None:
+        return
+    draft = plan.draft(me.module)
+    names = [_decorator_name(d) for d in me.function.decorator_list]
+    if f"pytest.mark.{marker}" in names:
+        plan.drafts.clear()
+        plan.reason = f"no patch: it is marked {marker} already"
+        return
+    draft.ensure_import("import pytest", "pytest")
+    indent = me.module.lines[me.function.lineno - 1]
+    indent = indent[: len(indent) - len(indent.lstrip())]
+    first = min([me.function.lineno, *(d.lineno for d in me.function.decorator_list)])
+    draft.insert_lines(first, [f"{indent}@pytest.mark.{marker}"])
+    plan.changes.append(
+        Change(
+            _where(me, me.function.lineno),
+            f"{_short(facts.nodeid)} needs the network",
+            f"or mark it @pytest.mark.{marker}: it keeps real "
+            "network in a hunt (and CI can deselect it)",
+        )
+    )
+
+
+def _relative(location: str, root: Path | None) -> str:
+    """``/abs/root/shop/x.py:10`` -> ``shop/x.py:10`` (inside the rootdir)."""
+    if root is None or not location.startswith(str(root)):
+        return location
+    return location[len(str(root)) :].lstrip("/\\") or location
+
+
+def _decorator_name(node: ast.expr) -> str:
+    target = node.func if isinstance(node, ast.Call) else node
+    parts = []
+    while isinstance(target, ast.Attribute):
+        parts.append(target.attr)
+        target = target.value
+    if isinstance(target, ast.Name):
+        parts.append(target.id)
+    return ".".join(reversed(parts))
+
+
+def _random(plan: _Plan) -> None:
+    facts, analyzer, project = plan.facts, plan.analyzer, plan.project
+    plan.summary = "depends on random draws: draw from an injected, seeded generator"
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    draws = me.of("random") if me else []
+    for e in draws[:5]:
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"{e.via + '() ' if e.via else ''}draws from {e.detail} ({e.origin_text})",
+                "take a random.Random (or a seed) as a parameter; seed it in the test",
+            )
+        )
+    if not draws:
+        plan.advice.append("seed or inject the generator the code under test draws from")
+        return
+    assert me is not None and project is not None
+    inject = [e for e in draws if e.via and e.detail.startswith("random.")]
+    if not inject:
+        return
+    path = inject[0].origin.rsplit(":", 1)[0]
+    owner = project.module(path)
+    ref = owner.imports.get("random") if owner else None
+    if owner is None or ref is None or ref.external != "random" or ref.path is not None:
+        return
+    draft = plan.draft(me.module)
+    holder = Holder(path, None, "random", "other", 0)
+    expr = _owner_expression(plan, draft, holder)
+    if expr is None or not draft.add_param(me.function, "monkeypatch"):
+        plan.drafts.clear()
+        return
+    draft.ensure_import("import random", "random")
+    draft.prepend(me.function, [f'monkeypatch.setattr({expr}, "random", random.Random(0))'])
+    plan.changes.append(
+        Change(
+            _where(me, me.function.lineno),
+            f"{_short(facts.nodeid)} gets whatever {path} draws",
+            f"inject a seeded generator: {expr}."
+            "random = random.Random(0) for the test (monkeypatch)",
+        )
+    )
+    plan.advice.append(
+        "a seeded generator makes the test repeatable; if the values can collide in real use, "
+        "that is a bug in the code, not only in the test"
+    )
+
+
+def _time(plan: _Plan) -> None:
+    facts, analyzer = plan.facts, plan.analyzer
+    when = ""
+    if facts.reproducer is not None and facts.reproducer.steps[-1].now is not None:
+        instant = datetime.fromtimestamp(facts.reproducer.steps[-1].now, timezone.utc)
+        when = f" (it failed at {instant:%Y-%m-%d %H:%M:%S} UTC)"
+    plan.summary = f"depends on the clock{when}: inject the clock or freeze it in the test"
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    for e in (me.of("clock") if me else [])[:5]:
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"{e.via + '() ' if e.via else ''}reads {e.detail}() ({e.origin_text})",
+                "take the time as a parameter, or freeze it in the test (time-machine, freezegun)",
+            )
+        )
+    plan.advice.append(
+        f"replay the failure at its instant: hermetic-hunt replay {facts.flake_id} --run; "
+        "test that date explicitly once the code takes the time as a parameter"
+    )
+    plan.reason = "no patch: freezing needs a library or a parameter the code does not have"
+
+
+def _hash_order(plan: _Plan) -> None:
+    facts, analyzer = plan.facts, plan.analyzer
+    plan.summary = "depends on set or dict order (PYTHONHASHSEED): sort what it iterates"
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    sets = [e for e in (me.of("set") if me else []) if not e.origin_text.startswith("assert")]
+    for e in sets[:5]:
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"builds a set ({e.origin_text}); its order follows PYTHONHASHSEED",
+                "sort it (sorted(...)) before rendering or comparing",
+            )
+        )
+    if facts.reproducer is not None and facts.reproducer.hash_seed is not None:
+        plan.advice.append(f"it fails with PYTHONHASHSEED={facts.reproducer.hash_seed}")
+    plan.reason = "no patch: which order is right is the code's decision"
+
+
+def _concurrency(plan: _Plan) -> None:
+    facts, analyzer = plan.facts, plan.analyzer
+    plan.summary = "races between threads: guard the shared state with a lock"
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    for e in (me.of("thread") if me else [])[:5]:
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"{e.via + '() ' if e.via else ''}starts threads ({e.origin_text})",
+                "protect the state they share (threading.Lock around each read-modify-write)",
+            )
+        )
+    plan.reason = "no patch: where the lock goes is the code's decision"
+
+
+def _unexplained(plan: _Plan) -> None:
+    plan.summary = "no cause found: no fix to suggest"
+    plan.advice.append(
+        f"see the evidence: hermetic-hunt show {plan.facts.flake_id}; hunt longer or in record "
+        "mode (--hermetic-hunt-mode=record) to catch it again"
+    )
+    plan.reason = "no patch: isolation found no cause"
+
+
+def describe(suggestion: Suggestion, *, indent: str = "  ") -> list[str]:
+    """The suggestion as text lines (without the diff): summary, changes, advice."""
+    out = [f"{suggestion.flake_id} {suggestion.nodeid}: {suggestion.kind}: {suggestion.summary}"]
+    for change in suggestion.changes:
+        where = f"{change.where}: " if change.where else ""
+        out.append(f"{indent}{where}{change.what}")
+        out.append(f"{indent}  fix: {change.fix}")
+    out.extend(f"{indent}- {line}" for line in suggestion.advice)
+    return out

@@ -1,0 +1,281 @@
+"""Verify a patch: apply it to a temporary copy of the rootdir, re-run the reproducer.
+
+:func:`verify` copies the hunt's rootdir to a temporary directory (without
+version control, virtual environments, caches and the database), runs the
+flake's reproducer there once or a few times *without* the patch (the
+control: it must still fail as recorded, or there is nothing to verify),
+applies the patch to the copy, and runs the reproducer
+:func:`runs_needed` times with it -- enough clean runs to be 95% sure a
+flake failing at the hunt's rate is gone. Runs go through the isolation's
+probe servers (:mod:`hermetic_hunt.isolate.probes`): one collection per
+server, a forked child per run, the recorded seeds, start times and hash
+seed. The user's files are never touched.
+
+When the project is installed in editable mode from the original checkout,
+the copy's packages are put first on ``PYTHONPATH`` so the probes import
+the patched code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hermetic_hunt import stats
+from hermetic_hunt.findings import Probe, ProbeResult
+from hermetic_hunt.fix.patch import Patch, PatchConflict
+from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
+from hermetic_hunt.isolate.wire import probe_args
+from hermetic_hunt.models import Reproducer, Settings
+from hermetic_hunt.seeds import probe_hash_seed
+
+#: Fewest runs with the patch, whatever the rate (1/1 proves little).
+MIN_RUNS = 5
+#: Rates are clamped to this range before :func:`runs_needed` (299 runs at most).
+RATE_RANGE = (0.01, 0.95)
+#: Runs of the reproducer without the patch before concluding it no longer fails.
+CONTROL_TRIES = 3
+#: Never copied: version control, environments, caches, build output.
+IGNORED = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        "node_modules",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".eggs",
+    }
+)
+
+
+def runs_needed(rate: float) -> int:
+    """Clean runs that make 95% sure a flake failing at ``rate`` is gone.
+
+    ``runs_needed(0.10)`` is 29: 29 passes in a row happen less than 5% of
+    the time to a test that still fails one run in ten.
+    """
+    low, high = RATE_RANGE
+    return max(MIN_RUNS, stats.attempts_for_bound(min(max(rate, low), high)))
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """Where a hunt ran: its rootdir, the directory it was started from, its argv."""
+
+    rootdir: str
+    invocation_dir: str
+    argv: tuple[str, ...]
+    settings: Settings
+    base_seed: int
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What running the reproducer on the patched copy showed."""
+
+    outcome: str  # verified | not-verified | no-control | error
+    runs: int = 0
+    passed: int = 0
+    control: str = ""
+    detail: str = ""
+
+    def describe(self) -> str:
+        if self.outcome == "verified":
+            return f"verified: the reproducer passes {self.passed}/{self.runs} with the patch"
+        if self.outcome == "not-verified":
+            return f"not verified: the reproducer passed {self.passed}/{self.runs} with the patch"
+        return f"not verified: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Copy:
+    root: Path
+    invocation_dir: Path
+    args: tuple[str, ...]
+    pythonpath: tuple[str, ...]
+
+
+def make_copy(place: RunPlace, where: Path, exclude: tuple[Path, ...] = ()) -> Copy:
+    """Copy ``place.rootdir`` under ``where``; the invocation dir and args that match it."""
+    root = Path(place.rootdir).resolve()
+    invocation = Path(place.invocation_dir).resolve()
+    excluded = {p.resolve() for p in exclude}
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        base = Path(folder)
+        return {n for n in names if n in IGNORED or (base / n).resolve() in excluded}
+
+    copy_root = where / "tree" / root.name
+    shutil.copytree(root, copy_root, symlinks=True, ignore=ignore)
+    try:
+        copy_invocation = copy_root / invocation.relative_to(root)
+    except ValueError:
+        copy_invocation = copy_root  # started from outside: its path args become absolute
+    copy_invocation.mkdir(parents=True, exist_ok=True)
+    args = tuple(_rewrite_arg(a, invocation, root, copy_root) for a in probe_args(place.argv))
+    return Copy(copy_root, copy_invocation, args, _shadowing(root, copy_root))
+
+
+def _rewrite_arg(arg: str, invocation: Path, root: Path, copy_root: Path) -> str:
+    """A path argument inside the rootdir, pointed at the copy (others unchanged)."""
+    prefix, value = "", arg
+    if arg.startswith("--") and "=" in arg:
+        prefix, _, value = arg.partition("=")
+        prefix += "="
+    path_part, sep, rest = value.partition("::")
+    if not path_part or path_part.startswith("-"):
+        return arg
+    candidate = Path(path_part)
+    full = candidate if candidate.is_absolute() else invocation / candidate
+    try:
+        inside = full.resolve().relative_to(root)
+    except (ValueError, OSError):
+        return arg
+    if not full.exists():
+        return arg
+    return f"{prefix}{copy_root / inside}{sep}{rest}"
+
+
+def _shadowing(root: Path, copy_root: Path) -> tuple[str, ...]:
+    """Copy folders to put first on PYTHONPATH: packages this Python imports from the
+    original checkout (an editable install) are imported from the copy instead."""
+    out: list[str] = []
+    for base in (root, root / "src"):
+        if not base.is_dir():
+            continue
+        for child in sorted(base.iterdir()):
+            if not (child / "__init__.py").is_file() or not child.name.isidentifier():
+                continue
+            try:
+                spec = importlib.util.find_spec(child.name)
+            except (ImportError, ValueError):
+                continue
+            origin = Path(spec.origin).resolve() if spec and spec.origin else None
+            if origin is not None and origin.is_relative_to(root):
+                out.append(str(copy_root / base.relative_to(root)))
+    return tuple(dict.fromkeys(out))
+
+
+@contextlib.contextmanager
+def _pythonpath(extra: tuple[str, ...]) -> Iterator[None]:
+    if not extra:
+        yield
+        return
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([*extra, *([old] if old else [])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def _same(result: ProbeResult, reproducer: Reproducer) -> bool:
+    """The reproducer's last step failed as recorded (its exception type)."""
+    last = result.last
+    return last is not None and last.failed and last.exc_type == reproducer.exc_type
+
+
+def _touch(root: Path, paths: list[Path]) -> None:
+    """Patched files must not be mistaken for their cached bytecode."""
+    for folder in root.rglob("__pycache__"):
+        shutil.rmtree(folder, ignore_errors=True)
+    for path in paths:
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            os.utime(path, (stat.st_atime, stat.st_mtime + 2))
+
+
+def verify(
+    patch: Patch,
+    reproducer: Reproducer,
+    place: RunPlace,
+    runs: int,
+    *,
+    journals: Callable[[int], bytes | None] | None = None,
+    parallel: int = 2,
+    timeout: float | None = None,
+    exclude: tuple[Path, ...] = (),
+    say: Callable[[str], None] | None = None,
+) -> Verification:
+    """Run ``reproducer`` on a patched copy of ``place``'s rootdir ``runs`` times."""
+    hash_seed = reproducer.hash_seed
+    if hash_seed is None:
+        hash_seed = probe_hash_seed(place.base_seed, 0)
+    probe = Probe("verify a fix", reproducer.steps, hash_seed)
+    wait = timeout or place.settings.probe_timeout
+    with tempfile.TemporaryDirectory(prefix="hermetic-hunt-fix-") as tmp:
+        try:
+            copy = make_copy(place, Path(tmp), exclude)
+        except (OSError, shutil.Error) as exc:
+            return Verification("error", detail=f"cannot copy {place.rootdir}: {exc}")
+        target = ProbeTarget(str(copy.invocation_dir), copy.args, place.settings)
+        with _pythonpath(copy.pythonpath):
+            if say is not None:
+                say(
+                    f"copied {place.rootdir} to {copy.root}; running the reproducer without "
+                    "the patch (control)"
+                )
+            with ProbeRunner(target, parallel=1, timeout=wait, journals=journals) as runner:
+                missing = _missing(runner, probe)
+                if missing:
+                    return Verification("error", detail=missing)
+                control = [runner.run(probe)]
+                while not _same(control[-1], reproducer) and len(control) < CONTROL_TRIES:
+                    control.append(runner.run(probe))
+            if not _same(control[-1], reproducer):
+                last = control[-1]
+                why = last.detail or last.outcome
+                return Verification(
+                    "no-control",
+                    control=f"passes without the patch ({len(control)} of {len(control)})",
+                    detail=f"the reproducer does not fail without the patch either "
+                    f"({len(control)} run(s): {why}); the flake may be fixed already",
+                )
+            control_text = f"fails without the patch (in run {len(control)} of {len(control)})"
+            try:
+                written = patch.apply_to(copy.root)
+            except PatchConflict as exc:
+                return Verification("error", control=control_text, detail=str(exc))
+            _touch(copy.root, written)
+            if say is not None:
+                say(f"patched the copy; running the reproducer {runs} times")
+            with ProbeRunner(target, parallel=parallel, timeout=wait, journals=journals) as runner:
+                results = runner.run_many([probe] * runs)
+    passed = sum(1 for r in results if r.outcome == "passed")
+    errors = [r.detail for r in results if r.status != "completed"]
+    outcome = "verified" if passed == runs else "not-verified"
+    detail = ""
+    if passed < runs:
+        failing = [r for r in results if r.outcome == "failed"]
+        if failing and failing[0].last is not None and failing[0].last.failure is not None:
+            detail = f"still fails: {failing[0].last.failure.describe()}"
+        elif errors:
+            detail = f"probes did not complete: {errors[0][:300]}"
+    return Verification(outcome, runs, passed, control_text, detail)
+
+
+def _missing(runner: ProbeRunner, probe: Probe) -> str:
+    collected = runner.collected(probe.hash_seed)
+    if collected is None:
+        return f"the copy did not start: {runner.startup_error or 'no detail'}"
+    gone = [s.nodeid for s in probe.steps if s.nodeid not in collected]
+    if gone:
+        return f"not collected in the copy: {', '.join(sorted(set(gone))[:3])}"
+    return ""

@@ -1,0 +1,89 @@
+"""``hermetic-hunt quarantine``: the quarantine list of a database's confirmed flakes.
+
+A flake goes on the list when its reproducer was confirmed (it failed
+again when isolation re-ran it) and its history does not say it is fixed
+(95% sure, :mod:`hermetic_hunt.report.history`). Each line names the flake
+id, its kinds, its fail rate (which decides how many passes in a row
+release it) and why it flakes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from hermetic_hunt import commands
+from hermetic_hunt.quarantine.listfile import Entry, render
+from hermetic_hunt.report.history import History, history
+from hermetic_hunt.report.load import load_report, open_database
+from hermetic_hunt.report.model import Flake
+from hermetic_hunt.store import history as db
+from hermetic_hunt.store.core import real_now_iso
+
+
+def reason(flake: Flake) -> str:
+    """Why it flakes, in a few words (the line's comment)."""
+    kinds = flake.kinds
+    if "victim" in kinds and flake.polluters:
+        return "fails after " + " + ".join(flake.polluters[0])
+    if "brittle" in kinds and flake.state_setters:
+        return "fails unless " + " + ".join(flake.state_setters[0]) + " ran first"
+    return {
+        "self-polluting": "fails when it runs twice in one process",
+        "network": "makes network calls",
+        "random": "depends on random draws",
+        "time": "depends on the clock",
+        "hash-order": "depends on PYTHONHASHSEED",
+        "concurrency": "races between threads",
+    }.get(kinds[0] if kinds else "", "flaky, cause not found")
+
+
+@dataclass
+class QuarantineList:
+    text: str
+    entries: list[Entry] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+
+
+def quarantine_list(
+    db_path: str, *, output: str | None = None, cwd: str | None = None, unconfirmed: bool = False
+) -> QuarantineList:
+    """The list for ``db_path`` (``output``: the file it will be written to)."""
+    where = cwd or os.getcwd()
+    with open_database(db_path) as store:
+        report = load_report(store, None, where)
+        flakes = list(report.flakes)
+        runs = db.runs(store)
+        tallies = db.tallies(store, [f.nodeid for f in flakes])
+        replays = db.replays(store)
+    tests = {t.nodeid: t for t in report.tests}
+    entries: list[Entry] = []
+    left_out: list[str] = []
+    for flake in flakes:
+        past: History = history(
+            flake.nodeid, runs, tallies, [r for r in replays if r.flake_id == flake.flake_id]
+        )
+        if past.status == "fixed":
+            left_out.append(f"{flake.flake_id} {flake.nodeid}: {past.status_text()}")
+            continue
+        if flake.confirmed is not True and not unconfirmed:
+            left_out.append(f"{flake.flake_id} {flake.nodeid}: reproducer not confirmed")
+            continue
+        test = tests.get(flake.nodeid)
+        rate = test.rate if test is not None and test.rate else None
+        entries.append(Entry(flake.nodeid, flake.flake_id, tuple(flake.kinds), rate, reason(flake)))
+    newest = runs[-1] if runs else None
+    commit = f" on {newest.git_sha[:10]}" if newest and newest.git_sha else ""
+    name = output or "FILE"
+    header = [
+        f"hermetic-hunt quarantine list: pytest --hermetic-quarantine={name}",
+        f"From {commands.display_path(report.database, where)} ({len(runs)} run(s), newest "
+        f"run {newest.run_id if newest else '-'}{commit}), written {real_now_iso()}.",
+        "A quarantined test runs as usual; its failure does not fail the session.",
+        "Remove a line to release a test; the session's summary says when one passed often",
+        "enough in a row to be 95% sure it no longer flakes (at the rate on its line).",
+        "Each line: a test id, then after two spaces and #: flake id, kinds, fail rate, why.",
+    ]
+    if left_out:
+        header += ["", "Left out:"] + [f"  {line}" for line in left_out]
+    return QuarantineList(render(entries, header), entries, left_out)

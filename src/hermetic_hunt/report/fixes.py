@@ -1,0 +1,282 @@
+"""The "suggested fixes" and "history" sections every report format shows (pure).
+
+:func:`fix_views` pairs each flake's :class:`~hermetic_hunt.fix.suggest.Suggestion`
+with the stored verification of exactly its patch (``hermetic-hunt fix``
+stores one; a verification of an older patch does not count). The
+``*_lines`` functions render both sections for text and Markdown; the HTML
+template and the JSON format read the same views (:func:`fix_json`,
+:func:`history_json`). Everything from the database or the source goes
+through the format's escaping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from hermetic_hunt import stats
+from hermetic_hunt.findings import FixFacts, StoredFix
+from hermetic_hunt.fix.suggest import Suggestion, suggest
+from hermetic_hunt.report.history import History, Seen
+
+_Clean = Callable[[object], str]
+
+
+class _Code(Protocol):
+    def __call__(self, value: object, *, table: bool = True) -> str: ...
+
+
+@dataclass(frozen=True)
+class FixView:
+    """A flake's suggestion, its verification, and the command that verifies it."""
+
+    suggestion: Suggestion
+    verification: StoredFix | None
+    command: str
+
+    @property
+    def status(self) -> str:
+        s = self.suggestion
+        if s.patch is None:
+            return s.reason
+        if not s.verifiable:
+            return f"not verified: {s.reason.removeprefix('not run to verify it: ')}"
+        if self.verification is not None:
+            applied = " (applied)" if self.verification.applied else ""
+            return self.verification.describe() + applied
+        return f"not verified yet: {self.command} runs the reproducer on a patched copy"
+
+
+def fix_views(
+    facts: Sequence[FixFacts], stored: Mapping[str, Sequence[StoredFix]], db_arg: str
+) -> dict[str, FixView]:
+    """``{flake id: view}``: ``db_arg`` is how the commands name the database."""
+    where = "" if db_arg in ("", "flakes.db") else f" --db {db_arg}"
+    out = {}
+    for fact in facts:
+        suggestion = suggest(fact)
+        verification = None
+        if suggestion.patch is not None:
+            sha = suggestion.patch.sha
+            verification = next(
+                (f for f in stored.get(fact.flake_id, ()) if f.patch_sha == sha), None
+            )
+        out[fact.flake_id] = FixView(
+            suggestion, verification, f"hermetic-hunt fix {fact.flake_id}{where}"
+        )
+    return out
+
+
+# -- text --------------------------------------------------------------------------------
+
+
+def fix_text_lines(views: Sequence[FixView], clean: _Clean) -> list[str]:
+    if not views:
+        return []
+    out = ["", "suggested fixes (hermetic-hunt fix ID prints the patch, verifies and applies it):"]
+    for view in views:
+        s = view.suggestion
+        out.append(f"  {clean(s.flake_id)} {clean(s.nodeid)}")
+        out.append(f"      {clean(s.kind)}: {clean(s.summary)}")
+        for change in s.changes:
+            where = f"{clean(change.where)}: " if change.where else ""
+            out.append(f"      {where}{clean(change.what)}")
+            out.append(f"        fix: {clean(change.fix)}")
+        out.extend(f"      - {clean(line)}" for line in s.advice)
+        if s.patch is not None:
+            files = ", ".join(clean(p) for p in s.patch.paths)
+            out.append(f"      patch: {files} ({clean(view.command)} --diff)")
+        out.append(f"      {clean(view.status)}")
+    return out
+
+
+def history_text_lines(histories: Sequence[tuple[str, History]], clean: _Clean) -> list[str]:
+    shown = [(label, h) for label, h in histories if h.lines()]
+    if not shown:
+        return []
+    out = ["", "history across runs and commits:"]
+    for label, h in shown:
+        out.append(f"  {clean(label)} {clean(h.nodeid)}")
+        out.extend(f"      {clean(line)}" for line in h.lines())
+        if len(h.trend) > 1:
+            out.append(f"      fail rate by run: {trend_text(h)}")
+    return out
+
+
+def trend_text(h: History) -> str:
+    return ", ".join(f"run {p.run_id} {stats.percent(p.rate)}" for p in h.trend[-12:])
+
+
+# -- markdown ------------------------------------------------------------------------------
+
+
+def fix_markdown_lines(views: Sequence[FixView], text: _Clean, code: _Code) -> list[str]:
+    if not views:
+        return []
+    out = ["", f"### Suggested fixes ({len(views)})", ""]
+    for view in views:
+        s = view.suggestion
+        out.append(
+            f"- **{text(s.flake_id)}** {code(s.nodeid, table=False)} · {text(s.kind)}: "
+            f"{text(s.summary)}"
+        )
+        for change in s.changes:
+            where = f"{code(change.where, table=False)}: " if change.where else ""
+            out.append(f"  - {where}{text(change.what)} — fix: {text(change.fix)}")
+        out.extend(f"  - {text(line)}" for line in s.advice)
+        out.append(f"  - _{text(view.status)}_")
+        if s.patch is not None:
+            out.extend(
+                [
+                    "",
+                    "  <details><summary>patch</summary>",
+                    "",
+                    *fenced(s.diff, "  "),
+                    "",
+                    "  </details>",
+                    "",
+                ]
+            )
+    return out
+
+
+def fenced(body: str, indent: str = "") -> list[str]:
+    """``body`` in a fenced ``diff`` block no line of it can close."""
+    longest = max((len(run) for run in re.findall(r"`{3,}", body)), default=2)
+    fence = "`" * (longest + 1)
+    safe = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", body.rstrip("\n"))
+    return [
+        f"{indent}{fence}diff",
+        *(f"{indent}{line}" for line in safe.split("\n")),
+        f"{indent}{fence}",
+    ]
+
+
+def history_markdown_lines(
+    histories: Sequence[tuple[str, History]], text: _Clean, code: _Code
+) -> list[str]:
+    shown = [(label, h) for label, h in histories if h.lines()]
+    if not shown:
+        return []
+    out = [
+        "",
+        "### History across runs and commits",
+        "",
+        "| id | test | seen | fixed? | fail rate by run |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for label, h in shown:
+        lines = h.lines()
+        seen = text(lines[0]) if h.first is not None else ""
+        status = text(h.status_text())
+        out.append(
+            f"| {text(label)} | {code(h.nodeid)} | {seen} | {status} | {text(trend_text(h))} |"
+        )
+    return out
+
+
+# -- json ------------------------------------------------------------------------------------
+
+
+def fix_json(view: FixView) -> dict[str, object]:
+    s, v = view.suggestion, view.verification
+    return {
+        "kind": s.kind,
+        "summary": s.summary,
+        "changes": [{"where": c.where, "what": c.what, "fix": c.fix} for c in s.changes],
+        "advice": list(s.advice),
+        "diff": s.diff or None,
+        "verifiable": s.verifiable,
+        "reason": s.reason,
+        "status": view.status,
+        "command": view.command,
+        "verification": None
+        if v is None
+        else {
+            "outcome": v.outcome,
+            "runs": v.runs,
+            "passed": v.passed,
+            "control": v.control,
+            "detail": v.detail,
+            "at": v.created_at,
+            "git_sha": v.git_sha,
+            "applied": v.applied,
+        },
+    }
+
+
+def history_json(h: History) -> dict[str, object]:
+    def seen(s: Seen | None) -> object:
+        if s is None:
+            return None
+        return {
+            "run": s.run_id,
+            "at": s.started_at,
+            "git_sha": s.git_sha,
+            "git_branch": s.git_branch,
+        }
+
+    return {
+        "first_seen": seen(h.first),
+        "last_seen": seen(h.last),
+        "fixed": h.status or None,
+        "recorded_rate": round(h.rate, 6) if h.status else None,
+        "clean_attempts": h.clean,
+        "more_clean_attempts_needed": h.needed,
+        "later_commits": list(h.later),
+        "trend": [
+            {"run": p.run_id, "git_sha": p.git_sha, "attempts": p.attempts, "failed": p.failed}
+            for p in h.trend
+        ],
+    }
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+# -- html ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One run in a flake's trend (SVG units): its fail rate as a bar."""
+
+    x: int
+    height: float
+    title: str
+    failed: bool
+
+
+@dataclass(frozen=True)
+class TrendRow:
+    label: str
+    history: History
+    bars: tuple[Bar, ...]
+    width: int
+
+
+#: Runs drawn per trend (the newest).
+TREND_RUNS = 40
+TREND_HEIGHT = 24
+
+
+def trend_rows(items: Sequence[tuple[str, History]]) -> list[TrendRow]:
+    """The HTML report's history table: one row per flake, a bar per run."""
+    out = []
+    for label, h in items:
+        points = h.trend[-TREND_RUNS:]
+        bars = tuple(
+            Bar(
+                x=i * 12,
+                height=round(max(1.0, p.rate * TREND_HEIGHT), 1),
+                title=f"run {p.run_id}"
+                + (f" ({p.git_sha[:10]})" if p.git_sha else "")
+                + f": {p.failed}/{p.attempts} failed ({stats.percent(p.rate)})",
+                failed=p.failed > 0,
+            )
+            for i, p in enumerate(points)
+        )
+        out.append(TrendRow(label, h, bars, max(12, len(bars) * 12)))
+    return out

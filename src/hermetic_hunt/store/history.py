@@ -1,0 +1,105 @@
+"""The SQL of history: runs with their commits, per-run tallies, replays.
+
+What :mod:`hermetic_hunt.report.history` turns into first seen / last seen,
+a trend and a *fixed?* status per flake; and the run selection behind
+``report --since DATE|REV``. Values are checked for type (a database from
+CI is untrusted).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hermetic_hunt.models import FAILING, PASSING, sql_set
+from hermetic_hunt.store.core import Store
+
+_FAIL = sql_set(FAILING)
+_PASS = sql_set(PASSING)
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """A run: when it started, on which commit and branch (None: unknown)."""
+
+    run_id: int
+    started_at: str
+    git_sha: str | None
+    git_branch: str | None
+
+
+@dataclass(frozen=True)
+class Tally:
+    """One test's plain attempts in one run."""
+
+    nodeid: str
+    run_id: int
+    attempts: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class ReplayPoint:
+    """A stored replay of a flake: when, on which commit, and whether it failed again."""
+
+    flake_id: str
+    started_at: str
+    outcome: str
+    git_sha: str | None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def runs(store: Store) -> list[RunPoint]:
+    rows = store.conn.execute(
+        "SELECT id, started_at, git_sha, git_branch FROM runs ORDER BY id"
+    ).fetchall()
+    return [
+        RunPoint(int(r[0]), _text(r[1]) or "", _text(r[2]), _text(r[3]))
+        for r in rows
+        if isinstance(r[0], int)
+    ]
+
+
+def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
+    """Per run, the plain attempts of each of ``nodeids`` that counted (passed or failed)."""
+    out: list[Tally] = []
+    wanted = list(dict.fromkeys(nodeids))
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        rows = store.conn.execute(
+            f"SELECT t.nodeid, a.run_id, sum(a.outcome IN {_PASS} OR a.outcome IN {_FAIL}), "  # noqa: S608
+            f"sum(a.outcome IN {_FAIL}) FROM attempts a JOIN tests t ON t.id = a.test_id "
+            f"WHERE a.repeat = 0 AND t.nodeid IN ({','.join('?' * len(chunk))}) "
+            "GROUP BY t.nodeid, a.run_id ORDER BY t.nodeid, a.run_id",
+            chunk,
+        ).fetchall()
+        out.extend(
+            Tally(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0))
+            for r in rows
+            if isinstance(r[1], int)
+        )
+    return out
+
+
+def replays(store: Store) -> list[ReplayPoint]:
+    """Replays of flakes, oldest first, with the commit each ran on."""
+    out = []
+    rows = store.conn.execute(
+        "SELECT fl.flake_id, r.started_at, r.outcome, r.environment FROM replays r "
+        "JOIN flakes fl ON fl.id = r.flake_id ORDER BY r.id"
+    ).fetchall()
+    for flake_id, started_at, outcome, environment in rows:
+        try:
+            env = json.loads(environment) if isinstance(environment, str) else {}
+        except (ValueError, RecursionError):
+            env = {}
+        sha = env.get("git_sha") if isinstance(env, dict) else None
+        out.append(
+            ReplayPoint(str(flake_id), _text(started_at) or "", _text(outcome) or "", _text(sha))
+        )
+    return out

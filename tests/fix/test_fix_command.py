@@ -1,0 +1,76 @@
+"""``hermetic-hunt fix``: on a small hunted suite, every exit status and option."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import hunt
+
+from hermetic_hunt.cli import main
+
+SUITE = """
+import os
+
+
+def test_sets_the_env():
+    os.environ["APP_MODE"] = "debug"
+    assert os.environ["APP_MODE"] == "debug"
+
+
+def test_reads_the_env():
+    assert os.environ.get("APP_MODE", "prod") == "prod"
+"""
+
+
+@pytest.fixture
+def hunted(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    pytester.makepyfile(test_env=SUITE)
+    result = hunt(pytester, "--hermetic-hunt=6", "-p", "no:xdist")
+    assert "hermetic-hunt isolation:" in result.stdout.str()
+    monkeypatch.chdir(pytester.path)
+    return pytester.path
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["fix", *args])
+    return result.exit_code, result.stdout
+
+
+def test_fix_verifies_the_patch_on_a_copy_and_applies_it_when_asked(hunted):
+    before = (hunted / "test_env.py").read_text()
+    code, out = run("F1", "--runs", "6")
+    assert code == 0, out
+    assert out.splitlines()[0] == (
+        "F1 test_env.py::test_reads_the_env: victim: fails after test_sets_the_env: make it put "
+        "back what it changes"
+    )
+    assert "+def test_sets_the_env(monkeypatch):" in out
+    assert '+    monkeypatch.setenv("APP_MODE", "debug")' in out
+    assert "verified: the reproducer passes 6/6 with the patch" in out
+    assert "control: the reproducer fails without the patch (in run 1 of 1)" in out
+    assert (hunted / "test_env.py").read_text() == before
+    code, diff = run("F1", "--diff")
+    assert code == 0 and diff.startswith("--- a/test_env.py\n+++ b/test_env.py\n")
+    with sqlite3.connect(hunted / "flakes.db") as conn:
+        stored = conn.execute("SELECT outcome, runs, passed, applied FROM fixes").fetchall()
+    assert stored == [("verified", 6, 6, 0)]
+    code, out = run("F1", "--apply", "--runs", "5")
+    assert code == 0 and out.rstrip().endswith("applied to test_env.py")
+    assert 'monkeypatch.setenv("APP_MODE", "debug")' in (hunted / "test_env.py").read_text()
+
+
+def test_fix_without_verification_and_the_bad_inputs(hunted):
+    code, out = run("F1", "--no-verify")
+    assert code == 0 and out.rstrip().endswith("not verified (--no-verify)")
+    code, out = run("F9")
+    assert code == 3
+    code, out = run("A1")
+    assert code == 3
+    result = CliRunner().invoke(main, ["fix", "F9"])
+    assert result.stderr == "Error: flake F9 is not in flakes.db (it holds only F1): " \
+                            "hermetic-hunt list shows the flake ids\n"  # fmt: skip
+    result = CliRunner().invoke(main, ["fix", "F1", "--diff", "--apply"])
+    assert result.exit_code == 2

@@ -1,0 +1,134 @@
+"""Quarantine: the list a database writes, and a session it keeps green."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from helpers import POLLUTER, VICTIM, sample, victim_reproducer
+
+from hermetic_hunt.cli import main
+from hermetic_hunt.errors import BadOption
+from hermetic_hunt.quarantine.listfile import Entry, entry_for, parse, render
+
+SUITE = """
+import pytest
+
+def test_flaky():
+    assert False, "the known flake"
+
+def test_fine():
+    pass
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(n):
+    assert n == 1
+"""
+LIST = """\
+# a reviewed list
+test_suite.py::test_flaky  # F3 victim 80%: fails after test_suite.py::test_other
+test_suite.py::test_param  # F4 random
+"""
+
+
+def test_a_quarantined_failure_does_not_fail_the_session_and_is_named(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makefile(".txt", quarantine=LIST)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--hermetic-quarantine=quarantine.txt"
+    )
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "hermetic-hunt: 2 quarantined tests from quarantine.txt (their failures do not fail "
+            "the session)",
+            "*= hermetic-hunt quarantine (quarantine.txt) =*",
+            "3 quarantined test(s) ran: 2 failed without failing the session, 1 passed",
+            "  QUARANTINED FAILURE test_suite.py::test_flaky (F3 victim): AssertionError: the "
+            "known flake",
+            "  QUARANTINED FAILURE test_suite.py::test_param[2] (F4 random): assert 2 == 1",
+            "*1 passed, 2 xfailed, 1 xpassed*",
+        ]
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-rx",
+                                           "--hermetic-quarantine=quarantine.txt")  # fmt: skip
+    result.stdout.fnmatch_lines(
+        ["XFAIL test_suite.py::test_flaky - quarantined: F3 victim (quarantine.txt)"]
+    )
+
+
+def test_the_same_session_under_xdist(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makefile(".txt", quarantine=LIST)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-n", "2",
+                                           "--hermetic-quarantine=quarantine.txt")  # fmt: skip
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["  QUARANTINED FAILURE test_suite.py::test_flaky (F3 victim)*"])
+
+
+def test_a_test_that_passed_enough_times_in_a_row_is_told_it_can_leave(pytester):
+    pytester.makepyfile(test_suite="def test_flaky():\n    pass\n")
+    pytester.makefile(".txt", quarantine=LIST)
+    args = ("-p", "no:randomly", "--hermetic-quarantine=quarantine.txt")
+    first = pytester.runpytest_subprocess(*args)
+    assert "warning:" not in first.stdout.str()  # at 80%, 2 passes in a row are needed
+    second = pytester.runpytest_subprocess(*args)
+    second.stdout.fnmatch_lines(
+        ["  warning: test_suite.py::test_flaky (F3 victim) passed 2 times in a row: 95% sure it "
+         "no longer flakes at its recorded 80% fail rate; remove line 2 of quarantine.txt to "
+         "release it"]
+    )  # fmt: skip
+
+
+def test_a_missing_or_malformed_list_is_a_one_line_usage_error(pytester):
+    pytester.makepyfile(test_suite="def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess("--hermetic-quarantine=nope.txt")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: --hermetic-quarantine: nope.txt does not exist: write "
+                                 "one with 'hermetic-hunt quarantine -o nope.txt'"])  # fmt: skip
+    pytester.makefile(".txt", bad="just words\n")
+    result = pytester.runpytest_subprocess("--hermetic-quarantine=bad.txt")
+    assert result.ret == 4 and "Traceback" not in result.stderr.str()
+    result.stderr.fnmatch_lines(["ERROR: --hermetic-quarantine: bad.txt, line 1: expected a test "
+                                 "id such as tests/test_x.py::test_y, got 'just words'"])  # fmt: skip
+
+
+def test_the_list_file_round_trips_and_covers_parametrizations():
+    entries = [
+        Entry("t.py::test_a", "F1", ("victim", "network"), 0.25, "fails after\nt.py::test_b"),
+        Entry("t.py::test_b[x  # y]"),
+    ]
+    text = render(entries, ["header"])
+    assert (
+        text.splitlines()[2] == "t.py::test_a  # F1 victim, network 25%: fails after t.py::test_b"
+    )
+    back = parse(text)
+    assert [(e.nodeid, e.flake_id, e.kinds, e.rate, e.line) for e in back] == [
+        ("t.py::test_a", "F1", ("victim", "network"), 0.25, 3),
+        ("t.py::test_b[x", None, (), None, 4),
+    ]
+    assert entry_for(back, "t.py::test_a[1]") is back[0]
+    assert entry_for(back, "t.py::test_ab") is None
+    assert back[0].release_after == 11 and Entry("t.py::x").release_after == 20
+    with pytest.raises(BadOption, match="line 1"):
+        parse("not a test\n")
+
+
+def test_hermetic_hunt_quarantine_writes_the_confirmed_flakes(tmp_path, monkeypatch):
+    rows = sample(tmp_path / "flakes.db")
+    rows.flake(POLLUTER, "F2", kinds=["random"], confirmed=0,
+               reproducer=victim_reproducer(POLLUTER, VICTIM))  # fmt: skip
+    rows.close()
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["quarantine", "-o", "ci/quarantine.txt"])
+    assert result.exit_code == 0, result.output
+    assert result.output == "wrote ci/quarantine.txt: 1 quarantined test\n"
+    text = (tmp_path / "ci" / "quarantine.txt").read_text()
+    assert text.splitlines()[0] == (
+        "# hermetic-hunt quarantine list: pytest --hermetic-quarantine=ci/quarantine.txt"
+    )
+    assert f"# F2 {POLLUTER}: reproducer not confirmed" in text
+    assert [(e.nodeid, e.flake_id, e.kinds, e.reason) for e in parse(text)] == [
+        (VICTIM, "F1", ("victim",), f"fails after {POLLUTER}")
+    ]
+    result = CliRunner().invoke(main, ["quarantine", "--unconfirmed"])
+    assert [e.flake_id for e in parse(result.output)] == ["F1", "F2"]

@@ -318,7 +318,8 @@ def test_the_html_report_has_the_charts_and_sortable_tables(db):
     victim_row = html.split(f'<td class="mono nodeid">{VICTIM}</td>', 1)[1].split("</tr>", 1)[0]
     cells = re.findall(r'<rect class="(pass|fail|mixed|skip)"', victim_row)
     assert "".join(c[0] for c in cells) == "pffpffffpf"
-    # runs, flaky, broken, sandbox-incompatible, violations, all tests
-    assert html.count('class="sortable') == 6
+    # runs, flaky, broken, sandbox-incompatible, violations, suggested fixes, all tests
+    assert html.count('class="sortable') == 7
+    assert 'id="fixes-table"' in html
     assert "F1" in html and "reproducer confirmed" in html
     assert "pytest --hermetic-replay-db=flakes.db::F1" in html

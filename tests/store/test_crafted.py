@@ -25,6 +25,7 @@ from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.store import Store
 from hermetic_hunt.store.isolation import ensure_flakes, run_facts
 from hermetic_hunt.store.replay import ReplaySource
+from hermetic_hunt.store.schema import SCHEMA_VERSION
 
 FOUND, BAD_INPUT = 1, 3
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -208,7 +209,10 @@ def test_a_newer_user_version_without_a_migration_row_is_refused(db):
     edit(db, "PRAGMA user_version = 99")
     code, _, err = invoke("report")
     one_line_error(
-        code, err, "was written by a newer hermetic-hunt (schema 99, this version reads up to 2)"
+        code,
+        err,
+        "was written by a newer hermetic-hunt (schema 99, this version reads up to "
+        f"{SCHEMA_VERSION})",
     )
     with pytest.raises(BadDatabase, match="newer hermetic-hunt"):
         Store.open(db)  # the hunt refuses it too, and leaves it alone

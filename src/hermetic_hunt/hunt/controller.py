@@ -138,10 +138,7 @@ class HuntController:
     def begin(self) -> None:
         """Right before the first round: what the checkout looks like."""
         if not self.distributed or all(spec.startswith("popen") for spec in self.worker_spec):
-            db = str(self.store.path)
-            self.files = FileWatch(
-                str(self.config.rootpath), own=(db, f"{db}-wal", f"{db}-shm", f"{db}-journal")
-            )
+            self.files = FileWatch(str(self.config.rootpath), own=self.store.own_files())
         if self.config.get_verbosity() == -1:
             # -q hides pytest's header: keep ours, as pytest-randomly keeps its seed.
             for text in self.pytest_report_header(self.config):

@@ -124,13 +124,12 @@ def isolate(
     rows = db.ensure_flakes(store, list(flaky), facts.run_id)
     deadline = Deadline(started + opts.time_budget, opts.time_budget)
     settings = ClassifySettings(budget=opts.budget, base_seed=facts.base_seed, deadline=deadline)
-    extras = Deadline(started + opts.extras_budget, opts.extras_budget)
     runner = ProbeRunner(
         target, parallel=opts.parallel, timeout=opts.timeout, fork=opts.fork,
         journals=history.journal,
     )  # fmt: skip
     report.fork = runner.fork
-    work = _Work(store, flaky, history, runner, settings, rows, report, say, extras)
+    work = _Work(store, flaky, history, runner, settings, rows, report, say, opts.extras_budget)
     try:
         _sandbox_off(store, found.always_failing, runner, facts, report)
         if flaky:
@@ -164,10 +163,10 @@ class _Work:
         rows: dict[str, tuple[int, str]],
         report: IsolationReport,
         say: Callable[[str], None] | None,
-        extras: Deadline | None = None,
+        extras_seconds: float | None = None,
     ) -> None:
         self.store = store
-        self.extras = extras
+        self.extras_seconds = extras_seconds
         self.flaky = flaky
         self.history = history
         self.runner = runner
@@ -224,10 +223,22 @@ class _Work:
             for c in pool.each(alone, Classifier.order):
                 self.finish(c)
             wanted = [c for c in leads + alone if c.wants_extras]
+            extras = self.extras_deadline()
             for c in wanted:
-                c.settings = replace(c.settings, deadline=self.extras)
+                c.settings = replace(c.settings, deadline=extras)
             for c in pool.each(wanted, Classifier.extras):
                 self.store_result(c)
+
+    def extras_deadline(self) -> Deadline | None:
+        """The cleaner searches' time, counted from now (they start once every
+        flake has its verdict), within the isolation's overall budget."""
+        overall = self.settings.deadline
+        if self.extras_seconds is None:
+            return overall
+        at = _PERF() + self.extras_seconds
+        if overall is not None:
+            at = min(at, overall.at)
+        return Deadline(at, self.extras_seconds)
 
     def store_result(self, c: Classifier) -> Finding:
         verdict = c.result()

@@ -357,6 +357,11 @@ class Store:
     def reserve_path(self) -> Path:
         return self.path.with_name(self.path.name + "-reserve")
 
+    def own_files(self) -> tuple[str, ...]:
+        """Every file this database writes beside itself (none is a test's leak)."""
+        db = str(self.path)
+        return (db, f"{db}-wal", f"{db}-shm", f"{db}-journal", str(self.reserve_path))
+
     def keep_reserve(self) -> None:
         """Set :data:`RESERVE_BYTES` of disk aside next to the database while a hunt writes.
 

@@ -67,7 +67,7 @@ def test_seventy_six_parametrizations_failing_only_when_repeated_are_one_finding
             "1 stable · 0 with network violations",
             "hermetic-hunt: what CI will see: 1 fails under shuffling or xdist · 1 fails only "
             "when repeated in one process",
-            "hermetic-hunt isolation: 77 flaky tests in 2 findings · *",
+            "hermetic-hunt isolation: 77 tests in 2 findings · *",
             "  F1 test_mini.py::test_victim  victim · fails under shuffling or xdist (*",
             "  F2 test_mini.py::test_register[[]0[]]  self-polluting · fails only when repeated "
             "in one process (*",
@@ -191,7 +191,7 @@ def test_an_isolation_over_its_time_budget_stops_stores_what_it_has_and_says_so(
         [
             "hermetic-hunt: isolating * flaky test(s) in * finding(s) · budget 200 probes "
             "each, 1s in all",
-            "hermetic-hunt isolation: * flaky tests · * probes * in *",
+            "hermetic-hunt isolation: * tests · * probes * in *",
             "  time budget of 1s reached: * not (fully) isolated; finish with: hermetic-hunt "
             "isolate (--hermetic-hunt-isolate-budget sets it)",
         ]

@@ -91,7 +91,7 @@ def test_a_hunt_ends_by_isolating_its_victim_with_polluter_and_cleaner(mini) -> 
             "hermetic-hunt: what CI will see: 1 fails in normal runs · 1 fails under shuffling "
             "or xdist · 1 fails only under the sandbox",
             "",
-            "hermetic-hunt isolation: 1 flaky test · * probes (*, 1 at a time) in *",
+            "hermetic-hunt isolation: 1 test · * probes (*, 1 at a time) in *",
             "  F1 test_mini.py::test_victim  victim · fails under shuffling or xdist "
             "(* probes, *s)",
             "      polluters: test_mini.py::test_polluter",

@@ -29,7 +29,7 @@ def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
     findings = f" in {len(leads)} findings" if len(leads) != len(report.flakes) else ""
     out = [
         "",
-        f"hermetic-hunt isolation: {len(report.flakes)} flaky test{plural}{findings} · "
+        f"hermetic-hunt isolation: {len(report.flakes)} test{plural}{findings} · "
         f"{probes} probes ({how}, {report.parallel} at a time) in "
         f"{format_seconds(round(report.seconds, 1))}",
     ]

@@ -179,6 +179,15 @@ def pytest_configure(config: pytest.Config) -> None:
             "--hermetic-hunt and --hermetic-replay-db cannot be combined: hunt first, "
             "then replay what it found"
         )
+    if quarantine is not None:
+        raise pytest.UsageError(
+            "--hermetic-quarantine applies to plain pytest sessions, not to a hunt or a replay "
+            "(they run the quarantined tests to see them fail)"
+        )
+    if replay is not None and config.getoption(_CHANGED[1]) is not None:
+        raise pytest.UsageError(
+            f"{_CHANGED[0]} only applies to a hunt: a replay runs the steps it recorded"
+        )
     import sqlite3  # only now: a hunt or a replay was asked for
 
     try:

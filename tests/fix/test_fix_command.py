@@ -74,3 +74,19 @@ def test_fix_without_verification_and_the_bad_inputs(hunted):
                             "hermetic-hunt list shows the flake ids\n"  # fmt: skip
     result = CliRunner().invoke(main, ["fix", "F1", "--diff", "--apply"])
     assert result.exit_code == 2
+
+
+def test_a_patch_that_cannot_be_verified_is_applied_only_with_no_verify(hunted):
+    with sqlite3.connect(hunted / "flakes.db") as conn:
+        conn.execute("UPDATE flakes SET reproducer = NULL")
+    conn.close()
+    before = (hunted / "test_env.py").read_text()
+    code, out = run("F1", "--apply")
+    assert code == 1, out
+    assert "not verified: the flake has no reproducer to run" in out
+    assert out.rstrip().endswith("not applied: the patch is not verified (--no-verify --apply "
+                                 "applies it anyway)")  # fmt: skip
+    assert (hunted / "test_env.py").read_text() == before
+    code, out = run("F1", "--no-verify", "--apply")
+    assert code == 0 and out.rstrip().endswith("applied to test_env.py")
+    assert 'monkeypatch.setenv("APP_MODE", "debug")' in (hunted / "test_env.py").read_text()

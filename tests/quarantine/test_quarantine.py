@@ -111,6 +111,20 @@ def test_the_list_file_round_trips_and_covers_parametrizations():
     assert back[0].release_after == 11 and Entry("t.py::x").release_after == 20
     with pytest.raises(BadOption, match="line 1"):
         parse("not a test\n")
+    whole = parse("t.py  # every test of the file\n")
+    assert entry_for(whole, "t.py::test_a[1]") is whole[0]
+    assert entry_for(whole, "t.py::TestX::test_a") is whole[0]
+    assert entry_for(whole, "t.pyx::test_a") is None
+
+
+def test_a_session_without_the_cache_plugin_is_quarantined_too(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makefile(".txt", quarantine="test_suite.py\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", "--hermetic-quarantine=quarantine.txt"
+    )
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*4 quarantined test(s) ran: 2 failed without failing*"])
 
 
 def test_hermetic_hunt_quarantine_writes_the_confirmed_flakes(tmp_path, monkeypatch):
@@ -132,3 +146,18 @@ def test_hermetic_hunt_quarantine_writes_the_confirmed_flakes(tmp_path, monkeypa
     ]
     result = CliRunner().invoke(main, ["quarantine", "--unconfirmed"])
     assert [e.flake_id for e in parse(result.output)] == ["F1", "F2"]
+
+
+def test_quarantine_is_refused_by_a_hunt_and_changed_by_a_replay(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makefile(".txt", quarantine=LIST)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--hermetic-quarantine=quarantine.txt", "--hermetic-hunt=2"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --hermetic-quarantine applies to plain pytest sessions*"])
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--hermetic-replay-db=flakes.db::F1", "--hermetic-hunt-changed"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --hermetic-hunt-changed only applies to a hunt*"])

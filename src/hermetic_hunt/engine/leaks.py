@@ -110,6 +110,15 @@ def _cwd() -> str | None:
         return None
 
 
+def _deleted_cwd() -> str | None:
+    """The directory the process is still in after it was deleted (Linux names it)."""
+    try:
+        target = os.readlink(_PROC / "cwd")
+    except OSError:
+        return None
+    return target.removesuffix(" (deleted)")
+
+
 def _locale() -> str | None:
     try:
         return locale.setlocale(locale.LC_ALL)
@@ -179,15 +188,19 @@ class Snapshot:
     children: frozenset[int]
     fds: frozenset[int]
     scalars: tuple[Any, ...]
+    #: Where a deleted cwd was (``cwd`` is None then), when the system can tell.
+    gone: str | None = None
 
     @classmethod
     def take(cls) -> Snapshot:
         logging = sys.modules.get("logging")
         root = getattr(logging, "root", None)
         asyncio_policy = _compat.asyncio_policy()
+        cwd = _cwd()
         return cls(
             env=_compat.environ_data(),
-            cwd=_cwd(),
+            cwd=cwd,
+            gone=_deleted_cwd() if cwd is None else None,
             tz=(time.tzname, time.timezone, time.altzone, time.daylight),
             locale=_locale(),
             path=list(sys.path),
@@ -230,7 +243,7 @@ def diff(before: Snapshot, after: Snapshot, rootdir: str | None = None) -> list[
             out.append(Leak("env", name, change, _env_value(name, value)))
     if before.cwd != after.cwd:
         if after.cwd is None:
-            out.append(Leak("cwd", "cwd", "deleted", bounded(before.cwd or "")))
+            out.append(Leak("cwd", "cwd", "deleted", bounded(after.gone or before.cwd or "")))
         else:
             out.append(Leak("cwd", "cwd", "changed", bounded(after.cwd)))
     if before.tz != after.tz:

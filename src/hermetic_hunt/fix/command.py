@@ -114,7 +114,8 @@ def fix(
                 out.lines.append(f"  {verification.detail}")
         applied = False
         if apply:
-            if verification is not None and verification.outcome != "verified":
+            unverified = verification.outcome != "verified" if verification is not None else check
+            if unverified:
                 out.lines.append(
                     "not applied: the patch is not verified (--no-verify --apply applies it anyway)"
                 )

@@ -57,7 +57,10 @@ class Entry:
         return min(MAX_RELEASE, stats.attempts_for_bound(min(max(self.rate, 0.01), 0.95)))
 
     def covers(self, nodeid: str) -> bool:
-        """``nodeid`` is this test, or a parametrization of it."""
+        """``nodeid`` is this test, a parametrization of it, or (an entry that
+        is a file, ``tests/test_x.py``) any test of that file."""
+        if "::" not in self.nodeid:
+            return nodeid.startswith(self.nodeid + "::")
         return nodeid == self.nodeid or (
             "[" not in self.nodeid and nodeid.startswith(self.nodeid + "[")
         )

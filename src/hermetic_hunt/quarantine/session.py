@@ -112,9 +112,10 @@ class Quarantine:
             seen.passed = True
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if not self._controller or self.config.cache is None or not self.seen:
+        cache = getattr(self.config, "cache", None)  # absent with -p no:cacheprovider
+        if not self._controller or cache is None or not self.seen:
             return
-        raw = self.config.cache.get(CACHE_KEY, {})
+        raw = cache.get(CACHE_KEY, {})
         streaks: dict[str, int] = raw if isinstance(raw, dict) else {}
         for nodeid, seen in self.seen.items():
             before = streaks.get(nodeid, 0)
@@ -124,7 +125,7 @@ class Quarantine:
             elif seen.passed:
                 streaks[nodeid] = before + 1
         self.streaks = streaks
-        self.config.cache.set(CACHE_KEY, streaks)
+        cache.set(CACHE_KEY, streaks)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self._controller or not self.seen:

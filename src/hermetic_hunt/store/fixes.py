@@ -12,9 +12,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from hermetic_hunt.errors import BadDatabase, UnknownId
+from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.findings import FixFacts, StoredFix
-from hermetic_hunt.models import FAILING, PASSING, Leak, Reproducer, Settings, Violation, sql_set
+from hermetic_hunt.models import FAILING, PASSING, Leak, Settings, Violation, sql_set
+from hermetic_hunt.store import cells
 from hermetic_hunt.store.core import Store, real_now_iso
 
 _FAIL = sql_set(FAILING)
@@ -27,41 +28,6 @@ _FLAKE = (
     "fl.reproducer, fl.confirmed, fl.first_run_id, fl.last_run_id "
     "FROM flakes fl JOIN tests t ON t.id = fl.test_id"
 )
-
-
-def _json(raw: Any, what: str, where: str) -> Any:
-    if raw is None:
-        return None
-    if not isinstance(raw, str):
-        raise BadDatabase(f"{where}: {what} is not text; the database is damaged (re-run the hunt)")
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        raise BadDatabase(
-            f"{where}: {what} is not valid JSON; the database is damaged (re-run the hunt)"
-        ) from None
-
-
-def _names(value: Any, what: str, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise BadDatabase(
-            f"{where}: {what} must be a JSON list of test ids; the database is "
-            "damaged (re-run the hunt)"
-        )
-    return tuple(value)
-
-
-def _sets(value: Any, what: str, where: str) -> tuple[tuple[str, ...], ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise BadDatabase(
-            f"{where}: {what} must be a JSON list of sets of test ids; the "
-            "database is damaged (re-run the hunt)"
-        )
-    return tuple(_names(v, what, where) for v in value)
 
 
 def fix_facts(store: Store, flake_id: str) -> FixFacts:
@@ -89,19 +55,11 @@ def all_fix_facts(store: Store) -> list[FixFacts]:
 def _facts(store: Store, row: Sequence[Any]) -> FixFacts:
     flake_id, nodeid = str(row[0]), str(row[1])
     where = f"{store.path.name}: flake {flake_id}"
-    kinds = _names(_json(row[2], "kinds", where), "kinds", where)
-    polluters = _sets(_json(row[3], "polluters", where), "polluters", where)
-    cleaners = _names(_json(row[4], "cleaners", where), "cleaners", where)
-    setters = _sets(_json(row[5], "state_setters", where), "state_setters", where)
-    reproducer = None
-    loaded = _json(row[6], "reproducer", where)
-    if loaded is not None:
-        try:
-            reproducer = Reproducer.from_json(loaded)
-        except ValueError as exc:
-            raise BadDatabase(
-                f"{where}: reproducer is malformed ({exc}); re-run the hunt"
-            ) from None
+    kinds = cells.kinds(row[2], where)
+    polluters = cells.sets(row[3], "polluters", where)
+    cleaners = cells.nodeids(row[4], "cleaners", where)
+    setters = cells.sets(row[5], "state_setters", where)
+    reproducer = cells.reproducer(row[6], where)
     run_id = next(
         (
             r

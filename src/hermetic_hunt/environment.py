@@ -9,11 +9,12 @@ from __future__ import annotations
 import locale
 import os
 import platform
-import subprocess
 import sys
 import time
 from importlib import metadata
 from typing import Any
+
+from hermetic_hunt import vcs
 
 _PACKAGES = (
     "pytest",
@@ -27,19 +28,7 @@ _PACKAGES = (
 
 def git_sha(directory: str) -> str | None:
     """``git rev-parse HEAD`` in ``directory`` (None outside a repository)."""
-    try:
-        result = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    sha = result.stdout.strip()
-    return sha if result.returncode == 0 and len(sha) in (40, 64) else None
+    return vcs.commit_of("HEAD", directory)
 
 
 #: Where CI services put the branch of a detached checkout (pull requests first).
@@ -57,21 +46,11 @@ _CI_BRANCH = (
 def git_branch(directory: str) -> str | None:
     """The checked-out branch in ``directory``; on a detached HEAD (CI), the branch
     the CI service names; None outside a repository."""
-    try:
-        result = subprocess.run(
-            ["git", "symbolic-ref", "--quiet", "--short", "HEAD"],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    name = result.stdout.strip()
-    if result.returncode == 0 and name:
+    status, out = vcs.run(["symbolic-ref", "--quiet", "--short", "HEAD"], directory)
+    name = out.strip()
+    if status == 0 and name:
         return name[:200]
-    if result.returncode not in (0, 1):
+    if status not in (0, 1):
         return None  # not a repository
     for key in _CI_BRANCH:
         value = os.environ.get(key, "").strip()

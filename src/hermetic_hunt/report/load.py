@@ -53,7 +53,7 @@ def load_report(
         selection = runs_since(since, points, places)
         runs = [r for r in runs if r.id in selection]
     counts = queries.test_counts(store, selection)
-    failing = [c.nodeid for c in counts if c.failed]
+    failing = [c.nodeid for c in counts if c.failed or c.second_run_failures]
     report = assemble(
         database=name,
         runs=runs,

@@ -340,3 +340,36 @@ def test_a_test_that_fails_only_when_run_twice_is_found_apart_and_not_flaky(pyte
     assert json.loads(kinds) == ["self-polluting"]
     steps = [s["nodeid"] for s in json.loads(reproducer)["steps"]]
     assert steps == ["test_twice.py::test_register_once"] * 2
+
+
+DOCTESTED = '''
+def double(x):
+    """
+    >>> double(2)
+    4
+    """
+    return 2 * x
+'''
+
+
+def test_a_twice_round_runs_test_functions_twice_but_a_doctest_once(pytester):
+    # A doctest's namespace is cleared after its run: run again in the same
+    # process it fails with a NameError no plain pytest run can show.
+    pytester.makepyfile(test_twice=NOT_IDEMPOTENT, calc=DOCTESTED)
+    result = hunt(pytester, "--hermetic-hunt=4", "--doctest-modules")
+    db = pytester.path / "flakes.db"
+    assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'failed'") == 1, (
+        result.stdout.str()
+    )
+    runs = dict(
+        rows(
+            db,
+            "SELECT t.nodeid, group_concat(a.repeat) FROM attempts a JOIN tests t "
+            "ON t.id = a.test_id WHERE a.repeat > 0 GROUP BY t.nodeid",
+        )
+    )
+    assert sorted(runs["calc.py::calc.double"].split(",")) == ["1"]
+    assert sorted(runs["test_twice.py::test_other"].split(",")) == ["1", "2"]
+    result.stdout.fnmatch_lines(
+        ["*0 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent*"]
+    )

@@ -15,6 +15,7 @@ is not collected raises :class:`~hermetic_hunt.errors.NotCollected`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -129,6 +130,20 @@ class StepRunner:
 
     # -- running ---------------------------------------------------------------
 
+    def not_rerun(self) -> set[int]:
+        """The second runs of a ``twice`` round that are left out: only test
+        functions run twice in one process. A doctest item, or another
+        plugin's item, is not made to be run again (a doctest's namespace is
+        cleared after its run), and no plain pytest run would do it."""
+        repeats = self.job.repeats
+        return {
+            index
+            for index, step in enumerate(self.job.steps)
+            if index < len(repeats)
+            and repeats[index] == 2
+            and not isinstance(self.items.get(step.nodeid), pytest.Function)
+        }
+
     def locate(self, item: pytest.Item) -> Slot | None:
         """The executor's locator: which step the protocol now running belongs to."""
         return self._slot
@@ -142,10 +157,18 @@ class StepRunner:
         if writes is not None:
             writes.start(self.rootdir)
         steps = job.steps
+        skipped = self.not_rerun()
+        ran = [i for i in range(len(steps)) if i not in skipped]
+        following = dict(itertools.pairwise(ran))
         outcome = Outcome()
         for index, step in enumerate(steps):
+            if index in skipped:
+                if self._on_step is not None:
+                    self._on_step(index, [], [])
+                continue
             item = self.items[step.nodeid]
-            nextitem = self.items[steps[index + 1].nodeid] if index + 1 < len(steps) else None
+            after = following.get(index)
+            nextitem = self.items[steps[after].nodeid] if after is not None else None
             position = job.first_position + index
             self._slot = Slot(
                 step=step,

@@ -220,11 +220,15 @@ class Classifier(Case):
             "verdicts": self._why,
             "repeated_only": self.repeated_only,
             "default_order": None,
+            # A test that never failed (its network calls were blocked, it
+            # passed) shows CI no failure to rank.
             "exposure": exposure(
                 self.finding.kinds,
                 status="not-idempotent" if self.repeated_only else "flaky",
                 default_order=self.facts.get("default_order"),
                 fails_now=(self.facts.get("dates") or {}).get("fails_now"),
-            ),
+            )
+            if self.failing
+            else None,
             **self.facts,
         }

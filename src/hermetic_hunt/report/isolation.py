@@ -78,6 +78,8 @@ def _flake_lines(
     status = "" if v.status == "isolated" else f" [{v.status}]"
     level = v.evidence.get("exposure") if v.kinds and isinstance(v.evidence, dict) else None
     exposed = f" · {EXPOSURE_TEXT[level]}" if level in EXPOSURE_TEXT else ""
+    if not exposed and isinstance(v.evidence, dict) and v.evidence.get("failed") == 0:
+        exposed = " · never failed: its network calls were blocked" if "network" in v.kinds else ""
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
     out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""

@@ -121,7 +121,7 @@ def test_quiet_keeps_a_header_one_line_per_round_and_isolation_progress_on_its_o
             "hermetic-hunt: round 2/4 *",
             "hermetic-hunt: round 3/4 *",
             "hermetic-hunt: round 4/4 *",
-            "hermetic-hunt: isolating 1 flaky test(s) in 1 finding(s) · budget 200 probes "
+            "hermetic-hunt: isolating 1 test(s) in 1 finding(s) · budget 200 probes "
             "each, 1m in all",
             "hermetic-hunt: F1 1/1 · victim · * probes · *",
         ]

@@ -61,7 +61,7 @@ def test_seventy_six_parametrizations_failing_only_when_repeated_are_one_finding
     result = hunt(here, "--hermetic-hunt=4")
     result.stdout.fnmatch_lines(
         [
-            "hermetic-hunt: isolating 77 flaky test(s) in 2 finding(s) (76 of them "
+            "hermetic-hunt: isolating 77 test(s) in 2 finding(s) (76 of them "
             "parametrizations that fail alike) · *",
             "hermetic-hunt: 1 flaky · 0 broken · 0 sandbox-incompatible · 76 not idempotent · "
             "1 stable · 0 with network violations",
@@ -189,7 +189,7 @@ def test_an_isolation_over_its_time_budget_stops_stores_what_it_has_and_says_so(
     result = hunt(here, "--hermetic-hunt=4", "--hermetic-hunt-isolate-budget=1s")
     result.stdout.fnmatch_lines(
         [
-            "hermetic-hunt: isolating * flaky test(s) in * finding(s) · budget 200 probes "
+            "hermetic-hunt: isolating * test(s) in * finding(s) · budget 200 probes "
             "each, 1s in all",
             "hermetic-hunt isolation: * tests · * probes * in *",
             "  time budget of 1s reached: * not (fully) isolated; finish with: hermetic-hunt "

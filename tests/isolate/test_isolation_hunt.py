@@ -82,7 +82,7 @@ def test_a_hunt_ends_by_isolating_its_victim_with_polluter_and_cleaner(mini) -> 
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
-            "hermetic-hunt: isolating 1 flaky test(s) in 1 finding(s) · budget 200 probes each, "
+            "hermetic-hunt: isolating 1 test(s) in 1 finding(s) · budget 200 probes each, "
             "1m in all",
             "hermetic-hunt: F1 1/1 · victim · * probes · *s",
             "hermetic-hunt: run 1 · 4 round(s) · * attempts in * · * failed · flakes.db",

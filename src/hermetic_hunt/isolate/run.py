@@ -204,7 +204,7 @@ class _Work:
             alike = sum(len(g.members) for g in groups if len(g.members) > 1)
             how = f" ({alike} of them parametrizations that fail alike)" if alike else ""
             self.say(
-                f"hermetic-hunt: isolating {len(self.flaky)} flaky test(s) in {len(groups)} "
+                f"hermetic-hunt: isolating {len(self.flaky)} test(s) in {len(groups)} "
                 f"finding(s){how} · budget {self.settings.budget} probes each, "
                 f"{format_seconds(round(self.report.time_budget, 1))} in all"
             )

@@ -42,6 +42,8 @@ def run_json(run: RunRow) -> dict[str, Any]:
         "order": run.order,
         "shard": run.shard,
         "exit_status": run.exit_status,
+        "git_sha": run.git_sha,
+        "git_branch": run.git_branch,
     }
 
 

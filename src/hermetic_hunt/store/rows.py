@@ -32,6 +32,8 @@ class RunRow:
     order: str
     shard: str
     exit_status: int | None
+    git_sha: str | None = None
+    git_branch: str | None = None
 
 
 @dataclass(frozen=True)

@@ -90,3 +90,12 @@ def test_a_patch_that_cannot_be_verified_is_applied_only_with_no_verify(hunted):
     code, out = run("F1", "--no-verify", "--apply")
     assert code == 0 and out.rstrip().endswith("applied to test_env.py")
     assert 'monkeypatch.setenv("APP_MODE", "debug")' in (hunted / "test_env.py").read_text()
+
+
+def test_a_verification_that_cannot_run_exits_1(hunted):
+    # The victim was renamed since the hunt: the reproducer's test is not collected in the copy.
+    source = (hunted / "test_env.py").read_text()
+    (hunted / "test_env.py").write_text(source.replace("test_reads_the_env", "test_reads_env"))
+    code, out = run("F1", "--runs", "2")
+    assert code == 1, out
+    assert "not verified: " in out and "verified: the reproducer passes" not in out

@@ -132,8 +132,7 @@ def the_summary_lists_each_flake_with_its_kinds_sets_and_command(root: Path, std
     found = flakes(root)
     lines = stdout.splitlines()
     assert any(
-        line.startswith(f"hermetic-hunt isolation: {len(EXPECTED)} tests · ")
-        for line in lines
+        line.startswith(f"hermetic-hunt isolation: {len(EXPECTED)} tests · ") for line in lines
     )
     for nodeid, row in found.items():
         header = f"  {row['flake_id']} {nodeid}  {', '.join(json.loads(row['kinds']))} · "

@@ -128,8 +128,8 @@ def fix(
                 applied = True
                 shown = ", ".join(commands.display_path(p, where) for p in written)
                 out.lines.append(f"applied to {shown}")
-        if verification is not None and verification.outcome == "not-verified":
-            out.exit_status = EXIT_NOT_VERIFIED
+        if verification is not None and verification.outcome in ("not-verified", "error"):
+            out.exit_status = EXIT_NOT_VERIFIED  # it failed, or the check itself did not run
         if verification is not None or applied:
             record = StoredFix(
                 flake_id=facts.flake_id,

@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def hunt(
 
 
 def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         return conn.execute(sql, params).fetchall()
 
 

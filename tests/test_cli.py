@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,7 @@ def test_show_a_flake_prints_everything_stored_and_the_journal_comparison(db):
 
 
 def test_show_an_attempt_prints_its_sandbox_failure_journal_and_replay(db):
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         (failing,) = conn.execute(
             "SELECT min(a.id) FROM attempts a JOIN tests t ON t.id = a.test_id "
             "WHERE t.nodeid = ? AND a.outcome = 'failed'",

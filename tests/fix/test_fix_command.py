@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def test_fix_verifies_the_patch_on_a_copy_and_applies_it_when_asked(hunted):
     assert (hunted / "test_env.py").read_text() == before
     code, diff = run("F1", "--diff")
     assert code == 0 and diff.startswith("--- a/test_env.py\n+++ b/test_env.py\n")
-    with sqlite3.connect(hunted / "flakes.db") as conn:
+    with closing(sqlite3.connect(hunted / "flakes.db")) as conn, conn:
         stored = conn.execute("SELECT outcome, runs, passed, applied FROM fixes").fetchall()
     assert stored == [("verified", 6, 6, 0)]
     code, out = run("F1", "--apply", "--runs", "5")
@@ -77,7 +78,7 @@ def test_fix_without_verification_and_the_bad_inputs(hunted):
 
 
 def test_a_patch_that_cannot_be_verified_is_applied_only_with_no_verify(hunted):
-    with sqlite3.connect(hunted / "flakes.db") as conn:
+    with closing(sqlite3.connect(hunted / "flakes.db")) as conn, conn:
         conn.execute("UPDATE flakes SET reproducer = NULL")
     conn.close()
     before = (hunted / "test_env.py").read_text()

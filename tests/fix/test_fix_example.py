@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,7 @@ def hunted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def flake_ids(root: Path) -> dict[str, str]:
-    with sqlite3.connect(root / "flakes.db") as conn:
+    with closing(sqlite3.connect(root / "flakes.db")) as conn, conn:
         rows = conn.execute(
             "SELECT t.nodeid, f.flake_id FROM flakes f JOIN tests t ON t.id = f.test_id"
         ).fetchall()
@@ -102,7 +103,7 @@ def test_every_kind_gets_a_fix_the_patches_pass_their_reproducers_and_apply(hunt
         done = cli(hunted, "fix", ids[nodeid])
         assert done.returncode == 0 and text in done.stdout, (nodeid, done.stdout)
     assert digest(hunted / "shop") == before  # nothing written without --apply
-    with sqlite3.connect(hunted / "flakes.db") as conn:
+    with closing(sqlite3.connect(hunted / "flakes.db")) as conn, conn:
         outcomes = conn.execute("SELECT outcome, count(*) FROM fixes GROUP BY outcome").fetchall()
     assert outcomes == [("verified", len(VERIFIED))]
     # --apply, and plain pytest agrees: the polluter first, the victim passes now.

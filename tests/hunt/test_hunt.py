@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import closing
 
 import pytest
 from helpers import hunt, one, rows, sequences
@@ -413,6 +414,6 @@ def test_the_database_file_is_complete_on_its_own_when_the_hunt_ends(suite, tmp_
         shutil.copy(db, alone)
     finally:
         reader.close()
-    with sqlite3.connect(alone) as conn:
+    with closing(sqlite3.connect(alone)) as conn, conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("SELECT count(*) FROM attempts").fetchone() == (3 * TESTS,)

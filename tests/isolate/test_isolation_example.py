@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def hunt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 def flakes(root: Path) -> dict[str, dict]:
-    with sqlite3.connect(root / "flakes.db") as conn:
+    with closing(sqlite3.connect(root / "flakes.db")) as conn, conn:
         conn.row_factory = sqlite3.Row
         rows = conn.execute(
             "SELECT fl.*, t.nodeid FROM flakes fl JOIN tests t ON t.id = fl.test_id"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -62,12 +63,12 @@ def hunt(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def rows(path: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(path / "flakes.db") as conn:
+    with closing(sqlite3.connect(path / "flakes.db")) as conn, conn:
         return conn.execute(sql).fetchall()
 
 
 def flake(path: Path, nodeid: str) -> dict:
-    with sqlite3.connect(path / "flakes.db") as conn:
+    with closing(sqlite3.connect(path / "flakes.db")) as conn, conn:
         conn.row_factory = sqlite3.Row
         row = conn.execute(
             "SELECT fl.* FROM flakes fl JOIN tests t ON t.id = fl.test_id WHERE t.nodeid = ?",

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,7 @@ def hunt(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
 
 
 def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         return conn.execute(sql, params).fetchall()
 
 
@@ -268,7 +269,7 @@ def test_the_header_says_what_is_replayed_and_warnings_come_at_the_end(seeded, s
     db = copy_db(seeded / "flakes.db", tmp_path / "elsewhere")
     environment = json.loads(query(db, "SELECT environment FROM runs")[0][0])
     environment.update(python="2.7.18", tz="Pacific/Apia")
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("UPDATE runs SET environment = ?", (json.dumps(environment),))
     result = run_pytest(suite, f"--hermetic-replay-db={db}::A{attempt_id}")
     text = output(result)
@@ -392,7 +393,7 @@ def test_an_xdist_hunts_attempts_replay_under_their_workers_hash_seed(tmp_path):
 def test_a_replay_that_cannot_restart_itself_says_how_to_run_it(seeded, suite, tmp_path):
     db = copy_db(seeded / "flakes.db", tmp_path / "elsewhere")
     attempt_id = attempt_of(db, "test_lucky")
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("UPDATE attempts SET hash_seed = 123 WHERE id = ?", (attempt_id,))
     code = (
         "import sys, pytest\n"

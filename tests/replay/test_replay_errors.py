@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(suite):
 
 
 def test_another_programs_database_is_refused(suite):
-    with sqlite3.connect(suite.path / "app.db") as conn:
+    with closing(sqlite3.connect(suite.path / "app.db")) as conn, conn:
         conn.execute("CREATE TABLE users (id INTEGER)")
     usage_error(
         suite.runpytest("--hermetic-replay-db=app.db::A1"),
@@ -106,7 +107,7 @@ def test_another_programs_database_is_refused(suite):
 
 def test_a_database_from_a_newer_version_is_refused(suite):
     build_db(suite.path / "flakes.db", [record("test_suite.py::test_one")])
-    with sqlite3.connect(suite.path / "flakes.db") as conn:
+    with closing(sqlite3.connect(suite.path / "flakes.db")) as conn, conn:
         conn.execute(
             "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
             "VALUES ('hermetic_hunt', '9999_from_the_future', '2030-01-01')"
@@ -207,9 +208,8 @@ def test_a_test_that_is_no_longer_collected_is_named_with_the_fix(suite):
         f"under rootdir {suite.path} (renamed or deleted? run from the directory the hunt ran "
         "in, or hunt again with --hermetic-hunt)",
     )
-    assert sqlite3.connect(suite.path / "flakes.db").execute(
-        "SELECT count(*) FROM replays"
-    ).fetchone() == (0,)
+    with closing(sqlite3.connect(suite.path / "flakes.db")) as conn:
+        assert conn.execute("SELECT count(*) FROM replays").fetchone() == (0,)
 
 
 def test_a_test_deselected_by_an_option_is_named_with_the_fix(suite):

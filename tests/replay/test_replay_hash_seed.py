@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 
 import pytest
 from test_replay_errors import build_db, insert_flake, record, usage_error
@@ -23,7 +24,7 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_an_attempts_out_of_range_hash_seed_is_refused_without_restarting(suite, bad):
     db = suite.path / "flakes.db"
     build_db(db, [record("test_suite.py::test_one", hash_seed=1)])
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("UPDATE attempts SET hash_seed = ?", (bad,))
     # A subprocess: started from pytest's command line, so it would restart itself.
     result = suite.runpytest_subprocess("-p", "no:randomly", "--hermetic-replay-db=flakes.db::A1")
@@ -41,7 +42,7 @@ def test_a_reproducers_out_of_range_hash_seed_is_refused_without_restarting(suit
     db = suite.path / "flakes.db"
     build_db(db, [record("test_suite.py::test_one")])
     insert_flake(db, "F1", "test_suite.py::test_one", {"steps": [REPRO_STEP], "hash_seed": 1})
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute(
             "UPDATE flakes SET reproducer = json_set(reproducer, '$.hash_seed', ?)", (bad,)
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -182,7 +183,7 @@ def test_an_empty_database_says_to_run_a_hunt_first(tmp_path):
 def test_a_malformed_flake_row_is_named_in_one_line(db, column, value, message):
     import sqlite3
 
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute(f"UPDATE flakes SET {column} = ?", (value,))
     with pytest.raises(BadDatabase) as info:
         report_of(db)

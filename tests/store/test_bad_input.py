@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 
 import pytest
 from helpers import one
@@ -109,7 +110,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(suite):
 
 def test_another_programs_sqlite_database_is_refused(suite):
     target = suite.path / "app.db"
-    with sqlite3.connect(target) as conn:
+    with closing(sqlite3.connect(target)) as conn, conn:
         conn.execute("CREATE TABLE users (id INTEGER)")
     result = suite.runpytest_subprocess("--hermetic-hunt=2", f"--hermetic-hunt-db={target}")
     _usage_error(result, f"{target} is not a hermetic-hunt database (it holds tables: users)*")
@@ -118,7 +119,7 @@ def test_another_programs_sqlite_database_is_refused(suite):
 def test_a_database_from_a_newer_version_is_refused_untouched(suite):
     target = suite.path / "new.db"
     Store.open(target).close()
-    with sqlite3.connect(target) as conn:
+    with closing(sqlite3.connect(target)) as conn, conn:
         conn.execute(
             "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
             "VALUES ('hermetic_hunt', '9999_from_the_future', '2030-01-01')"

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -52,14 +53,14 @@ def one_line_error(code: int, stderr: str, text: str) -> None:
 
 
 def edit(db: Path, sql: str, *params: object) -> None:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute(sql, params)
     conn.close()
 
 
 def relax(db: Path) -> None:
     """What a crafted file can do: a schema without NOT NULL constraints."""
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("PRAGMA writable_schema = ON")
         conn.execute(
             "UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE type = 'table'"

@@ -30,7 +30,7 @@ import tempfile
 import tracemalloc
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +104,7 @@ def hunted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert replay.returncode in (0, 1), replay.stdout[-3000:] + replay.stderr[-3000:]
     base = root / "base.db"
     shutil.copy(suite / "flakes.db", base)
-    with sqlite3.connect(base) as conn:
+    with closing(sqlite3.connect(base)) as conn, conn:
         for table in TABLES:
             (count,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
             assert count, f"the hunt left {table} empty"
@@ -114,13 +114,13 @@ def hunted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "UPDATE sqlite_master SET sql = replace(sql, 'NOT NULL', '') WHERE type = 'table'"
         )
     conn.close()
-    with sqlite3.connect(base) as conn:
+    with closing(sqlite3.connect(base)) as conn, conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
     # Another machine's hunt of the same suite: merging combines the flakes.
     other = root / "other.db"
     shutil.copy(base, other)
-    with sqlite3.connect(other) as conn:
+    with closing(sqlite3.connect(other)) as conn, conn:
         for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():
             conn.execute("UPDATE runs SET uuid = ? WHERE id = ?", (uuid.uuid4().hex, run_id))
     conn.close()
@@ -130,7 +130,7 @@ def hunted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _cells(db: Path) -> list[tuple[str, str, int, str]]:
     """Every cell of the database: ``(table, column, rowid, declared type)``."""
     out = []
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         for table in TABLES:
             columns = [(row[1], row[2]) for row in conn.execute(f"PRAGMA table_info({table})")]
             for (rowid,) in conn.execute(f"SELECT rowid FROM {table}"):
@@ -206,7 +206,7 @@ VALUES = st.one_of(
 
 
 def _mutate(db: Path, mutations: list[tuple[str, tuple[str, str, int, str], Any]]) -> None:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         for action, (table, column, rowid, _), value in mutations:
             try:
                 if action == "delete":

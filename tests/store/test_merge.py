@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,12 @@ TABLES = (
 
 
 def dump(db: Path) -> dict[str, list[tuple[Any, ...]]]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         return {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in TABLES}
 
 
 def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:
         return conn.execute(sql, params).fetchall()
 
 
@@ -204,7 +205,7 @@ def test_a_damaged_input_leaves_the_output_as_it_was(shards, tmp_path):
     out = tmp_path / "out.db"
     merge_databases([a], out)
     before = dump(out)
-    with sqlite3.connect(b) as conn:
+    with closing(sqlite3.connect(b)) as conn, conn:
         conn.execute("UPDATE attempts SET test_id = 999 WHERE id = 1")
     with pytest.raises(BadDatabase, match=r"b\.db has inconsistent rows .*: it is damaged"):
         merge_databases([b], out)
@@ -336,7 +337,7 @@ def test_merge_quotes_column_names_a_destination_may_hold(tmp_path):
     out = tmp_path / "out.db"
     merge_databases([a], out)
     # A destination altered by hand: a column whose name is SQL, not an identifier.
-    with sqlite3.connect(out) as conn:
+    with closing(sqlite3.connect(out)) as conn, conn:
         conn.execute('ALTER TABLE runs ADD COLUMN "x) VALUES (1); DROP TABLE tests; --" TEXT')
     b = shard_b(tmp_path / "b.db")
     merge_databases([b], out)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import socket
-from typing import Any
 
 import hermetic
 import pytest
@@ -27,21 +26,6 @@ LOOKALIKES = [
     "x.y.localhost",
     "127.0.0.1.invalid",
 ]
-
-
-@pytest.fixture
-def spies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    reached: list[str] = []
-    for key, real in list(netguard.REAL.items()):
-        if key == "raw_socket" or real is None:
-            continue
-
-        def spy(*args: Any, _key: str = key, **kwargs: Any) -> Any:
-            reached.append(_key)
-            raise OSError(f"spy: the real {_key} was reached")
-
-        monkeypatch.setitem(netguard.REAL, key, spy)
-    return reached
 
 
 def spec() -> SandboxSpec:

@@ -34,22 +34,6 @@ TEST_NET = "192.0.2.1"
 TEST_NET6 = "2001:db8::1"
 
 
-@pytest.fixture
-def spies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every protected real function replaced by a spy that records and refuses."""
-    reached: list[str] = []
-    for key, real in list(netguard.REAL.items()):
-        if key == "raw_socket" or real is None:
-            continue
-
-        def spy(*args: Any, _key: str = key, **kwargs: Any) -> Any:
-            reached.append(_key)
-            raise OSError(f"spy: the real {_key} was reached")
-
-        monkeypatch.setitem(netguard.REAL, key, spy)
-    return reached
-
-
 def spec(**changes: Any) -> SandboxSpec:
     return SandboxSpec(seed=7, now=1_700_000_000.0, test_id="tests/x.py::t", **changes)
 

@@ -170,8 +170,11 @@ def test_two():
 def test_fills_the_disk_on_its_third_run():
     if third_run():
         db = Path(os.environ["HUNT_DB"])
-        with closing(sqlite3.connect(db)) as conn, conn:
+        conn = sqlite3.connect(db)
+        try:
             (stored,) = conn.execute("SELECT count(*) FROM attempts").fetchone()
+        finally:
+            conn.close()
         (HERE / "stored-before.txt").write_text(str(stored))
         with open(db.with_name("ballast"), "wb") as ballast:
             try:

@@ -101,7 +101,7 @@ def fix(
                     journals=history.journal,
                     parallel=min(4, os.cpu_count() or 1),
                     say=say,
-                    exclude=(store.path, Path(f"{store.path}-wal"), Path(f"{store.path}-shm")),
+                    exclude=tuple(Path(p) for p in store.own_files()),
                 )
             finally:
                 history.close()

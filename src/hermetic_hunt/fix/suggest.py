@@ -392,6 +392,13 @@ def _owner_expression(plan: _Plan, draft: Draft, holder: Holder) -> str | None:
     return draft.ensure_import(f"from {head} import {last}" if head else f"import {last}", last)
 
 
+#: Leaked resources a built-in fixture puts back: resource -> (fixture, what it does).
+_RESTORERS = {
+    "env": ("restore_environ", "that snapshots os.environ and restores it"),
+    "cwd": ("restore_cwd", "that goes back to the working directory after the test"),
+}
+
+
 def _leak_fix(
     plan: _Plan,
     draft: Draft,
@@ -404,39 +411,16 @@ def _leak_fix(
     """What a recorded leak that the source reading did not explain asks for."""
     func = test.function
     where = _where(test, func.lineno)
-    if leak.resource == "env":
-        if ("env", leak.name) in covered or ("env", None) in covered:
+    restorer = _RESTORERS.get(leak.resource)
+    if restorer is not None:
+        name, what = restorer
+        if (leak.resource, leak.name) in covered or (leak.resource, None) in covered:
             return 0
-        if _use_fixture(
-            plan, draft, func, "restore_environ", _BUILTIN_FIXTURES["restore_environ"], fixtures
-        ):
-            covered.add(("env", None))
-            plan.changes.append(
-                Change(
-                    where,
-                    f"{who} {leak.describe()}",
-                    "a fixture, restore_environ, that snapshots os.environ and restores it",
-                )
-            )
-            return 1
-        return 0
-    if leak.resource == "cwd":
-        if ("cwd", None) in covered:
+        if not _use_fixture(plan, draft, func, name, _BUILTIN_FIXTURES[name], fixtures):
             return 0
-        if _use_fixture(
-            plan, draft, func, "restore_cwd", _BUILTIN_FIXTURES["restore_cwd"], fixtures
-        ):
-            covered.add(("cwd", None))
-            plan.changes.append(
-                Change(
-                    where,
-                    f"{who} {leak.describe()}",
-                    "a fixture, restore_cwd, that goes back to the "
-                    "working directory after the test",
-                )
-            )
-            return 1
-        return 0
+        covered.add((leak.resource, None))
+        plan.changes.append(Change(where, f"{who} {leak.describe()}", f"a fixture, {name}, {what}"))
+        return 1
     started = [e for e in test.of("thread") if leak.resource == "thread"]
     if started:
         e = started[0]

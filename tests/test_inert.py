@@ -16,7 +16,7 @@ CORE_MODULES = [
     "hermetic_hunt.errors",
     "hermetic_hunt.journal",
     "hermetic_hunt.hunt.progress",
-    "hermetic_hunt.commands",
+    "hermetic_hunt.pasteable",
     "hermetic_hunt.failures",
     "hermetic_hunt.untrusted",
 ]

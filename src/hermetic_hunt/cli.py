@@ -179,7 +179,7 @@ def report(
     violations; and, for tests that never failed, the flake rate their clean
     attempts rule out. Exit status 1 when anything was found.
     """
-    from hermetic_hunt.commands import display_path
+    from hermetic_hunt.pasteable import display_path
     from hermetic_hunt.report.load import write_report
 
     outcome = write_report(db, run=run_id, fmt=fmt, output=output, since=since)
@@ -364,7 +364,7 @@ def quarantine(db: str, output: str | None, unconfirmed: bool) -> None:
     import os
     from pathlib import Path
 
-    from hermetic_hunt.commands import display_path
+    from hermetic_hunt.pasteable import display_path
     from hermetic_hunt.quarantine.build import quarantine_list
 
     made = quarantine_list(db, output=output, unconfirmed=unconfirmed)

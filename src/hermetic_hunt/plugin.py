@@ -272,7 +272,7 @@ def _check_conflicts(config: pytest.Config) -> None:
 
 
 def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
-    from hermetic_hunt.engine.setup import Engine, hand_seeding_to_the_hunt
+    from hermetic_hunt.engine.engine import Engine, hand_seeding_to_the_hunt
     from hermetic_hunt.hunt import xdist
 
     hand_seeding_to_the_hunt(config)
@@ -326,7 +326,7 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
             LocalLoop(controller, Engine(config, settings)), "hermetic-hunt-loop"
         )
     config.pluginmanager.register(EndOfHunt(controller), "hermetic-hunt-summary")
-    from hermetic_hunt.engine.setup import declare_marker
+    from hermetic_hunt.engine.engine import declare_marker
 
     declare_marker(config, settings.integration_marker)
 

@@ -47,7 +47,7 @@ from hermetic_hunt.timing import profile_of
 if TYPE_CHECKING:
     import pytest
 
-    from hermetic_hunt.engine.setup import Engine
+    from hermetic_hunt.engine.engine import Engine
 
 _PERF = time.perf_counter
 _SLEEP = time.sleep  # real: captured before any sandbox patches time

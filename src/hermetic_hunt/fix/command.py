@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermetic_hunt import commands, environment
+from hermetic_hunt import environment, pasteable
 from hermetic_hunt.errors import BadOption, HuntError
 from hermetic_hunt.findings import StoredFix
 from hermetic_hunt.fix.patch import PatchConflict
@@ -126,7 +126,7 @@ def fix(
                 except PatchConflict as exc:
                     raise BadOption(str(exc)) from None
                 applied = True
-                shown = ", ".join(commands.display_path(p, where) for p in written)
+                shown = ", ".join(pasteable.display_path(p, where) for p in written)
                 out.lines.append(f"applied to {shown}")
         if verification is not None and verification.outcome in ("not-verified", "error"):
             out.exit_status = EXIT_NOT_VERIFIED  # it failed, or the check itself did not run

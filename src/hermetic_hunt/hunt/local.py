@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import pytest
 
+from hermetic_hunt.engine.engine import Engine
 from hermetic_hunt.engine.executor import process_hash_seed
 from hermetic_hunt.engine.fork import ChildSetup, run_job
-from hermetic_hunt.engine.setup import Engine
 from hermetic_hunt.hunt.controller import HuntController
 
 WORKER = "main"

@@ -44,7 +44,7 @@ from hermetic_hunt.seeds import attempt_seed, worker_hash_seed
 from hermetic_hunt.timing import as_condition, profile_of
 
 if TYPE_CHECKING:
-    from hermetic_hunt.engine.setup import Engine
+    from hermetic_hunt.engine.engine import Engine
     from hermetic_hunt.hunt.controller import HuntController
 
 WORKERINPUT_KEY = "hermetic_hunt"

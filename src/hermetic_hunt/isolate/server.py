@@ -35,8 +35,8 @@ import pytest
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.engine import fork
 from hermetic_hunt.engine import wire as engine_wire
+from hermetic_hunt.engine.engine import Engine
 from hermetic_hunt.engine.runner import Job
-from hermetic_hunt.engine.setup import Engine
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.isolate import wire
 from hermetic_hunt.journal import Journal

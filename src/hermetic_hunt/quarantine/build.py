@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from hermetic_hunt import commands
+from hermetic_hunt import pasteable
 from hermetic_hunt.quarantine.listfile import Entry, render
 from hermetic_hunt.report.history import History, history
 from hermetic_hunt.report.load import load_report, open_database
@@ -77,7 +77,7 @@ def quarantine_list(
     name = output or "FILE"
     header = [
         f"hermetic-hunt quarantine list: pytest --hermetic-quarantine={name}",
-        f"From {commands.display_path(report.database, where)} ({len(runs)} run(s), newest "
+        f"From {pasteable.display_path(report.database, where)} ({len(runs)} run(s), newest "
         f"run {newest.run_id if newest else '-'}{commit}), written {real_now_iso()}.",
         "A quarantined test runs as usual; its failure does not fail the session.",
         "Remove a line to release a test; the session's summary says when one passed often",

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermetic_hunt import commands
+from hermetic_hunt import pasteable
 from hermetic_hunt.replay.plan import location_arg, resolve, target_of
 from hermetic_hunt.store import Store
 from hermetic_hunt.store.replay import ReplaySource
@@ -36,7 +36,7 @@ def prepare(db_path: str, ref: str, cwd: str, extra: tuple[str, ...] = ()) -> Re
         plan = resolve(target_of(str(db_path), ref), source)
         where = source.run_location(plan.run_id) if plan.run_id is not None else None
     location = location_arg(where[0], where[1], cwd) if where else None
-    argv = commands.replay_argv(db_path, plan.target.ref, cwd)
+    argv = pasteable.replay_argv(db_path, plan.target.ref, cwd)
     if location:
         argv.append(location if not location.startswith("-") else f"./{location}")
     return ReplayCommand(plan.target.ref, [*argv, *extra], plan.hash_seed)

@@ -4,7 +4,7 @@
 ``pytest_configure``) opens the database, resolves the target into a
 :class:`~hermetic_hunt.replay.plan.Plan`, restarts the process under the hash
 seed the plan needs, and installs the engine a hunt runs its rounds with
-(:class:`~hermetic_hunt.engine.setup.Engine`, with the hunt's stored
+(:class:`~hermetic_hunt.engine.engine.Engine`, with the hunt's stored
 settings): :class:`ReplayRunner` selects exactly the plan's tests among the
 collected ones and runs them in order, in this fresh process. Everything
 else is plain pytest, so ``--pdb``, ``-x``, ``-vv``, ``--tb=long`` and ``-s``
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from hermetic_hunt import commands, environment
+from hermetic_hunt import environment, pasteable
 from hermetic_hunt.engine.runner import Job, StepRunner
 from hermetic_hunt.errors import BadDatabase, HuntError
 from hermetic_hunt.models import FAILING, MAX_HASH_SEED, Attempt, Settings, hash_seed_problem
@@ -76,7 +76,7 @@ def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
         plan.notes.append(f"{', '.join(ignored)} ignored: the reproducer decides what runs")
     # Imported only now: a process about to restart under another hash seed
     # never pays for the sandbox and the executor.
-    from hermetic_hunt.engine.setup import Engine
+    from hermetic_hunt.engine.engine import Engine
 
     if getattr(config.option, "hermetic_seed", None) is None and plan.steps[-1].seed is not None:
         # hermetic-sandbox's header then names the seed the replayed test runs with.
@@ -103,7 +103,7 @@ def _load(
     target = parse_target(value)
     cwd = str(config.invocation_params.dir)
     db_path = Path(cwd, os.path.expanduser(target.path)).resolve()
-    display = commands.display_path(db_path, cwd)
+    display = pasteable.display_path(db_path, cwd)
     store = Store.open(db_path, create=False)
     try:
         source = ReplaySource(store)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from hermetic_hunt import commands
+from hermetic_hunt import pasteable
 from hermetic_hunt.findings import Finding, IsolationReport
 from hermetic_hunt.models import EXPOSURE_TEXT, EXPOSURES, format_seconds, function_of
 from hermetic_hunt.report.text import LIST_LIMIT, clean, dates_text, listing, sets_text
@@ -115,7 +115,7 @@ def _flake_lines(
         why = v.notes[0] if v.notes else _why(v, "unexplained")
         out.append(f"      note: {clean(why)}")
     if v.reproducer is not None:
-        command = commands.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
+        command = pasteable.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
         out.append(f"      replay: {command}")
     return out
 

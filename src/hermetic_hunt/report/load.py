@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hermetic_hunt import commands, journal
+from hermetic_hunt import journal, pasteable
 from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
 from hermetic_hunt.models import parse_ref
 from hermetic_hunt.replay.plan import location_arg
@@ -40,7 +40,7 @@ def load_report(
     """The report of run ``run`` (every run when None) of ``store``; ``since`` a date or
     a git revision: only the runs since then."""
     where = os.fspath(cwd or os.getcwd())
-    name = commands.display_path(store.path, where)
+    name = pasteable.display_path(store.path, where)
     runs = queries.run_rows(store, run)
     if not runs:
         raise BadDatabase(
@@ -109,7 +109,7 @@ def replayer(store: Store, cwd: str) -> Replay:
 
     def replay(ref: str, run_id: int | None) -> str:
         rootdir = arguments.get(run_id)
-        return commands.replay_command(store.path, ref, cwd, rootdir=rootdir)
+        return pasteable.replay_command(store.path, ref, cwd, rootdir=rootdir)
 
     return replay
 
@@ -213,7 +213,7 @@ def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
 
 
 def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
-    name = commands.display_path(store.path, cwd)
+    name = pasteable.display_path(store.path, cwd)
     raw = queries.raw_flake(store, flake_id)
     if raw is None:
         known = queries.flake_ids(store)

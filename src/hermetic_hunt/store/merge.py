@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermetic_hunt.commands import display_path
 from hermetic_hunt.errors import BadDatabase
+from hermetic_hunt.pasteable import display_path
 from hermetic_hunt.store.core import Store
 from hermetic_hunt.store.merge_rules import (
     combine_flakes,

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from hermetic_hunt import _compat, commands, environment
+from hermetic_hunt import _compat, environment, pasteable
 from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.fork import interrupts_deferred
 from hermetic_hunt.engine.runner import Job
@@ -119,7 +119,7 @@ class HuntController:
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         s = self.settings
-        where = commands.display_path(self.store.path, str(config.invocation_params.dir))
+        where = pasteable.display_path(self.store.path, str(config.invocation_params.dir))
         shard = f" · shard {s.shard}" if s.shard.count > 1 else ""
         return [
             f"hermetic-hunt: run {self.run_id} · {s.describe_length} · mode {s.mode} · "
@@ -482,7 +482,7 @@ class HuntController:
         counts, findings, leaks -- is :func:`hermetic_hunt.report.summary.end_of_hunt`)."""
         t = self.tallies
         cwd = str(self.config.invocation_params.dir)
-        db = commands.display_path(self.store.path, cwd)
+        db = pasteable.display_path(self.store.path, cwd)
         seconds = self.rounds_seconds if self._finished else _PERF() - self._started
         return (
             f"hermetic-hunt: run {self.run_id} · {self.rounds_completed} round(s) · "

@@ -28,7 +28,7 @@ PYTEST_OPTIONS = [
     "--hermetic-replay-db",
     "--hermetic-hunt-changed",
     "--hermetic-quarantine",
-    *(o[0] for o in HUNT_OPTIONS),
+    *(o.flag for o in HUNT_OPTIONS),
 ]
 
 
@@ -37,7 +37,7 @@ def test_every_pytest_option_is_documented(option):
     assert re.search(rf"`{re.escape(option)}(?![\w-])", all_docs()), f"{option} is not in docs/"
 
 
-@pytest.mark.parametrize("ini", [o[2] for o in HUNT_OPTIONS if o[2] is not None])
+@pytest.mark.parametrize("ini", [o.ini_key for o in HUNT_OPTIONS if o.ini_key is not None])
 def test_every_ini_key_is_documented(ini):
     assert f"`{ini}`" in all_docs(), f"ini key {ini} is not in docs/"
 

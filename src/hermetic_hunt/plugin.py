@@ -12,6 +12,8 @@ wherever tests run.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,84 +22,108 @@ import pytest
 from hermetic_hunt import options
 from hermetic_hunt.errors import BadDatabase, HuntError
 from hermetic_hunt.models import (
-    DEFAULT_DB,
     DEFAULT_INTEGRATION_MARKER,
     DEFAULT_ISOLATE_BUDGET,
-    DEFAULT_MODE,
-    DEFAULT_ORDER,
     DEFAULT_PROBE_TIMEOUT,
     MIN_ISOLATE_SECONDS,
     Settings,
-    Shard,
 )
 from hermetic_hunt.seeds import new_base_seed
 
 if TYPE_CHECKING:
+    from hermetic_hunt.engine.engine import Conflicts
     from hermetic_hunt.hunt.controller import HuntController
-from hermetic_hunt.timing import DEFAULT_TIME_MIX
 
-#: (option, dest, ini key, help) of every hunt option that takes a value.
-HUNT_OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
-    (
+
+@dataclass(frozen=True)
+class HuntOption:
+    """One hunt option that takes a value: written once, read by a loop.
+
+    ``settings`` turns the option's text into the :class:`Settings` fields it
+    sets (raising :class:`~hermetic_hunt.errors.BadOption` with the fix);
+    fields of options not given keep the defaults declared on ``Settings``.
+    ``ini``: the option can also be set as an ini key of the same name.
+    """
+
+    flag: str
+    help: str
+    settings: Callable[[str], dict[str, Any]]
+    ini: bool = True
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def ini_key(self) -> str | None:
+        return self.dest if self.ini else None
+
+
+def _budget_fields(text: str) -> dict[str, Any]:
+    probes, seconds, _ = options.parse_isolate_budget(text)
+    return {"isolate_seconds": seconds, **({"isolate_budget": probes} if probes else {})}
+
+
+#: Every hunt option that takes a value (ini key = dest without the dashes).
+HUNT_OPTIONS: tuple[HuntOption, ...] = (
+    HuntOption(
         "--hermetic-hunt-db",
-        "hermetic_hunt_db",
-        "hermetic_hunt_db",
         "SQLite database the hunt writes (default: flakes.db in the invocation directory).",
+        lambda text: {"db_path": Path(os.path.expanduser(text))},
     ),
-    (
+    HuntOption(
         "--hermetic-hunt-mode",
-        "hermetic_hunt_mode",
-        "hermetic_hunt_mode",
         "seeded (default: seeded time and randomness, replay by seed), record (real time "
         "and entropy, journaled; replay by journal) or off (no sandbox).",
+        lambda text: {"mode": options.parse_mode(text)},
     ),
-    (
+    HuntOption(
         "--hermetic-hunt-order",
-        "hermetic_hunt_order",
-        "hermetic_hunt_order",
         "Order of each round: auto (default: shuffle, reversed, grouped in turn), shuffle, "
         "grouped (module -> class -> function) or reversed.",
+        lambda text: {"order": options.parse_order(text)},
     ),
-    (
+    HuntOption(
         "--hermetic-hunt-isolate",
-        "hermetic_hunt_isolate",
-        "hermetic_hunt_isolate",
         "on (default): after the rounds, isolate why each flaky test flakes; off: skip it.",
+        lambda text: {"isolate": options.parse_isolate(text)},
     ),
-    (
+    HuntOption(
         "--hermetic-hunt-isolate-budget",
-        "hermetic_hunt_isolate_budget",
-        "hermetic_hunt_isolate_budget",
         f"Isolation budget: probes per flaky test (default {DEFAULT_ISOLATE_BUDGET}) and/or "
         "overall time, e.g. 300, 15m or 300,15m (default time: auto, as long as the rounds "
         f"took, at least {MIN_ISOLATE_SECONDS:g}s).",
+        _budget_fields,
     ),
-    (
+    HuntOption(
         "--hermetic-hunt-probe-timeout",
-        "hermetic_hunt_probe_timeout",
-        "hermetic_hunt_probe_timeout",
         "Seconds (or 30s, 2m) after which an isolation probe is stopped "
         f"(default {DEFAULT_PROBE_TIMEOUT:g}).",
+        lambda text: {
+            "probe_timeout": options.parse_seconds("--hermetic-hunt-probe-timeout", text)
+        },
     ),
-    (
+    HuntOption(
         "--hermetic-hunt-integration-marker",
-        "hermetic_hunt_integration_marker",
-        "hermetic_hunt_integration_marker",
         f"Tests with this marker keep real network during a hunt (default: "
         f"{DEFAULT_INTEGRATION_MARKER}).",
+        lambda text: {
+            "integration_marker": options.parse_marker_name(
+                "--hermetic-hunt-integration-marker", text
+            )
+        },
     ),
-    (
+    HuntOption(
         "--hermetic-hunt-time",
-        "hermetic_hunt_time",
-        "hermetic_hunt_time",
         "Timing conditions of the rounds: default (most rounds exact; jitter 20%, slow 10%, "
         "stress 10%, switch 10% of rounds), exact (none), or percents like jitter=30,switch=10.",
+        lambda text: {"time": options.parse_time(text)},
     ),
-    (
+    HuntOption(
         "--hermetic-hunt-shard",
-        "hermetic_hunt_shard",
-        None,
         "K/M: this machine runs shard K of M; shards' rounds never repeat each other.",
+        lambda text: {"shard": options.parse_shard(text)},
+        ini=False,
     ),
 )
 
@@ -112,10 +138,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Hunt flaky tests: run N shuffled rounds (or as many as fit in a duration "
         "like 10m) with every attempt sandboxed and stored. Base seed: --hermetic-seed.",
     )
-    for flag, dest, ini, text in HUNT_OPTIONS:
-        group.addoption(flag, dest=dest, default=None, help=text)
-        if ini is not None:
-            parser.addini(ini, text, type="string", default=None)
+    for option in HUNT_OPTIONS:
+        group.addoption(option.flag, dest=option.dest, default=None, help=option.help)
+        if option.ini_key is not None:
+            parser.addini(option.ini_key, option.help, type="string", default=None)
     group.addoption(
         "--hermetic-hunt-changed",
         dest="hermetic_hunt_changed",
@@ -163,8 +189,8 @@ def pytest_configure(config: pytest.Config) -> None:
     replay = config.getoption("hermetic_replay_db")
     quarantine = config.getoption("hermetic_quarantine")
     if hunt is None and replay is None:
-        stray = [flag for flag, dest, _, _ in (*HUNT_OPTIONS, _CHANGED)
-                 if config.getoption(dest) is not None]  # fmt: skip
+        given = [(o.flag, o.dest) for o in HUNT_OPTIONS] + [_CHANGED[:2]]
+        stray = [flag for flag, dest in given if config.getoption(dest) is not None]
         if stray:
             raise pytest.UsageError(
                 f"{stray[0]} only applies to a hunt: add --hermetic-hunt=N (or a duration)"
@@ -209,44 +235,19 @@ def pytest_configure(config: pytest.Config) -> None:
 def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int) -> Settings:
     """The hunt's :class:`Settings` from its options and ini keys (BadOption if wrong)."""
     rounds, budget = options.parse_hunt(hunt_value)
-
-    def value(dest: str, ini: bool = True) -> str | None:
-        return option_value(config, dest, dest if ini else None)
-
-    mode, order = value("hermetic_hunt_mode"), value("hermetic_hunt_order")
-    isolate = value("hermetic_hunt_isolate")
-    budget_probes, budget_seconds, _ = options.parse_isolate_budget(
-        value("hermetic_hunt_isolate_budget") or "auto"
-    )
-    timeout = value("hermetic_hunt_probe_timeout")
-    marker = value("hermetic_hunt_integration_marker")
-    timing = value("hermetic_hunt_time")
-    shard = value("hermetic_hunt_shard", ini=False)
-    db = value("hermetic_hunt_db") or DEFAULT_DB
-    db_path = Path(config.invocation_params.dir, os.path.expanduser(db)).resolve()
-    return Settings(
-        rounds=rounds,
-        budget_seconds=budget,
-        base_seed=base_seed,
-        mode=options.parse_mode(mode) if mode else DEFAULT_MODE,
-        order=options.parse_order(order) if order else DEFAULT_ORDER,
-        db_path=db_path,
-        isolate=options.parse_isolate(isolate) if isolate else True,
-        isolate_budget=budget_probes or DEFAULT_ISOLATE_BUDGET,
-        isolate_seconds=budget_seconds,
-        probe_timeout=options.parse_seconds("--hermetic-hunt-probe-timeout", timeout)
-        if timeout
-        else DEFAULT_PROBE_TIMEOUT,
-        integration_marker=options.parse_marker_name("--hermetic-hunt-integration-marker", marker)
-        if marker
-        else DEFAULT_INTEGRATION_MARKER,
-        shard=options.parse_shard(shard) if shard else Shard(),
-        time=options.parse_time(timing) if timing else DEFAULT_TIME_MIX,
-    )
+    fields: dict[str, Any] = {}
+    for option in HUNT_OPTIONS:
+        text = option_value(config, option.dest, option.ini_key)
+        if text is not None:
+            fields.update(option.settings(text))
+    settings = Settings(rounds=rounds, budget_seconds=budget, base_seed=base_seed, **fields)
+    # Resolved now, before any sandbox or test can change the working directory.
+    db_path = Path(config.invocation_params.dir, settings.db_path).resolve()
+    return replace(settings, db_path=db_path)
 
 
 #: Options a hunt cannot honour, with the reason shown to the user.
-_CONFLICTS: tuple[tuple[str, str], ...] = (
+_CONFLICTS: Conflicts = (
     ("hermetic_all", "--hermetic-all: a hunt sandboxes every attempt itself"),
     ("hermetic_record", "--hermetic-record: use --hermetic-hunt-mode=record instead"),
     ("hermetic_replay", "--hermetic-replay: replay hunt results with --hermetic-replay-db"),
@@ -258,11 +259,9 @@ _CONFLICTS: tuple[tuple[str, str], ...] = (
 
 
 def _check_conflicts(config: pytest.Config) -> None:
-    for dest, reason in _CONFLICTS:
-        value = getattr(config.option, dest, None)
-        if value in (None, False, 0) or (dest == "count" and value == 1):
-            continue
-        raise pytest.UsageError(f"--hermetic-hunt cannot be combined with {reason}")
+    from hermetic_hunt.engine.engine import refuse_conflicts
+
+    refuse_conflicts(config, "--hermetic-hunt", _CONFLICTS)
     dist = getattr(config.option, "dist", "no")
     if dist not in ("no", "load"):
         raise pytest.UsageError(

@@ -23,6 +23,38 @@ from hermetic_hunt.models import Settings
 _RUNNER = "hermetic-hunt-runner"
 
 
+#: (option dest, why it cannot be combined): one table per command that refuses options.
+Conflicts = tuple[tuple[str, str], ...]
+
+
+def refuse_conflicts(config: pytest.Config, command: str, conflicts: Conflicts) -> None:
+    """``pytest.UsageError`` naming the first option of ``conflicts`` that is set.
+
+    An option counts as set unless it is None, False or 0 (``--count=1`` of
+    pytest-repeat is its default and runs each test once).
+    """
+    for dest, reason in conflicts:
+        value = getattr(config.option, dest, None)
+        if value in (None, False, 0) or (dest == "count" and value == 1):
+            continue
+        raise pytest.UsageError(f"{command} cannot be combined with {reason}")
+
+
+def collection_failed(session: pytest.Session) -> bool:
+    """Collection errors stop a hunt or a replay before anything runs, as in pytest."""
+    return bool(session.testsfailed) and not session.config.option.continue_on_collection_errors
+
+
+def stop_on_collection_errors(session: pytest.Session) -> bool:
+    """The preamble of every ``pytest_runtestloop`` of ours: False when there is
+    nothing to run (``--collect-only``); raises ``session.Interrupted`` as pytest's own
+    loop does when collection failed."""
+    if collection_failed(session):
+        count = session.testsfailed
+        raise session.Interrupted(f"{count} error{'s' if count != 1 else ''} during collection")
+    return not session.config.option.collectonly
+
+
 def hand_seeding_to_the_hunt(config: pytest.Config) -> None:
     """pytest-randomly reseeds ``random`` at every phase and shuffles the
     collection with its own seed: inside a hunt or a replay both belong to

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from hermetic_hunt.engine.engine import Engine
+from hermetic_hunt.engine.engine import Engine, stop_on_collection_errors
 from hermetic_hunt.engine.executor import process_hash_seed
 from hermetic_hunt.engine.fork import ChildSetup, run_job
 from hermetic_hunt.hunt.controller import HuntController
@@ -32,12 +32,7 @@ class LocalLoop:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        if session.testsfailed and not session.config.option.continue_on_collection_errors:
-            raise session.Interrupted(
-                f"{session.testsfailed} error{'s' if session.testsfailed != 1 else ''} "
-                "during collection"
-            )
-        if session.config.option.collectonly or not session.items:
+        if not stop_on_collection_errors(session) or not session.items:
             return True
         hunt = self.hunt
         hunt.set_tests([item.nodeid for item in session.items])

@@ -36,6 +36,7 @@ import pytest
 
 from hermetic_hunt import _compat
 from hermetic_hunt.engine import wire
+from hermetic_hunt.engine.engine import collection_failed
 from hermetic_hunt.engine.executor import process_hash_seed
 from hermetic_hunt.engine.fork import ChildSetup, run_job
 from hermetic_hunt.engine.runner import Job
@@ -492,7 +493,7 @@ class XdistWorker:
                 "hermetic-hunt: this pytest-xdist version's worker cannot be driven "
                 "(no WorkerInteractor found): hunt with -n 0"
             )
-        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        if collection_failed(session):
             return None  # xdist's own loop reports the collection errors
         commands: queue.Queue[Any] = queue.Queue()
         interactor.channel.setcallback(commands.put, endmarker=_CLOSED)

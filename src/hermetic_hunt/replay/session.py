@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from hermetic_hunt import environment, pasteable
+from hermetic_hunt.engine.engine import Conflicts, refuse_conflicts, stop_on_collection_errors
 from hermetic_hunt.engine.runner import Job, StepRunner
 from hermetic_hunt.errors import BadDatabase, HuntError
 from hermetic_hunt.models import FAILING, MAX_HASH_SEED, Attempt, Settings, hash_seed_problem
@@ -43,7 +44,7 @@ from hermetic_hunt.store.replay import ReplaySource, add_replay
 from hermetic_hunt.untrusted import clean
 
 #: Options that cannot be honoured in a replay, with the reason shown.
-_CONFLICTS: tuple[tuple[str, str], ...] = (
+_CONFLICTS: Conflicts = (
     ("hermetic_all", "--hermetic-all: the replay sandboxes each step itself"),
     ("hermetic_record", "--hermetic-record: the replay runs from the hunt's database"),
     ("hermetic_replay", "--hermetic-replay: use one of --hermetic-replay / --hermetic-replay-db"),
@@ -67,7 +68,7 @@ def configure_replay(config: pytest.Config, value: str, marker: str | None = Non
 
 
 def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
-    _check_conflicts(config)
+    refuse_conflicts(config, "--hermetic-replay-db", _CONFLICTS)
     store, plan, recorded_env, settings, display = _load(config, value)
     config.add_cleanup(store.close)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
@@ -143,9 +144,7 @@ class ReplayRunner:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        if session.testsfailed and not session.config.option.continue_on_collection_errors:
-            raise session.Interrupted(f"{session.testsfailed} error(s) during collection")
-        if session.config.option.collectonly:
+        if not stop_on_collection_errors(session):
             return True
         outcome = self.engine.run(session, self.runner.job, runner=self.runner)
         if outcome.status == "interrupted":
@@ -155,14 +154,6 @@ class ReplayRunner:
         if session.shouldstop:
             raise session.Interrupted(session.shouldstop)
         return True
-
-
-def _check_conflicts(config: pytest.Config) -> None:
-    for dest, reason in _CONFLICTS:
-        value = getattr(config.option, dest, None)
-        if value in (None, False, 0) or (dest == "count" and value == 1):
-            continue
-        raise pytest.UsageError(f"--hermetic-replay-db cannot be combined with {reason}")
 
 
 #: Options that choose which tests run or where: a replay's reproducer decides.

@@ -23,6 +23,7 @@ import click
 
 from hermetic_hunt import __version__
 from hermetic_hunt.errors import BadDatabase, HuntError
+from hermetic_hunt.models import DEFAULT_DB
 
 EXIT_FOUND = 1
 EXIT_BAD_INPUT = 3
@@ -34,6 +35,16 @@ class BadInput(click.ClickException):
     """A one-line error about the user's input (exit status 3)."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+#: The one ``--db`` option of every command that reads a hunt's database.
+DB_OPTION = click.option(
+    "--db",
+    default=DEFAULT_DB,
+    show_default=True,
+    metavar="PATH",
+    help="The hunt's database (relative paths are taken from the working directory).",
+)
 
 
 def user_errors(func: F) -> F:
@@ -77,9 +88,7 @@ def main() -> None:
 )
 @click.argument("ref", metavar="ID")
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- PYTEST_ARGS]...")
-@click.option(
-    "--db", default="flakes.db", show_default=True, metavar="PATH", help="The database to read."
-)
+@DB_OPTION
 @click.option("--run", is_flag=True, help="Run the command (PYTEST_ARGS appended); don't print it.")
 @user_errors
 def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
@@ -110,9 +119,6 @@ def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
 
 # -- reading a database: report, list, show, merge, demo ---------------------------------
 
-_DB_OPTION = click.option(
-    "--db", default="flakes.db", show_default=True, metavar="PATH", help="The database to read."
-)
 _RUN_OPTION = click.option(
     "--run",
     "run_id",
@@ -141,7 +147,7 @@ def _finish(found: bool, exit_zero: bool = False) -> None:
         "hermetic-hunt report --since origin/main        # runs on main's tip or later",
     )
 )
-@_DB_OPTION
+@DB_OPTION
 @_RUN_OPTION
 @click.option(
     "--format",
@@ -197,7 +203,7 @@ def report(
         "hermetic-hunt list --db shards/merged.db --run 2",
     ),
 )
-@_DB_OPTION
+@DB_OPTION
 @_RUN_OPTION
 @user_errors
 def list_flakes(db: str, run_id: int | None) -> None:
@@ -222,9 +228,7 @@ def list_flakes(db: str, run_id: int | None) -> None:
     )
 )
 @click.argument("ids", nargs=-1, metavar="[ID]...")
-@click.option(
-    "--db", default="flakes.db", show_default=True, metavar="PATH", help="The hunt's database."
-)
+@DB_OPTION
 @click.option(
     "--run", "run_id", type=click.IntRange(min=1), metavar="R", help="Run R (default: the newest)."
 )
@@ -274,7 +278,7 @@ def isolate(
     )
 )
 @click.argument("ref", metavar="ID")
-@_DB_OPTION
+@DB_OPTION
 @user_errors
 def show(ref: str, db: str) -> None:
     """Everything stored about a flake (F3) or an attempt (A1207).
@@ -298,7 +302,7 @@ def show(ref: str, db: str) -> None:
     ),
 )
 @click.argument("ref", metavar="ID")
-@_DB_OPTION
+@DB_OPTION
 @click.option(
     "--verify/--no-verify",
     "check",
@@ -346,7 +350,7 @@ def fix_flake(
         "hermetic-hunt quarantine --db ci.db --unconfirmed",
     )
 )
-@_DB_OPTION
+@DB_OPTION
 @click.option("-o", "--output", metavar="FILE", help="Write the list to FILE (default: print it).")
 @click.option(
     "--unconfirmed",

@@ -24,10 +24,11 @@ from pathlib import Path
 
 from hermetic_hunt.errors import BadOption
 from hermetic_hunt.examples import SHOP
+from hermetic_hunt.models import DEFAULT_DB
 
 DEFAULT_SEED = 7
 DEFAULT_ROUNDS = 30
-DATABASE = "flakes.db"
+DATABASE = DEFAULT_DB
 #: Environment that would change what the demo's pytest does.
 _DROPPED_ENV = (
     "PYTEST_ADDOPTS",

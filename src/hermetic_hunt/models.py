@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -79,6 +80,15 @@ MAX_HASH_SEED = 4_294_967_295
 # -- defaults (the one place they are written down) ------------------------------
 
 DEFAULT_DB = "flakes.db"
+
+
+def database_path(path: str | os.PathLike[str], base: str | os.PathLike[str] | None = None) -> Path:
+    """A database argument as the absolute path every command uses: ``~`` expanded,
+    relative to ``base`` (default: the working directory), symlinks resolved. Resolved
+    once, before any sandbox or test can change the working directory."""
+    return Path(base or os.getcwd(), os.path.expanduser(os.fspath(path))).resolve()
+
+
 DEFAULT_MODE: Mode = "seeded"
 DEFAULT_ORDER: Order = "auto"
 DEFAULT_ISOLATE_BUDGET = 200

@@ -27,6 +27,7 @@ from hermetic_hunt.models import (
     DEFAULT_PROBE_TIMEOUT,
     MIN_ISOLATE_SECONDS,
     Settings,
+    database_path,
 )
 from hermetic_hunt.seeds import new_base_seed
 
@@ -242,8 +243,7 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
             fields.update(option.settings(text))
     settings = Settings(rounds=rounds, budget_seconds=budget, base_seed=base_seed, **fields)
     # Resolved now, before any sandbox or test can change the working directory.
-    db_path = Path(config.invocation_params.dir, settings.db_path).resolve()
-    return replace(settings, db_path=db_path)
+    return replace(settings, db_path=database_path(settings.db_path, config.invocation_params.dir))
 
 
 #: Options a hunt cannot honour, with the reason shown to the user.

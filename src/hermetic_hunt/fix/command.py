@@ -21,7 +21,7 @@ from hermetic_hunt.findings import StoredFix
 from hermetic_hunt.fix.patch import PatchConflict
 from hermetic_hunt.fix.suggest import Suggestion, describe, suggest
 from hermetic_hunt.fix.verify import RunPlace, Verification, runs_needed, verify
-from hermetic_hunt.models import parse_ref
+from hermetic_hunt.models import database_path, parse_ref
 from hermetic_hunt.store import Store
 from hermetic_hunt.store import fixes as db
 from hermetic_hunt.store.core import real_now_iso
@@ -55,8 +55,7 @@ def fix(
     parsed = parse_ref(ref.strip())
     if parsed is None or parsed.kind != "flake":
         raise BadOption(f"expected a flake id like F3, got {ref!r} (hermetic-hunt list shows them)")
-    where = cwd or os.getcwd()
-    path = Path(where, os.path.expanduser(db_path)).resolve()
+    path = database_path(db_path, cwd)
     out = FixOutcome()
     with Store.open(path, create=False) as store:
         facts = db.fix_facts(store, str(parsed))
@@ -126,7 +125,7 @@ def fix(
                 except PatchConflict as exc:
                     raise BadOption(str(exc)) from None
                 applied = True
-                shown = ", ".join(pasteable.display_path(p, where) for p in written)
+                shown = ", ".join(pasteable.display_path(p, cwd) for p in written)
                 out.lines.append(f"applied to {shown}")
         if verification is not None and verification.outcome in ("not-verified", "error"):
             out.exit_status = EXIT_NOT_VERIFIED  # it failed, or the check itself did not run

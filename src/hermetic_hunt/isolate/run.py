@@ -16,12 +16,10 @@ the sandbox off (``test_checks``, ``sandbox-off``): passing means
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from hermetic_hunt.findings import Finding, IsolationReport, Probe
@@ -427,9 +425,7 @@ def isolate_database(
     The hunt's stored settings decide, unless an argument overrides them
     (``budget``: probes per flaky test; ``seconds``: the overall time).
     """
-    where = cwd or os.getcwd()
-    path = Path(where, os.path.expanduser(db_path)).resolve()
-    with Store.open(path, create=False) as store:
+    with Store.open(db_path, create=False, base=cwd) as store:
         facts = db.run_facts(store, run_id)
         only = db.resolve_refs(store, refs) if refs else None
         stored = IsolationOptions.of(

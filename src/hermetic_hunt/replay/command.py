@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from hermetic_hunt import pasteable
 from hermetic_hunt.replay.plan import location_arg, resolve, target_of
@@ -30,8 +28,7 @@ def prepare(db_path: str, ref: str, cwd: str, extra: tuple[str, ...] = ()) -> Re
     """Resolve ``ref`` once (an unknown id or a corrupt journal is said now, not when the
     command runs) and build the command; when the hunt's rootdir is a directory below
     ``cwd``, it becomes the command's argument (see :func:`location_arg`)."""
-    path = Path(cwd, os.path.expanduser(db_path)).resolve()
-    with Store.open(path, create=False) as store:
+    with Store.open(db_path, create=False, base=cwd) as store:
         source = ReplaySource(store)
         plan = resolve(target_of(str(db_path), ref), source)
         where = source.run_location(plan.run_id) if plan.run_id is not None else None

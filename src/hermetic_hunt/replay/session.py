@@ -28,7 +28,14 @@ from hermetic_hunt import environment, pasteable
 from hermetic_hunt.engine.engine import Conflicts, refuse_conflicts, stop_on_collection_errors
 from hermetic_hunt.engine.runner import Job, StepRunner
 from hermetic_hunt.errors import BadDatabase, HuntError
-from hermetic_hunt.models import FAILING, MAX_HASH_SEED, Attempt, Settings, hash_seed_problem
+from hermetic_hunt.models import (
+    FAILING,
+    MAX_HASH_SEED,
+    Attempt,
+    Settings,
+    database_path,
+    hash_seed_problem,
+)
 from hermetic_hunt.replay.plan import REEXEC_ENV, Plan, needs_reexec, parse_target, resolve
 from hermetic_hunt.replay.verdict import (
     Observed,
@@ -103,7 +110,7 @@ def _load(
     """Open the database and resolve the target (restarting here if the hash seed differs)."""
     target = parse_target(value)
     cwd = str(config.invocation_params.dir)
-    db_path = Path(cwd, os.path.expanduser(target.path)).resolve()
+    db_path = database_path(target.path, cwd)
     display = pasteable.display_path(db_path, cwd)
     store = Store.open(db_path, create=False)
     try:

@@ -19,6 +19,7 @@ from typing import Protocol
 from hermetic_hunt import stats
 from hermetic_hunt.findings import FixFacts, StoredFix
 from hermetic_hunt.fix.suggest import Suggestion, suggest
+from hermetic_hunt.models import DEFAULT_DB
 from hermetic_hunt.report.history import History, Seen
 
 _Clean = Callable[[object], str]
@@ -53,7 +54,7 @@ def fix_views(
     facts: Sequence[FixFacts], stored: Mapping[str, Sequence[StoredFix]], db_arg: str
 ) -> dict[str, FixView]:
     """``{flake id: view}``: ``db_arg`` is how the commands name the database."""
-    where = "" if db_arg in ("", "flakes.db") else f" --db {db_arg}"
+    where = "" if db_arg in ("", DEFAULT_DB) else f" --db {db_arg}"
     out = {}
     for fact in facts:
         suggestion = suggest(fact)

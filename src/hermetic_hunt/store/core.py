@@ -15,7 +15,7 @@ from typing import Any
 import sqlite_utils
 
 from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import Attempt, Leak, RunInfo
+from hermetic_hunt.models import Attempt, Leak, RunInfo, database_path
 from hermetic_hunt.store.integrity import check_types, connect, writable
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
@@ -73,7 +73,13 @@ class Store:
     # -- opening ---------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, create: bool = True) -> Store:
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        base: str | os.PathLike[str] | None = None,
+    ) -> Store:
         """Open (and, with ``create``, create) the database at ``path``.
 
         Raises :class:`BadDatabase` for anything that is not a hermetic-hunt
@@ -81,8 +87,10 @@ class Store:
         Without ``create``, a database that cannot be written (a read-only
         mount, a CI artifact) is opened read-only. Every value in it is
         checked against the schema before anything reads it (:meth:`check`).
+        A relative ``path`` is taken from ``base`` (default: the working directory),
+        as :func:`~hermetic_hunt.models.database_path` says.
         """
-        resolved = Path(path).expanduser().resolve()
+        resolved = database_path(path, base)
         _check_file(resolved, create=create)
         read_only = not create and not writable(resolved)
         try:

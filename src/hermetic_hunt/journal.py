@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from hermetic_hunt.errors import BadJournal
+from hermetic_hunt.untrusted import is_number
 
 FORMAT = "hermetic-hunt-journal"
 VERSION = 1
@@ -117,7 +117,7 @@ def _inflate(data: bytes, where: str) -> bytes:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value)
 
 
 def _count(value: Any) -> bool:

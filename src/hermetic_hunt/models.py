@@ -29,6 +29,7 @@ from hermetic_hunt.timing import (
     as_profile,
     step_conditions,
 )
+from hermetic_hunt.untrusted import is_number, is_whole
 
 # -- modes, orders, outcomes, kinds --------------------------------------------
 
@@ -280,16 +281,10 @@ class Settings:
             value = raw.get(key, default)
             return value if ok(value) else default
 
-        def whole(value: Any) -> bool:
-            return isinstance(value, int) and not isinstance(value, bool)
+        whole = is_whole
 
         def seconds(value: Any) -> bool:
-            return (
-                isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                and math.isfinite(value)
-                and value > 0
-            )
+            return is_number(value) and value > 0
 
         shard = raw.get("shard")
         parts: list[int] = shard if isinstance(shard, list) else []

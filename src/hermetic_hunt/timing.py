@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from hermetic_hunt.untrusted import is_whole
+
 Profile = Literal["exact", "jitter", "slow"]
 #: Clock profiles of a seeded attempt (see ``docs/sandbox.md``): ``exact``
 #: (the virtual clock moves only by sleeps), ``jitter`` (every read advances
@@ -73,7 +75,7 @@ class TimeMix:
         values = {}
         for name, _ in DEFAULT_TIME_MIX.shares():
             value = data.get(name, 0)
-            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 100
+            ok = is_whole(value) and 0 <= value <= 100
             values[name] = value if ok else 0
         if sum(values.values()) > 100:
             return EXACT_MIX

@@ -1,12 +1,14 @@
 """Values from a database someone else wrote: JSON read within bounds, text shown inert.
 
 A ``flakes.db`` handed over by CI is input from elsewhere (see
-``docs/guarantees.md``). Two helpers every reader uses:
+``docs/guarantees.md``). The helpers every reader uses:
 
 * :func:`load_json` -- stored JSON, refused (``ValueError``) when it is not
   text, longer than :data:`MAX_JSON_CHARS`, malformed, or nested deeper than
   :data:`MAX_JSON_DEPTH` (the structures hermetic-hunt writes are at most 4
   levels deep; a deeper one would make a recursive reader overflow);
+* :func:`is_whole`, :func:`is_number` -- the type checks of a stored value
+  (``True`` is not the number 1; ``nan`` and ``inf`` are not numbers);
 * :func:`clean` -- text with every control character (newlines, tabs,
   ANSI escapes, bidi overrides, NUL) shown as ``\\xNN`` / ``\\uNNNN``, so a
   value printed on a terminal or in an error message is one inert line.
@@ -17,8 +19,9 @@ Pure: no SQLite, pytest or click.
 from __future__ import annotations
 
 import json
+import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 #: Deepest nesting of lists and objects accepted in a stored JSON value.
 MAX_JSON_DEPTH = 32
@@ -78,3 +81,18 @@ def json_or(text: Any, default: Any = None) -> Any:
         return load_json(text)
     except ValueError:
         return default
+
+
+def is_whole(value: object) -> TypeGuard[int]:
+    """An ``int`` and not a ``bool`` (JSON and SQLite readers hand back both)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """A finite ``int`` or ``float``, not a ``bool``."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def whole_or(value: object, default: int | None = None) -> int | None:
+    """``value`` when :func:`is_whole`, else ``default``."""
+    return value if is_whole(value) else default

@@ -32,6 +32,7 @@ from hermetic_hunt.seeds import (
     iso,
     probe_hash_seed,
 )
+from hermetic_hunt.untrusted import is_whole
 
 #: Runs a reproducer of an order-dependent kind must fail in, in a row (a
 #: test that fails at random now and then must not pass for a victim).
@@ -221,7 +222,7 @@ def _stretch_text(c: Case, probes: Sequence[int]) -> str:
     for number in probes:
         last = c.finding.probes[number - 1][1].last
         value = (last.counts or {}).get("stretch") if last is not None else None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 1000:
+        if is_whole(value) and value > 1000:
             stretched.append(value)
     if not stretched:
         return ""

@@ -15,6 +15,7 @@ from typing import Any
 
 from hermetic_hunt.errors import BadOption
 from hermetic_hunt.journal import Journal
+from hermetic_hunt.untrusted import is_number
 
 DEFAULT_TICK = 1e-6
 DEFAULT_SPIN_LIMIT = 1_000_000
@@ -72,7 +73,7 @@ def _bad(key: str, expected: str, value: Any) -> BadOption:
 def start_time(value: Any) -> float:
     """An ISO date, ``datetime`` or epoch seconds as epoch seconds (naive = UTC)."""
     seconds: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if is_number(value):
         seconds = float(value)
     elif isinstance(value, datetime):
         aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)

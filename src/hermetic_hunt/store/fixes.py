@@ -17,6 +17,7 @@ from hermetic_hunt.findings import FixFacts, StoredFix
 from hermetic_hunt.models import FAILING, PASSING, Leak, Settings, Violation, sql_set
 from hermetic_hunt.store import cells
 from hermetic_hunt.store.core import Store, real_now_iso
+from hermetic_hunt.untrusted import is_whole
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)
@@ -61,11 +62,7 @@ def _facts(store: Store, row: Sequence[Any]) -> FixFacts:
     setters = cells.sets(row[5], "state_setters", where)
     reproducer = cells.reproducer(row[6], where)
     run_id = next(
-        (
-            r
-            for r in (reproducer.run_id if reproducer else None, row[9], row[8])
-            if isinstance(r, int) and not isinstance(r, bool)
-        ),
+        (r for r in (reproducer.run_id if reproducer else None, row[9], row[8]) if is_whole(r)),
         None,
     )
     rootdir, marker = _run_context(store, run_id)
@@ -201,7 +198,7 @@ def stored_fixes(store: Store) -> dict[str, list[StoredFix]]:
     ).fetchall()
     for r in rows:
         runs, passed = r[5], r[6]
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (runs, passed)):
+        if not (is_whole(runs) and is_whole(passed)):
             continue
         out.setdefault(_text(r[0]), []).append(
             StoredFix(

@@ -31,7 +31,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.timing import as_profile, switch_interval
-from hermetic_hunt.untrusted import json_or
+from hermetic_hunt.untrusted import json_or, whole_or
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)
@@ -72,7 +72,7 @@ class RunFacts:
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return whole_or(value)
 
 
 def _float(value: Any) -> float | None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.models import Reproducer
-from hermetic_hunt.untrusted import load_json
+from hermetic_hunt.untrusted import is_whole, load_json
 
 Mapper = Callable[[Any], "int | None"]
 
@@ -35,7 +35,7 @@ _RUN_SUFFIXES = ("_run", "_runs", "_run_id", "_run_ids")
 
 
 def is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return is_whole(value)
 
 
 def loads(text: Any, what: str) -> Any:

@@ -29,7 +29,7 @@ from hermetic_hunt.store.rows import (
     ViolationDetail,
     ViolationRow,
 )
-from hermetic_hunt.untrusted import json_or
+from hermetic_hunt.untrusted import is_whole, json_or
 
 _FAILING = sql_set(FAILING)
 _PASSING = sql_set(PASSING)
@@ -204,7 +204,7 @@ def condition_rows(
             [*params, *chunk],
         ).fetchall()
         for nodeid, condition, passed, failed, stretch in rows:
-            ok = isinstance(stretch, int) and not isinstance(stretch, bool) and stretch > 1000
+            ok = is_whole(stretch) and stretch > 1000
             out.append(
                 ConditionRow(nodeid, condition, passed or 0, failed or 0, stretch if ok else None)
             )

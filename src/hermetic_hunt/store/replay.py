@@ -10,7 +10,6 @@ they are fetched, so an oversized blob is never read into memory.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from typing import Any
 
@@ -28,7 +27,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.timing import as_profile, switch_interval
-from hermetic_hunt.untrusted import json_or
+from hermetic_hunt.untrusted import is_number, json_or, whole_or
 
 _ATTEMPT_SQL = """
     SELECT a.id, a.run_id, t.nodeid, a.outcome, a.phase, a.seed, a.now, a.mode, a.hash_seed,
@@ -45,7 +44,7 @@ _FLAKE_SQL = """
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return whole_or(value)
 
 
 def _text(value: Any) -> str:
@@ -57,7 +56,7 @@ def _json(value: Any) -> Any:
 
 
 def _float(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+    if is_number(value):
         return float(value)
     return None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hermetic_hunt.models import FAILING, describe_leak
-from hermetic_hunt.untrusted import json_or
+from hermetic_hunt.untrusted import is_whole, json_or
 
 
 @dataclass(frozen=True)
@@ -196,11 +196,7 @@ class AttemptDetail:
         value = json_or(self.counts)
         if not isinstance(value, dict):
             return {}
-        return {
-            str(k): v
-            for k, v in value.items()
-            if isinstance(v, int) and not isinstance(v, bool) and v >= 0
-        }
+        return {str(k): v for k, v in value.items() if is_whole(v) and v >= 0}
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The shared vocabulary: plain values passed between the stages (pure).
 
 No pytest, click, SQLite or hermetic imports. Every idea that more than one
-stage needs is defined here once: the modes, orders, outcomes and kinds (as
-``Literal`` types with their tuples of values), the defaults of the options,
+stage needs is defined here once: the modes, orders, outcomes and exposures (as
+``Literal`` types with their tuples of values; the flake kinds are the table
+of :mod:`hermetic_hunt.kinds`), the defaults of the options,
 one :class:`Settings` object (resolved once on the controller, stored in the
 run row and read back by isolation and replay), one :class:`Step` (a test
 with the seed and start time it runs with, from a reproducer to the
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from hermetic_hunt.kinds import info as kind_info
 from hermetic_hunt.timing import (
     DEFAULT_TIME_MIX,
     Profile,
@@ -31,7 +33,7 @@ from hermetic_hunt.timing import (
 )
 from hermetic_hunt.untrusted import is_number, is_whole
 
-# -- modes, orders, outcomes, kinds --------------------------------------------
+# -- modes, orders, outcomes, exposures -----------------------------------------
 
 Mode = Literal["seeded", "record", "off"]
 #: Sandbox modes of a hunt (``--hermetic-hunt-mode``).
@@ -47,20 +49,6 @@ FAILING: frozenset[str] = frozenset({"failed", "crashed", "xpassed"})
 #: Outcomes that count as a pass.
 PASSING: frozenset[str] = frozenset({"passed", "xfailed"})
 
-Kind = Literal[
-    "victim",
-    "brittle",
-    "self-polluting",
-    "random",
-    "time",
-    "hash-order",
-    "network",
-    "concurrency",
-    "unexplained",
-]
-#: Flake kinds, exactly as stored and reported, in report order.
-KINDS: tuple[Kind, ...] = get_args(Kind)
-
 Exposure = Literal["normal", "order", "repeat", "dates", "sandbox"]
 #: What a CI run will see of a finding, most exposed first (see :func:`exposure`).
 EXPOSURES: tuple[Exposure, ...] = get_args(Exposure)
@@ -72,8 +60,6 @@ EXPOSURE_TEXT: dict[str, str] = {
     "dates": "fails only at other dates or times",
     "sandbox": "fails only under the sandbox",
 }
-#: Kinds that fail in any plain run, in any order, on any day.
-_ANY_RUN = frozenset({"random", "hash-order", "network", "concurrency"})
 
 #: The largest PYTHONHASHSEED Python accepts (it refuses to start above it).
 MAX_HASH_SEED = 4_294_967_295
@@ -114,8 +100,9 @@ def exposure(
     run in that order in pytest's default (collection) order, so a plain
     ``pytest`` run fails; ``fails_now``: a time flake replayed at the coming
     dates fails at today's (None: not a calendar-decided flake, or not checked).
-    Kinds a plain run shows on any day (random, hash-order, network,
-    concurrency) are ``normal``; order dependence is ``normal`` only when
+    Each kind's rule is its row's ``exposure`` (:mod:`hermetic_hunt.kinds`):
+    kinds a plain run shows on any day (``any-run``: random, hash-order,
+    network, concurrency) are ``normal``; order dependence is ``normal`` only when
     the default order shows it; a calendar-decided time flake is ``dates``
     unless it fails today; a test that fails only as a second run in one process is
     ``repeat``. What isolation could not explain failed in shuffled rounds:
@@ -126,18 +113,18 @@ def exposure(
         return "normal"
     if status == "sandbox-incompatible":
         return "sandbox"
-    found = set(kinds)
-    if found & _ANY_RUN:
+    rules = {row.exposure for row in map(kind_info, kinds) if row is not None}
+    if "any-run" in rules:
         return "normal"  # whatever the hunt saw: a fresh process alone shows it
     if status == "not-idempotent":
         return "repeat"
-    if found & {"victim", "brittle"}:
+    if "default-order" in rules:
         return "normal" if default_order else "order"
-    if "time" in found:
+    if "calendar" in rules:
         # Only a flake the calendar decides (checked at the coming dates) can
         # wait for its date; a clock that runs slow or jumps fails any day.
         return "dates" if fails_now is False else "normal"
-    if found == {"self-polluting"} and status != "flaky":
+    if rules == {"repeat"} and status != "flaky":
         return "repeat"
     return "order"
 

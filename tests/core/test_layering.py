@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "hermetic_hunt"
-CORE = {"models", "findings", "errors", "seeds", "journal", "stats", "failures", "options",
+CORE = {"models", "kinds", "findings", "errors", "seeds", "journal", "stats", "failures", "options",
         "pasteable", "environment", "timing", "untrusted", "vcs", "__init__"}  # fmt: skip
 #: layer -> the layers it may import (besides itself).
 ALLOWED = {

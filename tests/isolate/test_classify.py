@@ -17,7 +17,8 @@ import pytest
 from hermetic_hunt.findings import Finding, Probe, ProbeResult
 from hermetic_hunt.isolate.case import ClassifySettings, choose_target, dedupe
 from hermetic_hunt.isolate.classifier import Classifier
-from hermetic_hunt.models import KINDS, Attempt, Failure, Leak, Step, Violation
+from hermetic_hunt.kinds import KINDS
+from hermetic_hunt.models import Attempt, Failure, Leak, Step, Violation
 
 DAY = 86400.0
 Behaviour = Callable[[dict, Step, int, "World"], Attempt]

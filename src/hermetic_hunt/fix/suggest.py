@@ -29,6 +29,7 @@ import ast
 import builtins
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,22 +38,10 @@ from hermetic_hunt.findings import FixFacts
 from hermetic_hunt.fix.analyze import Analyzer, Effect, Holder, TestEffects
 from hermetic_hunt.fix.patch import Draft, Patch, build
 from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project
+from hermetic_hunt.kinds import Kind, primary_kind
+from hermetic_hunt.kinds import info as kind_info
 from hermetic_hunt.models import Leak
 
-#: The kind a suggestion addresses first when a flake has several.
-PRIORITY = (
-    "victim",
-    "brittle",
-    "self-polluting",
-    "network",
-    "random",
-    "time",
-    "hash-order",
-    "concurrency",
-    "unexplained",
-)
-#: Kinds whose patch is never run to verify it.
-UNVERIFIABLE = frozenset({"network"})
 _SUFFIX = "(suggested by hermetic-hunt)"
 
 
@@ -113,9 +102,11 @@ class _Plan:
         reason = self.reason
         if patch is None and not reason:
             reason = "no patch: the change is described above"
-        verifiable = patch is not None and self.kind not in UNVERIFIABLE
-        if patch is not None and self.kind in UNVERIFIABLE:
-            reason = reason or "not run to verify it: it would reach the network"
+        row = kind_info(self.kind)
+        unverified = row.unverified if row is not None else ""
+        verifiable = patch is not None and not unverified
+        if patch is not None and unverified:
+            reason = reason or f"not run to verify it: {unverified}"
         return Suggestion(
             flake_id=self.facts.flake_id,
             nodeid=self.facts.nodeid,
@@ -129,8 +120,20 @@ class _Plan:
         )
 
 
-def primary_kind(kinds: tuple[str, ...] | list[str]) -> str:
-    return next((k for k in PRIORITY if k in kinds), kinds[0] if kinds else "unexplained")
+#: The suggestion of each kind, filled by ``@suggests`` (tests/core/test_kinds.py
+#: checks that every kind of :mod:`hermetic_hunt.kinds` has one).
+SUGGESTERS: dict[str, Callable[[_Plan], None]] = {}
+
+
+def suggests(kind: Kind) -> Callable[[Callable[[_Plan], None]], Callable[[_Plan], None]]:
+    """Register the decorated function as the suggestion of ``kind``."""
+
+    def register(function: Callable[[_Plan], None]) -> Callable[[_Plan], None]:
+        assert kind not in SUGGESTERS, f"two suggestions for {kind}"
+        SUGGESTERS[kind] = function
+        return function
+
+    return register
 
 
 def suggest(facts: FixFacts, project: Project | None = None) -> Suggestion:
@@ -140,30 +143,12 @@ def suggest(facts: FixFacts, project: Project | None = None) -> Suggestion:
     plan = _Plan(facts, project, Analyzer(project) if project else None, primary_kind(facts.kinds))
     if project is None:
         plan.reason = f"no patch: the hunt's rootdir {facts.rootdir or '(unknown)'} is not here"
-    {
-        "victim": _victim,
-        "brittle": _brittle,
-        "self-polluting": _self_polluting,
-        "network": _network,
-        "random": _random,
-        "time": _time,
-        "hash-order": _hash_order,
-        "concurrency": _concurrency,
-    }.get(plan.kind, _unexplained)(plan)
+    SUGGESTERS.get(plan.kind, SUGGESTERS["unexplained"])(plan)
     for other in facts.kinds:
-        if other != plan.kind and other in _ADVICE:
-            plan.advice.append(_ADVICE[other])
+        row = kind_info(other)
+        if other != plan.kind and row is not None and row.advice:
+            plan.advice.append(row.advice)
     return plan.finish()
-
-
-_ADVICE = {
-    "network": "it also makes network calls the hunt blocked: mock them, or mark the test "
-    "integration",
-    "random": "it also depends on random draws: seed or inject the generator it uses",
-    "time": "it also depends on the clock: freeze it or pass the time in",
-    "hash-order": "it also depends on PYTHONHASHSEED: sort what it iterates",
-    "concurrency": "it also races between threads: guard the shared state with a lock",
-}
 
 
 # -- the state a test leaves behind ----------------------------------------------------
@@ -532,6 +517,7 @@ def _dedent(text: str, indent: str) -> str:
 # -- per kind ---------------------------------------------------------------------------
 
 
+@suggests("victim")
 def _victim(plan: _Plan) -> None:
     facts, analyzer = plan.facts, plan.analyzer
     polluters = facts.polluters[0] if facts.polluters else ()
@@ -657,6 +643,7 @@ def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, int, s
     return None
 
 
+@suggests("brittle")
 def _brittle(plan: _Plan) -> None:
     facts, analyzer = plan.facts, plan.analyzer
     setters = facts.state_setters[0] if facts.state_setters else ()
@@ -688,6 +675,7 @@ def _brittle(plan: _Plan) -> None:
     )
 
 
+@suggests("self-polluting")
 def _self_polluting(plan: _Plan) -> None:
     facts, analyzer = plan.facts, plan.analyzer
     me = analyzer.test(facts.nodeid) if analyzer else None
@@ -709,6 +697,7 @@ def _self_polluting(plan: _Plan) -> None:
         plan.summary += ": put back what it changes"
 
 
+@suggests("network")
 def _network(plan: _Plan) -> None:
     facts = plan.facts
     marker = facts.integration_marker
@@ -773,6 +762,7 @@ def _decorator_name(node: ast.expr) -> str:
     return ".".join(reversed(parts))
 
 
+@suggests("random")
 def _random(plan: _Plan) -> None:
     facts, analyzer, project = plan.facts, plan.analyzer, plan.project
     plan.summary = "depends on random draws: draw from an injected, seeded generator"
@@ -820,6 +810,7 @@ def _random(plan: _Plan) -> None:
     )
 
 
+@suggests("time")
 def _time(plan: _Plan) -> None:
     facts, analyzer = plan.facts, plan.analyzer
     when = ""
@@ -843,6 +834,7 @@ def _time(plan: _Plan) -> None:
     plan.reason = "no patch: freezing needs a library or a parameter the code does not have"
 
 
+@suggests("hash-order")
 def _hash_order(plan: _Plan) -> None:
     facts, analyzer = plan.facts, plan.analyzer
     plan.summary = "depends on set or dict order (PYTHONHASHSEED): sort what it iterates"
@@ -861,6 +853,7 @@ def _hash_order(plan: _Plan) -> None:
     plan.reason = "no patch: which order is right is the code's decision"
 
 
+@suggests("concurrency")
 def _concurrency(plan: _Plan) -> None:
     facts, analyzer = plan.facts, plan.analyzer
     plan.summary = "races between threads: guard the shared state with a lock"
@@ -876,6 +869,7 @@ def _concurrency(plan: _Plan) -> None:
     plan.reason = "no patch: where the lock goes is the code's decision"
 
 
+@suggests("unexplained")
 def _unexplained(plan: _Plan) -> None:
     plan.summary = "no cause found: no fix to suggest"
     plan.advice.append(

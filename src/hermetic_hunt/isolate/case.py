@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 from hermetic_hunt.findings import Finding, Probe, ProbeResult
 from hermetic_hunt.isolate.search import Budget, BudgetExceeded
+from hermetic_hunt.kinds import KINDS
 from hermetic_hunt.models import (
     DEFAULT_ISOLATE_BUDGET,
     FAILING,
-    KINDS,
     PASSING,
     Attempt,
     Leak,

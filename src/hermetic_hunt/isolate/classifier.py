@@ -41,7 +41,8 @@ from hermetic_hunt.findings import Finding
 from hermetic_hunt.isolate import alone, dates, order
 from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, TimeBudgetExceeded
 from hermetic_hunt.isolate.search import BudgetExceeded
-from hermetic_hunt.models import KINDS, Step, exposure
+from hermetic_hunt.kinds import KINDS
+from hermetic_hunt.models import Step, exposure
 
 
 class Classifier(Case):

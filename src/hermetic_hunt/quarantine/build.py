@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from hermetic_hunt import pasteable
+from hermetic_hunt.kinds import quarantine_reason
 from hermetic_hunt.quarantine.listfile import Entry, render
 from hermetic_hunt.report.history import History, history
 from hermetic_hunt.report.load import load_report, open_database
@@ -22,20 +23,16 @@ from hermetic_hunt.store.core import real_now_iso
 
 
 def reason(flake: Flake) -> str:
-    """Why it flakes, in a few words (the line's comment)."""
-    kinds = flake.kinds
-    if "victim" in kinds and flake.polluters:
-        return "fails after " + " + ".join(flake.polluters[0])
-    if "brittle" in kinds and flake.state_setters:
-        return "fails unless " + " + ".join(flake.state_setters[0]) + " ran first"
+    """Why it flakes, in a few words (the line's comment): its kinds' rows say it."""
+    return quarantine_reason(flake.kinds, reason_facts(flake))
+
+
+def reason_facts(flake: Flake) -> dict[str, str]:
+    """What a kind's reason may name (:data:`hermetic_hunt.kinds.REASON_FACTS`), as text."""
     return {
-        "self-polluting": "fails when it runs twice in one process",
-        "network": "makes network calls",
-        "random": "depends on random draws",
-        "time": "depends on the clock",
-        "hash-order": "depends on PYTHONHASHSEED",
-        "concurrency": "races between threads",
-    }.get(kinds[0] if kinds else "", "flaky, cause not found")
+        "polluters": " + ".join(flake.polluters[0]) if flake.polluters else "",
+        "state_setters": " + ".join(flake.state_setters[0]) if flake.state_setters else "",
+    }
 
 
 @dataclass

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from hermetic_hunt import stats, vcs
 from hermetic_hunt.errors import BadOption
@@ -27,7 +28,10 @@ from hermetic_hunt.store.history import ReplayPoint, RunPoint, Tally
 
 #: The recorded rate is clamped to this range before counting clean attempts.
 RATE_RANGE = (0.01, 0.95)
-STATUSES = ("flaky", "probably-fixed", "fixed", "")
+Fixed = Literal["flaky", "probably-fixed", "fixed", ""]
+#: Whether a flake looks fixed (``History.status``; "": it never failed). Not a
+#: test's status in a report (:data:`hermetic_hunt.report.model.STATUSES`).
+FIXED: tuple[Fixed, ...] = get_args(Fixed)
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class History:
     first: Seen | None
     last: Seen | None
     trend: tuple[TrendPoint, ...]
-    status: str
+    status: Fixed
     rate: float
     clean: int
     needed: int
@@ -164,6 +168,7 @@ def history(
     later = [e for e in after if sha is not None and e[2].git_sha not in (None, sha)]
     clean = sum(e[3] for e in later)
     total = needed_for(rate)
+    status: Fixed
     if not clean:
         status = "flaky"
     elif clean >= total:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from hermetic_hunt import stats
 from hermetic_hunt.models import (
@@ -54,9 +54,12 @@ from hermetic_hunt.store.rows import (
 
 #: ``replay(ref, run_id)``: the replay command of F3 / A1207 (found in that run).
 Replay = Callable[[str, int | None], str]
-STATUSES = ("flaky", "broken", "sandbox-incompatible", "not-idempotent", "stable", "skipped")
+Status = Literal["flaky", "broken", "sandbox-incompatible", "not-idempotent", "stable", "skipped"]
+#: A test's status in a report, in report order (whether a flake looks fixed is
+#: :data:`hermetic_hunt.report.history.FIXED`).
+STATUSES: tuple[Status, ...] = get_args(Status)
 #: Statuses that are findings (the rest never failed).
-FINDINGS = ("flaky", "broken", "sandbox-incompatible", "not-idempotent")
+FINDINGS: tuple[Status, ...] = ("flaky", "broken", "sandbox-incompatible", "not-idempotent")
 #: ``test_checks.check_name`` of the run without the sandbox.
 SANDBOX_OFF = "sandbox-off"
 
@@ -232,7 +235,7 @@ class Report:
     def counts(self) -> dict[str, int]:
         """Tests per status, violators and leaking tests: the one place the
         summaries (``report``, the end of a hunt) count them."""
-        out = {status: 0 for status in STATUSES}
+        out: dict[str, int] = {status: 0 for status in STATUSES}
         for t in self.tests:
             out[t.status] = out.get(t.status, 0) + 1
         out["violations"] = len({v.nodeid for v in self.violations})

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import KINDS, Reproducer
+from hermetic_hunt.kinds import KINDS
+from hermetic_hunt.models import Reproducer
 from hermetic_hunt.untrusted import load_json
 
 

@@ -107,6 +107,15 @@ def safety_net() -> list[tuple[str, str]]:
     return SAFETY_NET_TRIPS
 
 
+@pytest.fixture(scope="session")
+def demo_hunt(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The seeded demo's hunt of the example suite, once per session (helpers.DemoHunt)."""
+    from helpers import DemoHunt, run_demo_hunt, shared_once
+
+    root, result = shared_once(tmp_path_factory, "demo", run_demo_hunt)
+    return DemoHunt(root, result)
+
+
 @pytest.fixture
 def example_suite(tmp_path: Path) -> Path:
     """A private copy of the bundled example suite."""

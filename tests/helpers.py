@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -336,3 +337,69 @@ def sample(path: Path) -> Rows:
     rows.step(row, run, 1, "alone", [VICTIM], "passed")
     rows.step(row, run, 2, "after its worker's sequence", [POLLUTER, CLEANER, VICTIM], "failed")
     return rows
+
+
+# -- the one hunt of the example suite that many tests read ------------------------------
+
+
+class DemoHunt:
+    """``hermetic-hunt demo -n 2`` of the bundled example suite, run once per test
+    session (once for all xdist workers, see :func:`shared_once`): the hunt the demo,
+    isolation, replay and example tests read.
+
+    ``root`` is the demo's directory (the example suite, its ``flakes.db``): read it,
+    never write to it; a test that runs tests or writes takes :meth:`copy`.
+    """
+
+    def __init__(self, root: Path, result: dict[str, Any]) -> None:
+        self.root = root
+        self.returncode: int = result["returncode"]
+        self.stdout: str = result["stdout"]
+        self.stderr: str = result["stderr"]
+
+    @property
+    def db(self) -> Path:
+        return self.root / "flakes.db"
+
+    def copy(self, where: Path) -> Path:
+        """A private copy of the suite and its database in ``where``; its path."""
+        target = where / self.root.name
+        shutil.copytree(self.root, target, ignore=shutil.ignore_patterns("flakes.db*", "reports"))
+        # SQLite's backup: a consistent copy even while other tests read the original.
+        with (
+            closing(sqlite3.connect(self.db)) as src,
+            closing(sqlite3.connect(target / "flakes.db")) as dst,
+        ):
+            src.backup(dst)
+        return target
+
+
+def run_demo_hunt(where: Path) -> dict[str, Any]:
+    """Run ``hermetic-hunt demo -n 2 --dir WHERE`` in a fresh process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
+    done = subprocess.run(
+        [sys.executable, "-c", "from hermetic_hunt.cli import main; main()",
+         "demo", "-n", "2", "--dir", str(where)],
+        capture_output=True, text=True, timeout=1200, check=False, env=env,
+    )  # fmt: skip
+    return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+
+def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Any) -> tuple[Path, Any]:
+    """``make(directory)`` once per test session, whichever xdist worker asks first.
+
+    The other workers wait on a lock file and read the JSON it returned. Without
+    xdist the directory is this session's own.
+    """
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    shared = base.parent / f"shared-{run}" if run else base / "shared"
+    shared.mkdir(parents=True, exist_ok=True)
+    where, result = shared / name, shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not result.exists():
+            result.write_text(json.dumps(make(where)))
+    return where, json.loads(result.read_text())

@@ -116,20 +116,18 @@ def test_the_demo_exits_1_when_the_hunt_itself_fails(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_demo_finds_and_classifies_every_flake_of_the_example_suite(tmp_path, safety_net):
-    result = CliRunner().invoke(main, ["demo", "-n", "2", "--dir", str(tmp_path / "demo")])
-    assert result.exit_code == 0, result.output
-    out = result.stdout
-    assert out.startswith(f"hermetic-hunt demo: hunting the example suite in {tmp_path / 'demo'}\n")
+def test_the_demo_finds_and_classifies_every_flake_of_the_example_suite(demo_hunt):
+    assert demo_hunt.returncode == 0, demo_hunt.stdout[-3000:] + demo_hunt.stderr[-3000:]
+    out = demo_hunt.stdout
+    assert out.startswith(f"hermetic-hunt demo: hunting the example suite in {demo_hunt.root}\n")
     # 30 rounds of 63 tests; the twice round runs each test twice, and only its first
     # runs count as plain attempts: 29 x 63 = 1,827.
     assert "hermetic-hunt report · flakes.db · 1 run · 1,827 attempts of 63 tests" in out
     assert "20 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent · 42 stable" in out
-    assert f"  cd {tmp_path / 'demo'}\n" in out
+    assert f"  cd {demo_hunt.root}\n" in out
     for nodeid in EXPECTED:
         assert nodeid in out
-    check_demo_database(tmp_path / "demo" / "flakes.db")
-    assert safety_net == []
+    check_demo_database(demo_hunt.db)
 
 
 def _fresh_venv(root: Path) -> Path:

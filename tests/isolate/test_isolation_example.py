@@ -1,7 +1,7 @@
 """Done means: one hunt of the example suite classifies every flake exactly right.
 
-``pytest --hermetic-hunt=30 -n 2 --hermetic-seed=7`` on a private copy of
-``examples/shop``: every flaky example gets the kind its README names, the
+The seeded demo's hunt (``pytest --hermetic-hunt=30 -n 2 --hermetic-seed=7``
+of a copy of ``examples/shop``, shared by the session's tests): every flaky example gets the kind its README names, the
 exact polluter / cleaner / state-setter sets, no stable test is flagged, and
 every reproducer fails again when run by hand.
 """
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
 from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import hermetic_hunt
+from hermetic_hunt.demo import DEFAULT_ROUNDS, DEFAULT_SEED, hunt_argv
 from hermetic_hunt.findings import Probe
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
 from hermetic_hunt.isolate.wire import probe_args
@@ -69,25 +69,8 @@ EXPECTED = {
     T + "test_exports.py::test_export_directory_is_known": (
         ["victim"], [[T + "test_scratch.py::test_render_in_scratch_dir"]], [], []),
 }  # fmt: skip
-#: An explicit time budget: the cleaner search (after the verdicts) must not
-#: depend on how loaded the machine is (``auto`` gives it the rounds' time).
-ARGS = (
-    "--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7", "-p", "no:randomly",
-    "--hermetic-hunt-isolate-budget=200,10m",
-)  # fmt: skip
-
-
-def hunt(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    root = tmp_path_factory.mktemp("example-hunt")
-    example = Path(hermetic_hunt.__file__).parent / "examples" / "shop"
-    ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(example, root / "shop", ignore=ignore)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", *ARGS, "shop"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    return root, done.stdout
+#: The demo's hunt (``hermetic-hunt demo -n 2``, the session's shared hunt).
+ARGS = tuple(hunt_argv(DEFAULT_ROUNDS, DEFAULT_SEED, "2")[3:])
 
 
 def flakes(root: Path) -> dict[str, dict]:
@@ -101,10 +84,10 @@ def flakes(root: Path) -> dict[str, dict]:
 
 @pytest.mark.slow
 def test_one_hunt_classifies_every_example_exactly_and_its_reproducers_fail_again(
-    tmp_path_factory: pytest.TempPathFactory, safety_net: list
+    demo_hunt: Any, tmp_path: Path, safety_net: list
 ) -> None:
-    # One hunt (the expensive part), four checks.
-    root, stdout = hunt(tmp_path_factory)
+    # One hunt (the session's), five checks on a private copy (they run tests).
+    root, stdout = demo_hunt.copy(tmp_path), demo_hunt.stdout
     every_flaky_example_gets_its_kind_and_exact_sets(root)
     the_summary_lists_each_flake_with_its_kinds_sets_and_command(root, stdout)
     every_reproducer_fails_again_when_run_by_hand(root)
@@ -143,7 +126,7 @@ def the_summary_lists_each_flake_with_its_kinds_sets_and_command(root: Path, std
             if not line.startswith("      "):
                 break
             block.append(line.strip())
-        assert f"replay: pytest --hermetic-replay-db=flakes.db::{row['flake_id']} shop" in block
+        assert f"replay: pytest --hermetic-replay-db=flakes.db::{row['flake_id']}" in block
         for members in json.loads(row["polluters"]):
             (line,) = [line for line in block if line.startswith("polluters: ")]
             assert all(member in line for member in members), line
@@ -152,7 +135,7 @@ def the_summary_lists_each_flake_with_its_kinds_sets_and_command(root: Path, std
 def every_reproducer_fails_again_when_run_by_hand(root: Path) -> None:
     target = ProbeTarget(
         str(root),
-        tuple(probe_args([*ARGS, "shop"])),
+        tuple(probe_args(list(ARGS))),
         Settings(rounds=1, budget_seconds=None, base_seed=7),
     )
     with ProbeRunner(target, parallel=2) as runner:
@@ -179,7 +162,7 @@ def plain(root: Path, *nodeids: str) -> dict[str, str]:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-rA",
          "-q", *nodeids],
-        cwd=root / "shop", env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     outcomes = {}
     for line in done.stdout.splitlines():
@@ -205,7 +188,7 @@ def every_order_dependent_finding_shows_in_plain_pytest(root: Path) -> None:
 def the_replay_command_reproduces_a_victim(root: Path) -> None:
     flake_id = flakes(root)[T + "test_flags.py::test_price_display_shows_vat_once"]["flake_id"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", f"--hermetic-replay-db=flakes.db::{flake_id}", "shop"],
+        [sys.executable, "-m", "pytest", f"--hermetic-replay-db=flakes.db::{flake_id}"],
         cwd=root, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert f"reproduced {flake_id}: " in done.stdout, done.stdout[-3000:]

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermetic_hunt import _compat
-from hermetic_hunt.engine import wire
+from hermetic_hunt.engine import leaks, wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings
 from hermetic_hunt.seeds import attempt_seed
@@ -182,9 +182,9 @@ def _child(
             with contextlib.suppress(OSError):
                 os.close(inherited)
         _quiet(engine, temp)
-        # Each job gets its own root for tmp_path & co.: concurrent jobs never
-        # clean up each other's directories, and nothing piles up.
-        os.environ["PYTEST_DEBUG_TEMPROOT"] = temp
+        # Each job gets its own temporary folder (TMPDIR, tempfile, tmp_path & co.):
+        # concurrent jobs and other processes never show up in a round's.
+        leaks.private_temp(temp)
         config = engine.config
 
         def serialize(report: Any) -> dict[str, Any]:

@@ -262,12 +262,15 @@ def note_baseline() -> None:
 
 
 def threads_alive() -> bool:
-    """Is a thread alive, besides the caller, that a test (or its fixtures) started?"""
-    if threading.active_count() == 1:
-        return False
+    """Is a thread alive that a test (or its fixtures) started (the caller, if it is one)?
+
+    While one is, the test runs concurrently with something: a sleep in the
+    test lets that thread run, a sleep in that thread lets the test run.
+    """
     baseline = _baseline or frozenset()
-    current = threading.current_thread()
-    return any(t is not current and t not in baseline for t in threading.enumerate())
+    if threading.active_count() <= len(baseline):
+        return any(t not in baseline for t in threading.enumerate())
+    return True
 
 
 class RecordClock(ClockSource):

@@ -117,7 +117,9 @@ def test_sleeps_last_longer_but_never_more_than_twice(engine: Sandbox, profile: 
     assert all(0.1 < d <= 0.1 * MAX_STRETCH + SLEEP_LATENCY + read + 1e-9 for d in lasted)
     assert max(lasted) > 0.105
     # the largest stretch is stored with the attempt, in thousandths
-    assert facts.counts["stretch"] == pytest.approx(max(lasted) / 0.1 * 1000, abs=(read + SLEEP_LATENCY) * 1e4 + 1)
+    assert facts.counts["stretch"] == pytest.approx(
+        max(lasted) / 0.1 * 1000, abs=(read + SLEEP_LATENCY) * 1e4 + 1
+    )
     assert facts.profile == profile
 
 

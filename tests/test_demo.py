@@ -40,6 +40,7 @@ EXPECTED = {
     "tests/test_session_cache.py::test_session_survives_until_its_ttl": {"time"},
     "tests/test_receipts.py::test_receipt_is_stamped_in_the_second_it_was_ordered": {"time"},
     "tests/test_courier.py::test_quote_arrives_within_the_checkout_timeout": {"time"},
+    "tests/test_tokens.py::test_token_survives_most_of_its_ttl": {"time"},
     "tests/test_registry.py::test_registry_is_loaded_once_by_concurrent_first_users": {
         "concurrency"
     },
@@ -120,10 +121,10 @@ def test_the_demo_finds_and_classifies_every_flake_of_the_example_suite(demo_hun
     assert demo_hunt.returncode == 0, demo_hunt.stdout[-3000:] + demo_hunt.stderr[-3000:]
     out = demo_hunt.stdout
     assert out.startswith(f"hermetic-hunt demo: hunting the example suite in {demo_hunt.root}\n")
-    # 30 rounds of 63 tests; the twice round runs each test twice, and only its first
-    # runs count as plain attempts: 29 x 63 = 1,827.
-    assert "hermetic-hunt report · flakes.db · 1 run · 1,827 attempts of 63 tests" in out
-    assert "20 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent · 42 stable" in out
+    # 30 rounds of 69 tests; the twice round runs each test twice, and only its first
+    # runs count as plain attempts: 29 x 69 = 2,001.
+    assert "hermetic-hunt report · flakes.db · 1 run · 2,001 attempts of 69 tests" in out
+    assert "21 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent · 47 stable" in out
     assert f"  cd {demo_hunt.root}\n" in out
     for nodeid in EXPECTED:
         assert nodeid in out

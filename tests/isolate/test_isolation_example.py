@@ -50,6 +50,7 @@ EXPECTED = {
     T + "test_receipts.py::test_receipt_is_stamped_in_the_second_it_was_ordered": (
         ["time"], [], [], []),
     T + "test_courier.py::test_quote_arrives_within_the_checkout_timeout": (["time"], [], [], []),
+    T + "test_tokens.py::test_token_survives_most_of_its_ttl": (["time"], [], [], []),
     T + "test_registry.py::test_registry_is_loaded_once_by_concurrent_first_users": (
         ["concurrency"], [], [], []),
     T + "test_routes.py::TestRoutes::test_hub_has_two_routes": (

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hermetic_hunt.sandbox import Sandbox, SandboxSpec
+from hermetic_hunt.sandbox.clock import SLEEP_LATENCY
 from hermetic_hunt.sandbox.profiles import (
     JITTER_READ,
     MAX_STRETCH,
@@ -46,16 +47,22 @@ def test_another_seed_gives_other_readings(engine: Sandbox, profile: str) -> Non
     assert readings(engine, profile, seed=1)[0] != readings(engine, profile, seed=2)[0]
 
 
-def test_the_exact_profile_is_the_frozen_clock_as_it_always_was(engine: Sandbox) -> None:
+def test_the_exact_profile_moves_by_a_tick_per_reading_and_by_sleeps(engine: Sandbox) -> None:
     engine.enter(SandboxSpec(seed=3, now=NOW))
     walls = [time.time() for _ in range(3)]
     ticks = [time.monotonic() for _ in range(3)]
     time.sleep(2.5)
     after = time.time()
     facts = engine.exit()
-    assert walls == [NOW] * 3
+    # Every reading of any clock moves all of them by a tick (1 us), as on a
+    # real machine: two readings are never equal, a date stays where it was put.
+    assert walls[0] == NOW
+    # (an epoch's float spacing is 2.4e-7 s: the tick is rounded to it)
+    assert [b - a for a, b in itertools.pairwise(walls)] == [pytest.approx(1e-6, abs=3e-7)] * 2
     assert ticks[1] - ticks[0] == pytest.approx(1e-6)
-    assert after == NOW + 2.5
+    # A sleep lasts what was asked plus the wake-up latency, never exactly.
+    assert after - walls[-1] == pytest.approx(2.5 + SLEEP_LATENCY + 4e-6, abs=3e-7)
+    assert after - walls[-1] > 2.5
     assert "stretch" not in facts.counts
     assert facts.profile == "exact"
 
@@ -107,10 +114,12 @@ def test_sleeps_last_longer_but_never_more_than_twice(engine: Sandbox, profile: 
         lasted.append(time.monotonic() - before)
     facts = engine.exit()
     read = JITTER_READ if profile == "jitter" else sum(SLOW_READ)
-    assert all(0.1 <= d <= 0.1 * MAX_STRETCH + read + 1e-9 for d in lasted)
+    assert all(0.1 < d <= 0.1 * MAX_STRETCH + SLEEP_LATENCY + read + 1e-9 for d in lasted)
     assert max(lasted) > 0.105
     # the largest stretch is stored with the attempt, in thousandths
-    assert facts.counts["stretch"] == pytest.approx(max(lasted) / 0.1 * 1000, abs=read * 1e4 + 1)
+    assert facts.counts["stretch"] == pytest.approx(
+        max(lasted) / 0.1 * 1000, abs=(read + SLEEP_LATENCY) * 1e4 + 1
+    )
     assert facts.profile == profile
 
 

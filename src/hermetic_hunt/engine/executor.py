@@ -34,7 +34,14 @@ from hermetic_hunt.errors import BadOption, HuntError
 from hermetic_hunt.failures import own_location
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Settings, Step
-from hermetic_hunt.sandbox import AttemptFacts, Sandbox, SandboxSpec, real_time, spec_from_marker
+from hermetic_hunt.sandbox import (
+    AttemptFacts,
+    Sandbox,
+    SandboxSpec,
+    follow_bound_clocks,
+    real_time,
+    spec_from_marker,
+)
 from hermetic_hunt.seeds import attempt_seed, round_now, switch_interval_for
 from hermetic_hunt.timing import PROFILES, Condition
 
@@ -263,6 +270,9 @@ class AttemptExecutor:
         if slot.journal is not None and first:
             spec = replace(spec, mode="replay", replay=slot.journal)
         self._seed, self._now = spec.seed, spec.now
+        if spec.clock == "virtual":
+            # Clock references the project bound before the attempt follow it.
+            follow_bound_clocks(str(item.config.rootpath))
         self.handle = self.sandbox.enter(spec)
         return None
 

@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermetic_hunt import _compat
-from hermetic_hunt.engine import wire
+from hermetic_hunt.engine import leaks, wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings
+from hermetic_hunt.sandbox import follow_bound_clocks
 from hermetic_hunt.seeds import attempt_seed
 from hermetic_hunt.timing import profile_of
 
@@ -137,6 +138,10 @@ class Child:
 
 def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) -> Child:
     """Fork a child that runs ``job``; the parent gets a :class:`Child` to read."""
+    # Clock references the project bound at import follow the virtual clock
+    # (hermetic_hunt.sandbox.bound): scanned here, once per process, not in
+    # every child.
+    follow_bound_clocks(str(engine.config.rootpath))
     temp = tempfile.mkdtemp(prefix="hermetic-hunt-job-")
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
@@ -182,9 +187,9 @@ def _child(
             with contextlib.suppress(OSError):
                 os.close(inherited)
         _quiet(engine, temp)
-        # Each job gets its own root for tmp_path & co.: concurrent jobs never
-        # clean up each other's directories, and nothing piles up.
-        os.environ["PYTEST_DEBUG_TEMPROOT"] = temp
+        # Each job gets its own temporary folder (TMPDIR, tempfile, tmp_path & co.):
+        # concurrent jobs and other processes never show up in a round's.
+        leaks.private_temp(temp)
         config = engine.config
 
         def serialize(report: Any) -> dict[str, Any]:

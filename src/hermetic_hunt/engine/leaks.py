@@ -12,10 +12,22 @@ timezone, the locale, ``sys.path``, modules of the project imported at run
 time, warnings filters, the root logger (level and handlers), signal
 handlers, threads and child processes still running, open file descriptors,
 ``socket.getdefaulttimeout()``, ``sys.getrecursionlimit()``,
-``sys.getswitchinterval()``, ``tempfile.tempdir`` and the asyncio event
-loop policy. Files in the rootdir and the temporary directory are compared
-at round boundaries (:class:`FileWatch`: a tree walk per attempt would cost
-more than the attempt).
+``sys.getswitchinterval()``, ``tempfile.tempdir``, the asyncio event
+loop policy, and the entries of the round's private temporary folder.
+Files in the rootdir (and in the system's temporary directory, for paths a
+test named outright) are compared at round boundaries (``hunt/files.py``:
+a tree walk per attempt would cost more than the attempt).
+
+**A private temporary folder per round.** Each process that runs a round's
+tests (a forked child, :func:`private_temp`) gets a fresh, empty folder of
+its own as ``TMPDIR``/``TEMP``/``TMP``, ``tempfile.tempdir`` and pytest's
+temporary root (``tmp_path`` lives under it), removed with the job. So what
+appears there is exactly what the round's tests -- and the processes they
+started, which inherit ``TMPDIR`` -- left: pip or another hunt writing into
+the system's temporary directory at the same time cannot show up in a
+round, and an entry is named as a leak of the attempt after which it
+appeared (its ``tempfile`` leak names it as it would be in the system's
+temporary directory).
 
 Which attempt wrote a file the round left behind is known exactly for files
 written from Python: an audit hook (:class:`Writes`) notes the paths each
@@ -119,6 +131,50 @@ def _deleted_cwd() -> str | None:
     return target.removesuffix(" (deleted)")
 
 
+#: The private temporary folder of this process's round (None: the system's is used).
+_private: list[str] = []
+#: The system's temporary directory, as it was before :func:`private_temp`.
+_system: list[str] = []
+#: Entries at the top of a temporary folder that are pytest's, multiprocessing's
+#: or the hunt's own (``tmp_path`` & co.): never a test's.
+_OWN_TEMP = ("pytest-of-", "hermetic-hunt-", "pymp-")
+
+
+def system_temp() -> str:
+    """The system's temporary directory (not the round's private one)."""
+    return _system[0] if _system else os.path.realpath(tempfile.gettempdir())
+
+
+def private_temp(job_temp: str) -> str:
+    """Give this process (a round's child) a private temporary folder under ``job_temp``.
+
+    Sets ``TMPDIR``, ``TEMP``, ``TMP``, ``tempfile.tempdir`` and pytest's
+    temporary root (``PYTEST_DEBUG_TEMPROOT``: ``tmp_path`` goes under it) to a
+    new empty folder, before the job's first test; returns its path. It goes
+    when the job's folder is removed.
+    """
+    if not _system:
+        _system.append(os.path.realpath(tempfile.gettempdir()))
+    path = os.path.join(os.path.realpath(job_temp), "tmp")
+    os.makedirs(path, exist_ok=True)
+    for var in ("TMPDIR", "TEMP", "TMP", "PYTEST_DEBUG_TEMPROOT"):
+        os.environ[var] = path
+    tempfile.tempdir = path
+    _private[:] = [path]
+    return path
+
+
+def _temp_entries() -> frozenset[str]:
+    """Entries at the top of the private temporary folder (empty: none is in use)."""
+    if not _private:
+        return frozenset()
+    try:
+        names = os.listdir(_private[0])
+    except OSError:
+        return frozenset()
+    return frozenset(name for name in names if not name.startswith(_OWN_TEMP))
+
+
 def _locale() -> str | None:
     try:
         return locale.setlocale(locale.LC_ALL)
@@ -188,6 +244,8 @@ class Snapshot:
     children: frozenset[int]
     fds: frozenset[int]
     scalars: tuple[Any, ...]
+    #: Entries of the round's private temporary folder (:func:`private_temp`).
+    temp: frozenset[str] = frozenset()
     #: Where a deleted cwd was (``cwd`` is None then), when the system can tell.
     gone: str | None = None
 
@@ -218,6 +276,7 @@ class Snapshot:
                 tempfile.tempdir,
                 _policy_name(asyncio_policy),
             ),
+            temp=_temp_entries(),
         )
 
 
@@ -282,6 +341,10 @@ def diff(before: Snapshot, after: Snapshot, rootdir: str | None = None) -> list[
     for name, old, new in zip(_SCALARS, before.scalars, after.scalars, strict=True):
         if old != new:
             out.append(Leak(name, name, "changed", bounded(new)))
+    if before.temp != after.temp:
+        # Named where it would be on a machine without the private folder.
+        for entry in sorted(after.temp - before.temp):
+            out.append(Leak("tempfile", bounded(os.path.join(system_temp(), entry)), "added"))
     return out[:MAX_PER_ATTEMPT]
 
 
@@ -398,9 +461,13 @@ class Writes:
         return cls._installed
 
     def start(self, rootdir: str) -> None:
-        """Watch writes under ``rootdir`` and at the top of the temporary directory."""
+        """Watch writes under ``rootdir`` and at the top of the system's temporary directory.
+
+        (The round's private temporary folder needs no hook: all that is in it
+        is the round's, see :func:`private_temp`.)
+        """
         self.root = os.path.join(os.path.realpath(rootdir), "")
-        self.temp = os.path.join(os.path.realpath(tempfile.gettempdir()), "")
+        self.temp = os.path.join(system_temp(), "")
         self.paths = []
 
     def take(self) -> list[str]:
@@ -458,4 +525,3 @@ class Writes:
 
 #: Most paths :class:`Writes` keeps per attempt.
 MAX_WRITES = 50
-_OWN_TEMP = ("pytest-of-", "hermetic-hunt-", "pymp-")

@@ -372,6 +372,8 @@ class HuntController:
         attempts = self._round_attempts.get(round_no, [])
         for change in self.files.check():
             attempt, fits = attribute(change, attempts)
+            if change.temp and attempt is None:
+                continue  # another process's, not the round's (hunt/files.py)
             leak = self.files.leak(change)
             if fits > 1:
                 # Not one attempt's: the report says so rather than guess.

@@ -9,12 +9,18 @@ before the round:
   and removed, so the next round starts from the tree the hunt started from;
 * **pre-existing** files the round changed or deleted are named and never
   touched;
-* new entries at the top of the temporary directory that are still there are
-  named (and left alone: they are not ours to remove).
+* new entries at the top of the system's temporary directory that are still
+  there are named only when a test of the round wrote them from Python (its
+  audit hook saw the path) -- and left alone: they are not ours to remove.
+  Tests that follow ``TMPDIR``/``tempfile`` write into the round's private
+  temporary folder instead (``engine/leaks.py``), which only the round's
+  processes use; other processes on the machine (pip, another hunt) write
+  here, and are no test's leak.
 
-Each file is attributed to the attempt whose real-time window contains its
-modification time (the directory's, for a deleted file); with several
-workers more than one attempt can fit, and the detail says so.
+Each checkout file is attributed to the attempt that wrote it from Python,
+else to the attempt whose real-time window contains its modification time
+(the directory's, for a deleted file); with several workers more than one
+attempt can fit, and the detail says so.
 
 Caches and tool directories are not watched: ``.git``, ``.hg``, ``.svn``,
 ``__pycache__``, ``.pytest_cache``, ``.mypy_cache``, ``.ruff_cache``,
@@ -213,14 +219,19 @@ def attribute(change: Change, attempts: Sequence[Attempt]) -> tuple[Attempt | No
     """The attempt that made ``change``, and how many attempts could have.
 
     The last attempt that wrote the path (or, for a folder, a path inside
-    it) from Python, as its audit hook saw; else the attempt whose
-    real-time window holds the modification time.
+    it) from Python, as its audit hook saw; else, in the checkout, the
+    attempt whose real-time window holds the modification time. An entry of
+    the system's temporary directory no attempt wrote is nobody's: ``(None, 0)``.
     """
     path = change.path.rstrip(os.sep)
     folder = path + os.sep
     writers = [a for a in attempts if any(w == path or w.startswith(folder) for w in a.writes)]
     if writers:
         return max(writers, key=lambda a: (a.started or 0.0, a.position)), 1
+    if change.temp:
+        # The system's temporary directory is shared with every process on the
+        # machine: a modification time there says nothing about who wrote it.
+        return None, 0
     fits = [
         a
         for a in attempts

@@ -19,6 +19,7 @@ from hermetic_hunt.sandbox.attempt import (
     real_time,
     spec_from_marker,
 )
+from hermetic_hunt.sandbox.bound import follow as follow_bound_clocks
 
 __all__ = [
     "HERMETIC_VERSION",
@@ -27,6 +28,7 @@ __all__ = [
     "Sandbox",
     "SandboxSpec",
     "fingerprint",
+    "follow_bound_clocks",
     "real_time",
     "spec_from_marker",
 ]

@@ -34,17 +34,14 @@ from __future__ import annotations
 import importlib
 import selectors
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from hermetic_hunt import _compat
-from hermetic_hunt.sandbox.clock import SeededClock
+from hermetic_hunt.sandbox.clock import SeededClock, note_baseline, threads_alive
 from hermetic_hunt.sandbox.patches import Patches
 
 _clock: SeededClock | None = None
-#: Threads alive when this process first entered an attempt: never the tests'.
-_baseline: frozenset[threading.Thread] | None = None
 
 #: The selector classes an event loop may use (whichever this platform has).
 _NAMES = ("SelectSelector", "PollSelector", "EpollSelector", "DevpollSelector", "KqueueSelector")
@@ -63,7 +60,7 @@ def _virtual(original: Callable[..., Any]) -> Callable[..., Any]:
         ready = original(self, 0)
         if ready:
             return ready
-        if len(self.get_map()) > 1 or _tests_threads():
+        if len(self.get_map()) > 1 or threads_alive():
             # Something outside the loop may still answer: wait as a plain loop would.
             ready = original(self, timeout)
             if ready:
@@ -76,12 +73,6 @@ def _virtual(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _SELECTS = {cls: _virtual(cls.select) for cls in _SELECTORS}
-
-
-def _tests_threads() -> bool:
-    """Is a thread alive that a test (or its fixtures) started?"""
-    baseline = _baseline or frozenset()
-    return any(thread not in baseline for thread in threading.enumerate())
 
 
 def _stretched(original: Callable[..., Any], sleep_done: Any) -> Callable[..., Any]:
@@ -102,10 +93,9 @@ def install(patches: Patches, clock: SeededClock, noisy: bool) -> None:
     stretch too (asyncio is imported for that: a test importing it later
     in the attempt would otherwise see unstretched sleeps).
     """
-    global _clock, _baseline
+    global _clock
     _clock = clock
-    if _baseline is None:
-        _baseline = frozenset(threading.enumerate())
+    note_baseline()
     for cls, select in _SELECTS.items():
         patches.setattr(cls, "select", select)
     if not noisy:

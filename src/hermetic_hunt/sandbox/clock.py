@@ -1,10 +1,14 @@
 """Clock sources behind the patched ``time`` functions, and the patch itself.
 
-* :class:`SeededClock` -- wall time frozen at the attempt's ``now`` (moved only
-  by ``sleep``/``advance``/``set``); ``monotonic``/``perf_counter`` advance by
-  ``tick`` per reading so elapsed-time code makes progress. Under a noisy
-  clock profile (:mod:`hermetic_hunt.sandbox.profiles`) every reading first
-  advances the whole clock by a drawn amount and sleeps last longer.
+* :class:`SeededClock` -- virtual time that behaves as a real machine's:
+  wall time starts at the attempt's ``now``; every reading of any clock
+  (``time``, ``monotonic``, ``perf_counter``) advances all of them by
+  ``tick``, so two readings are never equal; ``sleep(d)`` moves the clock by
+  ``d`` plus :data:`SLEEP_LATENCY` (a real sleep never ends exactly on
+  time), and -- when other threads of the test are alive -- also sleeps
+  for real, so they run as they would in CI. Under a noisy clock profile
+  (:mod:`hermetic_hunt.sandbox.profiles`) every reading first advances the
+  whole clock by a drawn amount and sleeps last longer.
 * :class:`RecordClock` -- real time flows through (``sleep`` really sleeps);
   every reading is journaled.
 * :class:`ReplayClock` -- readings come back from a journal, in order.
@@ -15,6 +19,7 @@ each attempt) and, when asked, keeps a trace of the values it handed out.
 
 from __future__ import annotations
 
+import math
 import threading
 import time as _time_module
 from collections.abc import Callable
@@ -37,6 +42,10 @@ REAL_STRFTIME = _time_module.strftime
 REAL_ASCTIME = _time_module.asctime
 
 _MONO_BASE = 10_000.0
+#: Seconds a virtual ``sleep(d)`` lasts beyond ``d`` (and beyond its profile's
+#: stretch): on a real machine a sleep ends when the scheduler wakes the thread,
+#: tens of microseconds after it was due, never exactly on time.
+SLEEP_LATENCY = 50e-6
 _PERF_BASE = 20_000.0
 #: Readings kept per source in a journal, and characters of text values
 #: (urandom draws, as hex) in all; beyond either the source is marked as
@@ -112,6 +121,12 @@ class SeededClock(ClockSource):
     backwards between two tests of a round and a fixture's reading agrees
     with the tests that use it.
 
+    Time passes as on a real machine: every reading advances the clock by
+    ``tick`` (all sources move together: wall time measured across two
+    readings agrees with ``monotonic``), and a wall reading is always later
+    than the previous one even where ``tick`` is below the float spacing of
+    an epoch. ``sleep`` is in :meth:`sleep`.
+
     ``noise`` (a noisy clock profile) moves the one offset that wall time
     and the monotonic clocks share: every source tells the same story.
     """
@@ -129,7 +144,9 @@ class SeededClock(ClockSource):
         self._start = now
         self._offset = 0.0
         self._ticks = elapsed
+        self._ticks0 = elapsed
         self._tick = tick
+        self._last_wall = -math.inf
         self._reads = 0
         self._spin_limit = spin_limit
         self._spin_error = spin_error
@@ -149,10 +166,17 @@ class SeededClock(ClockSource):
         if self._spin_limit and self._reads > self._spin_limit:
             raise self._spin_error(self._reads)
 
+    def _wall_now(self) -> float:
+        return self._start + self._offset + (self._ticks - self._ticks0)
+
     def wall(self) -> float:
         with self._lock:
             self._read()
-            value = self._start + self._offset
+            value = self._wall_now()
+            if value <= self._last_wall:  # tick below the float spacing at this epoch
+                value = math.nextafter(self._last_wall, math.inf)
+            self._last_wall = value
+            self._ticks += self._tick
         self.trace.note("time", value)
         return value
 
@@ -173,10 +197,28 @@ class SeededClock(ClockSource):
         return value
 
     def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds`` of virtual time, plus a little, as a real sleep does.
+
+        The clock moves to the sleeper's wake-up time: ``seconds`` (times the
+        profile's stretch) plus :data:`SLEEP_LATENCY` after the sleep began.
+        While other threads a test started are alive the sleep also lasts
+        its (stretched) duration in real time, so they run meanwhile, and
+        sleeps of several threads overlap as real ones do: the clock ends at
+        the latest wake-up, not at the sum of the sleeps.
+        """
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
         self.trace.note("sleep", seconds)
-        self.advance(seconds * self.stretch() if seconds else 0.0)
+        lasts = seconds * self.stretch() + SLEEP_LATENCY if seconds else 0.0
+        if not threads_alive():
+            self.advance(lasts)
+            return
+        with self._lock:
+            wake = self._offset + self._ticks + lasts
+        REAL_SLEEP(lasts)
+        with self._lock:
+            self._offset = max(self._offset, wake - self._ticks)
+            self._reads = 0
 
     def stretch(self) -> float:
         """The factor the next sleep lasts (1.0 under the exact profile)."""
@@ -194,16 +236,41 @@ class SeededClock(ClockSource):
 
     def set_wall(self, epoch: float) -> None:
         with self._lock:
-            self._start = epoch - self._offset
+            self._start = epoch - self._offset - (self._ticks - self._ticks0)
+            self._last_wall = -math.inf
             self._reads = 0
 
     def peek_wall(self) -> float:
-        return self._start + self._offset
+        return self._wall_now()
 
     def end(self) -> tuple[float, float]:
         """``(wall, elapsed)`` now: where the next attempt's clock starts."""
         with self._lock:
-            return self._start + self._offset, self._offset + self._ticks
+            return self._wall_now(), self._offset + self._ticks
+
+
+#: Threads alive when this process first entered an attempt: never a test's
+#: (a plugin's own, such as pytest-rerunfailures' server). See :func:`threads_alive`.
+_baseline: frozenset[threading.Thread] | None = None
+
+
+def note_baseline() -> None:
+    """Remember the threads alive now as the process's own (the first attempt calls it)."""
+    global _baseline
+    if _baseline is None:
+        _baseline = frozenset(threading.enumerate())
+
+
+def threads_alive() -> bool:
+    """Is a thread alive that a test (or its fixtures) started (the caller, if it is one)?
+
+    While one is, the test runs concurrently with something: a sleep in the
+    test lets that thread run, a sleep in that thread lets the test run.
+    """
+    baseline = _baseline or frozenset()
+    if threading.active_count() <= len(baseline):
+        return any(t not in baseline for t in threading.enumerate())
+    return True
 
 
 class RecordClock(ClockSource):
@@ -400,6 +467,10 @@ TIME_PATCH: dict[str, Any] = {
     "strftime": _strftime,
     "asctime": _asctime,
 }
+
+
+#: The real functions :data:`TIME_PATCH` replaces, by name.
+REAL_FUNCTIONS: dict[str, Any] = {name: TIME_NAMESPACE[name] for name in TIME_PATCH}
 
 
 def activate(source: ClockSource | None) -> None:

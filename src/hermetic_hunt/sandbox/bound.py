@@ -1,0 +1,177 @@
+"""Clock references bound before the attempt: found once, made to follow the attempt's clock.
+
+An attempt patches the ``time`` module's functions (:data:`clock.TIME_PATCH`).
+Code that took a reference to the real function before that -- ``from time
+import monotonic``, a class attribute ``clock = time.monotonic``, a default
+argument ``def __init__(self, clock=time.monotonic)``, an object built at
+import time that stored ``time.monotonic`` -- would read the real clock
+while the test's sleeps are virtual: a TTL cache test that sleeps 90% of its
+TTL then sees no time pass and is never caught.
+
+:func:`follow` finds those references in the project's own modules (files
+under the rootdir, not in a ``site-packages`` folder, not pytest's, xdist's,
+hermetic's or ours) and replaces each with the patched function. The patched
+functions read the real clock whenever no attempt is active, so the
+replacement is permanent and costs nothing to undo; it is what a virtual
+attempt would have handed out had the module been imported inside it.
+
+Looked at, per module (each module once per process):
+
+* module globals (``from time import monotonic``, ``now = time.time``);
+* classes defined in the module (nested ones too): their attributes --
+  put back as ``staticmethod`` so ``self.clock()`` still takes no argument --
+  and their methods' defaults;
+* functions defined in the module: ``__defaults__`` and ``__kwdefaults__``;
+* objects of the module's own classes held in a module global: their
+  instance attributes (one level).
+
+Not found: references in closures (cells), in containers (a list, a dict
+value, a ``functools.partial``), deeper in object graphs, in modules outside
+the rootdir (installed libraries) or in C extensions. A class created during
+an attempt that takes ``time.monotonic`` as a class attribute gets the
+patched function as a plain function (it binds as a method) -- as any
+``time`` patch would.
+
+:func:`follow` is called before every attempt with a virtual clock; it
+rescans only when ``sys.modules`` grew, and then only the modules it has not
+seen: a per-process cost, not a per-attempt one (``benchmarks/bench_sandbox.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from types import FunctionType, ModuleType
+from typing import Any
+
+from hermetic_hunt.sandbox.clock import REAL_FUNCTIONS, TIME_PATCH
+
+#: ``id(real time function) -> patched function``; the real ones live as long
+#: as the ``time`` module, so an id seen here is always one of them.
+_SWAP: dict[int, Any] = {id(REAL_FUNCTIONS[name]): TIME_PATCH[name] for name in TIME_PATCH}
+#: Top-level packages never touched: the test machinery keeps its real clock.
+_SKIP = frozenset({"hermetic_hunt", "hermetic", "_pytest", "pytest", "pluggy", "xdist",
+                   "execnet", "_hypothesis_pytestplugin"})  # fmt: skip
+#: Modules looked at: name -> id of the module object (a module imported again
+#: under the same name, as pytester's in-process runs do, is looked at again).
+_seen: dict[str, int] = {}
+#: ``sys.modules`` when :func:`follow` last looked: its size and newest entry.
+_mark: tuple[int, str | None] = (0, None)
+_roots: dict[str, tuple[str, ...]] = {}
+#: References replaced so far in this process (for tests and the benchmark).
+replaced = 0
+
+
+def _roots_of(rootdir: str) -> tuple[str, ...]:
+    roots = _roots.get(rootdir)
+    if roots is None:
+        plain = os.path.join(os.path.abspath(rootdir), "")
+        real = os.path.join(os.path.realpath(rootdir), "")
+        roots = (plain,) if plain == real else (plain, real)
+        _roots[rootdir] = roots
+    return roots
+
+
+def follow(rootdir: str) -> int:
+    """Swap bound references in modules not seen yet; how many were swapped."""
+    global _mark, replaced
+    modules = sys.modules
+    mark = (len(modules), next(reversed(modules), None))
+    if mark == _mark:
+        return 0
+    _mark = mark
+    roots = _roots_of(rootdir)
+    swapped = 0
+    for name, module in list(modules.items()):
+        if _seen.get(name) == id(module):
+            continue
+        _seen[name] = id(module)
+        if name.partition(".")[0] in _SKIP or not isinstance(module, ModuleType):
+            continue
+        path = getattr(module, "__file__", None)
+        if (
+            not isinstance(path, str)
+            or not path.startswith(roots)
+            or f"{os.sep}site-packages{os.sep}" in path
+            or f"{os.sep}dist-packages{os.sep}" in path
+        ):
+            continue
+        swapped += _module(module)
+    replaced += swapped
+    return swapped
+
+
+def _module(module: ModuleType) -> int:
+    try:
+        namespace = vars(module)
+    except TypeError:
+        return 0
+    name = module.__name__
+    swapped = 0
+    for key, value in list(namespace.items()):
+        new = _SWAP.get(id(value))
+        if new is not None:
+            namespace[key] = new
+            swapped += 1
+        elif isinstance(value, type):
+            if getattr(value, "__module__", None) == name:
+                swapped += _class(value, set())
+        elif isinstance(value, FunctionType):
+            if value.__module__ == name:
+                swapped += _function(value)
+        elif getattr(type(value), "__module__", None) == name:
+            swapped += _instance(value)
+    return swapped
+
+
+def _class(cls: type, done: set[int]) -> int:
+    if id(cls) in done:
+        return 0
+    done.add(id(cls))
+    swapped = 0
+    for key, value in list(vars(cls).items()):
+        new = _SWAP.get(id(value))
+        if new is not None:
+            try:
+                setattr(cls, key, staticmethod(new))
+            except (AttributeError, TypeError):  # a C type, a frozen class
+                continue
+            swapped += 1
+        elif isinstance(value, FunctionType):
+            swapped += _function(value)
+        elif isinstance(value, (staticmethod, classmethod)):
+            inner = value.__func__
+            if isinstance(inner, FunctionType):
+                swapped += _function(inner)
+        elif isinstance(value, type) and value.__module__ == cls.__module__:
+            swapped += _class(value, done)
+    return swapped
+
+
+def _function(function: FunctionType) -> int:
+    swapped = 0
+    defaults = function.__defaults__
+    if defaults and any(id(value) in _SWAP for value in defaults):
+        function.__defaults__ = tuple(_SWAP.get(id(value), value) for value in defaults)
+        swapped += sum(1 for value in defaults if id(value) in _SWAP)
+    kwdefaults = function.__kwdefaults__
+    if kwdefaults:
+        for key, value in list(kwdefaults.items()):
+            new = _SWAP.get(id(value))
+            if new is not None:
+                kwdefaults[key] = new
+                swapped += 1
+    return swapped
+
+
+def _instance(obj: Any) -> int:
+    attributes = getattr(obj, "__dict__", None)
+    if not isinstance(attributes, dict):
+        return 0
+    swapped = 0
+    for key, value in list(attributes.items()):
+        new = _SWAP.get(id(value))
+        if new is not None:
+            attributes[key] = new
+            swapped += 1
+    return swapped

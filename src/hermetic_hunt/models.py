@@ -442,8 +442,24 @@ def describe_leak(resource: str, name: str, change: str, detail: str = "") -> st
         ("file", "removed"): f"removed file {name} from the checkout",
         ("tempfile", "added"): f"left {name} in the temporary directory",
         ("module", "added"): f"imported {name} (it stays in sys.modules)",
+        ("tz", "changed"): "left the timezone changed",
+        ("locale", "changed"): "left the locale changed",
+        ("sys.path", "added"): f"left {name} on sys.path",
+        ("sys.path", "removed"): f"removed {name} from sys.path",
+        ("sys.path", "changed"): "left sys.path reordered",
+        ("warnings", "changed"): "left the warnings filters changed",
+        ("logging", "changed"): "left the root logger's level changed",
+        ("logging", "added"): f"left a {name} on the root logger",
+        ("logging", "removed"): f"removed a {name} from the root logger",
+        ("signal", "changed"): f"left the {name} handler changed",
+        ("fd", "added"): f"left {name} open",
+        ("socket-timeout", "changed"): "left the default socket timeout changed",
+        ("recursion-limit", "changed"): "left the recursion limit changed",
+        ("switch-interval", "changed"): "left the thread switch interval changed",
+        ("tempfile.tempdir", "changed"): "left tempfile.tempdir changed",
+        ("asyncio-policy", "changed"): "left another asyncio event loop policy installed",
     }.get((resource, change))
-    if text is None:
+    if text is None:  # a resource this version does not know (a newer database)
         text = f"left {resource} {name} {change}".replace("  ", " ").strip()
     return f"{text} ({detail})" if detail and resource not in ("thread",) else text
 

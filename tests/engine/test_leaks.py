@@ -10,12 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from hermetic_hunt.engine.leaks import RoundLeaks, Snapshot, Writes, diff
-from hermetic_hunt.models import Leak
+from hermetic_hunt.engine.leaks import RESOURCES, RoundLeaks, Snapshot, Writes, diff
+from hermetic_hunt.models import Leak, describe_leak
 
 
 def names(leaks: list[Leak]) -> set[tuple[str, str, str]]:
     return {(x.resource, x.name, x.change) for x in leaks}
+
+
+@pytest.mark.parametrize("resource", RESOURCES, ids=lambda r: r.name)
+def test_every_resource_has_one_spelling_and_words_for_each_change_it_reports(resource) -> None:
+    assert [r.name for r in RESOURCES].count(resource.name) == 1
+    for change in resource.changes:
+        generic = f"left {resource.name} X {change}"
+        assert describe_leak(resource.name, "X", change) != generic, (resource.name, change)
 
 
 def test_an_unchanged_process_has_no_leaks() -> None:

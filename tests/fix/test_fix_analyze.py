@@ -91,7 +91,7 @@ def test_chdir_and_sys_path_in_the_test_are_rewritten(tmp_path):
     assert found == [
         ("cwd", "tests/test_a.py:6", "", None, False, "monkeypatch.chdir(tmp_path)"),
         ("cwd", "tests/test_a.py:7", "", None, False, 'monkeypatch.chdir("/")'),
-        ("syspath", "tests/test_a.py:8", "", None, False,
+        ("sys.path", "tests/test_a.py:8", "", None, False,
          "monkeypatch.syspath_prepend(str(tmp_path))"),
     ]  # fmt: skip
 

@@ -53,7 +53,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,8 +65,6 @@ from hermetic_hunt.models import Leak
 DETAIL = 80
 #: Most leaks kept per attempt (a test that sets 500 variables is one finding).
 MAX_PER_ATTEMPT = 20
-#: Resources that are running things: a leak as soon as the test is over.
-RUNNING = frozenset({"thread", "process", "fd"})
 #: Variables pytest (or the hunt) changes around every test: never a leak.
 _OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 _SECRET = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "PRIVATE")
@@ -227,127 +225,6 @@ def _process_name(pid: int) -> str:
         return f"pid {pid}"
 
 
-@dataclass
-class Snapshot:
-    """The process state at one moment (between two attempts)."""
-
-    env: dict[Any, Any]
-    cwd: str | None
-    tz: tuple[Any, ...]
-    locale: str | None
-    path: list[str]
-    modules: int
-    warnings: tuple[Any, ...]
-    logging: tuple[Any, ...]
-    signals: tuple[Any, ...]
-    threads: frozenset[threading.Thread]
-    children: frozenset[int]
-    fds: frozenset[int]
-    scalars: tuple[Any, ...]
-    #: Entries of the round's private temporary folder (:func:`private_temp`).
-    temp: frozenset[str] = frozenset()
-    #: Where a deleted cwd was (``cwd`` is None then), when the system can tell.
-    gone: str | None = None
-
-    @classmethod
-    def take(cls) -> Snapshot:
-        logging = sys.modules.get("logging")
-        root = getattr(logging, "root", None)
-        asyncio_policy = _compat.asyncio_policy()
-        cwd = _cwd()
-        return cls(
-            env=_compat.environ_data(),
-            cwd=cwd,
-            gone=_deleted_cwd() if cwd is None else None,
-            tz=(time.tzname, time.timezone, time.altzone, time.daylight),
-            locale=_locale(),
-            path=list(sys.path),
-            modules=len(sys.modules),
-            warnings=tuple(warnings.filters),
-            logging=(root.level, tuple(root.handlers)) if root is not None else (),
-            signals=_signals(),
-            threads=frozenset(t for t in threading.enumerate() if t.is_alive()),
-            children=_children(),
-            fds=_fds(),
-            scalars=(
-                socket.getdefaulttimeout(),
-                sys.getrecursionlimit(),
-                sys.getswitchinterval(),
-                tempfile.tempdir,
-                _policy_name(asyncio_policy),
-            ),
-            temp=_temp_entries(),
-        )
-
-
-_SCALARS = ("socket-timeout", "recursion-limit", "switch-interval", "tempfile.tempdir",
-            "asyncio-policy")  # fmt: skip
-
-
-def _decode(value: Any) -> str:
-    return os.fsdecode(value) if isinstance(value, bytes) else str(value)
-
-
-def diff(before: Snapshot, after: Snapshot, rootdir: str | None = None) -> list[Leak]:
-    """What changed from ``before`` to ``after`` (running things: what was started)."""
-    out: list[Leak] = []
-    if before.env != after.env:
-        for key in sorted(set(before.env) | set(after.env), key=_decode):
-            name = _decode(key)
-            if name in _OWNED_ENV or before.env.get(key) == after.env.get(key):
-                continue
-            old, new = before.env.get(key), after.env.get(key)
-            change = "added" if old is None else "removed" if new is None else "changed"
-            value = None if new is None else _decode(new)
-            out.append(Leak("env", name, change, _env_value(name, value)))
-    if before.cwd != after.cwd:
-        if after.cwd is None:
-            out.append(Leak("cwd", "cwd", "deleted", bounded(after.gone or before.cwd or "")))
-        else:
-            out.append(Leak("cwd", "cwd", "changed", bounded(after.cwd)))
-    if before.tz != after.tz:
-        out.append(Leak("tz", "timezone", "changed", bounded("/".join(after.tz[0]))))
-    if before.locale != after.locale:
-        out.append(Leak("locale", "LC_ALL", "changed", bounded(after.locale or "")))
-    if before.path != after.path:
-        added = [p for p in after.path if p not in before.path]
-        removed = [p for p in before.path if p not in after.path]
-        for entry in added[:3]:
-            out.append(Leak("sys.path", bounded(entry), "added"))
-        for entry in removed[:3]:
-            out.append(Leak("sys.path", bounded(entry), "removed"))
-        if not added and not removed:
-            out.append(Leak("sys.path", "order", "changed"))
-    if after.modules > before.modules and rootdir is not None:
-        out.extend(_project_modules(after.modules - before.modules, rootdir))
-    if before.warnings != after.warnings:
-        delta = len(after.warnings) - len(before.warnings)
-        out.append(Leak("warnings", "filters", "changed", f"{delta:+d} filter(s)"))
-    if before.logging != after.logging:
-        out.extend(_logging(before.logging, after.logging))
-    if before.signals != after.signals:
-        for number, old, new in zip(_SIGNALS, before.signals, after.signals, strict=True):
-            if old != new:
-                out.append(Leak("signal", signal.Signals(number).name, "changed", bounded(new)))
-    for thread in sorted(after.threads - before.threads, key=lambda t: t.name):
-        if thread.is_alive():
-            out.append(Leak("thread", thread.name, "added", "daemon" if thread.daemon else ""))
-    for pid in sorted(after.children - before.children):
-        out.append(Leak("process", _process_name(pid), "added"))
-    opened = sorted(after.fds - before.fds)
-    if opened:
-        targets = ", ".join(_fd_target(fd) for fd in opened[:3])
-        out.append(Leak("fd", f"{len(opened)} descriptor(s)", "added", bounded(targets)))
-    for name, old, new in zip(_SCALARS, before.scalars, after.scalars, strict=True):
-        if old != new:
-            out.append(Leak(name, name, "changed", bounded(new)))
-    if before.temp != after.temp:
-        # Named where it would be on a machine without the private folder.
-        for entry in sorted(after.temp - before.temp):
-            out.append(Leak("tempfile", bounded(os.path.join(system_temp(), entry)), "added"))
-    return out[:MAX_PER_ATTEMPT]
-
-
 def _project_modules(count: int, rootdir: str) -> Iterator[Leak]:
     """The newest ``count`` modules, if they are the project's own code.
 
@@ -368,7 +245,7 @@ def _project_modules(count: int, rootdir: str) -> Iterator[Leak]:
             yield Leak("module", name, "added")
 
 
-def _logging(before: tuple[Any, ...], after: tuple[Any, ...]) -> Iterator[Leak]:
+def _logging(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
     if not before or not after:
         return
     if before[0] != after[0]:
@@ -379,6 +256,181 @@ def _logging(before: tuple[Any, ...], after: tuple[Any, ...]) -> Iterator[Leak]:
     for handler in before[1]:
         if handler not in after[1]:
             yield Leak("logging", type(handler).__name__, "removed", "root handler")
+
+
+#: What a resource's comparison gets: the value before, the value after, the rootdir.
+Compare = Callable[[Any, Any, "str | None"], Iterable[Leak]]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One thing a test can change and not put back (regrtest ``save_env``'s
+    ``get_X`` and its comparison): a new resource is one row of :data:`RESOURCES`.
+
+    ``get`` takes the value (cheap: it runs after every attempt); ``compare`` names
+    what changed when two values differ; ``changes`` are the changes it reports
+    (each has its words in :func:`hermetic_hunt.models.describe_leak`); ``running``:
+    a running thing, a leak as soon as the test that started it is over.
+    """
+
+    name: str
+    get: Callable[[], Any]
+    compare: Compare
+    changes: tuple[str, ...] = ("changed",)
+    running: bool = False
+
+
+def _decode(value: Any) -> str:
+    return os.fsdecode(value) if isinstance(value, bytes) else str(value)
+
+
+def _env(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    for key in sorted(set(before) | set(after), key=_decode):
+        name = _decode(key)
+        if name in _OWNED_ENV or before.get(key) == after.get(key):
+            continue
+        old, new = before.get(key), after.get(key)
+        change = "added" if old is None else "removed" if new is None else "changed"
+        yield Leak("env", name, change, _env_value(name, None if new is None else _decode(new)))
+
+
+def _get_cwd() -> tuple[str | None, str | None]:
+    """The working directory, and where a deleted one was (Linux names it)."""
+    cwd = _cwd()
+    return cwd, _deleted_cwd() if cwd is None else None
+
+
+def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    (old, _), (new, gone) = before, after
+    if new is None:
+        yield Leak("cwd", "cwd", "deleted", bounded(gone or old or ""))
+    else:
+        yield Leak("cwd", "cwd", "changed", bounded(new))
+
+
+def _sys_path(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    added = [p for p in after if p not in before]
+    removed = [p for p in before if p not in after]
+    for entry in added[:3]:
+        yield Leak("sys.path", bounded(entry), "added")
+    for entry in removed[:3]:
+        yield Leak("sys.path", bounded(entry), "removed")
+    if not added and not removed:
+        yield Leak("sys.path", "order", "changed")
+
+
+def _modules(before: Any, after: Any, rootdir: str | None) -> Iterable[Leak]:
+    if after > before and rootdir is not None:
+        return _project_modules(after - before, rootdir)
+    return ()
+
+
+def _get_logging() -> tuple[Any, ...]:
+    root = getattr(sys.modules.get("logging"), "root", None)
+    return (root.level, tuple(root.handlers)) if root is not None else ()
+
+
+def _signal_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    for number, old, new in zip(_SIGNALS, before, after, strict=True):
+        if old != new:
+            yield Leak("signal", signal.Signals(number).name, "changed", bounded(new))
+
+
+def _threads(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    for thread in sorted(after - before, key=lambda t: t.name):
+        if thread.is_alive():
+            yield Leak("thread", thread.name, "added", "daemon" if thread.daemon else "")
+
+
+def _processes(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    for pid in sorted(after - before):
+        yield Leak("process", _process_name(pid), "added")
+
+
+def _descriptors(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    opened = sorted(after - before)
+    if opened:
+        targets = ", ".join(_fd_target(fd) for fd in opened[:3])
+        yield Leak("fd", f"{len(opened)} descriptor(s)", "added", bounded(targets))
+
+
+def _temp_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    # Named where it would be on a machine without the round's private folder.
+    for entry in sorted(after - before):
+        yield Leak("tempfile", bounded(os.path.join(system_temp(), entry)), "added")
+
+
+def _value(
+    name: str, label: str | None = None, shown: Callable[[Any], object] = lambda v: v
+) -> Compare:
+    """The comparison of a value that changes as a whole: one leak, its new value shown."""
+
+    def compare(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+        yield Leak(name, label or name, "changed", bounded(shown(after)))
+
+    return compare
+
+
+def _warnings_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+    yield Leak("warnings", "filters", "changed", f"{len(after) - len(before):+d} filter(s)")
+
+
+def _alive_threads() -> frozenset[threading.Thread]:
+    return frozenset(t for t in threading.enumerate() if t.is_alive())
+
+
+#: Every resource checked after every attempt, in the order leaks are listed.
+RESOURCES: tuple[Resource, ...] = (
+    Resource("env", _compat.environ_data, _env, ("added", "changed", "removed")),
+    Resource("cwd", _get_cwd, _cwd_change, ("changed", "deleted")),
+    Resource(
+        "tz",
+        lambda: (time.tzname, time.timezone, time.altzone, time.daylight),
+        _value("tz", "timezone", lambda tz: "/".join(tz[0])),
+    ),
+    Resource("locale", _locale, _value("locale", "LC_ALL", lambda v: v or "")),
+    Resource("sys.path", lambda: list(sys.path), _sys_path, ("added", "removed", "changed")),
+    Resource("module", lambda: len(sys.modules), _modules, ("added",)),
+    Resource("warnings", lambda: tuple(warnings.filters), _warnings_change),
+    Resource("logging", _get_logging, _logging, ("changed", "added", "removed")),
+    Resource("signal", _signals, _signal_change),
+    Resource("thread", _alive_threads, _threads, ("added",), running=True),
+    Resource("process", _children, _processes, ("added",), running=True),
+    Resource("fd", _fds, _descriptors, ("added",), running=True),
+    Resource("socket-timeout", socket.getdefaulttimeout, _value("socket-timeout")),
+    Resource("recursion-limit", sys.getrecursionlimit, _value("recursion-limit")),
+    Resource("switch-interval", sys.getswitchinterval, _value("switch-interval")),
+    Resource("tempfile.tempdir", lambda: tempfile.tempdir, _value("tempfile.tempdir")),
+    Resource(
+        "asyncio-policy",
+        lambda: _policy_name(_compat.asyncio_policy()),
+        _value("asyncio-policy"),
+    ),
+    Resource("tempfile", _temp_entries, _temp_change, ("added",)),
+)
+#: Resources that are running things: a leak as soon as the test is over.
+RUNNING = frozenset(resource.name for resource in RESOURCES if resource.running)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The process state at one moment (between two attempts): a value per resource."""
+
+    values: dict[str, Any]
+
+    @classmethod
+    def take(cls) -> Snapshot:
+        return cls({resource.name: resource.get() for resource in RESOURCES})
+
+
+def diff(before: Snapshot, after: Snapshot, rootdir: str | None = None) -> list[Leak]:
+    """What changed from ``before`` to ``after`` (running things: what was started)."""
+    out: list[Leak] = []
+    for resource in RESOURCES:
+        old, new = before.values[resource.name], after.values[resource.name]
+        if old != new:
+            out.extend(resource.compare(old, new, rootdir))
+    return out[:MAX_PER_ATTEMPT]
 
 
 @dataclass

@@ -7,7 +7,7 @@ lists its :class:`Effect` objects:
 * ``env`` -- ``os.environ`` set or deleted (``os.environ[K] = V``,
   ``.update``, ``.pop``, ``os.putenv``...);
 * ``cwd`` -- ``os.chdir``;
-* ``syspath`` -- ``sys.path`` changed;
+* ``sys.path`` -- ``sys.path`` changed;
 * ``rebind`` -- a module global or class attribute assigned
   (``settings.CURRENCY = ...``, ``global CURRENCY; CURRENCY = code``);
 * ``mutate`` -- a module-level container (a registry, a cache, a list of
@@ -36,10 +36,10 @@ from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project, sh
 MAX_DEPTH = 3
 
 EffectKind = Literal[
-    "env", "cwd", "syspath", "rebind", "mutate", "random", "clock", "thread", "set"
+    "env", "cwd", "sys.path", "rebind", "mutate", "random", "clock", "thread", "set"
 ]
 #: Kinds of effect that outlive the test (the others are facts for advice).
-LASTING = frozenset({"env", "cwd", "syspath", "rebind", "mutate"})
+LASTING = frozenset({"env", "cwd", "sys.path", "rebind", "mutate"})
 
 _MUTATORS = frozenset(
     {
@@ -431,7 +431,7 @@ class Analyzer:
                     if stmt is not None:
                         path = frame.module.segment(node.args[1])
                         rewrite = _rewrite(stmt, f"monkeypatch.syspath_prepend({path})")
-                yield self._effect(frame, node, "syspath", rewrite=rewrite)
+                yield self._effect(frame, node, "sys.path", rewrite=rewrite)
                 return
             if isinstance(owner, _Root) and func.attr in _MUTATORS:
                 yield self._effect(frame, node, "mutate", holder=owner.holder, deep=owner.depth > 0)

@@ -169,7 +169,7 @@ def _state_text(effect: Effect) -> str:
         return f"os.environ[{effect.key!r}]" if effect.key else "os.environ"
     if effect.kind == "cwd":
         return "the working directory"
-    if effect.kind == "syspath":
+    if effect.kind == "sys.path":
         return "sys.path"
     holder = effect.holder
     assert holder is not None
@@ -181,7 +181,7 @@ def _doing(effect: Effect) -> str:
     verb = {
         "env": "deletes" if effect.detail == "deleted" else "sets",
         "cwd": "changes",
-        "syspath": "changes",
+        "sys.path": "changes",
         "rebind": "rebinds",
         "mutate": "changes",
     }[effect.kind]
@@ -227,8 +227,8 @@ def _restore(
             draft.ensure_import("import os", "os")
         method = rewrite.text.split("(", 1)[0]
         return f"use {method}(): monkeypatch puts it back after the test"
-    if effect.kind in ("env", "cwd", "syspath"):
-        name = {"env": "restore_environ", "cwd": "restore_cwd", "syspath": "restore_sys_path"}[
+    if effect.kind in ("env", "cwd", "sys.path"):
+        name = {"env": "restore_environ", "cwd": "restore_cwd", "sys.path": "restore_sys_path"}[
             effect.kind
         ]
         if not _use_fixture(plan, draft, func, name, _BUILTIN_FIXTURES[name], fixtures):

@@ -29,6 +29,9 @@ from hermetic_hunt.models import DEFAULT_DB
 DEFAULT_SEED = 7
 DEFAULT_ROUNDS = 30
 DATABASE = DEFAULT_DB
+#: Isolation's budget: enough for every example on a loaded machine (``auto``, the
+#: rounds' time, can run out there and leave a flake unexplained).
+ISOLATE_BUDGET = "200,10m"
 #: Environment that would change what the demo's pytest does.
 _DROPPED_ENV = (
     "PYTEST_ADDOPTS",
@@ -69,7 +72,7 @@ def hunt_argv(rounds: int, seed: int, workers: str) -> list[str]:
     return [
         sys.executable, "-m", "pytest",
         f"--hermetic-hunt={rounds}", "-n", workers, f"--hermetic-seed={seed}",
-        f"--hermetic-hunt-db={DATABASE}",
+        f"--hermetic-hunt-db={DATABASE}", f"--hermetic-hunt-isolate-budget={ISOLATE_BUDGET}",
         "-p", "no:randomly", "-p", "no:cacheprovider", "--tb=no", "-rN",
     ]  # fmt: skip
 

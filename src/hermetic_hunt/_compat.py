@@ -3,7 +3,8 @@
 One module, so that a version bump of any of them is checked in one place.
 Each function says what it relies on, since which version it was verified,
 and what happens when the private is gone (a degraded feature, never a
-crash). ``tests/test_compat.py`` checks each against the installed versions.
+crash). ``tests/core/test_compat.py`` checks the CPython and asyncio ones against the
+installed versions (the pytest and xdist ones are exercised by every hunt test).
 """
 
 from __future__ import annotations

@@ -205,7 +205,7 @@ class _Server:
 
 
 class ProbeRunner:
-    """Runs :class:`~hermetic_hunt.isolate.classifier.Probe` objects; thread-safe.
+    """Runs :class:`~hermetic_hunt.findings.Probe` objects; thread-safe.
 
     ``journals(attempt_id)`` supplies the stored journal a record-mode step
     replays (the runner itself never reads the database).

@@ -229,7 +229,7 @@ def attempts_of(store: Store, run_id: int, nodeids: Sequence[str]) -> dict[str, 
 
 
 class RunHistory:
-    """:class:`~hermetic_hunt.isolate.classifier.History` of one run, read from the store.
+    """:class:`~hermetic_hunt.isolate.case.History` of one run, read from the store.
 
     Classifiers run in threads: this reads through its own read-only
     connection, one query at a time.

@@ -1,0 +1,54 @@
+"""Tests for hermetic_hunt._compat: every private we rely on is there in the installed versions.
+
+Each function of ``_compat`` degrades when its private is gone; these tests fail
+instead, so that a version bump that removes one is seen here first, not as a
+quietly degraded feature.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+
+from hermetic_hunt import _compat
+
+
+def test_the_environment_copy_is_the_encoded_mapping_of_os_environ() -> None:
+    data = _compat.environ_data()
+    assert data == dict(os.environ._data)  # type: ignore[attr-defined]
+    assert data is not os.environ._data  # type: ignore[attr-defined]  # a copy
+
+
+def test_the_random_instance_is_the_one_behind_the_module_functions() -> None:
+    instance = _compat.random_instance()
+    state = instance.getstate()
+    try:
+        instance.seed(5)
+        first = random.random()
+        instance.seed(5)
+        assert random.random() == first
+    finally:
+        instance.setstate(state)
+
+
+def test_the_asyncio_privates_are_present() -> None:
+    assert _compat.asyncio_sleep_timer(asyncio) != (None, None)
+
+    async def selector() -> object:
+        return _compat.running_loop_selector()
+
+    assert asyncio.run(selector()) is not None
+    assert _compat.running_loop_selector() is None  # no loop runs here
+
+
+def test_the_writable_type_dict_and_type_modified_are_reachable() -> None:
+    class Holder:
+        value = 1
+
+    namespace = _compat.type_dict(Holder)
+    modified = _compat.type_modified()
+    assert namespace is not None and modified is not None
+    namespace["value"] = 2
+    modified(Holder)
+    assert Holder.value == 2

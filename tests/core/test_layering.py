@@ -17,7 +17,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "hermetic_hunt"
 CORE = {"models", "kinds", "findings", "errors", "seeds", "journal", "stats", "failures", "options",
-        "pasteable", "environment", "timing", "untrusted", "vcs", "__init__"}  # fmt: skip
+        "pasteable", "environment", "timing", "untrusted", "vcs", "project", "__init__"}  # fmt: skip
 #: layer -> the layers it may import (besides itself).
 ALLOWED = {
     "core": {"core"},

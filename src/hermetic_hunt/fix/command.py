@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hermetic_hunt import environment, pasteable
@@ -22,6 +22,7 @@ from hermetic_hunt.fix.patch import PatchConflict
 from hermetic_hunt.fix.suggest import Suggestion, describe, suggest
 from hermetic_hunt.fix.verify import RunPlace, Verification, runs_needed, verify
 from hermetic_hunt.models import database_path, parse_ref
+from hermetic_hunt.project import project_root
 from hermetic_hunt.store import Store
 from hermetic_hunt.store import fixes as db
 from hermetic_hunt.store.core import real_now_iso
@@ -59,6 +60,10 @@ def fix(
     out = FixOutcome()
     with Store.open(path, create=False) as store:
         facts = db.fix_facts(store, str(parsed))
+        # The project is the one the user stands in: a stored rootdir is only
+        # taken when it is the current directory or below it (hermetic_hunt.project).
+        root = project_root(facts.rootdir, where)
+        facts = replace(facts, rootdir=str(root))
         suggestion = suggest(facts)
         out.suggestion = suggestion
         if diff_only:
@@ -83,13 +88,7 @@ def fix(
         else:
             needed = runs or runs_needed(facts.rate)
             facts_run = run_facts(store, facts.reproducer.run_id)
-            place = RunPlace(
-                facts_run.rootdir,
-                facts_run.invocation_dir,
-                facts_run.argv,
-                facts_run.settings,
-                facts_run.base_seed,
-            )
+            place = RunPlace(str(root), facts_run.settings, facts_run.base_seed)
             history = RunHistory(store, facts_run.run_id)
             try:
                 verification = verify(

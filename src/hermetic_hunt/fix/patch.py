@@ -13,10 +13,13 @@ file still holds exactly the text the patch was made from.
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import hashlib
 import io
 import os
+import stat
+import tempfile
 import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.fix.source import FunctionNode, Module
+from hermetic_hunt.project import OutsideProject, confine
 
 
 class PatchConflict(HuntError):
@@ -67,23 +71,66 @@ class Patch:
 
     def apply_to(self, root: str | os.PathLike[str]) -> list[Path]:
         """Write every file under ``root``; :class:`PatchConflict` (nothing written)
-        when one no longer holds the text the patch was made from."""
-        base = Path(root)
+        when one no longer holds the text the patch was made from, or when its
+        path -- resolved, links followed -- leads outside ``root``.
+
+        Each file is written through a temporary file beside it and a rename,
+        keeping its line endings (CRLF stays CRLF), its encoding (a coding
+        cookie, a BOM) and its mode. A link inside ``root`` is written through
+        to the file it points to (when that file is inside ``root`` too).
+        """
+        base = Path(root).resolve()
         targets = []
         for change in self.files:
-            target = base / change.path
             try:
-                current = target.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+                target = confine(base, change.path, "the patched file")
+            except OutsideProject as exc:
+                raise PatchConflict(str(exc)) from None
+            try:
+                data = target.read_bytes()
+                encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+                current = data.decode(encoding)
+            except (OSError, SyntaxError, LookupError, UnicodeDecodeError) as exc:
                 raise PatchConflict(f"cannot read {target}: {exc}") from None
-            if current != change.before:
+            newline = "\r\n" if "\r\n" in current else "\r" if "\r" in current else "\n"
+            before, after = change.before, change.after
+            if encoding == "utf-8-sig":  # the BOM is the encoding's, not the text's
+                before, after = before.removeprefix("\ufeff"), after.removeprefix("\ufeff")
+            if _universal(current) != before:
                 raise PatchConflict(
                     f"{change.path} changed since the patch was made: run 'hermetic-hunt fix' again"
                 )
-            targets.append((target, change.after))
-        for target, text in targets:
-            target.write_text(text, encoding="utf-8")
+            text = after.replace("\n", newline) if newline != "\n" else after
+            try:
+                encoded = text.encode(encoding)
+            except UnicodeEncodeError as exc:
+                raise PatchConflict(f"cannot write {target} as {encoding}: {exc}") from None
+            targets.append((target, encoded))
+        for target, encoded in targets:
+            _replace(target, encoded)
         return [t for t, _ in targets]
+
+
+def _universal(text: str) -> str:
+    """``text`` as reading it in text mode gives it (universal newlines)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` through a temporary file and a rename (mode kept)."""
+    mode = stat.S_IMODE(target.stat().st_mode)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _char_col(line: str, byte_col: int) -> int:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hermetic_hunt.project import inside
+
 #: Larger files are not parsed (a generated module is no place for a fix).
 MAX_SOURCE = 1_000_000
 _PARAMS = re.compile(r"\[.*\]$", re.S)
@@ -190,6 +192,10 @@ class Project:
 
     def __init__(self, rootdir: str | Path, read: Callable[[Path], str | None] | None = None):
         self.rootdir = Path(rootdir)
+        try:
+            self._real_root: Path | None = self.rootdir.resolve()
+        except (OSError, RuntimeError, ValueError):
+            self._real_root = None
         self._read = read or _read_text
         self._modules: dict[Path, Module | None] = {}
 
@@ -200,11 +206,15 @@ class Project:
             return path.as_posix()
 
     def inside(self, path: Path) -> bool:
+        """``path`` is below the rootdir, as written and once resolved (``..`` and
+        symbolic links followed): a nodeid from a database cannot lead outside."""
         try:
             path.relative_to(self.rootdir)
         except ValueError:
             return False
-        return True
+        if ".." in path.parts:
+            return False
+        return self._real_root is not None and (not path.exists() or inside(self._real_root, path))
 
     def module(self, rel_or_path: str | Path, dotted: str | None = None) -> Module | None:
         path = Path(rel_or_path)

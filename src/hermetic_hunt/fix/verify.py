@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hermetic_hunt import stats
+from hermetic_hunt.errors import HuntError
 from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.fix.patch import Patch, PatchConflict
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
-from hermetic_hunt.isolate.wire import probe_args
+from hermetic_hunt.isolate.wire import stored_run_args
 from hermetic_hunt.models import Reproducer, Settings
 from hermetic_hunt.seeds import probe_hash_seed
 
@@ -74,11 +75,10 @@ def runs_needed(rate: float) -> int:
 
 @dataclass(frozen=True)
 class RunPlace:
-    """Where a hunt ran: its rootdir, the directory it was started from, its argv."""
+    """Where to verify: the project's rootdir (:func:`hermetic_hunt.project.project_root`,
+    never a directory or argv read from the database), the hunt's settings and seed."""
 
     rootdir: str
-    invocation_dir: str
-    argv: tuple[str, ...]
     settings: Settings
     base_seed: int
 
@@ -104,50 +104,52 @@ class Verification:
 @dataclass(frozen=True)
 class Copy:
     root: Path
-    invocation_dir: Path
     args: tuple[str, ...]
     pythonpath: tuple[str, ...]
 
 
-def make_copy(place: RunPlace, where: Path, exclude: tuple[Path, ...] = ()) -> Copy:
-    """Copy ``place.rootdir`` under ``where``; the invocation dir and args that match it."""
+def make_copy(
+    place: RunPlace, where: Path, exclude: tuple[Path, ...] = (), nodeids: tuple[str, ...] = ()
+) -> Copy:
+    """Copy ``place.rootdir`` under ``where``, and the probe arguments that collect
+    ``nodeids`` there (:func:`~hermetic_hunt.isolate.wire.stored_run_args`).
+
+    A real copy: symbolic links are copied as links, and every link that
+    points into the rootdir is pointed at the same place in the copy, so
+    that patching the copy never writes through a link into the checkout. A
+    link that points outside the rootdir stays; a patch through it is
+    refused (:meth:`~hermetic_hunt.fix.patch.Patch.apply_to` confines every
+    file it writes to the copy).
+    """
     root = Path(place.rootdir).resolve()
-    invocation = Path(place.invocation_dir).resolve()
     excluded = {p.resolve() for p in exclude}
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         base = Path(folder)
         return {n for n in names if n in IGNORED or (base / n).resolve() in excluded}
 
-    copy_root = where / "tree" / root.name
+    copy_root = where.resolve() / "tree" / root.name
     shutil.copytree(root, copy_root, symlinks=True, ignore=ignore)
-    try:
-        copy_invocation = copy_root / invocation.relative_to(root)
-    except ValueError:
-        copy_invocation = copy_root  # started from outside: its path args become absolute
-    copy_invocation.mkdir(parents=True, exist_ok=True)
-    args = tuple(_rewrite_arg(a, invocation, root, copy_root) for a in probe_args(place.argv))
-    return Copy(copy_root, copy_invocation, args, _shadowing(root, copy_root))
+    _relink(root, copy_root)
+    args = tuple(stored_run_args(copy_root, nodeids))
+    return Copy(copy_root, args, _shadowing(root, copy_root))
 
 
-def _rewrite_arg(arg: str, invocation: Path, root: Path, copy_root: Path) -> str:
-    """A path argument inside the rootdir, pointed at the copy (others unchanged)."""
-    prefix, value = "", arg
-    if arg.startswith("--") and "=" in arg:
-        prefix, _, value = arg.partition("=")
-        prefix += "="
-    path_part, sep, rest = value.partition("::")
-    if not path_part or path_part.startswith("-"):
-        return arg
-    candidate = Path(path_part)
-    full = candidate if candidate.is_absolute() else invocation / candidate
-    try:
-        inside = full.resolve().relative_to(root)
-    except (ValueError, OSError):
-        return arg
-    if not full.exists():
-        return arg
-    return f"{prefix}{copy_root / inside}{sep}{rest}"
+def _relink(root: Path, copy_root: Path) -> None:
+    """Point every link of the copy that leads into ``root`` at the copy instead."""
+    for folder, dirs, files in os.walk(copy_root):
+        for name in [*dirs, *files]:
+            link = Path(folder, name)
+            if not link.is_symlink():
+                continue
+            target = root / link.relative_to(copy_root)
+            try:
+                resolved = target.resolve()
+            except (OSError, RuntimeError):
+                continue
+            if resolved == root or root in resolved.parents:
+                link.unlink()
+                link.symlink_to(copy_root / resolved.relative_to(root))
 
 
 def _shadowing(root: Path, copy_root: Path) -> tuple[str, ...]:
@@ -222,10 +224,13 @@ def verify(
     wait = timeout or place.settings.probe_timeout
     with tempfile.TemporaryDirectory(prefix="hermetic-hunt-fix-") as tmp:
         try:
-            copy = make_copy(place, Path(tmp), exclude)
+            nodeids = tuple(step.nodeid for step in reproducer.steps)
+            copy = make_copy(place, Path(tmp), exclude, nodeids)
         except (OSError, shutil.Error) as exc:
             return Verification("error", detail=f"cannot copy {place.rootdir}: {exc}")
-        target = ProbeTarget(str(copy.invocation_dir), copy.args, place.settings)
+        except HuntError as exc:  # a reproducer's file outside the project
+            return Verification("error", detail=str(exc))
+        target = ProbeTarget(str(copy.root), copy.args, place.settings)
         with _pythonpath(copy.pythonpath):
             if say is not None:
                 say(

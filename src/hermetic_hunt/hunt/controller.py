@@ -446,12 +446,15 @@ class HuntController:
 
     def _isolate(self) -> None:
         """Why each flake flakes, in fresh processes (see isolate.run)."""
-        from hermetic_hunt.isolate.run import isolate_after_hunt
+        from hermetic_hunt.isolate.run import Invocation, isolate_after_hunt
+        from hermetic_hunt.isolate.wire import probe_args
 
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
         quiet = terminal is None or self.config.get_verbosity() < -1
+        params = self.config.invocation_params
+        invocation = Invocation(str(params.dir), tuple(probe_args([str(a) for a in params.args])))
         self.isolation = isolate_after_hunt(
-            self.store, self.run_id, self.settings, self.workers,
+            self.store, self.run_id, self.settings, self.workers, invocation,
             say=None if quiet else self._line, rounds_seconds=self.rounds_seconds,
         )  # fmt: skip
 

@@ -40,6 +40,7 @@ from hermetic_hunt.models import (
     Step,
     format_seconds,
 )
+from hermetic_hunt.project import project_root
 from hermetic_hunt.seeds import probe_hash_seed
 from hermetic_hunt.store import Store
 from hermetic_hunt.store import isolation as db
@@ -93,10 +94,26 @@ class IsolationOptions:
         return min(self.time_budget, max(EXTRAS_MIN_SECONDS, self.rounds_seconds or 0.0))
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """Where probe servers start, with which pytest arguments.
+
+    After a hunt: the running hunt's own directory and arguments (what the
+    user typed, :func:`~hermetic_hunt.isolate.wire.probe_args`). For a stored
+    run (``args`` None): the project's rootdir and
+    :func:`~hermetic_hunt.isolate.wire.stored_run_args` -- never the stored
+    ``argv`` or directories.
+    """
+
+    directory: str
+    args: tuple[str, ...] | None = None
+
+
 def isolate(
     store: Store,
     run_id: int | None,
     opts: IsolationOptions,
+    invocation: Invocation,
     only: Sequence[str] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> IsolationReport:
@@ -112,12 +129,19 @@ def isolate(
                              parallel=opts.parallel, time_budget=opts.time_budget)  # fmt: skip
     if not found.flaky and not found.always_failing and not found.not_idempotent:
         return report
+    history = db.RunHistory(store, facts.run_id)
+    try:
+        args = invocation.args
+        if args is None:
+            args = tuple(wire.stored_run_args(Path(invocation.directory), history.tests()))
+    except BaseException:
+        history.close()
+        raise
     target = ProbeTarget(
-        invocation_dir=facts.invocation_dir,
-        args=tuple(wire.probe_args(facts.argv)),
+        invocation_dir=invocation.directory,
+        args=args,
         settings=replace(facts.settings, integration_marker=opts.integration_marker),
     )
-    history = db.RunHistory(store, facts.run_id)
     flaky = {**found.flaky, **found.not_idempotent}
     rows = db.ensure_flakes(store, list(flaky), facts.run_id)
     deadline = Deadline(started + opts.time_budget, opts.time_budget)
@@ -397,15 +421,16 @@ def isolate_after_hunt(
     run_id: int,
     settings: Settings,
     workers: int,
+    invocation: Invocation,
     say: Callable[[str], None] | None = None,
     rounds_seconds: float | None = None,
 ) -> IsolationReport:
-    """Isolation at the end of ``pytest --hermetic-hunt``.
+    """Isolation at the end of ``pytest --hermetic-hunt``, with the hunt's own ``invocation``.
 
     ``rounds_seconds``: how long the rounds took (the ``auto`` time budget).
     """
     opts = IsolationOptions.of(settings, workers, rounds_seconds)
-    return isolate(store, run_id, opts, say=say)
+    return isolate(store, run_id, opts, invocation, say=say)
 
 
 def isolate_database(
@@ -424,6 +449,9 @@ def isolate_database(
 
     The hunt's stored settings decide, unless an argument overrides them
     (``budget``: probes per flaky test; ``seconds``: the overall time).
+    Probes run in the project's rootdir (:func:`hermetic_hunt.project.project_root`)
+    with :func:`~hermetic_hunt.isolate.wire.stored_run_args`: the stored
+    ``argv`` is never executed.
     """
     with Store.open(db_path, create=False, base=cwd) as store:
         facts = db.run_facts(store, run_id)
@@ -437,4 +465,5 @@ def isolate_database(
             seconds=seconds if seconds is not None else stored.seconds,
             timeout=timeout if timeout is not None else stored.timeout,
         )
-        return isolate(store, facts.run_id, opts, only, say=say)
+        root = project_root(facts.rootdir, where)
+        return isolate(store, facts.run_id, opts, Invocation(str(root)), only, say=say)

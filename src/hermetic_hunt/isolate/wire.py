@@ -17,19 +17,24 @@ Server -> client (its response pipe)::
 
 A result's steps are the first execution of every step that ran, as
 :func:`hermetic_hunt.engine.wire.attempt_json` writes them. Also
-:func:`probe_args`: the hunt's pytest arguments without the options that
-make no sense (or do harm) in a probe server.
+:func:`probe_args`: the *current* invocation's pytest arguments without
+the options that make no sense in a probe server; :func:`stored_run_args`:
+the arguments of a probe server for a stored run, built only from the
+project's rootdir and the test files the probes need (a stored ``argv`` is
+shown to the user, never executed: see ``docs/guarantees.md``).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from hermetic_hunt.engine import wire as engine_wire
 from hermetic_hunt.findings import ProbeResult
 from hermetic_hunt.models import Step, as_mode
+from hermetic_hunt.project import files_of
 from hermetic_hunt.timing import step_conditions
 
 #: Environment variable that hands a probe server its settings (JSON).
@@ -62,7 +67,11 @@ _DROP_PREFIXES = ("--hermetic-hunt-",)
 
 
 def probe_args(argv: Sequence[str]) -> list[str]:
-    """``argv`` of a hunt without hunt, xdist and stop-early options.
+    """``argv`` of the running hunt without hunt, xdist and stop-early options.
+
+    Only for arguments the user gave this process (``config.invocation_params``,
+    ``PYTEST_ADDOPTS``): never for a stored ``runs.argv``, which
+    :func:`stored_run_args` replaces.
 
     Test paths, ``-k``/``-m`` selections, ``-p`` plugins, ``-o``/``-c``
     configuration and everything else stay, so the probe server collects
@@ -89,6 +98,21 @@ def probe_args(argv: Sequence[str]) -> list[str]:
             continue  # -n2, -nauto
         out.append(arg)
     return out
+
+
+def stored_run_args(root: Path, nodeids: Iterable[str]) -> list[str]:
+    """A probe server's pytest arguments for a stored run: an allow-list.
+
+    ``--rootdir`` (the project's, :func:`hermetic_hunt.project.project_root`)
+    and the absolute paths of the existing files of ``nodeids``, each
+    resolved and confined to ``root``
+    (:class:`~hermetic_hunt.project.OutsideProject` otherwise). Nothing
+    else: the user's own ini file and ``PYTEST_ADDOPTS`` configure the
+    server as they configure any pytest run there. No stored value can name
+    a plugin, an output file, a rootdir, a conftest cut-off or an ini
+    override.
+    """
+    return [f"--rootdir={root}", *(str(path) for path in files_of(root, nodeids))]
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -62,7 +62,7 @@ def fix(
         facts = db.fix_facts(store, str(parsed))
         # The project is the one the user stands in: a stored rootdir is only
         # taken when it is the current directory or below it (hermetic_hunt.project).
-        root = project_root(facts.rootdir, where)
+        root = project_root(facts.rootdir, cwd or os.getcwd())
         facts = replace(facts, rootdir=str(root))
         suggestion = suggest(facts)
         out.suggestion = suggestion

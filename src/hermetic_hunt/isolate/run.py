@@ -16,10 +16,12 @@ the sandbox off (``test_checks``, ``sandbox-off``): passing means
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from hermetic_hunt.findings import Finding, IsolationReport, Probe
@@ -465,5 +467,5 @@ def isolate_database(
             seconds=seconds if seconds is not None else stored.seconds,
             timeout=timeout if timeout is not None else stored.timeout,
         )
-        root = project_root(facts.rootdir, where)
+        root = project_root(facts.rootdir, cwd or os.getcwd())
         return isolate(store, facts.run_id, opts, Invocation(str(root)), only, say=say)

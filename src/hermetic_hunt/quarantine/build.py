@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 
 from hermetic_hunt import pasteable
 from hermetic_hunt.kinds import quarantine_reason
-from hermetic_hunt.quarantine.listfile import Entry, render
+from hermetic_hunt.quarantine.listfile import Entry, Unwritable, render
 from hermetic_hunt.report.history import History, history
 from hermetic_hunt.report.load import load_report, open_database
 from hermetic_hunt.report.model import Flake
 from hermetic_hunt.store import history as db
 from hermetic_hunt.store.core import real_now_iso
+from hermetic_hunt.untrusted import clean
 
 
 def reason(flake: Flake) -> str:
@@ -61,14 +62,20 @@ def quarantine_list(
             flake.nodeid, runs, tallies, [r for r in replays if r.flake_id == flake.flake_id]
         )
         if past.status == "fixed":
-            left_out.append(f"{flake.flake_id} {flake.nodeid}: {past.status_text()}")
+            left_out.append(f"{flake.flake_id} {clean(flake.nodeid)}: {past.status_text()}")
             continue
         if flake.confirmed is not True and not unconfirmed:
-            left_out.append(f"{flake.flake_id} {flake.nodeid}: reproducer not confirmed")
+            left_out.append(f"{flake.flake_id} {clean(flake.nodeid)}: reproducer not confirmed")
             continue
         test = tests.get(flake.nodeid)
         rate = test.rate if test is not None and test.rate else None
-        entries.append(Entry(flake.nodeid, flake.flake_id, tuple(flake.kinds), rate, reason(flake)))
+        entry = Entry(flake.nodeid, flake.flake_id, tuple(flake.kinds), rate, reason(flake))
+        try:
+            entry.format()
+        except Unwritable as exc:
+            left_out.append(f"{flake.flake_id}: refused: {exc}")
+            continue
+        entries.append(entry)
     newest = runs[-1] if runs else None
     commit = f" on {newest.git_sha[:10]}" if newest and newest.git_sha else ""
     name = output or "FILE"

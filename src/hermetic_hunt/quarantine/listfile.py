@@ -20,16 +20,47 @@ from dataclasses import dataclass
 
 from hermetic_hunt import stats
 from hermetic_hunt.errors import BadOption
+from hermetic_hunt.untrusted import clean
 
 #: Passes in a row that release a test whose list line gives no fail rate.
 DEFAULT_RELEASE = 20
 #: At most this many passes in a row are ever asked for (a 1% flake needs 299).
 MAX_RELEASE = 300
-_SPLIT = re.compile(r"^(?P<nodeid>.*?\S)\s{2,}#\s?(?P<note>.*)$")
-_NOTE = re.compile(
-    r"^\s*(?P<id>F\d+)?\s*(?P<kinds>[a-z-]+(?:\s*,\s*[a-z-]+)*)?\s*"
-    r"(?:(?P<rate>\d+(?:\.\d+)?)%)?\s*(?::\s*(?P<reason>.*))?$"
-)
+#: Where a line's note starts: two blanks and ``#`` (the first such place).
+#: One fixed-width pattern: a search is linear in the line, whatever it holds.
+_SEPARATOR = re.compile(r"\s\s#")
+#: One word of a note: searched and matched in linear time (no nested quantifiers).
+_WORD = re.compile(r"[A-Za-z0-9.%-]+|,|[^\sA-Za-z0-9.%,-]+")
+_FLAKE_ID = re.compile(r"F\d+")
+_KIND = re.compile(r"[a-z-]+")
+_RATE = re.compile(r"\d+(?:\.\d+)?%")
+
+
+class Unwritable(BadOption):
+    """A test id that would not read back as itself from a list line."""
+
+
+def check_nodeid(nodeid: str) -> None:
+    """:class:`Unwritable` unless ``nodeid`` reads back, alone and whole, from its line.
+
+    Refused: a line break of any kind (``\\n``, ``\\r``, U+2028...), any other
+    control or blank character but the space, blanks at either end, a
+    leading ``#``, two blanks before a ``#`` (the start of a note), and an id
+    that is neither a file nor ``file::name`` -- a list line never
+    quarantines more than the test it names.
+    """
+    why = ""
+    if not nodeid or nodeid != nodeid.strip():
+        why = "it is empty or starts or ends with a blank"
+    elif any((c.isspace() and c != " ") or not c.isprintable() for c in nodeid):
+        why = "it holds a line break or another control character"
+    elif nodeid.startswith("#") or _SEPARATOR.search(nodeid):
+        why = "it would read as a comment"
+    elif "::" not in nodeid:
+        why = "it is not a test id (file::name)"
+    if why:
+        shown = clean(nodeid)[:200]
+        raise Unwritable(f"test id '{shown}' cannot be written to a list line: {why}")
 
 
 @dataclass(frozen=True)
@@ -66,16 +97,21 @@ class Entry:
         )
 
     def format(self) -> str:
+        """The entry's line (:class:`Unwritable` for a test id that would not read back)."""
+        check_nodeid(self.nodeid)
         note = " ".join(p for p in (self.flake_id, ", ".join(self.kinds)) if p)
         if self.rate is not None:
             note += f" {stats.percent(self.rate)}"
         if self.reason:
             note += f": {_one_line(self.reason)}"
-        return f"{self.nodeid}  # {note.strip()}" if note.strip() else self.nodeid
+        note = _one_line(note)
+        return f"{self.nodeid}  # {note}" if note else self.nodeid
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """``text`` on one line: every run of blanks and line breaks is one space,
+    control characters are escaped (:func:`hermetic_hunt.untrusted.clean`)."""
+    return clean(" ".join(text.split()))
 
 
 def render(entries: Iterable[Entry], header: Iterable[str] = ()) -> str:
@@ -87,36 +123,52 @@ def render(entries: Iterable[Entry], header: Iterable[str] = ()) -> str:
 
 
 def parse(text: str, source: str = "the quarantine list") -> list[Entry]:
-    """Entries of a list file; BadOption naming the line for anything else."""
+    """Entries of a list file; BadOption naming the line for anything else.
+
+    Linear in the size of the file: one fixed-width search per line for the
+    note, then the note read word by word.
+    """
     out = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        match = _SPLIT.match(line)
-        nodeid, note = (match.group("nodeid"), match.group("note")) if match else (line, "")
+        found = _SEPARATOR.search(line)
+        if found is None:
+            nodeid, note = line, ""
+        else:
+            nodeid, note = line[: found.start()].rstrip(), line[found.end() :].strip()
         if "::" not in nodeid and not nodeid.endswith(".py"):
             raise BadOption(
                 f"{source}, line {number}: expected a test id such as "
-                f"tests/test_x.py::test_y, got {nodeid[:80]!r}"
+                f"tests/test_x.py::test_y, got {clean(nodeid[:80])!r}"
             )
-        fields = _NOTE.match(note) if note else None
-        if fields is None:
-            out.append(Entry(nodeid, reason=note, line=number))
-            continue
-        rate = fields.group("rate")
-        kinds = tuple(k.strip() for k in (fields.group("kinds") or "").split(",") if k.strip())
-        out.append(
-            Entry(
-                nodeid=nodeid,
-                flake_id=fields.group("id"),
-                kinds=kinds,
-                rate=float(rate) / 100 if rate else None,
-                reason=(fields.group("reason") or "").strip(),
-                line=number,
-            )
-        )
+        out.append(_entry(nodeid, note, number))
     return out
+
+
+def _entry(nodeid: str, note: str, number: int) -> Entry:
+    """An entry from its test id and note: ``F3 victim, time 24%: why`` (every part optional;
+    a note that does not read so is kept whole as the reason)."""
+    head, colon, reason = note.partition(":")
+    words = _WORD.findall(head)
+    index = 0
+    flake_id = None
+    if index < len(words) and _FLAKE_ID.fullmatch(words[index]):
+        flake_id, index = words[index], index + 1
+    kinds: list[str] = []
+    if index < len(words) and _KIND.fullmatch(words[index]):
+        kinds.append(words[index])
+        index += 1
+        while index + 1 < len(words) and words[index] == "," and _KIND.fullmatch(words[index + 1]):
+            kinds.append(words[index + 1])
+            index += 2
+    rate = None
+    if index < len(words) and _RATE.fullmatch(words[index]):
+        rate, index = float(words[index][:-1]) / 100, index + 1
+    if index != len(words):
+        return Entry(nodeid, reason=note, line=number)
+    return Entry(nodeid, flake_id, tuple(kinds), rate, reason.strip() if colon else "", number)
 
 
 def entry_for(entries: list[Entry], nodeid: str) -> Entry | None:

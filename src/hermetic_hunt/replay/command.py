@@ -28,7 +28,7 @@ def prepare(db_path: str, ref: str, cwd: str, extra: tuple[str, ...] = ()) -> Re
     """Resolve ``ref`` once (an unknown id or a corrupt journal is said now, not when the
     command runs) and build the command; when the hunt's rootdir is a directory below
     ``cwd``, it becomes the command's argument (see :func:`location_arg`)."""
-    with Store.open(db_path, create=False, base=cwd) as store:
+    with Store.open(db_path, create=False, base=cwd, write=False) as store:
         source = ReplaySource(store)
         plan = resolve(target_of(str(db_path), ref), source)
         where = source.run_location(plan.run_id) if plan.run_id is not None else None

@@ -30,8 +30,8 @@ from hermetic_hunt.store.rows import AttemptDetail
 
 
 def open_database(path: str | os.PathLike[str]) -> Store:
-    """An existing hermetic-hunt database (never creates one)."""
-    return Store.open(path, create=False)
+    """An existing hermetic-hunt database, read-only (never creates or migrates one)."""
+    return Store.open(path, create=False, write=False)
 
 
 def load_report(

@@ -69,6 +69,8 @@ class Store:
         self.db = sqlite_utils.Database(conn)
         self._reserve: Path | None = None
         self.read_only = False
+        self._create = True
+        self._write = True
 
     # -- opening ---------------------------------------------------------
 
@@ -79,26 +81,40 @@ class Store:
         *,
         create: bool = True,
         base: str | os.PathLike[str] | None = None,
+        write: bool = True,
     ) -> Store:
         """Open (and, with ``create``, create) the database at ``path``.
 
         Raises :class:`BadDatabase` for anything that is not a hermetic-hunt
         database this version can read. Older schemas are migrated forward.
-        Without ``create``, a database that cannot be written (a read-only
-        mount, a CI artifact) is opened read-only. Every value in it is
-        checked against the schema before anything reads it (:meth:`check`).
-        A relative ``path`` is taken from ``base`` (default: the working directory),
-        as :func:`~hermetic_hunt.models.database_path` says.
+        Without ``create``, a file that holds no hermetic-hunt database (0
+        bytes, an SQLite file without tables) is refused, never turned into
+        one, and a database that cannot be written (a read-only mount, a CI
+        artifact) is opened read-only. With ``write=False`` (the readers:
+        ``report``, ``list``, ``show``, ``replay``, ``quarantine``) it is
+        always opened read-only (a ``mode=ro`` URI): never created, migrated
+        or switched to WAL. Every value in it is checked against the schema
+        before anything reads it (:meth:`check`). A relative ``path`` is taken
+        from ``base`` (default: the working directory), as
+        :func:`~hermetic_hunt.models.database_path` says.
         """
         resolved = database_path(path, base)
+        create = create and write
         _check_file(resolved, create=create)
-        read_only = not create and not writable(resolved)
+        if not create and resolved.stat().st_size == 0:
+            raise BadDatabase(
+                f"{resolved} is empty, not a hermetic-hunt database: run a hunt first "
+                "(pytest --hermetic-hunt=N) or pass another path"
+            )
+        read_only = not write or (not create and not writable(resolved))
         try:
             conn = connect(resolved, read_only=read_only)
         except sqlite3.Error as exc:
             raise BadDatabase(f"cannot open {resolved}: {exc}") from None
         store = cls(resolved, conn)
         store.read_only = read_only
+        store._create = create
+        store._write = write
         try:
             store._prepare()
             store.check()
@@ -115,6 +131,11 @@ class Store:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
         tables = set(self.db.table_names())
+        if not tables and not self._create:
+            raise BadDatabase(
+                f"{self.path} holds no table, not a hermetic-hunt database: run a hunt first "
+                "(pytest --hermetic-hunt=N) or pass another path"
+            )
         applied = self._applied_names(tables)
         if tables and not applied:
             shown = ", ".join(sorted(tables)[:5])
@@ -131,6 +152,11 @@ class Store:
                 "upgrade with 'pip install -U hermetic-hunt' or use another database"
             )
         if len(applied) < SCHEMA_VERSION:
+            if not self._write:
+                raise BadDatabase(
+                    f"{self.path} was written by an older hermetic-hunt, and this command only "
+                    "reads: 'hermetic-hunt isolate' or the next hunt with this database upgrades it"
+                )
             if self.read_only:
                 raise BadDatabase(
                     f"{self.path} was written by an older hermetic-hunt and is read-only here: "

@@ -36,6 +36,13 @@ def _decode(raw: bytes) -> str:
 def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
     if read_only:
         uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+        wal = path.with_name(path.name + "-wal")
+        if not wal.exists():
+            # No write-ahead log: no hunt is writing it now, and a reader must
+            # not create the -wal and -shm files a WAL-mode reader would.
+            conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
+            conn.text_factory = _decode
+            return conn
         conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()

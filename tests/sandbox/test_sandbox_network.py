@@ -417,3 +417,109 @@ def test_the_audit_hook_stops_what_slips_past_the_wrappers() -> None:
         ["getaddrinfo", "api.example.invalid", 443],
         ["gethostbyname", "api.example.invalid", None],
     ]
+
+
+# -- side doors (issue 19) --------------------------------------------------------------
+
+
+@pytest.fixture
+def handed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """What each protected real function was handed (its first arguments); it then
+    refuses, so nothing is ever sent."""
+    seen: list[tuple[str, Any]] = []
+    for key, real in list(netguard.REAL.items()):
+        if key == "raw_socket" or real is None:
+            continue
+
+        def spy(*args: Any, _key: str = key, **kwargs: Any) -> Any:
+            shown = args[1] if _key in ("connect", "connect_ex") else args[0]
+            if _key in ("sendto",):
+                shown = args[-1]
+            seen.append((_key, shown))
+            raise OSError(f"spy: the real {_key} was reached")
+
+        monkeypatch.setitem(netguard.REAL, key, spy)
+    return seen
+
+
+def _v6() -> socket.socket:
+    try:
+        return socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError:
+        pytest.skip("no IPv6 sockets here")
+
+
+def test_localhost_reaches_the_c_layer_as_the_literal_address_of_the_family(
+    engine: Sandbox, handed: list[tuple[str, Any]], safety_net: list[tuple[str, str]]
+) -> None:
+    # This machine's /etc/hosts has no "::1 localhost": handed to C, the name
+    # in an AF_INET6 call would be a DNS query.
+    engine.enter(spec())
+    try:
+        with _v6() as sock6, pytest.raises(OSError, match="spy"):
+            sock6.connect(("localhost", 9, 0, 0))
+        with socket.socket() as sock4, pytest.raises(OSError, match="spy"):
+            sock4.connect(("localhost", 9))
+        with pytest.raises(OSError, match="spy"):
+            socket.getaddrinfo("localhost", 80, socket.AF_INET6)
+        with pytest.raises(OSError, match="spy"):
+            socket.getaddrinfo("localhost", 80)
+        with pytest.raises(OSError, match="spy"):
+            socket.gethostbyname("localhost")
+        with _udp() as udp, pytest.raises(OSError, match="spy"):
+            udp.sendto(b"x", ("localhost", 9))
+    finally:
+        facts = engine.exit()
+    assert handed == [
+        ("connect", ("::1", 9, 0, 0)),
+        ("connect", ("127.0.0.1", 9)),
+        ("getaddrinfo", "::1"),
+        ("getaddrinfo", "127.0.0.1"),
+        ("gethostbyname", "127.0.0.1"),
+        ("sendto", ("127.0.0.1", 9)),
+    ]
+    assert facts.violations == []
+    assert safety_net == []
+
+
+class _Sneaky(str):
+    """A host whose methods say localhost while its characters say otherwise."""
+
+    def strip(self, chars: Any = None) -> str:
+        return "localhost"
+
+    def lower(self) -> str:
+        return "localhost"
+
+    def __eq__(self, other: object) -> bool:
+        return other == "localhost" or str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda host: _connect_to((host, 80)),
+        lambda host: socket.getaddrinfo(host, 80),
+        lambda host: socket.gethostbyname(host),
+        lambda host: socket.create_connection((host, 80)),
+    ],
+    ids=["connect", "getaddrinfo", "gethostbyname", "create_connection"],
+)
+def test_a_str_subclass_is_judged_by_its_characters_not_its_methods(
+    engine: Sandbox,
+    handed: list[tuple[str, Any]],
+    safety_net: list[tuple[str, str]],
+    call: Callable[[str], None],
+) -> None:
+    engine.enter(spec())
+    try:
+        with pytest.raises(hermetic.NetworkBlockedError):
+            call(_Sneaky("name.invalid"))
+    finally:
+        facts = engine.exit()
+    assert handed == []
+    assert safety_net == []
+    assert [v.host for v in facts.violations] == ["name.invalid"]
+    assert all(type(v.host) is str for v in facts.violations)

@@ -15,6 +15,14 @@ violation, even when the test then swallows the error:
 * raw ``_socket.socket(...)`` objects made during the attempt (the C type is
   immutable, so ``_socket.socket`` is swapped for a guarded subclass).
 
+Before any check, a host is made *exact* (a ``str``/``bytes`` subclass is
+judged by its characters, never by its overridden methods: :func:`exact`)
+and the name ``localhost`` -- exactly that text -- is rewritten to the
+literal loopback address of the socket's family (``::1`` for ``AF_INET6``,
+``127.0.0.1`` otherwise: :func:`loopback_literal`), so the name never
+reaches the resolver. Any other spelling (``LOCALHOST``, ``localhost.``,
+`` localhost``) is a name for a resolver, and blocked.
+
 Underneath, one audit hook (installed once, inert outside attempts) catches
 whatever slips past the wrappers: a raw socket made before the attempt, a C
 extension calling the socket module. Loopback and unix sockets are allowed
@@ -58,32 +66,68 @@ REAL: dict[str, Any] = {
 them through this dict (so a test can put a spy in place and prove that a
 blocked call never reached the real function)."""
 _LOOPBACK_NAME = "localhost"
-"""The one name treated as loopback. ``*.localhost``, ``localhost.localdomain``,
-``ip6-localhost`` and ``localhost.`` (trailing dot) are not: a resolver may send
-them to DNS, and CPython resolves a name inside ``connect()``/``sendto()``
-before any audit event fires, so such a name must be refused here, at the
-Python level, before the C call."""
+"""The one name treated as loopback (and handed to C as a literal address).
+``*.localhost``, ``localhost.localdomain``, ``ip6-localhost`` and
+``localhost.`` (trailing dot) are not: a resolver may send them to DNS, and
+CPython resolves a name inside ``connect()``/``sendto()`` before any audit
+event fires, so such a name must be refused here, at the Python level,
+before the C call."""
 #: Frames of these modules are skipped when naming the call site.
 _PLUMBING = ("socket", "_socket", "ssl", "hermetic_hunt", "urllib", "http", "asyncio")
 
 
+def exact(host: Any) -> Any:
+    """``host`` as the C layer reads it: a ``str`` or ``bytes`` subclass becomes a plain
+    copy of its characters, so that no overridden method (``strip``, ``lower``,
+    ``__eq__``...) can make the guard judge one host while C resolves another."""
+    if isinstance(host, str) and type(host) is not str:
+        return str.__getitem__(host, slice(None))
+    if isinstance(host, (bytes, bytearray)) and type(host) is not bytes:
+        return bytes.__getitem__(bytes(memoryview(host)), slice(None))
+    return host
+
+
+def loopback_literal(host: Any, family: object = None) -> Any:
+    """``localhost`` (exactly) as the literal loopback address of ``family`` (``::1``
+    for ``AF_INET6``, else ``127.0.0.1``); any other host unchanged.
+
+    The name is never handed to the C layer: on a machine whose ``/etc/hosts``
+    has no ``::1 localhost`` line, an ``AF_INET6`` lookup of it goes to DNS.
+    """
+    if type(host) is str and host == _LOOPBACK_NAME:
+        return "::1" if family == _socket.AF_INET6 else "127.0.0.1"
+    if type(host) is bytes and host == _LOOPBACK_NAME.encode():
+        return b"::1" if family == _socket.AF_INET6 else b"127.0.0.1"
+    return host
+
+
+def _address(address: Any, family: object) -> Any:
+    """An address tuple with its host made exact and ``localhost`` made literal."""
+    if isinstance(address, tuple) and address:
+        host = loopback_literal(exact(address[0]), family)
+        if host is not address[0]:
+            return (host, *address[1:])
+    return address
+
+
 def _host_text(host: object) -> str:
+    host = exact(host)
     if isinstance(host, bytes):
         host = host.decode("ascii", "replace")
-    return str(host).strip().lower().strip("[]").rstrip(".")
+    return str(host).lower().strip("[]").rstrip(".")
 
 
 def is_loopback(host: object) -> bool:
     """Whether ``host`` is a literal loopback address (127.0.0.0/8, ``::1``)
     or exactly ``localhost``: the only hosts that cannot cause a DNS query."""
-    if isinstance(host, bytes):
+    if type(host) is bytes:
         host = host.decode("ascii", "replace")
-    if not isinstance(host, str):
-        return False
-    text = host.strip()
+    if type(host) is not str:
+        return False  # a subclass is judged by its characters (exact), never by its methods
+    text = host
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
-    if text.lower() == _LOOPBACK_NAME:
+    if text == _LOOPBACK_NAME:
         return True
     try:
         return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
@@ -192,7 +236,7 @@ class Policy:
 
     def check_address(self, op: str, address: object) -> None:
         if isinstance(address, tuple) and len(address) >= 2:
-            host, port = address[0], address[1]
+            host, port = exact(address[0]), address[1]
             if not self.allows(host, port if isinstance(port, int) else None):
                 number = port if isinstance(port, int) else None
                 raise self.block(op, host, number, "outbound network is blocked during a hunt")
@@ -204,7 +248,8 @@ class Policy:
         # Other families (AF_PACKET, AF_NETLINK...): nothing to judge by.
 
     def check_lookup(self, op: str, host: object, port: object = None) -> None:
-        if host in (None, "", b""):
+        host = exact(host)
+        if host is None or (type(host) in (str, bytes) and not host):
             return
         port_num = port if isinstance(port, int) else None
         if isinstance(port, (str, bytes)) and str(port).isdigit():
@@ -241,6 +286,11 @@ def ensure_audit_hook() -> None:
         _hook_installed = True
 
 
+def _family(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
+    """The ``family`` argument of a ``getaddrinfo(host, port, family, ...)`` call."""
+    return kwargs.get("family", args[0] if args else None)
+
+
 def _port_of(address: Any) -> int | None:
     return address[1] if isinstance(address, tuple) and len(address) > 1 else None
 
@@ -253,12 +303,14 @@ def _port_of(address: Any) -> int | None:
 
 def _connect(self: Any, address: Any) -> Any:
     if _active is not None:
+        address = _address(address, self.family)
         _active.check_address("connect", address)
     return REAL["connect"](self, address)
 
 
 def _connect_ex(self: Any, address: Any) -> Any:
     if _active is not None:
+        address = _address(address, self.family)
         try:
             _active.check_address("connect_ex", address)
         except ConnectionRefusedError:
@@ -268,12 +320,14 @@ def _connect_ex(self: Any, address: Any) -> Any:
 
 def _sendto(self: Any, data: Any, *args: Any) -> Any:
     if _active is not None and args:
+        args = (*args[:-1], _address(args[-1], self.family))
         _active.check_address("sendto", args[-1])
     return REAL["sendto"](self, data, *args)
 
 
 def _sendmsg(self: Any, buffers: Any, *args: Any) -> Any:
     if _active is not None and len(args) >= 3:
+        args = (*args[:2], _address(args[2], self.family), *args[3:])
         _active.check_address("sendmsg", args[2])
     return REAL["sendmsg"](self, buffers, *args)
 
@@ -281,6 +335,7 @@ def _sendmsg(self: Any, buffers: Any, *args: Any) -> Any:
 def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     policy = _active
     if policy is not None:
+        host = loopback_literal(exact(host), _family(args, kwargs))
         policy.check_lookup("getaddrinfo", host, port)
     infos = REAL["getaddrinfo"](host, port, *args, **kwargs)
     if policy is not None:
@@ -290,36 +345,42 @@ def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _raw_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     if _active is not None:
+        host = loopback_literal(exact(host), _family(args, kwargs))
         _active.check_lookup("getaddrinfo", host, port)
     return REAL["raw_getaddrinfo"](host, port, *args, **kwargs)
 
 
 def _gethostbyname(host: Any) -> Any:
     if _active is not None:
+        host = loopback_literal(exact(host))
         _active.check_lookup("gethostbyname", host)
     return REAL["gethostbyname"](host)
 
 
 def _gethostbyname_ex(host: Any) -> Any:
     if _active is not None:
+        host = loopback_literal(exact(host))
         _active.check_lookup("gethostbyname_ex", host)
     return REAL["gethostbyname_ex"](host)
 
 
 def _gethostbyaddr(host: Any) -> Any:
     if _active is not None:
+        host = loopback_literal(exact(host))
         _active.check_lookup("gethostbyaddr", host)
     return REAL["gethostbyaddr"](host)
 
 
 def _getnameinfo(sockaddr: Any, flags: Any) -> Any:
     if _active is not None and isinstance(sockaddr, tuple) and sockaddr:
+        sockaddr = _address(sockaddr, _socket.AF_INET6 if len(sockaddr) == 4 else None)
         _active.check_lookup("getnameinfo", sockaddr[0], _port_of(sockaddr))
     return REAL["getnameinfo"](sockaddr, flags)
 
 
 def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
     if _active is not None and isinstance(address, tuple) and address:
+        address = _address(address, None)
         _active.check_lookup("create_connection", address[0], _port_of(address))
     return REAL["create_connection"](address, *args, **kwargs)
 
@@ -331,12 +392,14 @@ def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
 
 async def _loop_getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     if _active is not None:
+        host = loopback_literal(exact(host), _family(args, kwargs))
         _active.check_lookup("getaddrinfo", host, port)
     return await REAL["loop_getaddrinfo"](self, host, port, *args, **kwargs)
 
 
 async def _loop_getnameinfo(self: Any, sockaddr: Any, flags: int = 0) -> Any:
     if _active is not None and isinstance(sockaddr, tuple) and sockaddr:
+        sockaddr = _address(sockaddr, _socket.AF_INET6 if len(sockaddr) == 4 else None)
         _active.check_lookup("getnameinfo", sockaddr[0], _port_of(sockaddr))
     return await REAL["loop_getnameinfo"](self, sockaddr, flags)
 

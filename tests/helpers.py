@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -403,3 +404,34 @@ def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Any) 
         if not result.exists():
             result.write_text(json.dumps(make(where)))
     return where, json.loads(result.read_text())
+
+
+# -- crafted databases (tests/store/test_untrusted*.py) ---------------------------
+
+POLLUTING = """\
+import os
+
+
+def test_sets_the_env():
+    os.environ["APP_MODE"] = "debug"
+    assert os.environ["APP_MODE"] == "debug"
+"""
+VICTIM_SOURCE = """\
+import os
+
+
+def test_reads_the_env():
+    assert os.environ.get("APP_MODE", "prod") == "prod"
+"""
+
+
+def tree_digest(*folders: Path) -> dict[str, str]:
+    """Every file under ``folders`` (links as their target text) -> a hash of its bytes."""
+    out = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_symlink():
+                out[str(path)] = "link:" + os.readlink(path)
+            elif path.is_file():
+                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out

@@ -86,3 +86,24 @@ def test_relative_links_in_the_docs_resolve(page):
         if "://" in target or target.startswith("mailto:"):
             continue
         assert (DOCS / target).exists(), f"{page} links to {target}, which does not exist"
+
+
+def _named_tests() -> list[str]:
+    text = (DOCS / "guarantees.md").read_text(encoding="utf-8")
+    return sorted(set(re.findall(r"`(tests/[\w/]+\.py(?:::\w+)?)`", text)))
+
+
+def test_the_guarantees_name_tests():
+    named = _named_tests()
+    assert len([n for n in named if "::" in n]) >= 10, named
+
+
+@pytest.mark.parametrize("named", _named_tests())
+def test_every_test_the_guarantees_name_exists(named):
+    path, _, name = named.partition("::")
+    assert (ROOT / path).is_file(), f"docs/guarantees.md names {path}, which does not exist"
+    if name:
+        source = (ROOT / path).read_text(encoding="utf-8")
+        assert re.search(rf"^(async )?def {name}\(", source, re.M), (
+            f"docs/guarantees.md names {named}, which does not exist"
+        )

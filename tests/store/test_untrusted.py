@@ -7,9 +7,7 @@ database can and cannot do.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import sqlite3
 import stat
 from contextlib import closing
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import POLLUTER, VICTIM, Rows, sample
+from helpers import POLLUTER, POLLUTING, VICTIM, VICTIM_SOURCE, Rows, sample, tree_digest
 
 from hermetic_hunt.cli import main
 from hermetic_hunt.fix.patch import FileChange, Patch, PatchConflict
@@ -28,33 +26,6 @@ from hermetic_hunt.project import OutsideProject, project_root
 from hermetic_hunt.quarantine.listfile import Entry, Unwritable, parse
 
 BAD_INPUT = 3
-POLLUTING = """\
-import os
-
-
-def test_sets_the_env():
-    os.environ["APP_MODE"] = "debug"
-    assert os.environ["APP_MODE"] == "debug"
-"""
-VICTIM_SOURCE = """\
-import os
-
-
-def test_reads_the_env():
-    assert os.environ.get("APP_MODE", "prod") == "prod"
-"""
-
-
-def tree_digest(*folders: Path) -> dict[str, str]:
-    """Every file under ``folders`` (links as their target text) -> a hash of its bytes."""
-    out = {}
-    for folder in folders:
-        for path in sorted(folder.rglob("*")):
-            if path.is_symlink():
-                out[str(path)] = "link:" + os.readlink(path)
-            elif path.is_file():
-                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
 
 
 def invoke(*args: str) -> tuple[int, str]:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,7 +36,8 @@ TEST_NET6 = "2001:db8::1"
 
 
 def spec(**changes: Any) -> SandboxSpec:
-    return SandboxSpec(seed=7, now=1_700_000_000.0, test_id="tests/x.py::t", **changes)
+    changes.setdefault("test_id", "tests/x.py::t")
+    return SandboxSpec(seed=7, now=1_700_000_000.0, **changes)
 
 
 def _udp(family: int = socket.AF_INET) -> socket.socket:
@@ -523,3 +525,35 @@ def test_a_str_subclass_is_judged_by_its_characters_not_its_methods(
     assert safety_net == []
     assert [v.host for v in facts.violations] == ["name.invalid"]
     assert all(type(v.host) is str for v in facts.violations)
+
+
+def test_a_call_from_a_thread_an_earlier_attempt_left_names_that_test(
+    engine: Sandbox, spies: list[str], safety_net: list[tuple[str, str]]
+) -> None:
+    go, done = threading.Event(), threading.Event()
+    caught: list[BaseException] = []
+
+    def later() -> None:
+        go.wait(30)
+        try:
+            socket.getaddrinfo("api.example.invalid", 443)
+        except OSError as exc:
+            caught.append(exc)
+        done.set()
+
+    engine.enter(spec(test_id="tests/x.py::test_leaves_a_thread"))
+    thread = threading.Thread(target=later, daemon=True)
+    thread.start()
+    engine.exit()
+    engine.enter(spec(test_id="tests/x.py::test_innocent"))
+    try:
+        go.set()
+        assert done.wait(30)
+    finally:
+        facts = engine.exit()
+    thread.join(30)
+    assert spies == [] and safety_net == []
+    assert [isinstance(e, hermetic.NetworkBlockedError) for e in caught] == [True]
+    assert [v.detail.split(": ", 1)[0] for v in facts.violations] == [
+        "a thread left by tests/x.py::test_leaves_a_thread"
+    ]

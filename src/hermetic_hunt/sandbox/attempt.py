@@ -258,7 +258,7 @@ class Sandbox:
             active.policy = netguard.Policy(
                 allowlist, spec.allow_loopback, spec.allow_unix, NetworkBlocked
             )
-            netguard.install(active.patches, active.policy)
+            netguard.install(active.patches, active.policy, spec.test_id)
         # Our clock, paths and policy have hermetic's interface (duck-typed).
         handle = hermetic.SandboxHandle(
             seed=spec.seed,

@@ -229,7 +229,11 @@ class Policy:
                     self._resolved.add((_host_text(address[0]), port))
 
     def block(self, op: str, host: object, port: int | None, reason: str) -> Exception:
-        violation = Violation(op=op, host=_host_text(host), port=port, detail=call_site())
+        site = call_site()
+        owner = _left_by.get(threading.get_ident())
+        if owner is not None:
+            site = f"a thread left by {owner}: {site}"
+        violation = Violation(op=op, host=_host_text(host), port=port, detail=site)
         with self._lock:
             self.violations.append(violation)
         return self._blocked_error((violation.host, port), f"{op}: {reason}")
@@ -260,6 +264,12 @@ class Policy:
 
 _active: Policy | None = None
 _hook_installed = False
+#: Threads an attempt left running (ident -> the test whose attempt started them):
+#: a call one of them makes during a later attempt names that test, not the
+#: later one. Threads that existed when the attempt began are not the attempt's.
+_left_by: dict[int, str] = {}
+_attempt_threads: set[int] = set()
+_attempt_test = ""
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
@@ -456,9 +466,15 @@ RAW_MODULE_PATCH: dict[str, Any] = {
 }
 
 
-def install(patches: Patches, policy: Policy) -> None:
-    """Guard the socket modules for one attempt (undone with ``patches``)."""
-    global _active
+def install(patches: Patches, policy: Policy, test_id: str = "") -> None:
+    """Guard the socket modules for one attempt of ``test_id`` (undone with ``patches``)."""
+    global _active, _attempt_test
+    alive = {t.ident for t in threading.enumerate() if t.ident is not None}
+    for ident in [i for i in _left_by if i not in alive]:
+        del _left_by[ident]  # ended: an ident may be reused by a new thread
+    _attempt_threads.clear()
+    _attempt_threads.update(alive)
+    _attempt_test = test_id
     sock = _socket_module.socket
     for name, wrapper in _SOCKET_METHODS.items():
         patches.setattr(sock, name, wrapper)
@@ -473,3 +489,7 @@ def install(patches: Patches, policy: Policy) -> None:
 def uninstall() -> None:
     global _active
     _active = None
+    if _attempt_test:
+        for thread in threading.enumerate():
+            if thread.ident is not None and thread.ident not in _attempt_threads:
+                _left_by.setdefault(thread.ident, _attempt_test)

@@ -68,6 +68,20 @@ def _safety_net(event: str, args: tuple) -> None:
 
 sys.addaudithook(_safety_net)
 
+#: Audit events that start a process: a test that raises one must be marked ``process``.
+_PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "subprocess.Popen", "os.posix_spawn",
+                             "os.exec", "os.spawn", "os.system", "pty.spawn"})  # fmt: skip
+#: The running test's process starts (None: no test is being watched).
+_STARTED: list[str] | None = None
+
+
+def _process_watch(event: str, args: tuple) -> None:
+    if _STARTED is not None and event in _PROCESS_EVENTS:
+        _STARTED.append(event)
+
+
+sys.addaudithook(_process_watch)
+
 
 def _network_isolation() -> str:
     import socket
@@ -79,6 +93,37 @@ def _network_isolation() -> str:
     if names == {"lo"}:
         return "an empty network namespace (loopback only) + the audit-hook safety net"
     return "the host's network, guarded by the audit-hook safety net only"
+
+
+#: Fixtures that start processes: a test that uses one is a ``process`` test.
+_PROCESS_FIXTURES = frozenset({"pytester", "demo_hunt"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & _PROCESS_FIXTURES or item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.process)
+
+
+@pytest.fixture(autouse=True)
+def _in_process_tests_start_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The ``process`` marker is kept honest: an unmarked test that forks or starts a
+    subprocess fails, so ``-m "not process"`` really is the in-process pyramid base."""
+    global _STARTED
+    marked = request.node.get_closest_marker("process") is not None
+    _STARTED = None if marked else []
+    try:
+        yield
+        started = _STARTED or []
+    finally:
+        _STARTED = None
+    if started:
+        pytest.fail(
+            f"this test started a process ({', '.join(sorted(set(started)))}) but is not "
+            "marked @pytest.mark.process",
+            pytrace=False,
+        )
 
 
 def pytest_report_header() -> str:

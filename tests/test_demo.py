@@ -108,6 +108,7 @@ def test_the_demo_refuses_a_directory_that_is_not_empty(tmp_path):
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.process
 def test_the_demo_exits_1_when_the_hunt_itself_fails(tmp_path):
     result = CliRunner().invoke(main, ["demo", "--dir", str(tmp_path / "d"), "-n", "many"])
     assert result.exit_code == 1

@@ -40,6 +40,7 @@ def _tree(root):
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
 
 
+@pytest.mark.process
 def test_a_plain_run_creates_no_file_and_reports_as_without_the_plugin(tmp_path):
     runs = {}
     for name, extra in (("with", []), ("without", ["-p", "no:hermetic_hunt"])):
@@ -96,6 +97,7 @@ def test_a_hunt_option_without_a_hunt_is_a_usage_error(pytester: pytest.Pytester
     assert "Traceback" not in result.stderr.str()
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("module", CORE_MODULES)
 def test_the_pure_core_imports_no_framework(module: str):
     code = (

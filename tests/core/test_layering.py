@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "hermetic_hunt"
 CORE = {"models", "kinds", "findings", "errors", "seeds", "journal", "stats", "failures", "options",
         "pasteable", "environment", "timing", "untrusted", "vcs", "project", "__init__"}  # fmt: skip
@@ -162,6 +164,7 @@ def test_only_the_sandbox_and_compat_import_hermetic_sandbox() -> None:
     assert users <= {"_compat"} | {m for m in modules() if m.startswith("sandbox.")}
 
 
+@pytest.mark.process
 def test_importing_the_whole_core_loads_no_framework() -> None:
     core = sorted(m for m in modules() if layer(m) == "core" and m != "__init__")
     code = (

@@ -31,6 +31,7 @@ def private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_the_round_gets_its_own_tmpdir_tempfile_and_pytest_root(private: Path) -> None:
     assert private.is_dir() and list(private.iterdir()) == []
     for var in ("TMPDIR", "TEMP", "TMP", "PYTEST_DEBUG_TEMPROOT"):

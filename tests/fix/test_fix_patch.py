@@ -104,6 +104,7 @@ def test_statements_go_first_after_the_docstring_and_fixtures_above_the_test(tmp
     ''')
 
 
+@pytest.mark.process
 def test_the_diff_applies_with_git_apply_and_only_to_unchanged_files(tmp_path):
     draft = draft_of(tmp_path, "import os\n\n\ndef test_it():\n    os.chdir('/')\n")
     func = draft.module.function((), "test_it")

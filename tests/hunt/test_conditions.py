@@ -63,6 +63,7 @@ def test_calm():
 """
 
 
+@pytest.mark.process
 def test_busy_processes_run_from_start_to_stop() -> None:
     stress = CpuStress(2)
     assert stress.start() == 2

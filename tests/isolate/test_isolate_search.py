@@ -194,6 +194,7 @@ def test_repeats_for_gives_enough_runs_to_see_a_signal(rate, confidence, runs) -
     assert repeats_for(rate, confidence) == runs
 
 
+@pytest.mark.process
 def test_the_search_and_the_decision_procedure_import_no_framework() -> None:
     import subprocess
     import sys

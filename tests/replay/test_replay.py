@@ -312,6 +312,9 @@ import os
 import random
 import time
 
+#: Every test here reads a hunt of a module-scoped fixture (a pytest process).
+pytestmark = pytest.mark.process
+
 
 def test_token():
     token = f"{os.urandom(4).hex()} {random.random():.9f} {time.time():.6f}"

@@ -411,6 +411,7 @@ def test_the_header_says_what_runs_with_what():
     )
 
 
+@pytest.mark.process
 def test_the_core_imports_neither_pytest_nor_sqlite_nor_hermetic():
     code = (
         "import sys, hermetic_hunt.replay.plan, hermetic_hunt.replay.verdict\n"

@@ -34,6 +34,9 @@ SUITE = """
 import random
 import socket
 
+#: Every test here reads a hunt of a module-scoped fixture (a pytest process).
+pytestmark = pytest.mark.process
+
 STATE = []
 RUNS = []
 

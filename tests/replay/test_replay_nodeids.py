@@ -37,6 +37,9 @@ import random
 
 import pytest
 
+#: Every test here reads a hunt of a module-scoped fixture (a pytest process).
+pytestmark = pytest.mark.process
+
 IDS = [
     "two words", "it's \\"quoted\\" [brackets]", "$(touch pwned) `touch pwned2` $HOME",
     "a;b|c&d>e *?~ back\\\\slash", "naïve-ü", "x::y", "-n 2",

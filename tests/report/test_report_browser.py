@@ -53,6 +53,7 @@ def dump_dom(page: Path, profile: Path) -> str:
     return result.stdout
 
 
+@pytest.mark.process
 def test_hostile_test_ids_and_failure_text_render_as_text_in_chromium(tmp_path):
     rows = Rows(tmp_path / "flakes.db")
     run = rows.run()

@@ -151,6 +151,7 @@ SQLITE_IMPORTED_DURING_AN_ATTEMPT = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 def test_sqlite3_imported_during_an_attempt_binds_datetimes_during_and_after_it() -> None:
     done = subprocess.run(
         [sys.executable, "-c", SQLITE_IMPORTED_DURING_AN_ATTEMPT],

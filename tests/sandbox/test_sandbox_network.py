@@ -401,6 +401,7 @@ AUDIT_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 def test_the_audit_hook_stops_what_slips_past_the_wrappers() -> None:
     done = subprocess.run(
         [sys.executable, "-c", AUDIT_SCRIPT], capture_output=True, text=True, timeout=60

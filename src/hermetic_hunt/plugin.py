@@ -140,7 +140,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "like 10m) with every attempt sandboxed and stored. Base seed: --hermetic-seed.",
     )
     for option in HUNT_OPTIONS:
-        group.addoption(option.flag, dest=option.dest, default=None, help=option.help)
+        # argparse %-formats option help (not ini help): a literal "20%" is written "20%%".
+        group.addoption(
+            option.flag, dest=option.dest, default=None, help=option.help.replace("%", "%%")
+        )
         if option.ini_key is not None:
             parser.addini(option.ini_key, option.help, type="string", default=None)
     group.addoption(

@@ -52,3 +52,10 @@ def replay_command(
     pytest finds the same rootdir again.
     """
     return shlex.join(replay_argv(db_path, ref, cwd, rootdir=rootdir))
+
+
+def cli_command(words: list[str], db_path: str | os.PathLike[str], cwd: str | None = None) -> str:
+    """``hermetic-hunt fix F3``, with ``--db PATH`` unless the database is ``./flakes.db``."""
+    where = display_path(db_path, cwd)
+    db = [] if where == "flakes.db" else ["--db", where]
+    return shlex.join(["hermetic-hunt", *words, *db])

@@ -387,11 +387,38 @@ def test_verbose_output_lists_every_attempt(suite):
     assert result.stdout.str().count("test_shop.py::TestMath::test_add PASSED") == 2
 
 
-def test_repeated_failures_are_shown_once_and_counted(suite):
+def test_a_hunt_prints_no_tracebacks_only_one_line_per_failing_test(suite):
     result = hunt(suite, "--hermetic-hunt=4", "--hermetic-hunt-isolate=off")
+    text = result.stdout.str()
+    assert "FAILURES" not in text and "_ test_cache_starts_empty _" not in text
+    assert text.count("FAILED test_shop.py::test_cache_starts_empty") == 1
+    # no letter per failed attempt: the round lines count them
+    assert not any(set(line) == {"F"} for line in text.splitlines())
+    result.stdout.re_match_lines([r".*\d+ failed, \d+ passed, \d+ repeated failures in .*"])
+    result.stdout.fnmatch_lines(
+        ["next:", "  hermetic-hunt report --format html   # every finding with its fix and replay"]
+    )
+
+
+def test_tb_shows_each_failure_once_and_counts_the_repeats(suite):
+    result = hunt(suite, "--hermetic-hunt=4", "--hermetic-hunt-isolate=off", "--tb=short")
     text = result.stdout.str()
     assert text.count("_ test_cache_starts_empty _") == 1
     result.stdout.re_match_lines([r".*\d+ failed, \d+ passed, \d+ repeated failures in .*"])
+
+
+@pytest.mark.parametrize(("quiet", "header", "rounds"), [("-q", True, True), ("-qq", False, False)])
+def test_quiet_hunts_keep_the_summary_and_drop_what_pytest_drops(suite, quiet, header, rounds):
+    result = hunt(suite, "--hermetic-hunt=2", "--hermetic-hunt-isolate=off", quiet)
+    text = result.stdout.str()
+    assert "test session starts" not in text
+    assert ("hermetic-hunt: run 1 · 2 rounds · mode seeded" in text) is header
+    assert ("hermetic-hunt: round 1/2" in text) is rounds
+    result.stdout.fnmatch_lines(
+        ["hermetic-hunt: run 1 · 2 round(s) · 14 attempts in * · * failed · flakes.db",
+         "*replay: pytest --hermetic-replay-db=flakes.db::A*"]
+    )  # fmt: skip
+    assert result.ret == 1
 
 
 def test_the_database_file_is_complete_on_its_own_when_the_hunt_ends(suite, tmp_path):

@@ -18,7 +18,7 @@ import contextlib
 import functools
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,6 +26,7 @@ import pytest
 
 from hermetic_hunt import _compat, environment, pasteable
 from hermetic_hunt.engine import wire
+from hermetic_hunt.engine.executor import REPORT_ATTR
 from hermetic_hunt.engine.fork import interrupts_deferred
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
@@ -284,6 +285,15 @@ class HuntController:
         if report is not None:
             self.config.hook.pytest_runtest_logreport(report=report)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+        """No letter per failed attempt: the round's progress line counts them (-v keeps words)."""
+        status = yield
+        if status is None or self._verbose or not _from_a_round(report):
+            return status
+        category, _, word = status
+        return category, "", word
+
     def _slice_ended(self, worker: str, round_no: int, message: dict[str, Any]) -> None:
         status = message.get("status")
         if status == "error":
@@ -419,6 +429,7 @@ class HuntController:
         if self.error is not None and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         self._count_passes()
+        self._hide_tracebacks()
         self._condense_duplicate_failures()
         try:
             self.store.finish_run(
@@ -458,8 +469,19 @@ class HuntController:
             say=None if quiet else self._line, rounds_seconds=self.rounds_seconds,
         )  # fmt: skip
 
+    def _hide_tracebacks(self) -> None:
+        """A hunt's failures are expected: no traceback per attempt unless ``--tb`` asks.
+
+        pytest's default (``--tb=auto``) becomes ``--tb=no`` for the end of the
+        session: the short summary keeps one line per failing test, and the
+        hunt's summary and the report say what each failure is. Set after the
+        rounds, so every stored failure has its full text.
+        """
+        if self.config.option.tbstyle == "auto":
+            self.config.option.tbstyle = "no"
+
     def _condense_duplicate_failures(self) -> None:
-        """Show one traceback per test and failure location; count the repeats.
+        """Show one failure per test (per test and location with ``--tb``); count the repeats.
 
         Repeats move from pytest's ``failed`` list to ``repeated failures``:
         the summary line still counts them, FAILURES and the short summary
@@ -468,12 +490,14 @@ class HuntController:
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
         if terminal is None:
             return
+        tracebacks = self.config.option.tbstyle != "no"
         seen: set[tuple[str, str]] = set()
         kept, repeats = [], []
         for report in terminal.stats.get("failed", []):
             crash = getattr(report.longrepr, "reprcrash", None)
-            key = (report.nodeid, f"{getattr(crash, 'path', '')}:{getattr(crash, 'lineno', '')}")
-            if key in seen and isinstance(getattr(report, "hermetic_hunt", None), dict):
+            where = f"{getattr(crash, 'path', '')}:{getattr(crash, 'lineno', '')}"
+            key = (report.nodeid, where if tracebacks else "")
+            if key in seen and _from_a_round(report):
                 repeats.append(report)
             else:
                 seen.add(key)
@@ -494,6 +518,11 @@ class HuntController:
             f"{t.attempts:,} attempts in {format_seconds(round(seconds, 1))} · "
             f"{t.failed_attempts:,} failed · {db}"
         )
+
+
+def _from_a_round(report: Any) -> bool:
+    """A report of one of the hunt's attempts (the engine attaches ``hermetic_hunt``)."""
+    return isinstance(getattr(report, REPORT_ATTR, None), dict)
 
 
 def make_job(settings: Settings, round_no: int, slot: int, nodeids: Sequence[str],

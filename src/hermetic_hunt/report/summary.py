@@ -11,6 +11,7 @@ bounded. The plugin calls it (the hunt stage comes before the report stage).
 
 from __future__ import annotations
 
+from hermetic_hunt import pasteable
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.findings import IsolationReport
 from hermetic_hunt.report.isolation import isolation_lines
@@ -65,6 +66,21 @@ def end_of_hunt(
         out.extend(_violators(report))
     if report is not None:
         out.extend(leak_lines(report, limit=SUMMARY_FINDINGS))
+        out.extend(next_steps(report, store, cwd))
+    return out
+
+
+def next_steps(report: Report, store: Store, cwd: str) -> list[str]:
+    """What to run next, when something was found: the fix of the first finding, the report."""
+    if not report.groups:
+        return []
+    out = ["next:"]
+    flakes = [g.lead.flake.flake_id for g in report.groups if g.lead.flake is not None]
+    if flakes:
+        fix = pasteable.cli_command(["fix", flakes[0]], store.path, cwd)
+        out.append(f"  {fix}   # the suggested fix for {flakes[0]}, verified on a copy")
+    html = pasteable.cli_command(["report", "--format", "html"], store.path, cwd)
+    out.append(f"  {html}   # every finding with its fix and replay")
     return out
 
 

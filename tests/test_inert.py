@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -40,37 +41,63 @@ def _tree(root):
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
 
 
+def _plain_run(folder, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", *extra],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _same_apart_from_times(text: str) -> list[str]:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(("plugins:", "hermetic: base seed")):
+            continue  # the plugin list names hermetic-hunt; the base seed is random
+        lines.append(re.sub(r" in \d+\.\d+s.*", "", line))
+    return lines
+
+
 @pytest.mark.process
-def test_a_plain_run_creates_no_file_and_reports_as_without_the_plugin(tmp_path):
+@pytest.mark.parametrize("verbosity", ["-q", "-v"])
+def test_a_plain_run_creates_no_file_and_prints_what_it_prints_without_the_plugin(
+    tmp_path, verbosity
+):
     runs = {}
     for name, extra in (("with", []), ("without", ["-p", "no:hermetic_hunt"])):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "test_plain.py").write_text(SUITE)
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:randomly",
-                "-p",
-                "no:cacheprovider",
-                *extra,
-            ],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        result = _plain_run(folder, verbosity, *extra)
         runs[name] = (result, _tree(folder))
     (with_plugin, with_tree), (without, without_tree) = runs["with"], runs["without"]
     assert with_tree == without_tree == ["test_plain.py"]
     assert with_plugin.returncode == without.returncode == 1
-    assert with_plugin.stdout.splitlines()[-1].split(" in ")[0] == "1 failed, 2 passed"
-    assert without.stdout.splitlines()[-1].split(" in ")[0] == "1 failed, 2 passed"
-    assert "hermetic-hunt" not in with_plugin.stdout
+    assert with_plugin.stdout.splitlines()[-1].strip("= ").split(" in ")[0] == "1 failed, 2 passed"
+    mine, theirs = (
+        _same_apart_from_times(r.stdout.replace(str(tmp_path), "")) for r in (with_plugin, without)
+    )
+    assert [line.replace("/with", "/X") for line in mine] == [
+        line.replace("/without", "/X") for line in theirs
+    ]
+    assert with_plugin.stderr == without.stderr
+    assert "hermetic-hunt" not in with_plugin.stdout.replace("hermetic-hunt-", "")
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("asyncio", [[], ["-p", "no:asyncio"]], ids=["with", "without"])
+def test_the_example_suite_prints_no_warning_with_or_without_pytest_asyncio(
+    tmp_path, monkeypatch, asyncio
+):
+    from hermetic_hunt.demo import prepare
+
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # as a user runs it
+    target = prepare(tmp_path / "shop")
+    result = _plain_run(target, "--collect-only", "-q", *asyncio)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Warning" not in result.stdout + result.stderr
 
 
 def test_the_plugin_registers_only_its_options_until_asked(pytester: pytest.Pytester):

@@ -76,3 +76,10 @@ def ledger_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("ledger") / "ledger.json"
     path.write_text(json.dumps([]))
     return path
+
+
+def pytest_addoption(parser, pluginmanager):
+    # pytest.ini sets pytest-asyncio's loop scope; without pytest-asyncio the
+    # key is declared here, so that pytest does not warn it is unknown.
+    if not pluginmanager.has_plugin("asyncio"):
+        parser.addini("asyncio_default_fixture_loop_scope", "pytest-asyncio's (not installed)")

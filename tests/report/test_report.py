@@ -24,6 +24,7 @@ from helpers import (
 from hermetic_hunt.errors import BadDatabase, UnknownId
 from hermetic_hunt.models import Failure
 from hermetic_hunt.report import render
+from hermetic_hunt.report.html import bars, breakable, command, folded
 from hermetic_hunt.report.load import load_report
 from hermetic_hunt.report.model import Report
 
@@ -316,11 +317,65 @@ def test_the_html_report_has_the_charts_and_sortable_tables(db):
     assert html.count('<rect class="bar"') == 4  # flaky, broken and incompatible tests
     assert html.count('class="whisker"') == 12
     # One column per round; the victim's row shows its passes and failures in order.
-    victim_row = html.split(f'<td class="mono nodeid">{VICTIM}</td>', 1)[1].split("</tr>", 1)[0]
+    victim_row = html.split(f'<td class="mono nodeid">{breakable(VICTIM)}</td>', 1)[1]
+    victim_row = victim_row.split("</tr>", 1)[0]
     cells = re.findall(r'<rect class="(pass|fail|mixed|skip)"', victim_row)
     assert "".join(c[0] for c in cells) == "pffpffffpf"
     # runs, flaky, broken, sandbox-incompatible, violations, suggested fixes, all tests
     assert html.count('class="sortable') == 7
     assert 'id="fixes-table"' in html
     assert "F1" in html and "reproducer confirmed" in html
-    assert "pytest --hermetic-replay-db=flakes.db::F1" in html
+    assert "pytest --hermetic-replay-db=flakes.db::F1" in re.sub(r"<[^>]+>", "", html)
+
+
+def test_each_html_finding_links_its_fix_its_rounds_and_its_replay_and_back(db):
+    html = render(report_of(db), "html")
+    row = html.split('<tr id="F1">', 1)[1].split("</tr>", 1)[0]
+    assert 'href="#fix-F1"' in row and 'href="#round-F1"' in row
+    assert '<span class="tok">--hermetic-replay-db=flakes.db::F1</span>' in row
+    assert '<button type="button" class="copy"' in row
+    fix = html.split('<tr id="fix-F1">', 1)[1].split("</tr>", 1)[0]
+    assert 'href="#F1"' in fix
+    grid = html.split('<tr id="round-F1">', 1)[1].split("</tr>", 1)[0]
+    assert '<a href="#F1">F1</a>' in grid
+    # every link points at an id of the page
+    ids = set(re.findall(r' id="([^"]+)"', html))
+    assert {href for href in re.findall(r'href="#([^"]+)"', html)} <= ids
+
+
+def test_the_html_chart_labels_its_groups_and_sorts_within_them(db):
+    report = report_of(db)
+    html = render(report, "html")
+    headings = re.findall(r'<text class="heading" x="0" y="\d+">([^<]+)</text>', html)
+    assert headings and all(re.fullmatch(r".+ \(\d+\)", h) for h in headings)
+    chart, drawn, _ = bars(
+        [(level, [g.lead for g in groups]) for level, groups in report.by_exposure()]
+    )
+    assert [h.text.rsplit(" (", 1)[0] for h in drawn] == [
+        level for level, _ in report.by_exposure()
+    ]
+    for level, groups in report.by_exposure():
+        mine = [b for b in chart if b.nodeid in {g.lead.nodeid for g in groups}]
+        rates = [float(b.rate.rstrip("%<> ") or 0) for b in mine]
+        assert rates == sorted(rates, reverse=True), level
+
+
+@pytest.mark.parametrize(
+    "nodeid",
+    ["tests/test_labels.py::test_label_defaults_to_dollars", "a/b.py::C::test[x-1,y]"],
+)
+def test_ids_wrap_only_between_tokens(nodeid):
+    text = str(breakable(nodeid))
+    pieces = re.findall(r'<span class="tok">(.*?)</span>', text)
+    assert text == "<wbr>".join(f'<span class="tok">{p}</span>' for p in pieces)
+    assert "".join(pieces) == nodeid
+    assert all(p.endswith(("/", "::", "[", ",", " ")) for p in pieces[:-1]), pieces
+    assert str(command("pytest --hermetic-replay-db=flakes.db::F1")).count("<span") == 2
+
+
+def test_long_failure_messages_fold_under_their_first_line():
+    short = "AssertionError: assert 1 == 2 at t.py:3"
+    assert folded(short) == (short, "")
+    long = "OSError: blocked\n" + "\n".join(f"  line {n}" for n in range(12))
+    first, rest = folded(long)
+    assert first == "OSError: blocked" and rest.count("\n") == 11

@@ -9,9 +9,12 @@ computed here, in Python, and passed to the template as numbers.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 
 import jinja2
+import markupsafe
 
 from hermetic_hunt import __version__, stats
 from hermetic_hunt.report.fixes import TREND_HEIGHT, trend_rows
@@ -44,7 +47,7 @@ _BAR_WIDTH = 420
 
 @dataclass(frozen=True)
 class Bar:
-    """One test in the fail-rate chart (SVG units)."""
+    """One test in the fail-rate chart (SVG units); ``anchor``: its finding's row."""
 
     nodeid: str
     label: str
@@ -54,6 +57,15 @@ class Bar:
     high: float
     rate: str
     interval: str
+    anchor: str = ""
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A group's label in the fail-rate chart (what CI will see of the bars below it)."""
+
+    text: str
+    y: int
 
 
 @dataclass(frozen=True)
@@ -70,25 +82,52 @@ class Strip:
     nodeid: str
     y: int
     cells: tuple[Cell, ...]
+    label: str = ""  # the flake id, when there is one
+    anchor: str = ""  # the finding's row
 
 
-def bars(tests: list[TestResult]) -> list[Bar]:
-    out = []
-    for index, t in enumerate(tests[:CHART_LIMIT]):
-        low, high = t.interval or (0.0, 0.0)
-        out.append(
-            Bar(
-                nodeid=t.nodeid,
-                label=t.flake.flake_id if t.flake else t.nodeid.rsplit("::", 1)[-1][:28],
-                y=index * 22,
-                width=round((t.rate or 0.0) * _BAR_WIDTH, 1),
-                low=round(low * _BAR_WIDTH, 1),
-                high=round(high * _BAR_WIDTH, 1),
-                rate=stats.percent(t.rate or 0.0),
-                interval=f"{stats.percent(low)}–{stats.percent(high)}",
+_ROW = 22
+
+
+def bars(groups: list[tuple[str, list[TestResult]]]) -> tuple[list[Bar], list[Heading], int]:
+    """The chart's bars under one heading per exposure group, most surely failing
+    first within each group; at most :data:`CHART_LIMIT` bars. Returns the bars,
+    the headings and the chart's height."""
+    out: list[Bar] = []
+    headings: list[Heading] = []
+    y = 0
+    for title, tests in groups:
+        chosen = sorted(tests, key=lambda t: (-(t.rate or 0.0), t.nodeid))
+        chosen = chosen[: CHART_LIMIT - len(out)]
+        if not chosen:
+            break
+        headings.append(Heading(f"{title} ({len(tests)})", y))
+        y += _ROW
+        for t in chosen:
+            low, high = t.interval or (0.0, 0.0)
+            out.append(
+                Bar(
+                    nodeid=t.nodeid,
+                    label=t.flake.flake_id if t.flake else t.nodeid.rsplit("::", 1)[-1][:28],
+                    y=y,
+                    width=round((t.rate or 0.0) * _BAR_WIDTH, 1),
+                    low=round(low * _BAR_WIDTH, 1),
+                    high=round(high * _BAR_WIDTH, 1),
+                    rate=stats.percent(t.rate or 0.0),
+                    interval=f"{stats.percent(low)}–{stats.percent(high)}",
+                    anchor=anchor_of(t),
+                )
             )
-        )
-    return out
+            y += _ROW
+    return out, headings, max(_ROW, y)
+
+
+def anchor_of(test: TestResult) -> str:
+    """The id of a finding's row in the page (``F3``, or ``test-`` and a digest)."""
+    if test.flake is not None:
+        return test.flake.flake_id
+    digest = hashlib.sha256(test.nodeid.encode("utf-8", "replace")).hexdigest()[:12]
+    return f"test-{digest}"
 
 
 def strips(
@@ -111,8 +150,14 @@ def strips(
             Cell(x=round(where[(c.run_id, c.round_no)] * width, 2), css=css, title=title)
         )
     rows = [
-        Strip(nodeid=t.nodeid, y=index * 16, cells=tuple(by_test.get(t.nodeid, ())))
-        for index, t in enumerate(t for t in tests[:CHART_LIMIT])
+        Strip(
+            nodeid=t.nodeid,
+            y=index * 16,
+            cells=tuple(by_test.get(t.nodeid, ())),
+            label=t.flake.flake_id if t.flake else "",
+            anchor=anchor_of(t),
+        )
+        for index, t in enumerate(tests[:CHART_LIMIT])
     ]
     return rows, columns, width
 
@@ -163,6 +208,40 @@ _TITLES = {
 }
 
 
+#: Where a test id may wrap: after a path separator, ``::``, ``[``, ``,`` or a space.
+_BREAKS = re.compile(r"(?<=/)|(?<=::)|(?<=\[)|(?<=,)|(?<= )")
+
+
+def breakable(text: object) -> markupsafe.Markup:
+    """``text`` escaped, in unbreakable pieces with a ``<wbr>`` between them where an
+    id may wrap (:data:`_BREAKS`); never mid-token (not at a ``-``)."""
+    parts = [part for part in _BREAKS.split(str(text)) if part]
+    return markupsafe.Markup("<wbr>").join(_piece(part) for part in parts)
+
+
+def command(text: object) -> markupsafe.Markup:
+    """A printed command escaped, wrapping only at its spaces (each word unbroken)."""
+    return markupsafe.Markup(" ").join(_piece(word) for word in str(text).split(" "))
+
+
+def _piece(text: str) -> markupsafe.Markup:
+    return markupsafe.Markup('<span class="tok">{}</span>').format(text)
+
+
+#: A failure message longer than this (lines, characters) is folded under its first line.
+FOLD_LINES, FOLD_CHARS = 3, 240
+
+
+def folded(text: str) -> tuple[str, str]:
+    """``(first line, the rest)`` of a failure message; the rest is "" when it is short."""
+    if text.count("\n") < FOLD_LINES and len(text) <= FOLD_CHARS:
+        return text, ""
+    first, _, rest = text.partition("\n")
+    if len(first) > FOLD_CHARS:
+        first, rest = first[:FOLD_CHARS] + "…", text
+    return first, rest
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("hermetic_hunt.report", "templates"),
@@ -171,7 +250,11 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["breakable"] = breakable
+    env.filters["command"] = command
     env.globals.update(
+        folded=folded,
+        anchor_of=anchor_of,
         percent=stats.percent,
         kinds_text=kinds_text,
         flake_state=flake_state,
@@ -190,11 +273,15 @@ def _environment() -> jinja2.Environment:
 def render_html(report: Report) -> str:
     interesting = [g.lead for g in report.groups if g.lead.attempts]
     rows, columns, cell_width = strips(interesting, report.rounds)
-    chart = bars(interesting)
-    template = _environment().get_template("report.html.j2")
     sections = [
         (*_TITLES.get(level, (level, level)), groups) for level, groups in report.by_exposure()
     ]
+    chart, headings, chart_height = bars(
+        [(title, [g.lead for g in groups if g.lead.attempts]) for _, title, groups in sections]
+    )
+    template = _environment().get_template("report.html.j2")
+    fixed = set(report.fixes)
+    gridded = {strip.anchor for strip in rows}
     return template.render(
         report=report,
         version=__version__,
@@ -208,8 +295,11 @@ def render_html(report: Report) -> str:
         unattributed=UNATTRIBUTED,
         stable_groups=stable_groups(report),
         bars=chart,
+        headings=headings,
         bar_width=_BAR_WIDTH,
-        chart_height=max(22, len(chart) * 22),
+        chart_height=chart_height,
+        fixed=fixed,
+        gridded=gridded,
         strips=rows,
         columns=columns,
         cell_width=cell_width,

@@ -228,18 +228,19 @@ def _piece(text: str) -> markupsafe.Markup:
     return markupsafe.Markup('<span class="tok">{}</span>').format(text)
 
 
-#: A failure message longer than this (lines, characters) is folded under its first line.
-FOLD_LINES, FOLD_CHARS = 3, 240
+#: A failure message longer than this (lines, characters) is folded under its start.
+FOLD_LINES, FOLD_CHARS, SUMMARY_CHARS = 3, 160, 100
 
 
 def folded(text: str) -> tuple[str, str]:
-    """``(first line, the rest)`` of a failure message; the rest is "" when it is short."""
+    """``(what a folded message shows, the whole message)``; the whole is "" when the
+    message is short enough to show as it is."""
     if text.count("\n") < FOLD_LINES and len(text) <= FOLD_CHARS:
         return text, ""
-    first, _, rest = text.partition("\n")
-    if len(first) > FOLD_CHARS:
-        first, rest = first[:FOLD_CHARS] + "…", text
-    return first, rest
+    first = text.split("\n", 1)[0]
+    if len(first) > SUMMARY_CHARS:
+        first = first[:SUMMARY_CHARS].rstrip() + "…"
+    return first, text
 
 
 def _environment() -> jinja2.Environment:

@@ -382,3 +382,23 @@ def test_long_failure_messages_fold_under_their_first_line():
     one_long_line = "URLError: " + "x" * 400
     first, whole = folded(one_long_line)
     assert first.endswith("…") and len(first) <= 101 and whole == one_long_line
+
+
+def test_the_markdown_folds_its_fixes_one_row_each(db):
+    text = render(report_of(db), "markdown")
+    fixes = text.split("### Suggested fixes (", 1)[1].split("\n### ", 1)[0]
+    assert fixes.count("<details><summary>") == 1 and fixes.rstrip().endswith("</details>")
+    assert "```" not in fixes  # the patches are hermetic-hunt fix's to print
+    rows = [line for line in fixes.splitlines() if line.startswith("| F")]
+    assert len(rows) == int(fixes.split(")", 1)[0])
+
+
+def test_a_long_markdown_table_is_folded(tmp_path):
+    from hermetic_hunt.report.markdown import FOLD_ROWS, _folded, _table
+
+    short = _folded("t", _table(["a"], [["x"]] * FOLD_ROWS))
+    long = _folded("t", _table(["a"], [["x"]] * (FOLD_ROWS + 1)))
+    assert "<details>" not in "\n".join(short)
+    assert (
+        long[3] == f"<details><summary>{FOLD_ROWS + 1} rows</summary>" and long[-1] == "</details>"
+    )

@@ -114,33 +114,33 @@ def trend_text(h: History) -> str:
 
 
 def fix_markdown_lines(views: Sequence[FixView], text: _Clean, code: _Code) -> list[str]:
+    """One row per fix, folded (a step summary stays short): ``hermetic-hunt fix ID``
+    prints each change and the patch."""
     if not views:
         return []
-    out = ["", f"### Suggested fixes ({len(views)})", ""]
+    rows = []
     for view in views:
         s = view.suggestion
-        out.append(
-            f"- **{text(s.flake_id)}** {code(s.nodeid, table=False)} · {text(s.kind)}: "
-            f"{text(s.summary)}"
+        where = "<br>".join(code(c.where) for c in s.changes if c.where)
+        patch = "patch: " + ", ".join(code(p) for p in s.patch.paths) if s.patch else ""
+        rows.append(
+            f"| {text(s.flake_id)} | {code(s.nodeid)} | **{text(s.kind)}**: {text(s.summary)}"
+            f"{'<br>' + where if where else ''} | {patch} | {text(view.status)} |"
         )
-        for change in s.changes:
-            where = f"{code(change.where, table=False)}: " if change.where else ""
-            out.append(f"  - {where}{text(change.what)} — fix: {text(change.fix)}")
-        out.extend(f"  - {text(line)}" for line in s.advice)
-        out.append(f"  - _{text(view.status)}_")
-        if s.patch is not None:
-            out.extend(
-                [
-                    "",
-                    "  <details><summary>patch</summary>",
-                    "",
-                    *fenced(s.diff, "  "),
-                    "",
-                    "  </details>",
-                    "",
-                ]
-            )
-    return out
+    return [
+        "",
+        f"### Suggested fixes ({len(views)})",
+        "",
+        "<details><summary>One per flake: <code>hermetic-hunt fix ID</code> prints the "
+        "change and its patch, verifies it, and applies it with <code>--apply</code>."
+        "</summary>",
+        "",
+        "| id | test | suggestion | patch | verification |",
+        "| --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+        "</details>",
+    ]
 
 
 def fenced(body: str, indent: str = "") -> list[str]:

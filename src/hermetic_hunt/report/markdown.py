@@ -109,6 +109,19 @@ def _tests_table(groups: list[Group]) -> list[str]:
     return _table(header, rows)
 
 
+#: A table of more rows than this is folded into ``<details>`` (a step summary stays short).
+FOLD_ROWS = 5
+
+
+def _folded(title: str, table: list[str]) -> list[str]:
+    """``table`` under its ``### title``, inside ``<details>`` when it is long."""
+    if len(table) - 2 <= FOLD_ROWS:
+        return ["", f"### {title}", "", *table]
+    rows = len(table) - 2
+    return ["", f"### {title}", "", f"<details><summary>{rows} rows</summary>", "", *table,
+            "", "</details>"]  # fmt: skip
+
+
 def _leaks(report: Report) -> list[str]:
     leaking = report.leaking()
     if not leaking:
@@ -120,8 +133,8 @@ def _leaks(report: Report) -> list[str]:
             what += f"<br>… and {len(leaks) - SHOW} more"
         rows.append([code(nodeid) if nodeid is not None else text(UNATTRIBUTED), what])
     tests = sum(1 for nodeid, _ in leaking if nodeid is not None)
-    out = ["", f"### Tests that leave state behind ({tests})", ""]
-    out.extend(_table(["test", "what it left behind"], rows))
+    out = _folded(f"Tests that leave state behind ({tests})",
+                  _table(["test", "what it left behind"], rows))  # fmt: skip
     if len(leaking) > LIST_LIMIT:
         out.extend(
             ["", f"_… and {len(leaking) - LIST_LIMIT} more: `hermetic-hunt report` lists them._"]
@@ -171,12 +184,10 @@ def render_markdown(report: Report) -> str:
             for v in report.violations
         ]
         out.extend(
-            [
-                "",
-                "### Network violations (blocked outbound calls)",
-                "",
-                *_table(["test", "call", "target", "attempts", "first"], rows),
-            ]
+            _folded(
+                "Network violations (blocked outbound calls)",
+                _table(["test", "call", "target", "attempts", "first"], rows),
+            )
         )
     out.extend(fix_markdown_lines(report.fix_views(), text, code))
     out.extend(history_markdown_lines(report.history_items(), text, code))

@@ -547,6 +547,15 @@ class RunInfo:
     environment: dict[str, Any]
 
 
+def attempts_text(attempts: int, repeated: int = 0) -> str:
+    """How many attempts, the twice rounds' repeated runs named apart: ``1,890 plain
+    attempts + 63 repeated`` (``attempts``: all of them), or ``1,953 attempts``.
+    The one wording of the count in the progress lines, summaries and reports."""
+    if not repeated:
+        return f"{attempts:,} attempts"
+    return f"{attempts - repeated:,} plain attempts + {repeated:,} repeated"
+
+
 def format_seconds(seconds: float) -> str:
     """``75`` -> ``1m15s``; ``3600`` -> ``1h``; ``0.5`` -> ``0.5s``."""
     if seconds < 60:

@@ -98,3 +98,10 @@ def test_a_higher_confidence_asks_for_more_attempts():
         math.log(0.01) / math.log(0.99)
     )
     assert stats.attempts_for_bound(0.01, confidence=0.99) > stats.attempts_for_bound(0.01)
+
+
+def test_the_attempt_count_names_the_repeated_runs_apart():
+    from hermetic_hunt.models import attempts_text
+
+    assert attempts_text(1953) == "1,953 attempts"
+    assert attempts_text(1953, 63) == "1,890 plain attempts + 63 repeated"

@@ -86,7 +86,7 @@ def test_a_hunt_ends_by_isolating_its_victim_with_polluter_and_cleaner(mini) -> 
             "hermetic-hunt: isolating 1 test(s) in 1 finding(s) · budget 200 probes each, "
             "1m in all",
             "hermetic-hunt: F1 1/1 · victim · * probes · *s",
-            "hermetic-hunt: run 1 · 4 round(s) · * attempts in * · * failed · flakes.db",
+            "hermetic-hunt: run 1 · 4 round(s) · * attempts * in * · * failed · flakes.db",
             "hermetic-hunt: 1 flaky · 1 broken · 1 sandbox-incompatible · 4 stable · 0 with "
             "network violations",
             "hermetic-hunt: what CI will see: 1 fails in normal runs · 1 fails under shuffling "

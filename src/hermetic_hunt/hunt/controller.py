@@ -36,7 +36,15 @@ from hermetic_hunt.hunt.files import FileWatch, attribute
 from hermetic_hunt.hunt.progress import Progress, line
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
 from hermetic_hunt.hunt.tally import Tallies
-from hermetic_hunt.models import Attempt, Leak, RunInfo, Settings, Step, format_seconds
+from hermetic_hunt.models import (
+    Attempt,
+    Leak,
+    RunInfo,
+    Settings,
+    Step,
+    attempts_text,
+    format_seconds,
+)
 from hermetic_hunt.seeds import round_now
 from hermetic_hunt.store import Store
 
@@ -367,6 +375,7 @@ class HuntController:
             rounds=self.settings.rounds,
             strategy=strategy,
             attempts=t.attempts,
+            repeated=t.repeated,
             failed=t.failed_attempts,
             flaky=len(t.flaky()),
             violations=t.violation_attempts,
@@ -515,7 +524,7 @@ class HuntController:
         seconds = self.rounds_seconds if self._finished else _PERF() - self._started
         return (
             f"hermetic-hunt: run {self.run_id} · {self.rounds_completed} round(s) · "
-            f"{t.attempts:,} attempts in {format_seconds(round(seconds, 1))} · "
+            f"{attempts_text(t.attempts, t.repeated)} in {format_seconds(round(seconds, 1))} · "
             f"{t.failed_attempts:,} failed · {db}"
         )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hermetic_hunt.models import attempts_text
+
 
 @dataclass(frozen=True)
 class Progress:
@@ -17,6 +19,7 @@ class Progress:
     elapsed: float
     budget: float | None = None
     tests: int = 0
+    repeated: int = 0  # of the attempts, a twice round's repeated runs
 
 
 def eta_seconds(p: Progress) -> float | None:
@@ -40,7 +43,7 @@ def line(p: Progress) -> str:
     width = len(total)
     parts = [
         f"round {p.round_done:>{width}}/{total} [{p.strategy}]",
-        f"{p.attempts:,} attempts",
+        attempts_text(p.attempts, p.repeated),
         f"{p.failed:,} failed",
         f"{p.flaky} flaky so far",
     ]

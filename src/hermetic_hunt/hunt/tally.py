@@ -40,6 +40,8 @@ class Tallies:
     def __init__(self) -> None:
         self.tests: dict[str, Tally] = {}
         self.attempts = 0
+        #: Attempts that are no plain run (counted apart: ``models.attempts_text``).
+        self.repeated = 0
         self.failed_attempts = 0
         self.violation_attempts = 0
         # (worker, round, nodeid) -> outcome of a twice round's first run
@@ -52,6 +54,7 @@ class Tallies:
             tally.violations += 1
             self.violation_attempts += 1
         if attempt.execution == 1 and attempt.repeat:
+            self.repeated += 1
             key = (attempt.worker, attempt.round_no, attempt.nodeid)
             if attempt.repeat == 1:
                 self._first_runs[key] = attempt.outcome

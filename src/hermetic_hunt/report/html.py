@@ -17,6 +17,7 @@ import jinja2
 import markupsafe
 
 from hermetic_hunt import __version__, stats
+from hermetic_hunt.models import attempts_text
 from hermetic_hunt.report.fixes import TREND_HEIGHT, trend_rows
 from hermetic_hunt.report.model import Report, TestResult
 from hermetic_hunt.report.text import (
@@ -255,6 +256,7 @@ def _environment() -> jinja2.Environment:
     env.filters["command"] = command
     env.globals.update(
         folded=folded,
+        attempts_text=attempts_text,
         anchor_of=anchor_of,
         percent=stats.percent,
         kinds_text=kinds_text,

@@ -160,7 +160,7 @@ def render_markdown(report: Report) -> str:
         "",
         f"**{text(exposure_line(report))}**",
         "",
-        f"{code(report.database, table=False)} · {which} · {report.attempts:,} attempts of "
+        f"{code(report.database, table=False)} · {which} · {report.attempts_text} of "
         f"{len(report.tests):,} tests",
         "",
     ]

@@ -36,6 +36,7 @@ from hermetic_hunt.models import (
     EXPOSURE_TEXT,
     EXPOSURES,
     Reproducer,
+    attempts_text,
     exposure,
     function_of,
 )
@@ -226,6 +227,15 @@ class Report:
     @property
     def attempts(self) -> int:
         return sum(t.attempts + t.skipped for t in self.tests)
+
+    @property
+    def attempts_text(self) -> str:
+        """The attempts of this report's runs, repeated runs apart (``attempts_text``)."""
+        stored = sum(run.attempts for run in self.runs)
+        repeated = sum(run.repeated for run in self.runs)
+        if stored < self.attempts:  # runs without their counts (a hand-made database)
+            return attempts_text(self.attempts)
+        return attempts_text(self.attempts + repeated, repeated)
 
     @property
     def findings(self) -> bool:

@@ -76,6 +76,9 @@ def next_steps(report: Report, store: Store, cwd: str) -> list[str]:
         return []
     out = ["next:"]
     flakes = [g.lead.flake.flake_id for g in report.groups if g.lead.flake is not None]
+    # The first finding with a patch to verify, else the first one.
+    patched = [f for f in flakes if f in report.fixes and report.fixes[f].suggestion.patch]
+    flakes = patched + flakes
     if flakes:
         fix = pasteable.cli_command(["fix", flakes[0]], store.path, cwd)
         out.append(f"  {fix}   # the suggested fix for {flakes[0]}, verified on a copy")

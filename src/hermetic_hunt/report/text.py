@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hermetic_hunt import stats
-from hermetic_hunt.models import EXPOSURE_TEXT, format_seconds
+from hermetic_hunt.models import EXPOSURE_TEXT, attempts_text, format_seconds
 from hermetic_hunt.report.fixes import fix_text_lines, history_text_lines
 from hermetic_hunt.report.model import Flake, Group, Report, TestResult, rank_key
 from hermetic_hunt.store.rows import LeakRow, RunRow
@@ -179,8 +179,9 @@ def run_line(run: RunRow) -> str:
     started = clean(run.started_at).replace("T", " ").replace("+00:00", " UTC")
     shard = f" · shard {clean(run.shard)}" if run.shard != "1/1" else ""
     return (
-        f"run {run.id} · {started} · {clean(run.status)} · {rounds} · {run.attempts:,} "
-        f"attempts · {run.tests:,} tests · seed {run.base_seed} · {clean(run.mode)} · "
+        f"run {run.id} · {started} · {clean(run.status)} · {rounds} · "
+        f"{attempts_text(run.attempts, run.repeated)} · {run.tests:,} tests · "
+        f"seed {run.base_seed} · {clean(run.mode)} · "
         f"order {clean(run.order)} · {run.workers} worker{'s' if run.workers != 1 else ''}"
         f"{shard}"
     )
@@ -195,7 +196,7 @@ def headline(report: Report) -> str:
         which += f" since {clean(report.since)}"
     return (
         f"hermetic-hunt report · {clean(report.database)} · {which} · "
-        f"{report.attempts:,} attempts of {len(report.tests):,} tests"
+        f"{report.attempts_text} of {len(report.tests):,} tests"
     )
 
 

@@ -10,6 +10,7 @@ database. All values are bound as parameters, never spliced into SQL.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from hermetic_hunt.errors import UnknownId
@@ -41,10 +42,25 @@ def _runs_clause(runs: Sequence[int] | None, column: str) -> tuple[str, list[Any
     return f"{column} IN ({','.join('?' * len(runs))})", list(runs)
 
 
+#: An attempt that is a plain run (not a ``twice`` round's repeated run).
+_PLAIN = "a.repeat = 0"
+
+
 def _plain_clause(runs: Sequence[int] | None) -> tuple[str, list[Any]]:
     """Attempts of ``runs`` that were plain runs (not a ``twice`` round's)."""
     clause, params = _runs_clause(runs, "a.run_id")
-    return f"{clause} AND a.repeat = 0", params
+    return f"{clause} AND {_PLAIN}", params
+
+
+def _repeated(store: Store, run_ids: Sequence[int]) -> dict[int, int]:
+    """``{run id: attempts that are no plain run}`` (the twice rounds' repeated runs)."""
+    clause, params = _runs_clause(run_ids, "a.run_id")
+    rows = store.conn.execute(
+        f"SELECT a.run_id, count(*) FROM attempts a WHERE {clause} AND NOT ({_PLAIN}) "  # noqa: S608
+        "GROUP BY a.run_id",
+        params,
+    ).fetchall()
+    return {run_id: count for run_id, count in rows}
 
 
 def _argv(text: str) -> tuple[str, ...]:
@@ -73,7 +89,8 @@ def run_rows(store: Store, run_id: int | None = None) -> list[RunRow]:
             f"run {run_id} is not in {store.path.name} (it holds {held}): pass one of "
             "those to --run, or leave --run out to report every run"
         )
-    return [_run(r) for r in rows]
+    repeated = _repeated(store, [r[0] for r in rows]) if rows else {}
+    return [replace(_run(r), repeated=repeated.get(r[0], 0)) for r in rows]
 
 
 def _run(r: Any) -> RunRow:

@@ -34,6 +34,8 @@ class RunRow:
     exit_status: int | None
     git_sha: str | None = None
     git_branch: str | None = None
+    #: Attempts that are no plain run (a twice round's repeated runs): counted apart.
+    repeated: int = 0
 
 
 @dataclass(frozen=True)

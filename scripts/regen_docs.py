@@ -6,15 +6,16 @@
 A sample is the fenced block right after a ``<!-- sample: NAME -->`` line in
 a page of docs/; :data:`SAMPLES` says which command prints it and which of
 its lines the page shows (cut lines become ``...``). Every sample comes
-from one seeded hunt of the bundled example suite (a copy, ``-n 2``,
-``--hermetic-seed=7``, 30 rounds: the walkthroughs' hunt) and the commands
-run after it in that copy. ``--check`` compares after :func:`normalise`:
+from one hunt of the bundled example suite, ``hermetic-hunt demo -n 2``
+(seed 7, 30 rounds: the walkthroughs' hunt, and the one the test suite
+shares), and the commands run after it in the demo's directory.
+``--check`` compares after :func:`normalise`:
 times, dates, durations, temporary paths, ids and counts may differ from
 one machine (or one change of the example suite) to the next; the words
 and the shape of every line may not. Like every hunt of the example suite,
 run it inside an empty network namespace (``unshare -n``).
 tests/test_docs_samples.py holds the page markers to this table (fast) and
-runs ``--check`` (slow: it hunts).
+compares the samples with the test session's shared demo hunt (slow).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-HUNT = ["pytest", "--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7"]
+#: The hunt's own output (the demo's, up to its report).
+HUNT = ("pytest", "--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7")
 MARKER = re.compile(r"^<!-- sample: ([\w-]+) -->\n```(\w*)\n(.*?)^```\n", re.M | re.S)
 CUT = "..."
 
@@ -84,7 +86,7 @@ def spans(*wanted: tuple[str, int]) -> Pick:
 
 SAMPLES: dict[str, Sample] = {
     "quickstart-hunt": Sample(
-        tuple(HUNT),
+        HUNT,
         spans(
             ("hermetic-hunt: run 1 · 30 rounds", 1),
             ("hermetic-hunt: round  1/30", 2),
@@ -109,25 +111,36 @@ def normalise(text: str) -> str:
     return "\n".join(re.sub(r"[ \t]+", " ", line).strip() for line in text.splitlines())
 
 
-def run_samples(where: Path) -> dict[str, str]:
-    """Hunt a fresh copy of the example suite in ``where``; every sample's text."""
-    sys.path.insert(0, str(ROOT / "src"))
-    from hermetic_hunt.demo import hunt_environment, prepare
+def hunt(where: Path) -> tuple[Path, str]:
+    """``hermetic-hunt demo -n 2`` into ``where/shop``: the directory and what it printed."""
+    target = where / "shop"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
+    done = subprocess.run(
+        [sys.executable, "-c", "from hermetic_hunt.cli import main; main()",
+         "demo", "-n", "2", "--dir", str(target)],
+        capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"the demo's hunt failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return target, done.stdout
 
-    target = prepare(where / "shop")
-    env = hunt_environment()
-    env.pop("PYTEST_ADDOPTS", None)
+
+def samples_of(target: Path, hunt_output: str) -> dict[str, str]:
+    """Every sample's text: the hunt's from its output, the rest run in ``target``
+    (read-only commands: the demo's directory is not changed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
     bindir = Path(sys.executable).parent
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
     out: dict[str, str] = {}
     for name, sample in SAMPLES.items():
-        argv = list(sample.argv)
-        if argv[0] == "pytest":
-            argv = [sys.executable, "-m", "pytest", *argv[1:]]
-        result = subprocess.run(
-            argv, cwd=target, env=env, capture_output=True, text=True, check=False
-        )
-        lines = [line.rstrip() for line in result.stdout.splitlines()]
+        if sample.argv == HUNT:
+            printed = hunt_output.split("\nhermetic-hunt report · ", 1)[0]
+        else:
+            printed = subprocess.run(
+                list(sample.argv), cwd=target, env=env, capture_output=True, text=True,
+                check=False,
+            ).stdout  # fmt: skip
+        lines = [line.rstrip() for line in printed.splitlines()]
         out[name] = "\n".join(sample.pick(lines)) + "\n"
     return out
 
@@ -178,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare, write nothing")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hermetic-hunt-docs-") as where:
-        samples = run_samples(Path(where))
+        samples = samples_of(*hunt(Path(where)))
     if args.check:
         bad = stale(samples)
         for line in bad:

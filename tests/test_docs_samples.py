@@ -82,3 +82,18 @@ def test_every_docs_sample_matches_what_its_command_prints_now(demo_hunt):
     assert demo_hunt.returncode == 0, demo_hunt.stdout[-3000:] + demo_hunt.stderr[-3000:]
     stale = regen.stale(regen.samples_of(demo_hunt.root, demo_hunt.stdout))
     assert not stale, "\n".join(stale) + "\n(python scripts/regen_docs.py rewrites them)"
+
+
+@pytest.mark.slow
+def test_the_examples_markdown_report_fits_a_step_summary(demo_hunt):
+    from click.testing import CliRunner
+
+    from hermetic_hunt.cli import main
+
+    result = CliRunner().invoke(
+        main, ["report", "--db", str(demo_hunt.db), "--format", "markdown"], catch_exceptions=False
+    )
+    assert result.exit_code == 1  # findings
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 150, len(lines)
+    assert "<details><summary>One per flake: <code>hermetic-hunt fix ID</code>" in result.stdout

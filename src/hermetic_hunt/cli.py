@@ -347,23 +347,24 @@ def fix_flake(
     epilog=_examples(
         "hermetic-hunt quarantine -o quarantine.txt     # review it, commit it",
         "pytest --hermetic-quarantine=quarantine.txt   # CI: known flakes cannot fail it",
-        "hermetic-hunt quarantine --db ci.db --unconfirmed",
+        "hermetic-hunt quarantine --db ci.db --confirmed-only",
     )
 )
 @DB_OPTION
 @click.option("-o", "--output", metavar="FILE", help="Write the list to FILE (default: print it).")
 @click.option(
-    "--unconfirmed",
+    "--confirmed-only",
     is_flag=True,
-    help="Also list flakes whose reproducer was not confirmed.",
+    help="Only flakes whose reproducer was confirmed (default: every test the hunt saw fail).",
 )
 @user_errors
-def quarantine(db: str, output: str | None, unconfirmed: bool) -> None:
-    """Write the confirmed flakes as a quarantine list for --hermetic-quarantine.
+def quarantine(db: str, output: str | None, confirmed_only: bool) -> None:
+    """Write every test the hunt saw fail as a quarantine list for --hermetic-quarantine.
 
-    One test per line, with its flake id, kinds, fail rate and why it
-    flakes in a comment: a plain file to review and commit. Flakes whose
-    history says they are fixed are left out (named in the header).
+    One test per line, with its flake id, kinds, fail rate, why it flakes
+    and whether its reproducer was confirmed in a comment: a plain file to
+    review and commit. Flakes whose history says they are fixed are left
+    out (named in the header).
     """
     import os
     from pathlib import Path
@@ -371,7 +372,7 @@ def quarantine(db: str, output: str | None, unconfirmed: bool) -> None:
     from hermetic_hunt.pasteable import display_path
     from hermetic_hunt.quarantine.build import quarantine_list
 
-    made = quarantine_list(db, output=output, unconfirmed=unconfirmed)
+    made = quarantine_list(db, output=output, confirmed_only=confirmed_only)
     if output is None:
         click.echo(made.text, nl=False)
         return

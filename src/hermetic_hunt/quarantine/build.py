@@ -1,10 +1,14 @@
-"""``hermetic-hunt quarantine``: the quarantine list of a database's confirmed flakes.
+"""``hermetic-hunt quarantine``: the quarantine list of every test a database saw fail.
 
-A flake goes on the list when its reproducer was confirmed (it failed
-again when isolation re-ran it) and its history does not say it is fixed
-(95% sure, :mod:`hermetic_hunt.report.history`). Each line names the flake
-id, its kinds, its fail rate (which decides how many passes in a row
-release it) and why it flakes.
+Every flake goes on the list, and every other test the hunt saw fail
+outside a sandbox violation (a broken test, a flaky test isolation did not
+reach), unless its history says it is fixed (95% sure,
+:mod:`hermetic_hunt.report.history`) or it fails only under the sandbox (a
+plain run passes it). Each line names the flake id, its kinds, its fail
+rate (which decides how many passes in a row release it), why it flakes
+and whether its reproducer was confirmed: a thread race whose reproducer
+did not fail again still fails CI now and then. ``confirmed_only`` keeps
+only the flakes whose reproducer was confirmed.
 """
 
 from __future__ import annotations
@@ -36,6 +40,23 @@ def reason_facts(flake: Flake) -> dict[str, str]:
     }
 
 
+def confirmation(flake: Flake) -> str:
+    """Whether isolation saw the flake's reproducer fail again (the line says it)."""
+    if flake.reproducer is None:
+        return "no reproducer" if flake.status == "isolated" else f"isolation {flake.status}"
+    return "reproducer confirmed" if flake.confirmed else "reproducer not confirmed"
+
+
+def _add(entries: list[Entry], left_out: list[str], entry: Entry, label: str) -> None:
+    """``entry`` on the list, or under "Left out" when it cannot be written as a line."""
+    try:
+        entry.format()
+    except Unwritable as exc:
+        left_out.append(f"{label}: refused: {exc}")
+        return
+    entries.append(entry)
+
+
 @dataclass
 class QuarantineList:
     text: str
@@ -44,7 +65,7 @@ class QuarantineList:
 
 
 def quarantine_list(
-    db_path: str, *, output: str | None = None, cwd: str | None = None, unconfirmed: bool = False
+    db_path: str, *, output: str | None = None, cwd: str | None = None, confirmed_only: bool = False
 ) -> QuarantineList:
     """The list for ``db_path`` (``output``: the file it will be written to)."""
     where = cwd or os.getcwd()
@@ -64,18 +85,30 @@ def quarantine_list(
         if past.status == "fixed":
             left_out.append(f"{flake.flake_id} {clean(flake.nodeid)}: {past.status_text()}")
             continue
-        if flake.confirmed is not True and not unconfirmed:
-            left_out.append(f"{flake.flake_id} {clean(flake.nodeid)}: reproducer not confirmed")
+        state = confirmation(flake)
+        if flake.confirmed is not True and confirmed_only:
+            left_out.append(f"{flake.flake_id} {clean(flake.nodeid)}: {state} (--confirmed-only)")
             continue
         test = tests.get(flake.nodeid)
         rate = test.rate if test is not None and test.rate else None
-        entry = Entry(flake.nodeid, flake.flake_id, tuple(flake.kinds), rate, reason(flake))
-        try:
-            entry.format()
-        except Unwritable as exc:
-            left_out.append(f"{flake.flake_id}: refused: {exc}")
+        why = f"{reason(flake)} ({state})"
+        entry = Entry(flake.nodeid, flake.flake_id, tuple(flake.kinds), rate, why)
+        _add(entries, left_out, entry, flake.flake_id)
+    listed = {f.nodeid for f in flakes}
+    for test in report.tests:
+        if test.nodeid in listed or test.failures <= test.with_violations:
+            continue  # a flake (above), or it only failed by a sandbox violation
+        if test.status == "sandbox-incompatible":
+            left_out.append(
+                f"{clean(test.nodeid)}: fails only under the sandbox (plain runs pass it)"
+            )
             continue
-        entries.append(entry)
+        if confirmed_only:
+            left_out.append(f"{clean(test.nodeid)}: {test.status}, not isolated (--confirmed-only)")
+            continue
+        why = "fails every time" if test.status == "broken" else "failed in the hunt"
+        entry = Entry(test.nodeid, None, (test.status,), test.rate or None, f"{why} (not isolated)")
+        _add(entries, left_out, entry, clean(test.nodeid))
     newest = runs[-1] if runs else None
     commit = f" on {newest.git_sha[:10]}" if newest and newest.git_sha else ""
     name = output or "FILE"

@@ -173,6 +173,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Replay a flake (F3), an attempt (A1207) or a test's newest flake from a "
         "hermetic-hunt database, and say whether the recorded failure came back.",
     )
+    group.addoption(
+        "--hermetic-replay-runs",
+        dest="hermetic_replay_runs",
+        default=None,
+        metavar="N",
+        help="A replay runs its reproducer up to N times, each in a fresh forked process, "
+        "until it reproduces (default: as many as make a failure at the hunt's rate 95% "
+        "expected, at most 100).",
+    )
 
 
 #: The changed-tests option (flag, dest, ini, help): a hunt option with an optional value.
@@ -192,6 +201,10 @@ def pytest_configure(config: pytest.Config) -> None:
     hunt = config.getoption("hermetic_hunt")
     replay = config.getoption("hermetic_replay_db")
     quarantine = config.getoption("hermetic_quarantine")
+    if replay is None and config.getoption("hermetic_replay_runs") is not None:
+        raise pytest.UsageError(
+            "--hermetic-replay-runs only applies to a replay: add --hermetic-replay-db=PATH::ID"
+        )
     if hunt is None and replay is None:
         given = [(o.flag, o.dest) for o in HUNT_OPTIONS] + [_CHANGED[:2]]
         stray = [flag for flag, dest in given if config.getoption(dest) is not None]

@@ -80,6 +80,23 @@ def attempts_for_bound(target: float = 0.01, confidence: float = CONFIDENCE) -> 
     return n
 
 
+#: Fail rates are clamped to this range before :func:`runs_for_rate` (299 runs at most).
+RATE_RANGE = (0.01, 0.95)
+
+
+def runs_for_rate(rate: float, confidence: float = CONFIDENCE) -> int:
+    """Runs in which a flake failing at ``rate`` shows at least once, ``confidence`` sure.
+
+    The same number makes that sure a flake failing at ``rate`` is gone when
+    every run passes: ``runs_for_rate(0.10)`` is 29 (29 passes in a row happen
+    less than 5% of the time to a test that still fails one run in ten). The
+    replay sizes its runs with it, the fix verifier its patched runs, the
+    history its clean attempts still needed.
+    """
+    low, high = RATE_RANGE
+    return attempts_for_bound(min(max(rate, low), high), confidence)
+
+
 def more_attempts_for_bound(
     attempts: int, target: float = 0.01, confidence: float = CONFIDENCE
 ) -> int:

@@ -402,3 +402,41 @@ def test_a_long_markdown_table_is_folded(tmp_path):
     assert (
         long[3] == f"<details><summary>{FOLD_ROWS + 1} rows</summary>" and long[-1] == "</details>"
     )
+
+
+def _parametrized(tmp_path: Path, count: int) -> Path:
+    from helpers import Rows
+
+    (tmp_path / "tests").mkdir(parents=True)
+    (tmp_path / "tests" / "test_idem.py").write_text(
+        "import pytest\n\nSEEN = []\n\n\n"
+        f"@pytest.mark.parametrize('n', range({count}))\n"
+        "def test_idem(n):\n    SEEN.append(n)\n    assert SEEN.count(n) == 1\n"
+    )
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run()
+    failure = Failure("AssertionError", "assert 2 == 1", "tests/test_idem.py:9", "E assert")
+    for n in range(count):
+        nodeid = f"tests/test_idem.py::test_idem[{n}]"
+        rows.attempts(run, nodeid, "PPPPPPPPPF", failure=failure)
+        rows.flake(nodeid, f"F{n + 1}", kinds=["self-polluting"])
+    rows.store.conn.commit()
+    rows.close()
+    return tmp_path / "flakes.db"
+
+
+def test_76_parametrizations_give_one_suggested_fix_and_a_report_as_long_as_two(tmp_path):
+    many = report_of(_parametrized(tmp_path / "many", 76))
+    (view,) = many.fix_views()
+    assert view.label == "F1 (+75 parametrizations: F2-F76)"
+    assert view.nodeid == "tests/test_idem.py::test_idem"
+    text = render(many, "text")
+    fixes = text.split("suggested fixes", 1)[1]
+    assert fixes.count("tests/test_idem.py::test_idem") == 1
+    assert fixes.count(view.suggestion.summary) == 1
+    two = render(report_of(_parametrized(tmp_path / "two", 2)), "text")
+    assert len(text.splitlines()) == len(two.splitlines())
+    markdown = render(many, "markdown")
+    assert "### Suggested fixes (1)" in markdown
+    assert markdown.count("<summary>patch</summary>") <= 1
+    assert "Suggested fixes (1)</h2>" in render(many, "html")

@@ -38,8 +38,6 @@ from hermetic_hunt.seeds import probe_hash_seed
 
 #: Fewest runs with the patch, whatever the rate (1/1 proves little).
 MIN_RUNS = 5
-#: Rates are clamped to this range before :func:`runs_needed` (299 runs at most).
-RATE_RANGE = (0.01, 0.95)
 #: Runs of the reproducer without the patch before concluding it no longer fails.
 CONTROL_TRIES = 3
 #: Never copied: version control, environments, caches, build output.
@@ -69,8 +67,7 @@ def runs_needed(rate: float) -> int:
     ``runs_needed(0.10)`` is 29: 29 passes in a row happen less than 5% of
     the time to a test that still fails one run in ten.
     """
-    low, high = RATE_RANGE
-    return max(MIN_RUNS, stats.attempts_for_bound(min(max(rate, low), high)))
+    return max(MIN_RUNS, stats.runs_for_rate(rate))
 
 
 @dataclass(frozen=True)

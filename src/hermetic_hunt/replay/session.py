@@ -14,6 +14,7 @@ came back and stores the answer in ``replays``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -40,11 +41,14 @@ from hermetic_hunt.replay.plan import REEXEC_ENV, Plan, needs_reexec, parse_targ
 from hermetic_hunt.replay.verdict import (
     Observed,
     ReplayVerdict,
+    Runs,
     blocked_calls,
     describe,
     earlier_failures,
     faithfulness_warnings,
     judge,
+    over_runs,
+    plan_runs,
 )
 from hermetic_hunt.store import Store
 from hermetic_hunt.store.replay import ReplaySource, add_replay
@@ -76,8 +80,9 @@ def configure_replay(config: pytest.Config, value: str, marker: str | None = Non
 
 def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     refuse_conflicts(config, "--hermetic-replay-db", _CONFLICTS)
-    store, plan, recorded_env, settings, display = _load(config, value)
+    store, plan, recorded_env, settings, display, rate = _load(config, value)
     config.add_cleanup(store.close)
+    runs = _runs(config, plan, rate)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
     ignored = _own_selection(config)
     if ignored:
@@ -95,18 +100,72 @@ def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     job = Job(plan.steps, journals=plan.replayed())
     runner = engine.runner_for(job, watch_leaks=False)
     reporter = ReplayReporter(config, plan, store, display, runner)
+    reporter.runs = runs
     reporter.restarted = restarted
     reporter.current_env = environment.collect(str(config.rootpath))
     reporter.warnings = faithfulness_warnings(plan, recorded_env, reporter.current_env)
     # The reporter first: among trylast hooks the earlier registered runs
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
-    config.pluginmanager.register(ReplayRunner(engine, runner), "hermetic-hunt-replay-runner")
+    config.pluginmanager.register(
+        ReplayRunner(engine, runner, reporter), "hermetic-hunt-replay-runner"
+    )
+
+
+def _runs(config: pytest.Config, plan: Plan, rate: float | None) -> Runs:
+    """How many times to run the reproducer (``--hermetic-replay-runs`` or its rate)."""
+    raw = getattr(config.option, "hermetic_replay_runs", None)
+    override = None
+    if raw is not None:
+        text = str(raw).strip()
+        if not text.isdigit() or not 1 <= int(text) <= 10_000:
+            raise pytest.UsageError(
+                f"--hermetic-replay-runs: expected a number of runs from 1 to 10000, got {text!r}"
+            )
+        override = int(text)
+    runs = plan_runs(rate, override)
+    if runs.planned > 1:
+        from hermetic_hunt.engine.fork import fork_available
+
+        alone = [flag for dest, flag in _ONE_RUN if getattr(config.option, dest, False)]
+        if not fork_available():
+            alone.append("this platform cannot fork")
+        if alone:
+            plan.notes.append(
+                f"one run in this process ({', '.join(alone)}), not {runs.planned} forked runs"
+            )
+            runs = Runs(1, runs.needed, runs.rate, runs.override)
+    if runs.planned > 1:
+        why = (
+            "--hermetic-replay-runs"
+            if runs.override
+            else (f"95% sure to show a {_percent(runs.rate)} flake" if runs.rate else "")
+        )
+        cap = (
+            f", capped from {runs.needed}"
+            if runs.needed > runs.planned and not runs.override
+            else ""
+        )
+        plan.notes.append(
+            f"up to {runs.planned} runs, each in a fresh forked process, until one reproduces "
+            f"({why}{cap})"
+        )
+    return runs
+
+
+def _percent(rate: float | None) -> str:
+    from hermetic_hunt import stats
+
+    return stats.percent(rate or 0.0)
+
+
+#: Options that need the replay in this very process: one run, not forked ones.
+_ONE_RUN = (("usepdb", "--pdb"), ("trace", "--trace"), ("capture_none", "-s"))
 
 
 def _load(
     config: pytest.Config, value: str
-) -> tuple[Store, Plan, dict[str, Any] | None, Settings, str]:
+) -> tuple[Store, Plan, dict[str, Any] | None, Settings, str, float | None]:
     """Open the database and resolve the target (restarting here if the hash seed differs)."""
     target = parse_target(value)
     cwd = str(config.invocation_params.dir)
@@ -118,6 +177,7 @@ def _load(
         plan = resolve(replace(target, path=display), source)
         recorded_env = source.run_environment(plan.run_id) if plan.run_id is not None else None
         settings = source.run_settings(plan.run_id)
+        rate = source.fail_rate(plan.test)
         _check_hash_seed(plan)
         if needs_reexec(plan.hash_seed, os.environ):
             store.close()
@@ -125,15 +185,23 @@ def _load(
     except BaseException:
         store.close()
         raise
-    return store, plan, recorded_env, settings, display
+    return store, plan, recorded_env, settings, display, rate
 
 
 class ReplayRunner:
-    """pytest plugin: select exactly the plan's tests, run them in order."""
+    """pytest plugin: select exactly the plan's tests, run them in order.
 
-    def __init__(self, engine: Any, runner: StepRunner) -> None:
+    One run runs in this process. More run each in a child forked from this
+    collected, never-run session (:func:`hermetic_hunt.engine.fork.run_job`,
+    as a hunt's rounds), one after the other until one reproduces; the
+    deciding run's reports are the session's (its failures in pytest's
+    terminal and exit status).
+    """
+
+    def __init__(self, engine: Any, runner: StepRunner, reporter: ReplayReporter) -> None:
         self.engine = engine
         self.runner = runner
+        self.reporter = reporter
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -153,6 +221,9 @@ class ReplayRunner:
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
         if not stop_on_collection_errors(session):
             return True
+        if self.reporter.runs.planned > 1:
+            self._forked(session)
+            return True
         outcome = self.engine.run(session, self.runner.job, runner=self.runner)
         if outcome.status == "interrupted":
             raise KeyboardInterrupt
@@ -161,6 +232,70 @@ class ReplayRunner:
         if session.shouldstop:
             raise session.Interrupted(session.shouldstop)
         return True
+
+    def _forked(self, session: pytest.Session) -> None:
+        from hermetic_hunt.engine import wire
+        from hermetic_hunt.engine.executor import process_hash_seed
+        from hermetic_hunt.engine.fork import ChildSetup, run_job
+
+        reporter, plan = self.reporter, self.reporter.plan
+        hash_seed = process_hash_seed()
+        done: list[tuple[ReplayVerdict, list[dict[str, Any]], list[Attempt]]] = []
+        for _ in range(reporter.runs.planned):
+            lines: list[bytes] = []
+            run_job(self.engine, session, self.runner.job, ChildSetup(), lines.extend,
+                    hash_seed=hash_seed)  # fmt: skip
+            steps = [m for m in map(_message, lines) if isinstance(m.get("step"), int)]
+            records = [a for m in steps for a in map(wire.attempt_from, m.get("attempts") or [])
+                       if a is not None]  # fmt: skip
+            verdict = judge(plan, reporter.observed_in(records))
+            reporter.verdicts.append(verdict)
+            done.append((verdict, steps, records))
+            if verdict.outcome == "reproduced":
+                break
+        # The run that decides the verdict is the one pytest reports.
+        first = {run[0].outcome: run for run in reversed(done)}
+        _, steps, reporter.records = first.get(
+            "reproduced", first.get("failed-differently", done[-1])
+        )
+        for message in steps:
+            self._show(session, message)
+
+    def _show(self, session: pytest.Session, message: dict[str, Any]) -> None:
+        """One step of the deciding run as pytest reports (failing ones as the child sent them)."""
+        from hermetic_hunt.engine import wire
+
+        hook = session.config.hook
+        failing = [r for r in message.get("reports") or [] if isinstance(r, dict)]
+        for data in failing:
+            report = None
+            with contextlib.suppress(Exception):  # one pytest cannot rebuild: the verdict stands
+                report = hook.pytest_report_from_serializable(config=session.config, data=data)
+            if report is not None:
+                hook.pytest_runtest_logreport(report=report)
+        if failing:
+            return
+        for attempt in map(wire.attempt_from, message.get("attempts") or []):
+            item = self.runner.items.get(attempt.nodeid) if attempt is not None else None
+            if attempt is None or item is None or attempt.outcome not in ("passed", "skipped"):
+                continue
+            location = item.location
+            if attempt.outcome == "passed":
+                report = pytest.TestReport(attempt.nodeid, location, {}, "passed", None, "call",
+                                           duration=attempt.duration)  # fmt: skip
+            else:
+                where = (str(location[0]), (location[1] or 0) + 1, "skipped in the replayed run")
+                report = pytest.TestReport(attempt.nodeid, location, {}, "skipped", where, "setup")
+            hook.pytest_runtest_logreport(report=report)
+
+
+def _message(line: bytes) -> dict[str, Any]:
+    from hermetic_hunt.engine import wire
+
+    try:
+        return wire.decode(line)
+    except ValueError:
+        return {}
 
 
 #: Options that choose which tests run or where: a replay's reproducer decides.
@@ -272,6 +407,10 @@ class ReplayReporter:
         self.current_env: dict[str, Any] = {}
         self.deselected: set[str] = set()
         self.verdict: ReplayVerdict | None = None
+        self.runs = Runs(1, 1)
+        #: Forked runs: each run's verdict, and the records of the run that decides.
+        self.verdicts: list[ReplayVerdict] = []
+        self.records: list[Attempt] | None = None
         self.lines: list[str] = []
         self._stopped = ""
 
@@ -319,10 +458,13 @@ class ReplayReporter:
             return  # collection failed or was all that was asked: nothing ran
         if not self._stopped and (session.shouldfail or session.shouldstop):
             self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
-        self.verdict = judge(self.plan, self._observed(), self._stopped)
+        if self.verdicts:
+            self.verdict = over_runs(self.plan, self.verdicts, self.runs)
+        else:
+            self.verdict = judge(self.plan, self._observed(), self._stopped)
         notes = earlier_failures(self._before())
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
-        violated = blocked_calls([(r.nodeid, r.violations) for r in self.runner.records])
+        violated = blocked_calls([(r.nodeid, r.violations) for r in self._records()])
         if violated:
             # As in the hunt: a blocked network call fails the session even
             # when the test swallowed the refusal (the hermetic-tests policy).
@@ -334,16 +476,22 @@ class ReplayReporter:
             self.lines.append("this replay may be less than faithful:")
             self.lines.extend(f"  - {text}" for text in dict.fromkeys(self.warnings))
 
-    def _observed(self) -> Observed | None:
+    def _records(self) -> list[Attempt]:
+        return self.records if self.records is not None else list(self.runner.records)
+
+    def observed_in(self, records: list[Attempt]) -> Observed | None:
         last = len(self.plan.steps) - 1
-        for record in self.runner.records:
+        for record in records:
             if record.position == last and record.execution == 1:
                 return _observed(record)
         return None
 
+    def _observed(self) -> Observed | None:
+        return self.observed_in(self._records())
+
     def _before(self) -> list[tuple[str, str]]:
         last = len(self.plan.steps) - 1
-        return [(r.nodeid, r.outcome) for r in self.runner.records
+        return [(r.nodeid, r.outcome) for r in self._records()
                 if r.position < last and r.execution == 1]  # fmt: skip
 
     def _store(self, verdict: ReplayVerdict, notes: list[str]) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hermetic_hunt import stats
 from hermetic_hunt.environment import differences
 from hermetic_hunt.models import FAILING
 from hermetic_hunt.replay.plan import Plan
@@ -166,6 +167,73 @@ def judge(plan: Plan, observed: Observed | None, stopped: str = "") -> ReplayVer
         "failed-differently",
         f"failed differently: {label} recorded {expected.describe()}, the replay of {test} got "
         f"{_got(observed)}",
+    )
+
+
+#: A replay runs its reproducer at most this many times (a 1% flake would want 299).
+MAX_RUNS = 100
+
+
+@dataclass(frozen=True)
+class Runs:
+    """How many times a replay runs its reproducer, and why.
+
+    ``planned``: runs at most (the replay stops at the first that reproduces);
+    ``needed``: the runs in which a failure at ``rate`` shows with 95%
+    confidence (:func:`hermetic_hunt.stats.runs_for_rate`, the fix verifier's
+    sizing); ``override``: ``--hermetic-replay-runs`` set it.
+    """
+
+    planned: int
+    needed: int
+    rate: float | None = None
+    override: bool = False
+
+
+def plan_runs(rate: float | None, override: int | None = None) -> Runs:
+    """The runs of a replay whose test failed at ``rate`` in the hunt (None: unknown)."""
+    needed = stats.runs_for_rate(rate) if rate else 1
+    if override is not None:
+        return Runs(override, needed, rate, override=True)
+    return Runs(min(MAX_RUNS, needed), needed, rate)
+
+
+def over_runs(plan: Plan, verdicts: Sequence[ReplayVerdict], runs: Runs) -> ReplayVerdict:
+    """The verdict of a replay that ran its reproducer ``len(verdicts)`` times.
+
+    The first run that reproduces decides (``reproduced F11 in run 4 of 23``;
+    the first run reproducing is said as one run says it);
+    else the first that failed differently; else ``did not reproduce F11 in
+    23 runs``, with whether that many runs made a reproduction 95% expected.
+    One run says what :func:`judge` says.
+    """
+    assert verdicts
+    if runs.planned <= 1 and len(verdicts) == 1:
+        return verdicts[0]
+    done = len(verdicts)
+    if verdicts[0].outcome == "reproduced":
+        return verdicts[0]  # the first run did: as one run says it
+    for number, verdict in enumerate(verdicts, start=1):
+        if verdict.outcome == "reproduced":
+            head = f"reproduced {plan.label}"
+            rest = verdict.line.removeprefix(head)
+            return ReplayVerdict("reproduced", f"{head} in run {number} of {runs.planned}{rest}")
+    for number, verdict in enumerate(verdicts, start=1):
+        if verdict.outcome == "failed-differently":
+            return ReplayVerdict(
+                verdict.outcome, f"{verdict.line} (in run {number} of {runs.planned})"
+            )
+    last = verdicts[-1].line
+    why = last[last.index("(") :] if last.endswith(")") and "(" in last else ""
+    rate = f"a {stats.percent(runs.rate)} flake" if runs.rate else "a flake"
+    if done >= runs.needed:
+        expected = "95% expected"
+    else:
+        expected = f"not 95% expected: {rate} needs {runs.needed} runs for that"
+    return ReplayVerdict(
+        "not-reproduced",
+        f"did not reproduce {plan.label} in {done} run{'s' * (done != 1)} ({expected})"
+        + (f"; the last run: {why[1:-1]}" if why else ""),
     )
 
 

@@ -31,11 +31,31 @@ class _Code(Protocol):
 
 @dataclass(frozen=True)
 class FixView:
-    """A flake's suggestion, its verification, and the command that verifies it."""
+    """A flake's suggestion, its verification, and the command that verifies it.
+
+    ``also``: the flake ids of the other parametrizations of its test
+    function that fail the same way (one finding, one suggestion: reports
+    show it once, for the function).
+    """
 
     suggestion: Suggestion
     verification: StoredFix | None
     command: str
+    also: tuple[str, ...] = ()
+    function: str = ""
+
+    @property
+    def label(self) -> str:
+        """``F3`` or ``F3 (+75 parametrizations: F4-F78)``: what a report names."""
+        if not self.also:
+            return self.suggestion.flake_id
+        return (
+            f"{self.suggestion.flake_id} (+{len(self.also)} parametrizations: {id_span(self.also)})"
+        )
+
+    @property
+    def nodeid(self) -> str:
+        return self.function or self.suggestion.nodeid
 
     @property
     def status(self) -> str:
@@ -70,6 +90,19 @@ def fix_views(
     return out
 
 
+def id_span(ids: Sequence[str]) -> str:
+    """``F4-F6, F9``: flake ids, consecutive runs shortened."""
+    numbers = sorted({int(i[1:]) for i in ids if i[1:].isdigit()})
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    out = [f"F{a}" if a == b else f"F{a}-F{b}" for a, b in spans]
+    return ", ".join(out + [i for i in ids if not i[1:].isdigit()])
+
+
 # -- text --------------------------------------------------------------------------------
 
 
@@ -79,7 +112,7 @@ def fix_text_lines(views: Sequence[FixView], clean: _Clean) -> list[str]:
     out = ["", "suggested fixes (hermetic-hunt fix ID prints the patch, verifies and applies it):"]
     for view in views:
         s = view.suggestion
-        out.append(f"  {clean(s.flake_id)} {clean(s.nodeid)}")
+        out.append(f"  {clean(view.label)} {clean(view.nodeid)}")
         out.append(f"      {clean(s.kind)}: {clean(s.summary)}")
         for change in s.changes:
             where = f"{clean(change.where)}: " if change.where else ""
@@ -124,7 +157,7 @@ def fix_markdown_lines(views: Sequence[FixView], text: _Clean, code: _Code) -> l
         where = "<br>".join(code(c.where) for c in s.changes if c.where)
         patch = "patch: " + ", ".join(code(p) for p in s.patch.paths) if s.patch else ""
         rows.append(
-            f"| {text(s.flake_id)} | {code(s.nodeid)} | **{text(s.kind)}**: {text(s.summary)}"
+            f"| {text(view.label)} | {code(view.nodeid)} | **{text(s.kind)}**: {text(s.summary)}"
             f"{'<br>' + where if where else ''} | {patch} | {text(view.status)} |"
         )
     return [

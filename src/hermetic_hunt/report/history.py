@@ -26,8 +26,6 @@ from hermetic_hunt import stats, vcs
 from hermetic_hunt.errors import BadOption
 from hermetic_hunt.store.history import ReplayPoint, RunPoint, Tally
 
-#: The recorded rate is clamped to this range before counting clean attempts.
-RATE_RANGE = (0.01, 0.95)
 Fixed = Literal["flaky", "probably-fixed", "fixed", ""]
 #: Whether a flake looks fixed (``History.status``; "": it never failed). Not a
 #: test's status in a report (:data:`hermetic_hunt.report.model.STATUSES`).
@@ -125,8 +123,7 @@ class History:
 
 def needed_for(rate: float) -> int:
     """Clean attempts that make 95% sure a flake failing at ``rate`` is gone."""
-    low, high = RATE_RANGE
-    return stats.attempts_for_bound(min(max(rate, low), high))
+    return stats.runs_for_rate(rate)
 
 
 def history(

@@ -28,7 +28,7 @@ reports list them by exposure, then by how surely they fail.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from hermetic_hunt import stats
@@ -185,8 +185,26 @@ class Report:
     histories: dict[str, History] = field(default_factory=dict)  # nodeid -> its history
 
     def fix_views(self) -> list[FixView]:
-        """The suggested fixes of this report's flakes, in flake order."""
-        return [self.fixes[f.flake_id] for f in self.flakes if f.flake_id in self.fixes]
+        """The suggested fixes of this report's findings, in flake order: one per
+        finding, so the parametrizations of a test function that fail the same
+        way share one (their lead's, naming the others' ids)."""
+        grouped = {t.flake.flake_id: g for g in self.groups for t in g.tests if t.flake is not None}
+        out, shown = [], set()
+        for flake in self.flakes:
+            group = grouped.get(flake.flake_id)
+            if flake.flake_id not in self.fixes or flake.flake_id in shown:
+                continue
+            members = (
+                [t.flake.flake_id for t in group.tests if t.flake is not None] if group else []
+            )
+            lead = next((m for m in members if m in self.fixes), flake.flake_id)
+            shown.update(members or [flake.flake_id])
+            view = self.fixes[lead]
+            also = tuple(m for m in members if m != lead)
+            if also and group is not None:
+                view = replace(view, also=also, function=group.nodeid)
+            out.append(view)
+        return out
 
     def history_items(self) -> list[tuple[str, History]]:
         """(flake id or '-', history) of the flakes and flaky tests, in flake order."""

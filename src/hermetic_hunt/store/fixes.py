@@ -67,7 +67,7 @@ def _facts(store: Store, row: Sequence[Any]) -> FixFacts:
     )
     rootdir, marker = _run_context(store, run_id)
     involved = [nodeid, *(n for group in (*polluters, *setters) for n in group)]
-    failed, attempts = _counts(store, nodeid)
+    failed, attempts = fail_counts(store, nodeid)
     return FixFacts(
         flake_id=flake_id,
         nodeid=nodeid,
@@ -104,9 +104,10 @@ def _run_context(store: Store, run_id: int | None) -> tuple[str, str]:
     return (row[0] if isinstance(row[0], str) else ""), settings.integration_marker
 
 
-def _counts(store: Store, nodeid: str) -> tuple[int, int]:
+def fail_counts(store: Store, nodeid: str) -> tuple[int, int]:
     """(failed, counted) plain attempts; for a test that only failed as a twice
-    round's second run, its second runs (the rate its reproducer shows)."""
+    round's second run, its second runs (the rate its reproducer shows). The
+    rate the fix verifier and the replay size their runs from."""
     found = []
     for repeat in (0, 2):
         row = store.conn.execute(

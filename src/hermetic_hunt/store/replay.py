@@ -26,6 +26,7 @@ from hermetic_hunt.models import (
     sql_set,
 )
 from hermetic_hunt.store.core import Store, real_now_iso
+from hermetic_hunt.store.fixes import fail_counts
 from hermetic_hunt.timing import as_profile, switch_interval
 from hermetic_hunt.untrusted import is_number, json_or, whole_or
 
@@ -155,6 +156,14 @@ class ReplaySource:
             (nodeid,),
         )
         return self._with_violations(_attempt(row), row) if row else None
+
+    def fail_rate(self, nodeid: str) -> float | None:
+        """The rate ``nodeid`` failed at in the database (None: it never failed)."""
+        try:
+            failed, counted = fail_counts(self.store, nodeid)
+        except sqlite3.DatabaseError as exc:
+            raise BadDatabase(f"{self.store.path} cannot be read ({exc}): is it damaged?") from None
+        return failed / counted if counted and failed else None
 
     def test_known(self, nodeid: str) -> bool:
         return self._fetch("SELECT 1 FROM tests WHERE nodeid = ?", (nodeid,)) is not None

@@ -52,6 +52,9 @@ PASSING: frozenset[str] = frozenset({"passed", "xfailed"})
 Exposure = Literal["normal", "order", "repeat", "dates", "sandbox"]
 #: What a CI run will see of a finding, most exposed first (see :func:`exposure`).
 EXPOSURES: tuple[Exposure, ...] = get_args(Exposure)
+#: ``flakes.evidence["found_by"]`` of a victim no round failed, found by
+#: isolation's polluter probe (:mod:`hermetic_hunt.isolate.blast`).
+FOUND_BY = "polluter probe"
 #: How each exposure reads in reports and summaries.
 EXPOSURE_TEXT: dict[str, str] = {
     "normal": "fails in normal runs",

@@ -19,7 +19,7 @@ from hermetic_hunt.isolate.alone import (
     shows_pass,
     uncontrolled,
 )
-from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, dedupe
+from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, History, dedupe
 from hermetic_hunt.isolate.search import (
     BudgetExceeded,
     find_cleaners,
@@ -311,11 +311,15 @@ def _file_of(nodeid: str) -> str:
 
 
 def _step_for(c: Case, nodeid: str) -> Step:
+    return recorded_step(c.history, c.settings.base_seed, nodeid)
+
+
+def recorded_step(history: History, base_seed: int, nodeid: str) -> Step:
     """A recorded attempt of ``nodeid`` to run it with (derived if none)."""
-    attempt = c.history.representative(nodeid)
+    attempt = history.representative(nodeid)
     if attempt is not None:
         return Step.of(attempt)
-    seed = attempt_seed(c.settings.base_seed, nodeid, 0)
+    seed = attempt_seed(base_seed, nodeid, 0)
     return Step(nodeid, seed, attempt_now(seed))
 
 

@@ -26,10 +26,12 @@ from typing import Any
 
 from hermetic_hunt.findings import Finding, IsolationReport, Probe
 from hermetic_hunt.isolate import wire
+from hermetic_hunt.isolate.blast import Polluters, victims_of
 from hermetic_hunt.isolate.case import ClassifySettings, Deadline
 from hermetic_hunt.isolate.classifier import Classifier
 from hermetic_hunt.isolate.groups import Group, adopt, sample
 from hermetic_hunt.isolate.groups import group as groups_of
+from hermetic_hunt.isolate.order import recorded_step
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
 from hermetic_hunt.isolate.search import BudgetExceeded
 from hermetic_hunt.models import (
@@ -252,6 +254,51 @@ class _Work:
                 c.settings = replace(c.settings, deadline=extras)
             for c in pool.each(wanted, Classifier.extras):
                 self.store_result(c)
+        self.blast_radius([c.finding for c in leads + alone], extras)
+
+    def blast_radius(self, findings: Sequence[Finding], deadline: Deadline | None) -> None:
+        """Every other victim of each polluter set found: one probe per set
+        (:mod:`.blast`), within the time left; each is stored as a flake."""
+        sets: dict[tuple[str, ...], Polluters] = {}
+        for f in findings:
+            repro = f.reproducer
+            if "victim" not in f.kinds or repro is None or not f.confirmed or len(repro.steps) < 2:
+                continue
+            steps = tuple(repro.steps[:-1])
+            if [s.nodeid for s in steps] not in f.polluters:
+                continue  # the reproducer is not exactly a polluter set
+            _, shown_by = self.rows[f.nodeid]
+            key = tuple(s.nodeid for s in steps)
+            hs = repro.hash_seed
+            if hs is None:
+                hs = probe_hash_seed(self.settings.base_seed, 0)
+            sets.setdefault(key, Polluters(steps, hs, shown_by, repro.run_id))
+        if not sets:
+            return
+        known = set(self.flaky) | set(self.rows)
+        for polluters in sets.values():
+            collected = self.runner.collected(polluters.hash_seed)
+            tests = [n for n in self.history.tests() if collected is None or n in collected]
+            try:
+                found = victims_of(polluters, tests, known, self._step_for, self.runner, deadline)
+            except BudgetExceeded:
+                return
+            for finding in found:
+                known.add(finding.nodeid)
+                rows = db.ensure_flakes(self.store, [finding.nodeid], self.report.run_id)
+                self.rows.update(rows)
+                row, flake_id = rows[finding.nodeid]
+                db.save_finding(self.store, row, self.report.run_id, finding)
+                self.report.flakes.append((flake_id, finding))
+                if self.say is not None:
+                    self.say(
+                        f"hermetic-hunt: {flake_id} · victim of {' + '.join(polluters.nodeids)}"
+                        f" · found by the polluter probe · {len(finding.probes)} probes · "
+                        f"{format_seconds(round(finding.probe_seconds, 1))}"
+                    )
+
+    def _step_for(self, nodeid: str) -> Step:
+        return recorded_step(self.history, self.settings.base_seed, nodeid)
 
     def extras_deadline(self) -> Deadline | None:
         """The cleaner searches' time, counted from now (they start once every

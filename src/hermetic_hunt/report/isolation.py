@@ -11,7 +11,7 @@ import os
 
 from hermetic_hunt import pasteable
 from hermetic_hunt.findings import Finding, IsolationReport
-from hermetic_hunt.models import EXPOSURE_TEXT, EXPOSURES, format_seconds, function_of
+from hermetic_hunt.models import EXPOSURE_TEXT, EXPOSURES, FOUND_BY, format_seconds, function_of
 from hermetic_hunt.report.text import LIST_LIMIT, clean, dates_text, listing, sets_text
 
 
@@ -104,6 +104,8 @@ def _flake_lines(
             f"{f'; {sampled} confirmed by a probe' if sampled else ''}): "
             f"hermetic-hunt show {flake_id} lists them"
         )
+    if isinstance(v.evidence, dict) and v.evidence.get("found_by") == FOUND_BY:
+        out.append(f"      {clean(v.notes[0]) if v.notes else 'found by the polluter probe'}")
     if v.reproducer is not None and v.confirmed is False and v.status == "isolated":
         out.append("      reproducer not confirmed: it did not fail again when re-run")
     rate = [n for n in v.notes if n.startswith("the reproducer fails in about")]

@@ -35,6 +35,7 @@ from hermetic_hunt import stats
 from hermetic_hunt.models import (
     EXPOSURE_TEXT,
     EXPOSURES,
+    FOUND_BY,
     Reproducer,
     attempts_text,
     exposure,
@@ -295,6 +296,12 @@ def status_of(counts: TestCounts, check: CheckRow | None) -> str:
     return "broken"
 
 
+def found_by_probe(flake: Flake | None) -> bool:
+    """A victim no round failed, found by isolation's polluter probe (``isolate.blast``)."""
+    evidence = flake.evidence if flake is not None else None
+    return isinstance(evidence, dict) and evidence.get("found_by") == FOUND_BY
+
+
 def _result(
     counts: TestCounts,
     flake: Flake | None,
@@ -303,6 +310,8 @@ def _result(
     conditions: tuple[ConditionRow, ...] = (),
 ) -> TestResult:
     status = status_of(counts, check)
+    if status == "stable" and found_by_probe(flake):
+        status = "flaky"  # it passed every round, but a probe shows it fails after its polluter
     n = counts.passed + counts.failed
     stable = status == "stable"
     command = None

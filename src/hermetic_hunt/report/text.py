@@ -14,7 +14,7 @@ from typing import Any
 from hermetic_hunt import stats
 from hermetic_hunt.models import EXPOSURE_TEXT, attempts_text, format_seconds
 from hermetic_hunt.report.fixes import fix_text_lines, history_text_lines
-from hermetic_hunt.report.model import Flake, Group, Report, TestResult, rank_key
+from hermetic_hunt.report.model import Flake, Group, Report, TestResult, found_by_probe, rank_key
 from hermetic_hunt.store.rows import LeakRow, RunRow
 from hermetic_hunt.untrusted import clean as clean  # re-exported: show and markdown use it
 
@@ -135,7 +135,10 @@ def flake_state(flake: Flake) -> str:
     }[flake.confirmed]
     if flake.reproducer is None and flake.confirmed is None:
         confirmed = "no reproducer"
-    return f"{status} · {confirmed}"
+    found = (
+        " · found by the polluter probe (not observed in rounds)" if found_by_probe(flake) else ""
+    )
+    return f"{status} · {confirmed}{found}"
 
 
 def interval_text(test: TestResult) -> str:

@@ -159,6 +159,53 @@ class TestEffects:
         return [e for e in self.effects if e.kind in kinds]
 
 
+def mutated_arguments(test: TestEffects) -> list[tuple[str, int, str]]:
+    """``(argument, line, how)`` for each parametrize argument ``test`` changes in
+    place (``test_args.insert(0, "x")``, ``args["k"] = v``, ``del args[0]``): the
+    value is one object shared by every run of the parametrization, so its next
+    run in the process gets it changed. Pure reading of the function's own body.
+    """
+    names = _parametrize_names(test.function)
+    found: dict[str, tuple[str, int, str]] = {}
+    for node in ast.walk(test.function):
+        target: ast.expr | None = None
+        how = ""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in _MUTATORS:
+                target, how = node.func.value, f".{node.func.attr}()"
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            subscripts = [t for t in targets if isinstance(t, ast.Subscript)]
+            if subscripts:
+                target, how = (
+                    subscripts[0].value,
+                    "[...] =" if not isinstance(node, ast.Delete) else "del [...]",
+                )
+        if isinstance(target, ast.Name) and target.id in names and target.id not in found:
+            found[target.id] = (target.id, getattr(node, "lineno", test.function.lineno), how)
+    return list(found.values())
+
+
+def _parametrize_names(function: FunctionNode) -> set[str]:
+    """The argument names of ``function``'s ``@pytest.mark.parametrize`` decorators."""
+    out: set[str] = set()
+    for deco in function.decorator_list:
+        if not isinstance(deco, ast.Call) or not deco.args:
+            continue
+        name = ast.unparse(deco.func)
+        if not name.endswith("parametrize"):
+            continue
+        first = deco.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            out.update(n.strip() for n in first.value.split(",") if n.strip())
+        elif isinstance(first, (ast.List, ast.Tuple)):
+            out.update(e.value for e in first.elts if isinstance(e, ast.Constant)
+                       and isinstance(e.value, str))  # fmt: skip
+    params = {a.arg for a in (*function.args.posonlyargs, *function.args.args,
+                              *function.args.kwonlyargs)}  # fmt: skip
+    return out & params
+
+
 # -- what an expression names --------------------------------------------------------
 
 

@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hermetic_hunt.findings import FixFacts
-from hermetic_hunt.fix.analyze import Analyzer, Effect, Holder, TestEffects
+from hermetic_hunt.fix.analyze import Analyzer, Effect, Holder, TestEffects, mutated_arguments
 from hermetic_hunt.fix.patch import Draft, Patch, build
 from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project
 from hermetic_hunt.kinds import Kind, primary_kind
@@ -688,6 +688,9 @@ def _self_polluting(plan: _Plan) -> None:
                 )
             )
         return
+    if _copy_arguments(plan, me, _short(facts.nodeid)):
+        plan.summary += ": work on a copy of its parametrize value"
+        return
     if not restore_state(plan, me, facts.leaks.get(facts.nodeid, ()), _short(facts.nodeid)):
         plan.advice.append(
             "the source does not show what it leaves behind: look for module globals, caches "
@@ -695,6 +698,30 @@ def _self_polluting(plan: _Plan) -> None:
         )
     else:
         plan.summary += ": put back what it changes"
+
+
+def _copy_arguments(plan: _Plan, test: TestEffects, who: str) -> bool:
+    """The smallest patch for a test that changes its own parametrize value in
+    place: a copy first thing in the test (``copy.deepcopy(arg)``)."""
+    mutated = mutated_arguments(test)
+    if not mutated:
+        return False
+    draft = plan.draft(test.module)
+    copies = [f"{name} = copy.deepcopy({name})  # its parametrize value is shared by every run"
+              for name, _, _ in mutated]  # fmt: skip
+    if not draft.prepend(test.function, copies):
+        return False
+    draft.ensure_import("import copy", "copy")
+    for name, line, how in mutated:
+        plan.changes.append(
+            Change(
+                _where(test, line),
+                f"{who} changes its parametrize argument {name} in place ({name}{how}): the "
+                "value is one object, so its next run in the process gets it changed",
+                f"copy it first: {name} = copy.deepcopy({name})",
+            )
+        )
+    return True
 
 
 @suggests("network")

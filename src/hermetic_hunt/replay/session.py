@@ -128,6 +128,8 @@ def _runs(config: pytest.Config, plan: Plan, rate: float | None) -> Runs:
         from hermetic_hunt.engine.fork import fork_available
 
         alone = [flag for dest, flag in _ONE_RUN if getattr(config.option, dest, False)]
+        if (getattr(config.option, "maxfail", 0) or 0) > 0:
+            alone.append("-x/--maxfail")
         if not fork_available():
             alone.append("this platform cannot fork")
         if alone:
@@ -177,7 +179,8 @@ def _load(
         plan = resolve(replace(target, path=display), source)
         recorded_env = source.run_environment(plan.run_id) if plan.run_id is not None else None
         settings = source.run_settings(plan.run_id)
-        rate = source.fail_rate(plan.test)
+        # An attempt replays exactly as it ran, once; a flake until it reproduces.
+        rate = source.fail_rate(plan.test) if plan.flake_row is not None else None
         _check_hash_seed(plan)
         if needs_reexec(plan.hash_seed, os.environ):
             store.close()

@@ -179,7 +179,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="N",
         help="A replay runs its reproducer up to N times, each in a fresh forked process, "
-        "until it reproduces (default: as many as make a failure at the hunt's rate 95% "
+        "until it reproduces (default: as many as make a failure at the hunt's rate 95%% "
         "expected, at most 100).",
     )
 

@@ -95,23 +95,29 @@ def _location(longrepr: Any, crash_path: str, crash_line: Any, rootdir: str | No
     return own_location(frames, rootdir) or f"{crash_path}:{crash_line}"
 
 
-def from_report(report: Any, rootdir: str | None = None) -> Failure:
+def from_report(
+    report: Any,
+    rootdir: str | None = None,
+    *,
+    exc_type: str | None = None,
+    location: str | None = None,
+) -> Failure:
     """Build the failure of ``report`` (a failed ``TestReport``).
 
-    The executing process names the exception type (``exc_type`` in the
-    report's hunt data); the message is the first line of the crash message.
+    The executing process names the exception type and, when it found one,
+    the project's own frame (``exc_type``, ``location``, from the exception
+    itself); the message is the first line of the crash message.
     """
     longrepr = report.longrepr
-    data = getattr(report, "hermetic_hunt", None)
-    known_type = data.get("exc_type") if isinstance(data, dict) else None
+    known_type = exc_type
+    known_location = location
     crash = getattr(longrepr, "reprcrash", None)
     text = str(getattr(report, "longreprtext", "") or longrepr or "")
     excerpt = text[-EXCERPT_LIMIT:]
     if crash is not None:
         exc_type, message = _split_crash_message(str(crash.message))
         location = _location(longrepr, str(crash.path), crash.lineno, rootdir)
-        known_location = data.get("location") if isinstance(data, dict) else None
-        if isinstance(known_location, str) and known_location:
+        if known_location:
             location = known_location
     elif isinstance(longrepr, tuple) and len(longrepr) == 3:
         exc_type, message, location = "Skipped", str(longrepr[2]), f"{longrepr[0]}:{longrepr[1]}"

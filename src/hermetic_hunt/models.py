@@ -14,8 +14,9 @@ type (:func:`parse_ref`).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
-import math
 import os
 import re
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from hermetic_hunt.timing import (
     as_profile,
     step_conditions,
 )
-from hermetic_hunt.untrusted import is_number, is_whole
+from hermetic_hunt.untrusted import is_number, is_whole, items, number, text, whole
 
 # -- modes, orders, outcomes, exposures -----------------------------------------
 
@@ -44,6 +45,8 @@ Order = Literal["auto", "shuffle", "grouped", "reversed", "twice"]
 ORDERS: tuple[Order, ...] = get_args(Order)
 
 Outcome = Literal["passed", "failed", "skipped", "xfailed", "xpassed", "crashed"]
+#: Every outcome an attempt can have.
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 #: Outcomes that count as a failure: the test did not do what it promised.
 FAILING: frozenset[str] = frozenset({"failed", "crashed", "xpassed"})
 #: Outcomes that count as a pass.
@@ -349,6 +352,23 @@ class Step:
         }
 
     @classmethod
+    def from_json(cls, raw: Any) -> Step:
+        """A step from :meth:`to_json`'s form (untrusted): ValueError when malformed."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("nodeid"), str):
+            raise ValueError("each step needs a nodeid")
+        mode = as_mode(raw.get("mode", "seeded"), default="off")
+        if mode != raw.get("mode", "seeded"):
+            raise ValueError(f"unknown step mode {raw.get('mode')!r}")
+        return cls(
+            nodeid=raw["nodeid"],
+            seed=whole(raw.get("seed"), "a step's seed", optional=True),
+            now=number(raw.get("now"), "a step's start time", optional=True),
+            mode=mode,
+            attempt_id=whole(raw.get("attempt_id"), "a step's attempt id", optional=True),
+            **step_conditions(raw),
+        )
+
+    @classmethod
     def of(cls, attempt: Attempt, **changes: Any) -> Step:
         step = cls(
             attempt.nodeid,
@@ -393,6 +413,14 @@ class Failure:
     def signature(self) -> str:
         return f"{self.exc_type} at {self.location}" if self.location else self.exc_type
 
+    def to_json(self) -> list[str]:
+        return [self.exc_type, self.message, self.location, self.excerpt]
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Failure:
+        """ValueError unless ``raw`` is :meth:`to_json`'s four texts."""
+        return cls(*(text(part, "a failure's field") for part in items(raw, "a failure", 4)))
+
     def describe(self) -> str:
         text = f"{self.exc_type} {self.message}".strip() if self.message else self.exc_type
         return f"{text} at {self.location}" if self.location else text
@@ -411,6 +439,19 @@ class Violation:
         where = self.host if self.port is None else f"{self.host}:{self.port}"
         return f"{self.op} {where}"
 
+    def to_json(self) -> list[Any]:
+        return [self.op, self.host, self.port, self.detail]
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Violation:
+        op, host, port, detail = items(raw, "a violation", 4)
+        return cls(
+            text(op, "a violation's op"),
+            text(host, "a violation's host"),
+            whole(port, "a violation's port", optional=True),
+            text(detail, "a violation's detail"),
+        )
+
 
 @dataclass(frozen=True)
 class Leak:
@@ -428,6 +469,13 @@ class Leak:
 
     def describe(self) -> str:
         return describe_leak(self.resource, self.name, self.change, self.detail)
+
+    def to_json(self) -> list[str]:
+        return [self.resource, self.name, self.change, self.detail]
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Leak:
+        return cls(*(text(part, "a leak's field") for part in items(raw, "a leak", 4)))
 
 
 def describe_leak(resource: str, name: str, change: str, detail: str = "") -> str:
@@ -505,6 +553,8 @@ class Attempt:
     #: Paths the attempt wrote (from Python) in the rootdir or the temp dir: what
     #: attributes a file a round left behind (in flight only, not stored).
     writes: list[str] = field(default_factory=list)
+    #: How a replayed attempt was less than faithful (in flight only, not stored).
+    warnings: list[str] = field(default_factory=list)
     journal: bytes | None = None
     journal_format: str | None = None
     journal_size: int | None = None
@@ -534,6 +584,104 @@ class Attempt:
     @property
     def signature(self) -> tuple[str, str]:
         return (self.exc_type, self.location)
+
+    # -- the codec: what crosses a process boundary ------------------------------
+    #
+    # Short keys, defaults left out: a hunt sends one per attempt. Not sent:
+    # ``run_id``, ``worker`` (the receiver knows them), ``attempt_id``,
+    # ``journal_size``, ``has_journal`` (the store's). A new field needs a key
+    # here, a line in :meth:`from_json` and a migration.
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"n": self.nodeid, "o": self.outcome, "r": self.round_no,
+                               "p": self.position, "d": round(self.duration, 6),
+                               "m": self.mode}  # fmt: skip
+        if self.execution != 1:
+            out["x"] = self.execution
+        if self.phase is not None:
+            out["ph"] = self.phase
+        if self.seed is not None:
+            out["s"] = self.seed
+        if self.now is not None:
+            out["t"] = self.now
+        if self.hash_seed is not None:
+            out["h"] = self.hash_seed
+        if self.counts:
+            out["c"] = self.counts
+        if self.violations:
+            out["v"] = [v.to_json() for v in self.violations]
+        if self.failure is not None:
+            out["f"] = self.failure.to_json()
+        if self.leaks:
+            out["l"] = [x.to_json() for x in self.leaks]
+        if self.repeat:
+            out["rp"] = self.repeat
+        if self.profile is not None:
+            out["pf"] = self.profile
+        if self.switch_interval is not None:
+            out["si"] = self.switch_interval
+        if self.stress:
+            out["st"] = self.stress
+        if self.journal is not None:
+            out["j"] = base64.b64encode(self.journal).decode("ascii")
+        if self.journal_format is not None:
+            out["jf"] = self.journal_format
+        if self.started is not None:
+            out["b"] = self.started
+        if self.writes:
+            out["w"] = self.writes
+        if self.warnings:
+            out["wn"] = self.warnings
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Attempt:
+        """An attempt from :meth:`to_json`'s form (untrusted): ValueError when malformed."""
+        if not isinstance(raw, dict):
+            raise ValueError("an attempt must be an object")
+        get = raw.get
+        outcome = get("o")
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {str(outcome)[:40]!r}")
+        mode = get("m", DEFAULT_MODE)
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {str(mode)[:40]!r}")
+        counts = get("c")
+        if counts is not None and not isinstance(counts, dict):
+            raise ValueError("an attempt's counts must be an object")
+        journal = get("j")
+        if journal is not None:
+            try:
+                journal = base64.b64decode(text(journal, "a journal"), validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("a journal must be base64 text") from None
+        failure = get("f")
+        return cls(
+            nodeid=text(get("n"), "an attempt's nodeid"),
+            outcome=outcome,
+            round_no=whole(get("r", 0), "a round", least=0),
+            position=whole(get("p", 0), "a position", least=0),
+            execution=whole(get("x", 1), "an execution", least=1),
+            phase=text(get("ph"), "a phase", optional=True),
+            duration=number(get("d", 0.0), "a duration"),
+            seed=whole(get("s"), "a seed", optional=True),
+            now=number(get("t"), "a start time", optional=True),
+            mode=mode,
+            hash_seed=whole(get("h"), "a hash seed", optional=True),
+            counts=counts or None,
+            violations=[Violation.from_json(v) for v in items(get("v"), "violations")],
+            failure=Failure.from_json(failure) if failure is not None else None,
+            leaks=[Leak.from_json(x) for x in items(get("l"), "leaks")],
+            repeat=whole(get("rp", 0), "a repeat", least=0),
+            profile=text(get("pf"), "a profile", optional=True),
+            switch_interval=number(get("si"), "a switch interval", optional=True),
+            stress=whole(get("st", 0), "a stress", least=0),
+            started=number(get("b"), "a start", optional=True),
+            writes=[text(w, "a written path") for w in items(get("w"), "writes")],
+            warnings=[text(w, "a warning") for w in items(get("wn"), "warnings")],
+            journal=journal,
+            journal_format=text(get("jf"), "a journal format", optional=True),
+        )
 
 
 @dataclass(frozen=True)
@@ -615,50 +763,18 @@ class Reproducer:
     def from_json(cls, data: Any) -> Reproducer:
         """Parse stored JSON (untrusted): ValueError on anything malformed."""
 
-        def opt_int(value: Any) -> int | None:
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError("expected an integer")
-            return value
-
-        def opt_float(value: Any) -> float | None:
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError("expected a number")
-            if not math.isfinite(value):
-                raise ValueError("expected a finite number")
-            return float(value)
-
         if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
             raise ValueError("reproducer must be an object with a list of steps")
         if not data["steps"] or len(data["steps"]) > 10_000:
             raise ValueError("reproducer must have between 1 and 10,000 steps")
-        steps = []
-        for raw in data["steps"]:
-            if not isinstance(raw, dict) or not isinstance(raw.get("nodeid"), str):
-                raise ValueError("each step needs a nodeid")
-            mode = as_mode(raw.get("mode", "seeded"), default="off")
-            if mode != raw.get("mode", "seeded"):
-                raise ValueError(f"unknown step mode {raw.get('mode')!r}")
-            steps.append(
-                Step(
-                    nodeid=raw["nodeid"],
-                    seed=opt_int(raw.get("seed")),
-                    now=opt_float(raw.get("now")),
-                    mode=mode,
-                    attempt_id=opt_int(raw.get("attempt_id")),
-                    **step_conditions(raw),
-                )
-            )
+        steps = [Step.from_json(raw) for raw in data["steps"]]
         signature = data.get("signature") or {}
         if not isinstance(signature, dict):
             raise ValueError("signature must be an object")
         texts = [signature.get(k, "") for k in ("exc_type", "location", "message")]
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("signature fields must be text")
-        hash_seed = opt_int(data.get("hash_seed"))
+        hash_seed = whole(data.get("hash_seed"), "a hash seed", optional=True)
         problem = hash_seed_problem(hash_seed)
         if problem:
             raise ValueError(problem)
@@ -668,5 +784,5 @@ class Reproducer:
             exc_type=texts[0],
             location=texts[1],
             message=texts[2],
-            run_id=opt_int(data.get("run_id")),
+            run_id=whole(data.get("run_id"), "a run id", optional=True),
         )

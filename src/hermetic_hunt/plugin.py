@@ -362,6 +362,6 @@ class EndOfHunt:
             hunt.store, hunt.run_id, hunt.summary_header(),
             cwd=str(hunt.config.invocation_params.dir), attempts=hunt.tallies.attempts,
             error=hunt.error, stored=hunt.stored, rounds=hunt.rounds_completed,
-            isolation=hunt.isolation,
+            isolation=hunt.isolation, incomplete=hunt.incomplete_text(),
         ):  # fmt: skip
             terminalreporter.write_line(line)

@@ -9,6 +9,11 @@ A ``flakes.db`` handed over by CI is input from elsewhere (see
   levels deep; a deeper one would make a recursive reader overflow);
 * :func:`is_whole`, :func:`is_number` -- the type checks of a stored value
   (``True`` is not the number 1; ``nan`` and ``inf`` are not numbers);
+
+
+* :func:`whole`, :func:`number`, :func:`text`, :func:`items` -- one field of a
+  decoded value checked for its type (``ValueError`` naming the field), for
+  the codecs of what crosses a process boundary (``Attempt.from_json``...);
 * :func:`clean` -- text with every control character (newlines, tabs,
   ANSI escapes, bidi overrides, NUL) shown as ``\\xNN`` / ``\\uNNNN``, so a
   value printed on a terminal or in an error message is one inert line.
@@ -96,3 +101,45 @@ def is_number(value: object) -> TypeGuard[int | float]:
 def whole_or(value: object, default: int | None = None) -> int | None:
     """``value`` when :func:`is_whole`, else ``default``."""
     return value if is_whole(value) else default
+
+
+# -- fields of decoded values (the codecs' checks) ------------------------------
+
+
+def whole(value: Any, what: str, *, optional: bool = False, least: int | None = None) -> Any:
+    """``value`` as an int (not a bool), ``least`` or more; None only when ``optional``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} must be a whole number, not {clean(repr(value))[:40]}")
+    if least is not None and value < least:
+        raise ValueError(f"{what} must be at least {least}, not {value}")
+    return value
+
+
+def number(value: Any, what: str, *, optional: bool = False) -> Any:
+    """``value`` as a finite float; None only when ``optional``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, not {clean(repr(value))[:40]}")
+    return float(value)
+
+
+def text(value: Any, what: str, *, optional: bool = False) -> Any:
+    """``value`` as a str; None only when ``optional``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be text, not {type(value).__name__}")
+    return value
+
+
+def items(value: Any, what: str, size: int | None = None) -> list[Any]:
+    """``value`` as a list (of ``size`` elements when given); None is an empty list."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or (size is not None and len(value) != size):
+        kind = f"a list of {size}" if size is not None else "a list"
+        raise ValueError(f"{what} must be {kind}")
+    return value

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from hermetic_hunt.engine import wire
 from hermetic_hunt.isolate import wire as probe_wire
 from hermetic_hunt.models import Attempt, Reproducer, Step
 
@@ -56,7 +55,7 @@ def test_a_step_of_an_attempt_takes_its_conditions() -> None:
 
 def test_conditions_travel_in_attempt_lines_and_probe_requests() -> None:
     attempt = Attempt("t.py::test_x", "passed", profile="jitter", switch_interval=3e-6, stress=2)
-    back = wire.attempt_from(wire.attempt_json(attempt))
+    back = Attempt.from_json(attempt.to_json())
     assert back is not None
     assert (back.profile, back.switch_interval, back.stress) == ("jitter", 3e-6, 2)
     step = Step("t.py::test_x", 1, 2.0, profile="slow", switch_interval=1e-4, stress=1)

@@ -16,15 +16,19 @@ def _report(crash_path, crash_line, message, entries=(), exc_type=None):
             ]
         ),
     )
-    data = {"exc_type": exc_type} if exc_type else {}
     return SimpleNamespace(
-        longrepr=longrepr, longreprtext=message, hermetic_hunt=data, wasxfail=None, passed=False
+        longrepr=longrepr, longreprtext=message, wasxfail=None, passed=False, known=exc_type
     )
+
+
+def _failure(report, rootdir, location=None):
+    """What the executor passes along: the exception's type (and own location), never on the report."""
+    return from_report(report, rootdir, exc_type=report.known, location=location)
 
 
 def test_a_crash_in_the_project_is_located_relative_to_the_rootdir(tmp_path):
     report = _report(str(tmp_path / "shop" / "cart.py"), 42, "KeyError: 'sku'")
-    failure = from_report(report, str(tmp_path))
+    failure = _failure(report, str(tmp_path))
     assert (failure.exc_type, failure.message, failure.location) == (
         "KeyError",
         "'sku'",
@@ -45,7 +49,7 @@ def test_a_crash_in_the_standard_library_is_located_in_the_projects_own_code(tmp
         ],
         exc_type="URLError",
     )
-    failure = from_report(report, str(tmp_path))
+    failure = _failure(report, str(tmp_path))
     assert failure.location == "shop/telemetry.py:19"
     assert failure.exc_type == "URLError"
 
@@ -53,14 +57,14 @@ def test_a_crash_in_the_standard_library_is_located_in_the_projects_own_code(tmp
 def test_code_installed_inside_the_rootdir_is_not_the_projects_own(tmp_path):
     venv_file = str(tmp_path / ".venv" / "lib" / "python3.11" / "site-packages" / "lib" / "x.py")
     report = _report(venv_file, 3, "ValueError: bad", entries=[(str(tmp_path / "t.py"), 9)])
-    assert from_report(report, str(tmp_path)).location == "t.py:9"
+    assert _failure(report, str(tmp_path)).location == "t.py:9"
 
 
 def test_an_assertion_keeps_its_type_from_the_executing_process(tmp_path):
     report = _report(
         str(tmp_path / "t.py"), 5, "assert 2 == 3\n +  where 2 = f()", exc_type="AssertionError"
     )
-    failure = from_report(report, str(tmp_path))
+    failure = _failure(report, str(tmp_path))
     assert (failure.exc_type, failure.message) == ("AssertionError", "assert 2 == 3")
 
 
@@ -74,8 +78,9 @@ def test_the_executing_process_location_wins_whatever_the_traceback_style(tmp_pa
     report = _report(
         "/usr/lib/python3.11/urllib/request.py", 1351, "URLError: x", exc_type="URLError"
     )
-    report.hermetic_hunt["location"] = "shop/telemetry.py:19"
-    assert from_report(report, str(tmp_path)).location == "shop/telemetry.py:19"
+    assert (
+        _failure(report, str(tmp_path), "shop/telemetry.py:19").location == "shop/telemetry.py:19"
+    )
 
 
 def test_own_location_skips_frames_outside_the_project(tmp_path):

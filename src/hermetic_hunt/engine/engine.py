@@ -18,7 +18,7 @@ import pytest
 from hermetic_hunt.engine import fixture
 from hermetic_hunt.engine.executor import AttemptExecutor, RepeatGuard, Slot
 from hermetic_hunt.engine.runner import Job, OnStep, Outcome, StepRunner
-from hermetic_hunt.models import Settings
+from hermetic_hunt.models import Attempt, Settings
 
 _RUNNER = "hermetic-hunt-runner"
 
@@ -79,7 +79,7 @@ class Engine:
         self.config = config
         self.settings = settings
         self.runner: StepRunner | None = None
-        self.executor = AttemptExecutor(settings, self.locate)
+        self.executor = AttemptExecutor(settings, self.locate, self.deliver)
         hand_seeding_to_the_hunt(config)
         declare_marker(config, settings.integration_marker)
         config.pluginmanager.register(RepeatGuard(), "hermetic-hunt-repeat-guard")
@@ -92,6 +92,10 @@ class Engine:
     def locate(self, item: pytest.Item) -> Slot | None:
         runner = self.runner
         return runner.locate(item) if runner is not None else None
+
+    def deliver(self, attempt: Attempt) -> None:
+        if self.runner is not None:
+            self.runner.deliver(attempt)
 
     def runner_for(
         self,

@@ -14,8 +14,14 @@ Timing conditions (``docs/sandbox.md``): a seeded attempt's clock profile
 attempt opens and put back when it closes (before the runner's leak checks,
 unless the test changed it itself: that is the test's own leak).
 
-What happened is attached to the reports as ``report.hermetic_hunt`` (plain
-values) for the :class:`~hermetic_hunt.engine.recorder.Recorder`.
+Each execution's phase reports are folded as pytest makes them
+(:class:`~hermetic_hunt.engine.recorder.Fold`); after its teardown the
+executor builds the :class:`~hermetic_hunt.models.Attempt` and hands it on
+(``deliver``). Nothing of ours is put on pytest's report objects: they are
+pytest's, and other processes (xdist, a journal-keeping failure) serialise
+them. An exception that escapes the protocol (``pytest.exit()``,
+``KeyboardInterrupt`` or a ``RecursionError`` the test provoked) ends the
+execution as a failed attempt of that test (:meth:`AttemptExecutor.abandon`).
 """
 
 from __future__ import annotations
@@ -23,17 +29,19 @@ from __future__ import annotations
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict
+from typing import Any
 
 import pytest
 
 from hermetic_hunt import journal as journal_format
+from hermetic_hunt.engine.recorder import Fold
 from hermetic_hunt.errors import BadOption, HuntError
-from hermetic_hunt.failures import own_location
+from hermetic_hunt.failures import EXCERPT_LIMIT, normalise, own_location
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.models import Settings, Step
+from hermetic_hunt.models import Attempt, Failure, Settings, Step
 from hermetic_hunt.sandbox import (
     AttemptFacts,
     Sandbox,
@@ -46,40 +54,6 @@ from hermetic_hunt.seeds import attempt_seed, round_now, switch_interval_for
 from hermetic_hunt.timing import PROFILES, Condition
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
-REPORT_ATTR = "hermetic_hunt"
-
-
-class ReportData(TypedDict, total=False):
-    """What the executor attaches to each phase report as ``report.hermetic_hunt``.
-
-    Every phase: ``round``, ``position``, ``repeat``, ``execution``; a failing
-    phase adds ``exc_type`` and ``location`` (named where the exception was
-    raised); the teardown report adds the attempt's facts (seed, start,
-    mode, hash seed, duration, real start, counts, violations, replay
-    warnings, journal). Read by the :class:`~hermetic_hunt.engine.recorder.Recorder`,
-    :func:`hermetic_hunt.failures.from_report` and the replay session.
-    """
-
-    round: int
-    position: int
-    repeat: int
-    execution: int
-    exc_type: str
-    location: str
-    seed: int | None
-    now: float | None
-    mode: str
-    hash_seed: int | None
-    duration: float
-    started: float
-    counts: dict[str, Any] | None
-    violations: list[list[Any]]
-    warnings: list[str]
-    journal: bytes
-    journal_format: str
-    profile: str | None
-    switch_interval: float | None
-    stress: int
 
 
 @dataclass
@@ -144,9 +118,18 @@ class RepeatGuard:
 class AttemptExecutor:
     """pytest plugin: one sandbox per execution of a scheduled attempt."""
 
-    def __init__(self, settings: Settings, locate: Callable[[pytest.Item], Slot | None]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        locate: Callable[[pytest.Item], Slot | None],
+        deliver: Callable[[Attempt], None],
+    ) -> None:
         self.settings = settings
         self.locate = locate
+        self.deliver = deliver
+        self.rootdir = ""
+        self._fold: Fold | None = None
+        self._limit = sys.getrecursionlimit()
         self.sandbox = Sandbox() if settings.mode != "off" else None
         self.hash_seed = process_hash_seed()
         self.handle: Any = None
@@ -173,6 +156,12 @@ class AttemptExecutor:
         self._execution = 0
         try:
             return (yield)
+        except BaseException as exc:
+            if self._slot is not None:
+                attempt = self.abandon(exc)
+                if attempt is not None:
+                    self.deliver(attempt)
+            raise
         finally:
             # An interrupt between setup and teardown skips our teardown hook.
             self._close()
@@ -204,27 +193,51 @@ class AttemptExecutor:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        slot = self._slot
-        if slot is None:
+        fold = self._fold
+        if self._slot is None or fold is None:
             return report
-        data: ReportData = {
-            "round": slot.round_no,
-            "position": slot.position,
-            "repeat": slot.repeat,
-            "execution": self._execution,
-        }
+        exc_type = location = None
         if report.failed:
             self._failed = True
             if call.excinfo is not None:
-                data["exc_type"] = call.excinfo.typename
+                exc_type = call.excinfo.typename
                 frames = [(str(entry.path), entry.lineno + 1) for entry in call.excinfo.traceback]
                 location = own_location(frames, str(item.config.rootpath))
-                if location is not None:
-                    data["location"] = location
+        fold.phase_report(report, str(item.config.rootpath), exc_type, location)
         if report.when == "teardown":
-            data.update(self._final_facts())
-        setattr(report, REPORT_ATTR, data)
+            self._fold = None
+            self.deliver(fold.attempt(**self._final_facts()))
         return report
+
+    def abandon(self, exc: BaseException) -> Attempt | None:
+        """The running execution, ended by ``exc`` escaping pytest's protocol.
+
+        The recursion limit goes back to what it was when the execution
+        began (a test that lowered it would break every frame that follows).
+        None when the execution's attempt was already handed on.
+        """
+        if sys.getrecursionlimit() < self._limit:
+            sys.setrecursionlimit(self._limit)
+        fold = self._fold
+        self._fold = None
+        self._failed = True
+        self._close()
+        if fold is None:
+            return None
+        if fold.outcome in ("passed", "skipped", "xfailed"):
+            frames = [(f.filename, f.lineno or 0) for f in traceback.extract_tb(exc.__traceback__)]
+            text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            fold.outcome = "failed"
+            fold.phase = fold.phase or "call"
+            fold.failure = Failure(
+                exc_type=type(exc).__name__,
+                message=normalise(message),
+                location=own_location(frames, self.rootdir) or "",
+                excerpt=f"{text}\n(raised out of pytest's run of the test: it ended the "
+                "test's process; the hunt goes on in a new one)"[-EXCERPT_LIMIT:],
+            )
+        return fold.attempt(**self._final_facts())
 
     # -- attempt lifecycle ----------------------------------------------------
 
@@ -233,6 +246,9 @@ class AttemptExecutor:
         self._execution += 1
         self._failed = False
         self._facts = None
+        self._limit = sys.getrecursionlimit()
+        self.rootdir = str(item.config.rootpath)
+        self._fold = Fold(item.nodeid, slot.round_no, slot.position, slot.repeat, self._execution)
         self._started = _PERF()
         self._began = real_time()
         step, timeline = slot.step, slot.timeline
@@ -333,11 +349,12 @@ class AttemptExecutor:
             if end is not None and slot is not None:
                 slot.timeline.wall, slot.timeline.elapsed = end
 
-    def _final_facts(self) -> ReportData:
+    def _final_facts(self) -> dict[str, Any]:
+        """The execution's facts, as :class:`~hermetic_hunt.models.Attempt` fields."""
         facts = self._facts
         self._facts = None
         slot = self._slot
-        data: ReportData = {
+        data: dict[str, Any] = {
             "seed": self._seed,
             "now": self._now,
             "mode": self._mode,
@@ -351,9 +368,8 @@ class AttemptExecutor:
         if facts is not None:
             data["profile"] = facts.profile
             data["counts"] = facts.counts or None
-            data["violations"] = [[v.op, v.host, v.port, v.detail] for v in facts.violations]
-            if facts.warnings:
-                data["warnings"] = facts.warnings
+            data["violations"] = list(facts.violations)
+            data["warnings"] = list(facts.warnings)
             if facts.journal is not None:
                 data["journal"] = journal_format.encode(facts.journal)
                 data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"

@@ -8,12 +8,29 @@ directory, the environment and threads all start as a new run would have
 them, while collection is paid once. Inside the job state flows from test to
 test exactly as in a plain run.
 
-The child writes one line per finished step to a pipe the moment the step is
-over (:mod:`hermetic_hunt.engine.wire`), so when it dies (``os._exit``, a
+The child writes one line per finished step the moment the step is over
+(:mod:`hermetic_hunt.engine.wire`), so when it dies (``os._exit``, a
 segfault, ``SIGKILL``, the OOM killer) only the step it was running is lost:
 :func:`run_job` stores that step as ``crashed`` and goes on with the rest of
-the job in a new child. Where ``os.fork`` is missing, a job runs in a
-process of its own (:mod:`hermetic_hunt.isolate.server` in one-shot mode).
+the job in a new child. A step that ends its process otherwise (it called
+``pytest.exit()``, raised ``KeyboardInterrupt``, broke the recursion limit)
+is a failed attempt of that test, and the rest runs in a new child too.
+Where ``os.fork`` is missing, a job runs in a process of its own
+(:mod:`hermetic_hunt.isolate.server` in one-shot mode).
+
+**The channel is private.** The tests of a job run in the child, so the
+child's end of the pipe is kept out of their reach: it is moved to a random
+high descriptor, close-on-exec (a ``subprocess`` never has it), and closed
+in every process the child forks (``os.register_at_fork``: a
+``ProcessPoolExecutor``'s workers, a test's own ``os.fork()``). Every line
+is sealed with the job's random token and the pid of the writer at the
+moment it writes (:func:`hermetic_hunt.engine.wire.seal`); the parent keeps
+only lines sealed by its child and counts the rest as ``rejected``. The
+parent learns that a round ended from the child's exit (a pidfd, or
+``waitpid``), never from an end of file that a descendant could hold off:
+after the exit it reads what is already in the pipe, without blocking, and
+stops. The one ``end`` line of a job is the parent's, with how many step
+lines came and how many were rejected.
 
 The child never returns into pytest: it leaves with ``os._exit``, so no
 cache, junit or coverage file is written on behalf of a job.
@@ -24,6 +41,9 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import os
+import random
+import resource
+import secrets
 import select
 import shutil
 import signal
@@ -78,33 +98,77 @@ class ChildSetup:
 
 @dataclass
 class Child:
-    """A forked child running one job, seen from its parent."""
+    """A forked child running one job, seen from its parent.
+
+    ``seal``: what starts every line the child writes (its job's token and
+    its pid); ``end``: the child's own end message, once read (kept here:
+    the job's end line is the parent's); ``rejected``: lines on the channel
+    that the child did not write. ``pidfd`` is readable once the child
+    exited (None where pidfds are missing: ``waitpid`` is polled instead).
+    """
 
     pid: int
     fd: int
     job: Job
     temp: str
     started: float
+    seal: bytes = b""
+    pidfd: int | None = None
     deadline: float | None = None
     steps_done: int = 0
     ended: bool = False
+    end: dict[str, Any] | None = None
+    rejected: int = 0
+    status: int | None = None
     _buffer: bytearray = field(default_factory=bytearray)
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """Complete lines in ``chunk`` (with what came before); counts the steps."""
+        """The child's complete step lines in ``chunk`` (with what came before), unsealed.
+
+        Counts the steps; keeps the child's end message in :attr:`end`;
+        lines not sealed by the child, or after its end, are counted in
+        :attr:`rejected` and dropped.
+        """
         self._buffer += chunk
         if b"\n" not in chunk:
             return []
         data = bytes(self._buffer)
         cut = data.rfind(b"\n") + 1
         self._buffer = bytearray(data[cut:])
-        lines = data[:cut].splitlines(keepends=True)
-        for line in lines:
-            if line.startswith(b'{"op":'):
+        lines = []
+        seal, n = self.seal, len(self.seal)
+        for line in data[:cut].splitlines(keepends=True):
+            if self.ended or not line.startswith(seal):
+                self.rejected += 1
+                continue
+            line = line[n:]
+            if line.startswith(wire.END_PREFIX):
+                try:
+                    self.end = wire.decode(line)
+                except ValueError:
+                    self.rejected += 1
+                    continue
                 self.ended = True
             else:
                 self.steps_done += 1
+                lines.append(line)
         return lines
+
+    def exited(self, ready: Sequence[int] = ()) -> bool:
+        """The child is gone (reaped here; :attr:`status` is its wait status)."""
+        if self.status is not None:
+            return True
+        if self.pidfd is not None and self.pidfd not in ready:
+            return False
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.status = 0
+            return True
+        if pid == 0:
+            return False
+        self.status = status
+        return True
 
     def stderr_tail(self) -> str:
         try:
@@ -124,16 +188,77 @@ class Child:
 
     def reap(self) -> int:
         """Wait for the child; its exit status as ``os.waitstatus_to_exitcode`` gives it."""
-        try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            return 0
-        return os.waitstatus_to_exitcode(status)
+        if self.status is None:
+            try:
+                _, self.status = os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                self.status = 0
+        return os.waitstatus_to_exitcode(self.status)
 
     def cleanup(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        for fd in (self.fd, self.pidfd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.pidfd = None
         shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def _pidfd(pid: int) -> int | None:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+    except OSError:  # an older kernel, or a sandbox that forbids it
+        return None
+    return fd
+
+
+def _hide(fd: int) -> int:
+    """``fd`` moved to a free descriptor at random in the upper half of the limit.
+
+    Close-on-exec. A test that writes to the descriptors it guesses (3, 4,
+    5...) does not find it; one that tries them all still lacks the seal.
+    """
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    top = min(soft if soft != resource.RLIM_INFINITY else 65536, 65536)
+    low = max(top // 2, fd + 1)
+    for _ in range(64):
+        target = random.SystemRandom().randrange(low, top) if top > low else fd
+        if target == fd:
+            break
+        try:
+            os.fstat(target)
+        except OSError:  # free
+            os.dup2(fd, target, inheritable=False)
+            os.close(fd)
+            return target
+    os.set_inheritable(fd, False)
+    return fd
+
+
+class _Channel:
+    """The child's end of the private channel (lives in the child only)."""
+
+    def __init__(self, fd: int, token: str) -> None:
+        self.fd = _hide(fd)
+        self.token = token
+        self.pid = os.getpid()
+        # A process this child forks (a test's os.fork(), a process pool's
+        # workers) must not hold the channel: it would outlive the child.
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        if os.getpid() != self.pid:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+
+    def write(self, line: bytes) -> None:
+        if self.fd < 0 or os.getpid() != self.pid:
+            return
+        _write(self.fd, wire.seal(self.token, self.pid, line))
 
 
 def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) -> Child:
@@ -144,6 +269,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
     follow_bound_clocks(str(engine.config.rootpath))
     temp = tempfile.mkdtemp(prefix="hermetic-hunt-job-")
     read_fd, write_fd = os.pipe()
+    token = secrets.token_hex(12)
     parent = os.getpid()
     # No SIGTERM between the fork and the child's own handler: an abort must
     # find every child to kill.
@@ -158,12 +284,13 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
             pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child(engine, session, job, write_fd, setup, temp, parent)
+            _child(engine, session, job, write_fd, token, setup, temp, parent)
         os.close(write_fd)
     finally:
         if blocked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-    return Child(pid=pid, fd=read_fd, job=job, temp=temp, started=_PERF())
+    return Child(pid=pid, fd=read_fd, job=job, temp=temp, started=_PERF(),
+                 seal=wire.seal_prefix(token, pid), pidfd=_pidfd(pid))  # fmt: skip
 
 
 def _child(
@@ -171,11 +298,13 @@ def _child(
     session: pytest.Session,
     job: Job,
     fd: int,
+    token: str,
     setup: ChildSetup,
     temp: str,
     parent: int,
 ) -> None:
     code = 0
+    channel: _Channel | None = None
     try:
         _compat.die_with_parent()
         if os.getppid() != parent:  # the parent died before the line above
@@ -186,6 +315,8 @@ def _child(
         for inherited in setup.close_fds:
             with contextlib.suppress(OSError):
                 os.close(inherited)
+        channel = _Channel(fd, token)
+        interrupted = _watch_sigint()
         _quiet(engine, temp)
         # Each job gets its own temporary folder (TMPDIR, tempfile, tmp_path & co.):
         # concurrent jobs and other processes never show up in a round's.
@@ -199,19 +330,44 @@ def _child(
             return data
 
         def on_step(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> None:
-            _write(fd, wire.step_line(index, attempts, reports))
+            assert channel is not None
+            if interrupted:
+                # Ctrl-C (a real SIGINT, not a test's raise): the step was cut
+                # short, it is no attempt. The parent, interrupted too, stops.
+                channel.write(wire.end_line("interrupted", "interrupted (Ctrl-C)"))
+                os._exit(0)
+            channel.write(wire.step_line(index, attempts, reports))
 
         outcome = engine.run(session, job, on_step=on_step, serialize=serialize)
-        _write(fd, wire.end_line(outcome.status, outcome.detail, outcome.leaks))
+        channel.write(wire.end_line(outcome.status, outcome.detail, outcome.leaks))
     except BaseException as exc:  # a child must never return into pytest
         code = 70
         with contextlib.suppress(BaseException):
             traceback.print_exc()  # into the child's stderr file, for the crash report
             where = traceback.extract_tb(exc.__traceback__)[-1:]
             at = f" at {where[0].filename}:{where[0].lineno}" if where else ""
-            _write(fd, wire.end_line("error", f"hermetic-hunt's engine failed: {exc!r}{at}"))
+            if channel is not None:
+                detail = f"hermetic-hunt's engine failed: {exc!r}{at}"
+                channel.write(wire.end_line("error", detail))
     finally:
         os._exit(code)
+
+
+def _watch_sigint() -> list[int]:
+    """A list that holds the signal once a real SIGINT arrived (KeyboardInterrupt as usual).
+
+    Tells Ctrl-C apart from a test that raises ``KeyboardInterrupt`` itself
+    (that test's failed attempt).
+    """
+    seen: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGINT, handler)
+    return seen
 
 
 def _quiet(engine: Engine, temp: str) -> None:
@@ -310,8 +466,10 @@ def run_job(
     """Run ``job`` in forked children until every step ran; lines go to ``sink``.
 
     A child that dies costs the step it was running (a ``crashed`` attempt,
-    its standard error as the excerpt); the rest of the job continues in a
-    new child. ``sink`` gets exactly one ``end`` line, last -- unless
+    its standard error as the excerpt); a step that ends its child's run
+    (``aborted``) is a failed attempt; either way the rest of the job
+    continues in a new child. ``sink`` gets exactly one ``end`` line, last,
+    made here (with the steps that came and the lines rejected) -- unless
     ``stop()`` turns true after a batch of lines: then the child is killed
     and False returned. ``tick()`` is called whenever the child has been
     quiet for :data:`TICK` seconds. Ctrl-C kills the child, hands over what
@@ -319,6 +477,7 @@ def run_job(
     """
     settings = engine.settings
     remaining = job
+    steps = rejected = 0
     while True:
         child = spawn(engine, session, remaining, setup)
         try:
@@ -330,31 +489,43 @@ def run_job(
             child.reap()
             child.cleanup()
             raise
+        steps += child.steps_done
+        rejected += child.rejected
         if stopped:
             child.kill()
             child.reap()
             child.cleanup()
             return False
-        if child.ended:
-            child.reap()
-            child.cleanup()
-            return True
-        if child.steps_done >= len(remaining.steps):  # died after its last step
-            code = child.reap()
-            child.cleanup()
-            sink([wire.end_line("completed", f"the process exited early ({describe_exit(code)})")])
-            return True
-        attempt = crashed(child, settings, setup.worker, hash_seed)
+        end = child.end or {}
+        status = str(end.get("status") or "")
         index = child.steps_done
-        child.cleanup()
-        sink([wire.step_line(index, [attempt], [])])
-        if index + 1 >= len(remaining.steps):
-            sink([wire.end_line("completed", "the last step crashed")])
+        code = child.reap()
+        if status and status != "aborted":
+            child.cleanup()
+            detail = str(end.get("detail") or "")
+            sink([wire.end_line(status, detail, wire.round_leaks(end), steps=steps,
+                                rejected=rejected)])  # fmt: skip
             return True
-        remaining = remaining.rest(index, remaining.start)
+        if index >= len(remaining.steps):  # died (or aborted) after its last step
+            child.cleanup()
+            detail = "" if status else f"the process exited early ({describe_exit(code)})"
+            sink([wire.end_line("completed", detail, steps=steps, rejected=rejected)])
+            return True
+        if not status:  # it died in the middle of step ``index``
+            attempt = crashed(child, settings, setup.worker, hash_seed)
+            sink([wire.step_line(index, [attempt], [])])
+            steps += 1
+            index += 1
+        child.cleanup()
+        if index >= len(remaining.steps):
+            sink([wire.end_line("completed", "the last step crashed", steps=steps,
+                                rejected=rejected)])  # fmt: skip
+            return True
+        remaining = remaining.rest(index - 1, remaining.start)
 
 
-#: Seconds of silence from a child after which ``tick`` is called.
+#: Seconds of silence from a child after which ``tick`` is called (and, where
+#: pidfds are missing, how often the parent asks whether the child exited).
 TICK = 0.1
 #: Seconds the parent waits for more lines before it hands over what it has:
 #: a child writes a line per step the moment the step ends, and a line at a
@@ -362,6 +533,9 @@ TICK = 0.1
 COALESCE = 0.005
 #: Lines handed over at once at most.
 BATCH = 512
+#: Bytes read from the channel after the child exited, at most (a process that
+#: kept it open could write forever).
+DRAIN_LIMIT = 64 * 1024 * 1024
 
 
 def _drain(
@@ -372,13 +546,11 @@ def _drain(
     stop: Callable[[], bool] | None = None,
     tick: Callable[[], None] | None = None,
 ) -> bool:
-    """Read the child until EOF, in batches; True when ``stop()`` asked to stop first.
+    """Read the child until it exited, in batches; True when ``stop()`` asked to stop first.
 
-    Whatever ends the loop -- EOF, ``stop()``, Ctrl-C -- the lines already
-    read reach the sink first: they are finished attempts.
+    Whatever ends the loop -- the child's exit, ``stop()``, Ctrl-C -- the
+    lines already read reach the sink first: they are finished attempts.
     """
-    if not blocking:
-        os.set_blocking(child.fd, False)
     pending: list[bytes] = []
 
     def hand_over() -> None:
@@ -389,48 +561,73 @@ def _drain(
                 sink(batch)
 
     try:
-        return _read_lines(child, pending, hand_over, blocking, stop, tick)
+        if not blocking:
+            _read_rest(child, pending)
+            hand_over()
+            return False
+        return _read_lines(child, pending, hand_over, stop, tick)
     except BaseException:
         hand_over()
         raise
+
+
+def _read_rest(child: Child, pending: list[bytes]) -> None:
+    """What is in the channel now, without blocking (the child has exited)."""
+    os.set_blocking(child.fd, False)
+    left = DRAIN_LIMIT
+    while left > 0:
+        try:
+            chunk = os.read(child.fd, _READ)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            return
+        left -= len(chunk)
+        pending.extend(child.feed(chunk))
 
 
 def _read_lines(
     child: Child,
     pending: list[bytes],
     hand_over: Callable[[], None],
-    blocking: bool,
     stop: Callable[[], bool] | None,
     tick: Callable[[], None] | None,
 ) -> bool:
+    watch = [child.fd] if child.pidfd is None else [child.fd, child.pidfd]
+    quiet = 0.0
     while True:
-        if blocking:
-            wait = COALESCE if pending else (TICK if tick is not None else None)
-            ready, _, _ = select.select([child.fd], [], [], wait)
-            if not ready:
-                if pending:
-                    hand_over()
-                    if stop is not None and stop():
-                        return True
-                elif tick is not None:
+        wait = COALESCE if pending else TICK
+        ready, _, _ = select.select(watch, [], [], wait)
+        if child.fd not in ready:
+            if child.exited(ready):
+                with interrupts_deferred():
+                    _read_rest(child, pending)
+                hand_over()
+                return False
+            if pending:
+                hand_over()
+                if stop is not None and stop():
+                    return True
+            elif tick is not None:
+                quiet += wait
+                if quiet >= TICK:
+                    quiet = 0.0
                     tick()
-                continue
+            continue
         # Lines read from the pipe are finished attempts: Ctrl-C waits until
         # they are in ``pending`` (and ``hand_over`` gives them to the sink).
         with interrupts_deferred():
-            try:
-                chunk = os.read(child.fd, _READ)
-            except BlockingIOError:
-                chunk = b""
+            chunk = os.read(child.fd, _READ)
             pending.extend(child.feed(chunk))
-        if not chunk:
+        if not chunk:  # every writer closed it: the child is exiting
+            child.reap()
             hand_over()
             return False
         if len(pending) >= BATCH or child.ended:
             hand_over()
             if stop is not None and stop():
                 return True
-        elif blocking and len(chunk) < _READ // 4:
+        elif len(chunk) < _READ // 4:
             _SLEEP(COALESCE)  # let a few more lines arrive: one read for many
 
 

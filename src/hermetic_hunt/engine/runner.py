@@ -15,6 +15,8 @@ is not collected raises :class:`~hermetic_hunt.errors.NotCollected`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from hermetic_hunt import journal as journal_format
 from hermetic_hunt.engine.executor import Slot, Timeline
 from hermetic_hunt.engine.leaks import RoundLeaks, Writes
 from hermetic_hunt.engine.recorder import Recorder
@@ -29,7 +32,8 @@ from hermetic_hunt.errors import NotCollected
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Attempt, Leak, Step
 from hermetic_hunt.seeds import attempt_now
-from hermetic_hunt.timing import Condition
+from hermetic_hunt.timing import CONDITIONS, Condition
+from hermetic_hunt.untrusted import items, number, whole
 
 #: ``on_step(index, attempts, failing reports)`` after every finished step.
 OnStep = Callable[[int, list[Attempt], list[dict[str, Any]]], None]
@@ -72,6 +76,62 @@ class Job:
             first_position=self.first_position + after + 1,
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The job as it crosses a process boundary (:meth:`from_json` reads it back)."""
+        out: dict[str, Any] = {
+            "steps": [step.to_json() for step in self.steps],
+            "round": self.round_no,
+            "start": self.start,
+            "first_position": self.first_position,
+            "condition": self.condition,
+        }
+        if self.repeats:
+            out["repeats"] = list(self.repeats)
+        if self.stress:
+            out["stress"] = self.stress
+        if self.journals:
+            out["journals"] = {
+                str(key): base64.b64encode(journal_format.encode(value)).decode("ascii")
+                for key, value in self.journals.items()
+            }
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Job:
+        """A job from :meth:`to_json`'s form (untrusted): ValueError when malformed."""
+        if not isinstance(raw, dict):
+            raise ValueError("a job must be an object")
+        steps = tuple(Step.from_json(step) for step in items(raw.get("steps"), "a job's steps"))
+        repeats = tuple(whole(r, "a repeat", least=0) for r in items(raw.get("repeats"), "repeats"))
+        if repeats and len(repeats) != len(steps):
+            raise ValueError("a job's repeats must number its steps")
+        condition = raw.get("condition", "exact")
+        found = next((c for c in CONDITIONS if c == condition), None)
+        if found is None:
+            raise ValueError(f"unknown timing condition {str(condition)[:40]!r}")
+        journals: dict[int, Journal] = {}
+        stored = raw.get("journals") or {}
+        if not isinstance(stored, dict):
+            raise ValueError("a job's journals must be an object")
+        for key, value in stored.items():
+            if not (isinstance(key, str) and key.isdigit() and isinstance(value, str)):
+                raise ValueError("a job's journals must be base64 text by attempt id")
+            try:
+                data = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError("a job's journals must be base64 text") from None
+            journals[int(key)] = journal_format.decode(data, where=f"journal of attempt {key}")
+        return cls(
+            steps=steps,
+            round_no=whole(raw.get("round", 0), "a job's round", least=0),
+            start=number(raw.get("start"), "a job's start", optional=True),
+            repeats=repeats,
+            first_position=whole(raw.get("first_position", 0), "a first position", least=0),
+            journals=journals,
+            condition=found,
+            stress=whole(raw.get("stress", 0), "a job's stress", least=0),
+        )
+
     def timeline(self) -> Timeline:
         if self.start is not None:
             return Timeline(self.start)
@@ -83,7 +143,14 @@ class Job:
 
 @dataclass
 class Outcome:
-    """How a job ended: ``completed``, ``stopped`` (``-x``, an error) or ``interrupted``."""
+    """How a job ended: ``completed``, ``stopped`` (``-x``, an error) or ``aborted``.
+
+    ``aborted``: an exception escaped pytest's run of a step (a test called
+    ``pytest.exit()``, raised ``KeyboardInterrupt``, broke the recursion
+    limit): that step's attempt failed, and this process is no longer fit to
+    run the rest (its fixtures were never torn down) -- its parent runs them
+    in a new one.
+    """
 
     status: str = "completed"
     detail: str = ""
@@ -111,7 +178,7 @@ class StepRunner:
         self.items: dict[str, pytest.Item] = {}
         self.records: list[Attempt] = []
         self._on_step = on_step
-        self._recorder = Recorder(rootdir, serialize)
+        self._recorder = Recorder(serialize)
         self._slot: Slot | None = None
         self._watch = watch_leaks
 
@@ -184,8 +251,9 @@ class StepRunner:
             )
             try:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-            except KeyboardInterrupt:
-                outcome.status, outcome.detail = "interrupted", "interrupted (Ctrl-C)"
+            except BaseException as exc:  # the test's doing: its attempt failed (abandon)
+                outcome.status = "aborted"
+                outcome.detail = f"{step.nodeid} raised {type(exc).__name__} out of pytest"
             finally:
                 self._slot = None
             attempts, reports = self._recorder.take()
@@ -208,5 +276,10 @@ class StepRunner:
             outcome.leaks = leaks.finish()
         return outcome
 
+    def deliver(self, attempt: Attempt) -> None:
+        """The executor's attempt of the step that is running."""
+        self._recorder.add(attempt)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self._recorder.report(report)
+        if self._slot is not None:
+            self._recorder.report(report)

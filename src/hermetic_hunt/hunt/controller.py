@@ -26,7 +26,6 @@ import pytest
 
 from hermetic_hunt import _compat, environment, pasteable
 from hermetic_hunt.engine import wire
-from hermetic_hunt.engine.executor import REPORT_ATTR
 from hermetic_hunt.engine.fork import interrupts_deferred
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
@@ -83,6 +82,14 @@ class HuntController:
         self._plans: dict[int, RoundPlan] = {}
         self._stress: CpuStress | None = None
         self._slices_left: dict[int, int] = {}
+        #: Per round: step lines planned, step lines that came, slices not ``completed``.
+        self._planned: dict[int, int] = {}
+        self._received: dict[int, int] = {}
+        self._cut_short: set[int] = set()
+        #: Rounds whose step lines did not add up: (round, planned, received).
+        self.incomplete: list[tuple[int, int, int]] = []
+        #: Lines on round channels that the round's own child did not write.
+        self.rejected = 0
         self._round_attempts: dict[int, list[Attempt]] = {}
         self._leaks: list[tuple[int, Attempt | None, Leak, bool]] = []
         self._buffer: list[Attempt] = []
@@ -91,6 +98,8 @@ class HuntController:
         self._interrupted = False
         self._finished = False
         self._passed_reports = 0
+        #: ids of the failing reports shown for attempts (see _condense_duplicate_failures).
+        self._shown: set[int] = set()
         #: How long the rounds took (set when they end; isolation not included).
         self.rounds_seconds = 0.0
 
@@ -198,6 +207,8 @@ class HuntController:
         plan = plan_round(s.base_seed, round_no, self.tests, workers, s.order, s.time, s.mode)
         self._plans[round_no] = plan
         self._slices_left[round_no] = sum(1 for part in plan.slices if part)
+        self._planned[round_no] = sum(map(len, plan.slices)) * (2 if plan.twice else 1)
+        self._received[round_no] = 0
         self._round_attempts[round_no] = []
         self._end_stress()
         if plan.condition == "stress" and self.local_workers:
@@ -233,29 +244,39 @@ class HuntController:
             self._ingest(lines, worker, round_no)
 
     def _ingest(self, lines: Sequence[bytes], worker: str, round_no: int) -> None:
+        run_id, verbose = self.run_id, self._verbose
+        buffer, add = self._buffer, self.tallies.add
+        attempts_of_round = self._round_attempts.setdefault(round_no, [])
+        received = 0
         for raw in lines:
             try:
                 message = wire.decode(raw)
             except ValueError:
+                self.rejected += 1
                 continue
             if message.get("op") == wire.END:
                 self._slice_ended(worker, round_no, message)
                 continue
-            for data in message.get("attempts") or []:
-                attempt = wire.attempt_from(data)
-                if attempt is None:
+            received += 1
+            for data in message.get("attempts") or ():
+                try:
+                    attempt = Attempt.from_json(data)
+                except ValueError:
+                    self.rejected += 1
                     continue
-                attempt.run_id, attempt.worker = self.run_id, worker
-                if self._verbose and not attempt.failed:
+                attempt.run_id, attempt.worker = run_id, worker
+                if verbose and not attempt.failed:
                     # Passing attempts come without a report: -v still lists them.
                     self._say(f"{attempt.nodeid} {attempt.outcome.upper()}")
-                self.tallies.add(attempt)
-                self._buffer.append(attempt)
-                self._round_attempts.setdefault(round_no, []).append(attempt)
+                add(attempt)
+                buffer.append(attempt)
+                attempts_of_round.append(attempt)
                 for leak in attempt.leaks:
                     self._leaks.append((round_no, attempt, leak, False))
-            for data in message.get("reports") or []:
+            for data in message.get("reports") or ():
                 self._show(data)
+        if round_no in self._received:
+            self._received[round_no] += received
         if len(self._buffer) >= FLUSH_EVERY or _PERF() - self._last_flush >= FLUSH_SECONDS:
             with self.writing():
                 self.flush()
@@ -291,23 +312,33 @@ class HuntController:
         except Exception:  # a report pytest cannot rebuild: the attempt is stored anyway
             return
         if report is not None:
+            self._shown.add(id(report))
             self.config.hook.pytest_runtest_logreport(report=report)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_report_teststatus(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
         """No letter per failed attempt: the round's progress line counts them (-v keeps words)."""
         status = yield
-        if status is None or self._verbose or not _from_a_round(report):
+        if status is None or self._verbose or not self._from_a_round(report):
             return status
         category, _, word = status
         return category, "", word
+
+    def _from_a_round(self, report: Any) -> bool:
+        """A report of one of the hunt's attempts (shown by :meth:`_show`)."""
+        return id(report) in self._shown
 
     def _slice_ended(self, worker: str, round_no: int, message: dict[str, Any]) -> None:
         status = message.get("status")
         if status == "error":
             self.error = str(message.get("detail") or "a job stopped")
         elif status == "interrupted":
-            self.interrupted = True  # a test raised KeyboardInterrupt, as Ctrl-C would
+            self.interrupted = True  # SIGINT reached the child, not the hunt
+        if status != "completed":
+            self._cut_short.add(round_no)
+        rejected = message.get("rejected")
+        if isinstance(rejected, int) and not isinstance(rejected, bool) and rejected > 0:
+            self.rejected += rejected
         kept = wire.round_leaks(message)
         if kept:
             ran = {
@@ -329,7 +360,7 @@ class HuntController:
                 self.round_done(round_no)
 
     def crashed(self, worker: str, round_no: int, attempt: Attempt) -> None:
-        """xdist lost the worker process itself while it ran ``attempt``."""
+        """xdist lost the worker process itself while it ran ``attempt`` (one step)."""
         self.ingest([wire.step_line(0, [attempt], [])], worker, round_no)
 
     def flush(self) -> None:
@@ -357,6 +388,7 @@ class HuntController:
         """Every worker finished ``round_no``: stress off, files, leaks, progress."""
         self._end_stress()
         self.flush()  # a round counts as done once all its attempts are stored
+        self._count_check(round_no)
         self.rounds_completed += 1
         self._check_files(round_no)
         self._flush_leaks(round_no)
@@ -384,6 +416,34 @@ class HuntController:
             tests=len(self.tests),
         )
         self._line(line(progress))
+
+    def _count_check(self, round_no: int) -> None:
+        """A round whose step lines do not add up to its plan makes the run incomplete.
+
+        Every slice sends one line per planned step (a crash's line, an
+        empty one for a second run left out); fewer means attempts were lost,
+        more that something else wrote lines. A round cut short (``-x``,
+        Ctrl-C, an error) is not counted: its run says so already.
+        """
+        planned = self._planned.pop(round_no, None)
+        received = self._received.pop(round_no, 0)
+        if planned is None or round_no in self._cut_short or received == planned:
+            return
+        self.incomplete.append((round_no, planned, received))
+        self.store.set_incomplete(self.run_id, self.incomplete_text())
+
+    def incomplete_text(self) -> str:
+        """One line: the rounds that did not add up, and the lines rejected ('' when none)."""
+        parts = [
+            f"round {round_no} ran {received:,} of {planned:,} planned steps"
+            for round_no, planned, received in self.incomplete
+        ]
+        if self.rejected:
+            parts.append(
+                f"{self.rejected:,} line(s) on round channels not from the round's own "
+                "process were ignored"
+            )
+        return "; ".join(parts)
 
     def _check_files(self, round_no: int) -> None:
         if self.files is None:
@@ -440,10 +500,17 @@ class HuntController:
         self._count_passes()
         self._hide_tracebacks()
         self._condense_duplicate_failures()
+        if self.rejected and not self.incomplete:
+            with self.writing():
+                self.store.set_incomplete(self.run_id, self.incomplete_text())
         try:
             self.store.finish_run(
                 self.run_id,
-                status="interrupted" if interrupted else "complete",
+                status="interrupted"
+                if interrupted
+                else "incomplete"
+                if self.incomplete
+                else "complete",
                 rounds_done=self.rounds_completed,
                 exit_status=int(session.exitstatus),
             )
@@ -506,7 +573,7 @@ class HuntController:
             crash = getattr(report.longrepr, "reprcrash", None)
             where = f"{getattr(crash, 'path', '')}:{getattr(crash, 'lineno', '')}"
             key = (report.nodeid, where if tracebacks else "")
-            if key in seen and _from_a_round(report):
+            if key in seen and self._from_a_round(report):
                 repeats.append(report)
             else:
                 seen.add(key)
@@ -527,11 +594,6 @@ class HuntController:
             f"{attempts_text(t.attempts, t.repeated)} in {format_seconds(round(seconds, 1))} · "
             f"{t.failed_attempts:,} failed · {db}"
         )
-
-
-def _from_a_round(report: Any) -> bool:
-    """A report of one of the hunt's attempts (the engine attaches ``hermetic_hunt``)."""
-    return isinstance(getattr(report, REPORT_ATTR, None), dict)
 
 
 def make_job(settings: Settings, round_no: int, slot: int, nodeids: Sequence[str],

@@ -96,15 +96,22 @@ class _Probe:
             except ValueError:
                 continue
             if message.get("op") == engine_wire.END:
-                status = message.get("status")
-                self.status = "completed" if status == "completed" else "error"
-                if status != "completed":
-                    self.detail = str(message.get("detail") or status)
+                self.ended(message)
                 continue
             for raw in message.get("attempts") or []:
-                attempt = engine_wire.attempt_from(raw)
-                if attempt is not None and attempt.execution == 1:
+                try:
+                    attempt = Attempt.from_json(raw)
+                except ValueError:
+                    continue
+                if attempt.execution == 1:
                     self.attempts.append(attempt)
+
+    def ended(self, message: dict[str, Any]) -> None:
+        """The child's end message."""
+        status = message.get("status")
+        self.status = "completed" if status == "completed" else "error"
+        if status != "completed":
+            self.detail = str(message.get("detail") or status)
 
 
 class Server:
@@ -222,7 +229,7 @@ class Server:
             status = "completed" if outcome.status == "completed" else "error"
             self.send({"op": "result", "id": request_id, "status": status,
                        "detail": outcome.detail, "duration": _PERF() - started,
-                       "steps": [engine_wire.attempt_json(a) for a in attempts]})  # fmt: skip
+                       "steps": [a.to_json() for a in attempts]})  # fmt: skip
             self._closed = True
             return
         close = (self.requests, self.responses, *self.probes)
@@ -233,6 +240,8 @@ class Server:
         chunk = os.read(probe.child.fd, _READ)
         if chunk:
             probe.take(probe.child.feed(chunk))
+            if probe.child.end is not None and not probe.status:
+                probe.ended(probe.child.end)
             return
         if not probe.status:
             code = probe.child.reap()
@@ -256,7 +265,7 @@ class Server:
                 "status": status,
                 "detail": probe.detail,
                 "duration": _PERF() - probe.child.started,
-                "steps": [engine_wire.attempt_json(a) for a in probe.attempts],
+                "steps": [a.to_json() for a in probe.attempts],
             }
         )
 

@@ -16,7 +16,7 @@ Server -> client (its response pipe)::
      "duration": 0.03, "detail": "", "steps": [{attempt}, ...]}
 
 A result's steps are the first execution of every step that ran, as
-:func:`hermetic_hunt.engine.wire.attempt_json` writes them. Also
+:meth:`hermetic_hunt.models.Attempt.to_json` writes them. Also
 :func:`probe_args`: the *current* invocation's pytest arguments without
 the options that make no sense in a probe server; :func:`stored_run_args`:
 the arguments of a probe server for a stored run, built only from the
@@ -33,7 +33,7 @@ from typing import Any
 
 from hermetic_hunt.engine import wire as engine_wire
 from hermetic_hunt.findings import ProbeResult
-from hermetic_hunt.models import Step, as_mode
+from hermetic_hunt.models import Attempt, Step, as_mode
 from hermetic_hunt.project import files_of
 from hermetic_hunt.timing import step_conditions
 
@@ -177,16 +177,19 @@ def journals_of(message: dict[str, Any]) -> dict[int, bytes]:
 
 def result_from(message: dict[str, Any]) -> ProbeResult:
     """A ``result`` message as a :class:`~hermetic_hunt.findings.ProbeResult`."""
-    steps = tuple(
-        a for a in map(engine_wire.attempt_from, message.get("steps") or []) if a is not None
-    )
+    steps = []
+    for raw in message.get("steps") or []:
+        try:
+            steps.append(Attempt.from_json(raw))
+        except ValueError:
+            continue
     status = message.get("status")
     duration = message.get("duration")
     detail = message.get("detail")
     return ProbeResult(
         status="completed" if status == "completed" else "timeout" if status == "timeout"
         else "error",
-        steps=steps,
+        steps=tuple(steps),
         duration=float(duration) if isinstance(duration, (int, float)) else 0.0,
         detail=detail if isinstance(detail, str) else "",
     )  # fmt: skip

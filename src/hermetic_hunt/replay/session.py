@@ -446,12 +446,6 @@ class ReplayReporter:
                 "the directory the hunt ran in, or hunt again with --hermetic-hunt)"
             )
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = getattr(report, "hermetic_hunt", None)
-        if report.when == "teardown" and isinstance(data, dict):
-            for text in data.get("warnings") or []:
-                self.warnings.append(f"{report.nodeid}: {text}")
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self) -> None:
         self._stopped = "interrupted"
@@ -459,6 +453,8 @@ class ReplayReporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.runner.items or self.config.option.collectonly:
             return  # collection failed or was all that was asked: nothing ran
+        for record in self.runner.records:
+            self.warnings.extend(f"{record.nodeid}: {text}" for text in record.warnings)
         if not self._stopped and (session.shouldfail or session.shouldstop):
             self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
         if self.verdicts:

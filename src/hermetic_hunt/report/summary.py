@@ -41,16 +41,19 @@ def end_of_hunt(
     isolation: IsolationReport | None,
     stored: int | None = None,
     rounds: int = 0,
+    incomplete: str = "",
 ) -> list[str]:
     """The lines after pytest's own summary (``header``: what the rounds did;
     ``stored``: how many of the ``attempts`` reached the database, when a hunt
-    stopped early)."""
+    stopped early; ``incomplete``: the rounds whose attempts did not add up)."""
     out = ["", header]
     report = _report(store, run_id, cwd) if attempts else None
     if report is not None:
         out.append(f"hermetic-hunt: {summary_line(report)}")
         if report.groups:
             out.append(f"hermetic-hunt: {exposure_line(report)}")
+    if incomplete:
+        out.append(f"hermetic-hunt: the run is incomplete: {incomplete}")
     if error is not None:
         out.append(f"hermetic-hunt: the hunt stopped early: {error}")
         if stored is not None and stored != attempts:

@@ -186,7 +186,7 @@ def run_line(run: RunRow) -> str:
         f"{attempts_text(run.attempts, run.repeated)} · {run.tests:,} tests · "
         f"seed {run.base_seed} · {clean(run.mode)} · "
         f"order {clean(run.order)} · {run.workers} worker{'s' if run.workers != 1 else ''}"
-        f"{shard}"
+        f"{shard}{f' · incomplete: {clean(run.incomplete)}' if run.incomplete else ''}"
     )
 
 

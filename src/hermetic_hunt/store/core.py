@@ -421,5 +421,9 @@ class Store:
             path.unlink()
         return True
 
+    def set_incomplete(self, run_id: int, text: str) -> None:
+        """What did not add up in the run's rounds (see ``docs/guarantees.md``)."""
+        self.execute("UPDATE runs SET incomplete = ? WHERE id = ?", (text, run_id))
+
     def set_rounds_done(self, run_id: int, rounds_done: int) -> None:
         self.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))

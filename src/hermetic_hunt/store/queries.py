@@ -74,7 +74,7 @@ def run_rows(store: Store, run_id: int | None = None) -> list[RunRow]:
     sql = (
         "SELECT id, uuid, started_at, finished_at, status, argv, base_seed, rounds_planned, "  # noqa: S608
         "budget_seconds, rounds_done, attempts, tests, workers, mode, order_strategy, shard, "
-        f"exit_status, git_sha, git_branch FROM runs WHERE {clause} ORDER BY id"
+        f"exit_status, git_sha, git_branch, incomplete FROM runs WHERE {clause} ORDER BY id"
     )
     rows = store.conn.execute(sql, params).fetchall()
     if run_id is not None and not rows:
@@ -99,6 +99,7 @@ def _run(r: Any) -> RunRow:
         base_seed=r[6], rounds_planned=r[7], budget_seconds=r[8], rounds_done=r[9],
         attempts=r[10], tests=r[11], workers=r[12], mode=r[13], order=r[14], shard=r[15],
         exit_status=r[16], git_sha=r[17], git_branch=r[18],
+        incomplete=r[19] if isinstance(r[19], str) else "",
     )  # fmt: skip
 
 

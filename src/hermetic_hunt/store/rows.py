@@ -36,6 +36,8 @@ class RunRow:
     git_branch: str | None = None
     #: Attempts that are no plain run (a twice round's repeated runs): counted apart.
     repeated: int = 0
+    #: Rounds whose attempts did not add up to the plan ('' when all did).
+    incomplete: str = ""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def _initial(db: Any) -> None:
             uuid TEXT NOT NULL UNIQUE,
             started_at TEXT NOT NULL,
             finished_at TEXT,
-            status TEXT NOT NULL,              -- running | complete | interrupted
+            status TEXT NOT NULL,              -- running | complete | incomplete | interrupted
             argv TEXT NOT NULL,                -- JSON list
             invocation_dir TEXT NOT NULL,
             rootdir TEXT NOT NULL,
@@ -320,6 +320,17 @@ def _history_fixes(db: Any) -> None:
         JOIN attempts a ON a.test_id = t.id AND a.repeat = 0
         JOIN runs r ON r.id = a.run_id
         GROUP BY fl.id, a.run_id;
+        """
+    )
+
+
+@_migration("0004_incomplete_rounds")  # type: ignore[untyped-decorator]
+def _incomplete_rounds(db: Any) -> None:
+    """Rounds whose attempts did not add up to the plan (status ``incomplete``)."""
+    db.executescript(
+        """
+        -- '' or one line per round: what was planned, what came, lines rejected
+        ALTER TABLE runs ADD COLUMN incomplete TEXT NOT NULL DEFAULT '';
         """
     )
 

@@ -636,52 +636,75 @@ class Attempt:
 
     @classmethod
     def from_json(cls, raw: Any) -> Attempt:
-        """An attempt from :meth:`to_json`'s form (untrusted): ValueError when malformed."""
-        if not isinstance(raw, dict):
+        """An attempt from :meth:`to_json`'s form (untrusted): ValueError when malformed.
+
+        On the controller's hot path (one call per attempt of a hunt): the
+        keys every attempt has are checked inline, the optional ones only
+        when present.
+        """
+        if type(raw) is not dict:
             raise ValueError("an attempt must be an object")
         get = raw.get
-        outcome = get("o")
-        if outcome not in OUTCOMES:
+        nodeid, outcome, mode = get("n"), get("o"), get("m", DEFAULT_MODE)
+        round_no, position, duration = get("r", 0), get("p", 0), get("d", 0.0)
+        if type(nodeid) is not str:
+            raise ValueError("an attempt's nodeid must be text")
+        if outcome not in _OUTCOME_SET:
             raise ValueError(f"unknown outcome {str(outcome)[:40]!r}")
-        mode = get("m", DEFAULT_MODE)
-        if mode not in MODES:
+        if mode not in _MODE_SET:
             raise ValueError(f"unknown mode {str(mode)[:40]!r}")
+        if type(round_no) is not int or round_no < 0:
+            whole(round_no, "a round", least=0)
+        if type(position) is not int or position < 0:
+            whole(position, "a position", least=0)
+        if type(duration) is not float or not math.isfinite(duration):
+            duration = number(duration, "a duration")
+        attempt = cls(nodeid, outcome, round_no=round_no, position=position,
+                      duration=duration, mode=mode)  # fmt: skip
+        if len(raw) == 6:  # only the keys every attempt has
+            return attempt
+        if "x" in raw:
+            attempt.execution = whole(raw["x"], "an execution", least=1)
+        if "ph" in raw:
+            attempt.phase = text(raw["ph"], "a phase")
+        if "s" in raw:
+            attempt.seed = whole(raw["s"], "a seed", optional=True)
+        if "t" in raw:
+            attempt.now = number(raw["t"], "a start time", optional=True)
+        if "h" in raw:
+            attempt.hash_seed = whole(raw["h"], "a hash seed", optional=True)
+        if "b" in raw:
+            attempt.started = number(raw["b"], "a start", optional=True)
+        if len(raw) == 6 + ("x" in raw) + ("ph" in raw) + ("s" in raw) + ("t" in raw) + (
+            "h" in raw
+        ) + ("b" in raw):
+            return attempt
         counts = get("c")
         if counts is not None and not isinstance(counts, dict):
             raise ValueError("an attempt's counts must be an object")
+        attempt.counts = counts or None
+        attempt.violations = [Violation.from_json(v) for v in items(get("v"), "violations")]
+        failure = get("f")
+        attempt.failure = Failure.from_json(failure) if failure is not None else None
+        attempt.leaks = [Leak.from_json(x) for x in items(get("l"), "leaks")]
+        attempt.repeat = whole(get("rp", 0), "a repeat", least=0)
+        attempt.profile = text(get("pf"), "a profile", optional=True)
+        attempt.switch_interval = number(get("si"), "a switch interval", optional=True)
+        attempt.stress = whole(get("st", 0), "a stress", least=0)
+        attempt.writes = [text(w, "a written path") for w in items(get("w"), "writes")]
+        attempt.warnings = [text(w, "a warning") for w in items(get("wn"), "warnings")]
         journal = get("j")
         if journal is not None:
             try:
-                journal = base64.b64decode(text(journal, "a journal"), validate=True)
+                attempt.journal = base64.b64decode(text(journal, "a journal"), validate=True)
             except (binascii.Error, ValueError):
                 raise ValueError("a journal must be base64 text") from None
-        failure = get("f")
-        return cls(
-            nodeid=text(get("n"), "an attempt's nodeid"),
-            outcome=outcome,
-            round_no=whole(get("r", 0), "a round", least=0),
-            position=whole(get("p", 0), "a position", least=0),
-            execution=whole(get("x", 1), "an execution", least=1),
-            phase=text(get("ph"), "a phase", optional=True),
-            duration=number(get("d", 0.0), "a duration"),
-            seed=whole(get("s"), "a seed", optional=True),
-            now=number(get("t"), "a start time", optional=True),
-            mode=mode,
-            hash_seed=whole(get("h"), "a hash seed", optional=True),
-            counts=counts or None,
-            violations=[Violation.from_json(v) for v in items(get("v"), "violations")],
-            failure=Failure.from_json(failure) if failure is not None else None,
-            leaks=[Leak.from_json(x) for x in items(get("l"), "leaks")],
-            repeat=whole(get("rp", 0), "a repeat", least=0),
-            profile=text(get("pf"), "a profile", optional=True),
-            switch_interval=number(get("si"), "a switch interval", optional=True),
-            stress=whole(get("st", 0), "a stress", least=0),
-            started=number(get("b"), "a start", optional=True),
-            writes=[text(w, "a written path") for w in items(get("w"), "writes")],
-            warnings=[text(w, "a warning") for w in items(get("wn"), "warnings")],
-            journal=journal,
-            journal_format=text(get("jf"), "a journal format", optional=True),
-        )
+        attempt.journal_format = text(get("jf"), "a journal format", optional=True)
+        return attempt
+
+
+_OUTCOME_SET = frozenset(OUTCOMES)
+_MODE_SET = frozenset(MODES)
 
 
 @dataclass(frozen=True)

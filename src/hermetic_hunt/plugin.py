@@ -363,5 +363,6 @@ class EndOfHunt:
             cwd=str(hunt.config.invocation_params.dir), attempts=hunt.tallies.attempts,
             error=hunt.error, stored=hunt.stored, rounds=hunt.rounds_completed,
             isolation=hunt.isolation, incomplete=hunt.incomplete_text(),
+            rejected=hunt.rejected_text(),
         ):  # fmt: skip
             terminalreporter.write_line(line)

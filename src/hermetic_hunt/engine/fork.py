@@ -94,6 +94,10 @@ class ChildSetup:
     close_fds: tuple[int, ...] = ()
     new_group: bool = False
     worker: str = "main"
+    #: Files (the hunt's database) whose inherited descriptors the child
+    #: points at ``/dev/null``: a test that writes to every descriptor it can
+    #: find must not write into them.
+    protect: tuple[str, ...] = ()
 
 
 @dataclass
@@ -185,6 +189,12 @@ class Child:
         for target in (-self.pid, self.pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(target, signal.SIGKILL)
+
+    def end_group(self) -> None:
+        """What the child left running in its process group (a process pool's
+        workers, a forked child that runs on) ends with it, as a CI job's would."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
 
     def reap(self) -> int:
         """Wait for the child; its exit status as ``os.waitstatus_to_exitcode`` gives it."""
@@ -312,9 +322,12 @@ def _child(
         if setup.new_group:
             os.setpgid(0, 0)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if hasattr(signal, "pthread_sigmask"):  # blocked by spawn around the fork
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         for inherited in setup.close_fds:
             with contextlib.suppress(OSError):
                 os.close(inherited)
+        _protect(setup.protect)
         channel = _Channel(fd, token)
         interrupted = _watch_sigint()
         _quiet(engine, temp)
@@ -351,6 +364,27 @@ def _child(
                 channel.write(wire.end_line("error", detail))
     finally:
         os._exit(code)
+
+
+def _protect(paths: Sequence[str]) -> None:
+    """Inherited descriptors of ``paths`` now lead to ``/dev/null`` (Linux: /proc/self/fd)."""
+    if not paths or not os.path.isdir("/proc/self/fd"):
+        return
+    wanted = {os.path.realpath(p) for p in paths}
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd == devnull:
+                continue
+            try:
+                target = os.readlink(f"/proc/self/fd/{name}")
+            except OSError:
+                continue
+            if target in wanted:
+                os.dup2(devnull, fd, inheritable=os.get_inheritable(fd))
+    finally:
+        os.close(devnull)
 
 
 def _watch_sigint() -> list[int]:
@@ -496,6 +530,9 @@ def run_job(
             child.reap()
             child.cleanup()
             return False
+        if setup.new_group:
+            child.reap()
+            child.end_group()
         end = child.end or {}
         status = str(end.get("status") or "")
         index = child.steps_done

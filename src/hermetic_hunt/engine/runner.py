@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -249,6 +250,7 @@ class StepRunner:
                 condition=job.condition,
                 stress=job.stress,
             )
+            limit = sys.getrecursionlimit()
             try:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             except BaseException as exc:  # the test's doing: its attempt failed (abandon)
@@ -256,10 +258,18 @@ class StepRunner:
                 outcome.detail = f"{step.nodeid} raised {type(exc).__name__} out of pytest"
             finally:
                 self._slot = None
+            lowered = sys.getrecursionlimit()
+            if lowered < limit:  # every frame of the hunt's own would fail after it
+                sys.setrecursionlimit(limit)
             attempts, reports = self._recorder.take()
             if leaks is not None and writes is not None and attempts:
                 attempts[0].leaks = leaks.after_attempt(position)
                 attempts[0].writes = writes.take()
+            if lowered < limit and attempts:
+                attempts[0].leaks.append(
+                    Leak("recursion-limit", "recursion-limit", "changed",
+                         f"{lowered} (set back to {limit} for the tests that follow)")
+                )  # fmt: skip
             if self._on_step is not None:
                 self._on_step(index, attempts, reports)
             else:

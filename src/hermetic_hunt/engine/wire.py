@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from hermetic_hunt.models import Attempt, Leak
@@ -105,6 +106,21 @@ def decode(line: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("expected a JSON object")
     return value
+
+
+def decode_batch(lines: Sequence[bytes]) -> list[dict[str, Any] | None]:
+    """Many lines at once (one parse for the batch); None for each line that is not an object."""
+    try:
+        values = json.loads(b"[" + b",".join(lines) + b"]")
+    except (ValueError, RecursionError):  # one bad line: find it, keep the others
+        out: list[dict[str, Any] | None] = []
+        for line in lines:
+            try:
+                out.append(decode(line))
+            except ValueError:
+                out.append(None)
+        return out
+    return [value if type(value) is dict else None for value in values]
 
 
 def round_leaks(message: dict[str, Any]) -> dict[int, list[Leak]]:

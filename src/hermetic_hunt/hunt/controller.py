@@ -248,13 +248,13 @@ class HuntController:
         buffer, add = self._buffer, self.tallies.add
         attempts_of_round = self._round_attempts.setdefault(round_no, [])
         received = 0
-        for raw in lines:
-            try:
-                message = wire.decode(raw)
-            except ValueError:
+        for message in wire.decode_batch(lines):
+            if message is None:
                 self.rejected += 1
                 continue
             if message.get("op") == wire.END:
+                self._count(round_no, received)
+                received = 0
                 self._slice_ended(worker, round_no, message)
                 continue
             received += 1
@@ -275,11 +275,14 @@ class HuntController:
                     self._leaks.append((round_no, attempt, leak, False))
             for data in message.get("reports") or ():
                 self._show(data)
-        if round_no in self._received:
-            self._received[round_no] += received
+        self._count(round_no, received)
         if len(self._buffer) >= FLUSH_EVERY or _PERF() - self._last_flush >= FLUSH_SECONDS:
             with self.writing():
                 self.flush()
+
+    def _count(self, round_no: int, steps: int) -> None:
+        if steps and round_no in self._received:
+            self._received[round_no] += steps
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -430,20 +433,26 @@ class HuntController:
         if planned is None or round_no in self._cut_short or received == planned:
             return
         self.incomplete.append((round_no, planned, received))
-        self.store.set_incomplete(self.run_id, self.incomplete_text())
+        self.store.set_incomplete(self.run_id, self._run_notes())
 
     def incomplete_text(self) -> str:
-        """One line: the rounds that did not add up, and the lines rejected ('' when none)."""
-        parts = [
+        """One line: the rounds that did not add up ('' when all did)."""
+        return "; ".join(
             f"round {round_no} ran {received:,} of {planned:,} planned steps"
             for round_no, planned, received in self.incomplete
-        ]
-        if self.rejected:
-            parts.append(
-                f"{self.rejected:,} line(s) on round channels not from the round's own "
-                "process were ignored"
-            )
-        return "; ".join(parts)
+        )
+
+    def rejected_text(self) -> str:
+        """One line: the lines on round channels that the rounds' own processes did not write."""
+        if not self.rejected:
+            return ""
+        return (
+            f"{self.rejected:,} line(s) written to a round's channel by another process "
+            "(a test, or a process it started) were ignored"
+        )
+
+    def _run_notes(self) -> str:
+        return "; ".join(t for t in (self.incomplete_text(), self.rejected_text()) if t)
 
     def _check_files(self, round_no: int) -> None:
         if self.files is None:
@@ -500,9 +509,9 @@ class HuntController:
         self._count_passes()
         self._hide_tracebacks()
         self._condense_duplicate_failures()
-        if self.rejected and not self.incomplete:
+        if self.rejected:
             with self.writing():
-                self.store.set_incomplete(self.run_id, self.incomplete_text())
+                self.store.set_incomplete(self.run_id, self._run_notes())
         try:
             self.store.finish_run(
                 self.run_id,

@@ -37,7 +37,7 @@ class LocalLoop:
         hunt = self.hunt
         hunt.set_tests([item.nodeid for item in session.items])
         hunt.begin()
-        setup = ChildSetup(worker=WORKER)
+        setup = ChildSetup(worker=WORKER, protect=hunt.store.own_files(), new_group=True)
         hash_seed = process_hash_seed()
         for round_no in hunt.rounds():
             plan = hunt.plan(round_no, 1)

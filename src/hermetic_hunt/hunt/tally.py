@@ -48,7 +48,9 @@ class Tallies:
         self._first_runs: dict[tuple[str, int, str], str] = {}
 
     def add(self, attempt: Attempt) -> None:
-        tally = self.tests.setdefault(attempt.nodeid, Tally())
+        tally = self.tests.get(attempt.nodeid)
+        if tally is None:
+            tally = self.tests[attempt.nodeid] = Tally()
         self.attempts += 1
         if attempt.violations:
             tally.violations += 1

@@ -458,9 +458,9 @@ class _Forwarder:
 
     def add(self, lines: Sequence[bytes]) -> None:
         self.lines.extend(lines)
-        if any(line.startswith(b'{"op":') and b'"interrupted"' in line for line in lines):
+        if any(line.startswith(wire.END_PREFIX) and b'"interrupted"' in line for line in lines):
             self.interrupted = True
-        urgent = any(b'"f":[' in line or line.startswith(b'{"op":') for line in lines)
+        urgent = any(b'"f":[' in line or line.startswith(wire.END_PREFIX) for line in lines)
         if urgent or len(self.lines) >= FORWARD_LINES or _PERF() - self.last >= FORWARD_SECONDS:
             self.flush()
 
@@ -501,6 +501,7 @@ class XdistWorker:
         settings = self.engine.settings
         setup = ChildSetup(
             close_fds=tuple(_compat.gateway_fds(interactor)),
+            new_group=True,
             worker=str(self.config.workerinput.get("workerid", "gw?")),  # type: ignore[attr-defined]
         )
         hash_seed = process_hash_seed()

@@ -42,10 +42,12 @@ def end_of_hunt(
     stored: int | None = None,
     rounds: int = 0,
     incomplete: str = "",
+    rejected: str = "",
 ) -> list[str]:
     """The lines after pytest's own summary (``header``: what the rounds did;
     ``stored``: how many of the ``attempts`` reached the database, when a hunt
-    stopped early; ``incomplete``: the rounds whose attempts did not add up)."""
+    stopped early; ``incomplete``: the rounds whose attempts did not add up;
+    ``rejected``: lines forged on the rounds' channels, ignored)."""
     out = ["", header]
     report = _report(store, run_id, cwd) if attempts else None
     if report is not None:
@@ -54,6 +56,8 @@ def end_of_hunt(
             out.append(f"hermetic-hunt: {exposure_line(report)}")
     if incomplete:
         out.append(f"hermetic-hunt: the run is incomplete: {incomplete}")
+    if rejected:
+        out.append(f"hermetic-hunt: {rejected}; nothing of theirs was stored")
     if error is not None:
         out.append(f"hermetic-hunt: the hunt stopped early: {error}")
         if stored is not None and stored != attempts:

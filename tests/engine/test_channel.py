@@ -1,0 +1,114 @@
+"""The private channel between a round's child and its parent, without a pytest session."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from hermetic_hunt.engine import fork, wire
+from hermetic_hunt.engine.runner import Job
+from hermetic_hunt.models import Attempt, Step
+
+pytestmark = pytest.mark.skipif(not fork.fork_available(), reason="needs os.fork")
+
+
+def child(pid: int = 4242, token: str = "abc") -> fork.Child:
+    job = Job((Step("t.py::test_x"), Step("t.py::test_y")))
+    return fork.Child(pid, -1, job, "/nonexistent", 0.0, seal=wire.seal_prefix(token, pid))
+
+
+def step(index: int) -> bytes:
+    return wire.step_line(index, [Attempt("t.py::test_x", "passed", position=index)], [])
+
+
+def test_only_lines_sealed_by_the_child_are_kept_and_the_rest_counted() -> None:
+    c = child()
+    forged = wire.end_line("completed", "forged")
+    chunk = (
+        wire.seal("abc", 4242, step(0))
+        + forged  # a test writing to inherited descriptors: no seal
+        + wire.seal("abc", 4343, step(1))  # a process the child forked: another pid
+        + wire.seal("xyz", 4242, forged)  # a guessed token
+    )
+    assert c.feed(chunk) == [step(0)]
+    assert (c.steps_done, c.rejected, c.ended) == (1, 3, False)
+
+
+def test_the_childs_end_is_kept_by_the_parent_and_nothing_counts_after_it() -> None:
+    c = child()
+    lines = c.feed(wire.seal("abc", 4242, wire.end_line("completed")) +
+                   wire.seal("abc", 4242, step(1)))  # fmt: skip
+    assert lines == [] and c.ended and c.end is not None and c.end["status"] == "completed"
+    assert (c.steps_done, c.rejected) == (0, 1)
+
+
+def test_a_line_split_across_reads_is_kept_whole() -> None:
+    c = child()
+    line = wire.seal("abc", 4242, step(0))
+    assert c.feed(line[:10]) == []
+    assert c.feed(line[10:]) == [step(0)]
+
+
+def test_the_parent_stops_at_the_childs_exit_though_a_descendant_holds_the_pipe() -> None:
+    """Issue 18 item 4: an orphan holding the write end must not hold the round."""
+    read_fd, write_fd = os.pipe()
+    pids_r, pids_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the round's child
+        try:
+            held = os.dup(write_fd)  # a copy the channel does not know about
+            channel = fork._Channel(write_fd, "tok")
+            orphan = os.fork()
+            if orphan == 0:  # keeps the copy open long after the child is gone
+                time.sleep(60)
+                os._exit(0)
+            os.write(pids_w, f"{orphan}\n".encode())
+            os.close(held)
+            channel.write(step(0))
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.close(pids_w)
+    c = fork.Child(pid, read_fd, Job((Step("t.py::test_x"),)), "/nonexistent", 0.0,
+                   seal=wire.seal_prefix("tok", pid), pidfd=fork._pidfd(pid))  # fmt: skip
+    got: list[bytes] = []
+    orphan = int(os.read(pids_r, 64).decode().strip() or 0)
+    os.close(pids_r)
+    try:
+        assert fork._drain(c, got.extend) is False
+        assert got == [step(0)] and c.status is not None
+        os.kill(orphan, 0)  # still alive, still holding the pipe: no EOF was needed
+    finally:
+        c.cleanup()
+        if orphan:
+            os.kill(orphan, signal.SIGKILL)
+
+
+def test_a_process_the_child_forks_has_no_channel() -> None:
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            channel = fork._Channel(write_fd, "tok")
+            grandchild = os.fork()
+            if grandchild == 0:
+                try:
+                    os.fstat(channel.fd)
+                    os._exit(1)  # still open: the test fails
+                except OSError:
+                    channel.write(step(9))  # dropped: not the channel's process
+                    os._exit(0)
+            _, status = os.waitpid(grandchild, 0)
+            channel.write(wire.encode({"grandchild": os.waitstatus_to_exitcode(status)}))
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    data = b""
+    while chunk := os.read(read_fd, 65536):
+        data += chunk
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    assert data == wire.seal("tok", pid, wire.encode({"grandchild": 0}))

@@ -1,0 +1,153 @@
+"""One codec for every value that crosses a process boundary: round trips and bad input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hermetic_hunt import journal as journal_format
+from hermetic_hunt.engine.runner import Job
+from hermetic_hunt.models import (
+    MODES,
+    OUTCOMES,
+    Attempt,
+    Failure,
+    Leak,
+    Step,
+    Violation,
+)
+from hermetic_hunt.timing import CONDITIONS, PROFILES
+
+texts = st.text(max_size=20)
+floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
+seeds = st.none() | st.integers(min_value=0, max_value=2**63 - 1)
+failures = st.builds(Failure, texts, texts, texts, texts)
+violations = st.builds(Violation, texts, texts, st.none() | st.integers(0, 65535), texts)
+leaks = st.builds(Leak, texts, texts, texts, texts)
+attempts = st.builds(
+    Attempt,
+    nodeid=texts,
+    outcome=st.sampled_from(OUTCOMES),
+    round_no=st.integers(0, 10_000),
+    position=st.integers(0, 10_000),
+    execution=st.integers(1, 5),
+    phase=st.none() | st.sampled_from(["setup", "call", "teardown"]),
+    duration=st.floats(0, 1e6).map(lambda d: round(d, 6)),
+    seed=seeds,
+    now=st.none() | floats,
+    mode=st.sampled_from(MODES),
+    hash_seed=st.none() | st.integers(0, 4_294_967_295),
+    counts=st.none() | st.dictionaries(texts, st.integers(1, 9), min_size=1, max_size=3),
+    violations=st.lists(violations, max_size=2),
+    failure=st.none() | failures,
+    leaks=st.lists(leaks, max_size=2),
+    repeat=st.integers(0, 2),
+    profile=st.none() | st.sampled_from(PROFILES),
+    switch_interval=st.none() | st.floats(1e-7, 0.01),
+    stress=st.integers(0, 4),
+    started=st.none() | floats,
+    writes=st.lists(texts, max_size=2),
+    warnings=st.lists(texts, max_size=2),
+    journal=st.none() | st.binary(max_size=64),
+    journal_format=st.none() | texts,
+)
+
+
+@given(attempts)
+def test_an_attempt_survives_its_codec_through_json(attempt: Attempt) -> None:
+    back = Attempt.from_json(json.loads(json.dumps(attempt.to_json())))
+    assert back == attempt
+
+
+steps = st.builds(
+    Step,
+    nodeid=texts,
+    seed=seeds,
+    now=st.none() | floats,
+    mode=st.sampled_from(MODES),
+    attempt_id=st.none() | st.integers(1, 10**9),
+    profile=st.none() | st.sampled_from(PROFILES),
+    switch_interval=st.none() | st.floats(1e-7, 0.01),
+    stress=st.integers(0, 4),
+)
+
+
+@given(steps)
+def test_a_step_survives_its_codec_through_json(step: Step) -> None:
+    assert Step.from_json(json.loads(json.dumps(step.to_json()))) == step
+
+
+@st.composite
+def jobs(draw: Any) -> Job:
+    found = tuple(draw(st.lists(steps, max_size=4)))
+    repeats = tuple(draw(st.lists(st.integers(0, 2), min_size=len(found), max_size=len(found))))
+    return Job(
+        steps=found,
+        round_no=draw(st.integers(0, 1000)),
+        start=draw(st.none() | floats),
+        repeats=draw(st.sampled_from([(), repeats])),
+        first_position=draw(st.integers(0, 1000)),
+        condition=draw(st.sampled_from(CONDITIONS)),
+        stress=draw(st.integers(0, 4)),
+    )
+
+
+@given(jobs())
+def test_a_job_survives_its_codec_through_json(job: Job) -> None:
+    assert Job.from_json(json.loads(json.dumps(job.to_json()))) == job
+
+
+def test_a_jobs_journals_travel_with_it() -> None:
+    journal = journal_format.Journal(
+        test="t.py::test_x", mode="record", seed=1, now=2.0, random_seed=None, config={},
+        events={}, counts={},
+    )  # fmt: skip
+    job = Job((Step("t.py::test_x", mode="record", attempt_id=7),), journals={7: journal})
+    back = Job.from_json(json.loads(json.dumps(job.to_json())))
+    assert back.journals[7].test == "t.py::test_x"
+
+
+def test_the_journal_bytes_that_crashed_xdist_hunts_travel_as_text() -> None:
+    attempt = Attempt("t.py::test_x", "failed", journal=b"\x1f\x8b\x00\xff")
+    line = json.dumps(attempt.to_json())  # issue 18: TypeError on bytes before
+    assert Attempt.from_json(json.loads(line)).journal == b"\x1f\x8b\x00\xff"
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ([], "must be an object"),
+        ({"o": "passed"}, "nodeid must be text"),
+        ({"n": "t", "o": "exploded"}, "unknown outcome"),
+        ({"n": "t", "o": "passed", "m": "chaos"}, "unknown mode"),
+        ({"n": "t", "o": "passed", "r": -1}, "at least 0"),
+        ({"n": "t", "o": "passed", "r": True}, "whole number"),
+        ({"n": "t", "o": "passed", "d": "fast"}, "finite number"),
+        ({"n": "t", "o": "failed", "f": ["only", "three", "parts"]}, "a failure must be"),
+        ({"n": "t", "o": "failed", "v": [[1, 2, 3, 4]]}, "op must be text"),
+        ({"n": "t", "o": "failed", "j": "not base64!"}, "base64"),
+        ({"n": "t", "o": "passed", "c": [1]}, "counts must be an object"),
+    ],
+)
+def test_a_malformed_attempt_is_refused_with_the_reason(raw: Any, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        Attempt.from_json(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ({"steps": "t.py::test_x"}, "must be a list"),
+        ({"steps": [{"nodeid": "t"}], "repeats": [1, 2]}, "number its steps"),
+        ({"steps": [], "condition": "hot"}, "unknown timing condition"),
+        ({"steps": [], "journals": {"x": "AAAA"}}, "by attempt id"),
+        ({"steps": [{"nodeid": "t", "seed": 1.5}]}, "whole number"),
+    ],
+)
+def test_a_malformed_job_is_refused_with_the_reason(raw: Any, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        Job.from_json(raw)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import os
 import re
 from collections.abc import Sequence

@@ -10,6 +10,10 @@ wall time. Building the lines is the workers' work and is not counted.
 
 Usage: python benchmarks/bench_controller.py [--workers N] [--tests N] [--rounds N]
        [--failing PERCENT] [--profile]
+Also prints the *floor* measured beside it: the same lines parsed a batch
+at a time and inserted as bare rows (no checks, no tallies, one table) --
+the least a controller in Python could do on this machine -- and the
+controller's CPU as a multiple of it.
 Goal (issue 18): >= 100,000 attempts/s, so one controller keeps up with 100
 workers running 1 ms tests.
 """
@@ -18,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import pstats
 import random
+import sqlite3
 import tempfile
 import time
 import uuid
@@ -68,6 +74,32 @@ def worker_batches(
     return out
 
 
+def _floor(temp: str, payloads: list[bytes]) -> float:
+    """CPU seconds for the least a controller in Python must do with these lines:
+    parse them, and insert one bare row per attempt (same columns, one table)."""
+    conn = sqlite3.connect(Path(temp, "floor.db"), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE a (n, o, r, p, d, m, s, t, h, b)")
+    keys = ("n", "o", "r", "p", "d", "m", "s", "t", "h", "b")
+    cpu = time.process_time()
+    rows = []
+    for payload in payloads:
+        for message in json.loads(b"[" + b",".join(payload.splitlines()) + b"]"):
+            for a in message.get("attempts") or ():
+                rows.append(tuple(a.get(k) for k in keys))
+        if len(rows) >= 500:
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO a VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+            conn.execute("COMMIT")
+            rows = []
+    if rows:
+        conn.executemany("INSERT INTO a VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+    cpu = time.process_time() - cpu
+    conn.close()
+    return cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=100)
@@ -112,6 +144,11 @@ def main() -> None:
             f"{args.rounds} rounds: {attempts / cpu:,.0f} attempts/s of CPU "
             f"({attempts / wall:,.0f}/s wall; {1e6 * cpu / attempts:.1f} us each; "
             f"goal >= 100,000/s: {attempts / cpu / 100_000:.2f}x of it)"
+        )
+        floor = _floor(temp, [payload for _, batches in rounds for _, payload in batches])
+        print(
+            f"floor (parse each batch, insert bare rows, no checks): {attempts / floor:,.0f} "
+            f"attempts/s of CPU; the controller takes {cpu / floor:.2f}x the floor"
         )
         store.close()
         if profiler is not None:

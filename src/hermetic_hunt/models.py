@@ -664,21 +664,26 @@ class Attempt:
                       duration=duration, mode=mode)  # fmt: skip
         if len(raw) == 6:  # only the keys every attempt has
             return attempt
+        seen = 6
+        for name, value in (("seed", get("s")), ("hash_seed", get("h"))):
+            if value is not None:
+                seen += 1
+                if type(value) is not int:
+                    whole(value, f"an attempt's {name}")
+                setattr(attempt, name, value)
+        for name, value in (("now", get("t")), ("started", get("b"))):
+            if value is not None:
+                seen += 1
+                if type(value) is not float or not math.isfinite(value):
+                    value = number(value, f"an attempt's {name}")
+                setattr(attempt, name, value)
         if "x" in raw:
+            seen += 1
             attempt.execution = whole(raw["x"], "an execution", least=1)
         if "ph" in raw:
+            seen += 1
             attempt.phase = text(raw["ph"], "a phase")
-        if "s" in raw:
-            attempt.seed = whole(raw["s"], "a seed", optional=True)
-        if "t" in raw:
-            attempt.now = number(raw["t"], "a start time", optional=True)
-        if "h" in raw:
-            attempt.hash_seed = whole(raw["h"], "a hash seed", optional=True)
-        if "b" in raw:
-            attempt.started = number(raw["b"], "a start", optional=True)
-        if len(raw) == 6 + ("x" in raw) + ("ph" in raw) + ("s" in raw) + ("t" in raw) + (
-            "h" in raw
-        ) + ("b" in raw):
+        if len(raw) == seen:  # nothing else: a passing attempt's usual line
             return attempt
         counts = get("c")
         if counts is not None and not isinstance(counts, dict):

@@ -87,9 +87,10 @@ def test_c():
 
 def test_presses_ctrl_c_on_its_third_run():
     if third_run():
-        # What a terminal sends on Ctrl-C: SIGINT to every process of the group
-        # (the controller, the workers, the processes running the rounds).
-        os.killpg(os.getpgrp(), signal.SIGINT)
+        # What a terminal sends on Ctrl-C: SIGINT to every process of the hunt's
+        # group (the controller, the workers). A round runs in a process group
+        # of its own: the hunt's is its parent's.
+        os.killpg(os.getpgid(os.getppid()), signal.SIGINT)
     finished("ctrl-c")
 """
 

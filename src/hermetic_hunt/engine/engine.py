@@ -121,9 +121,15 @@ class Engine:
         on_step: OnStep | None = None,
         serialize: Any = None,
         runner: StepRunner | None = None,
+        contain: bool = False,
     ) -> Outcome:
-        """Run ``job`` in this process (NotCollected for a test not collected)."""
+        """Run ``job`` in this process (NotCollected for a test not collected).
+
+        ``contain``: this process exists for the job (a forked child), so a
+        ``KeyboardInterrupt`` a test raises is that test's failed attempt.
+        """
         runner = runner or self.runner_for(job, on_step=on_step, serialize=serialize)
+        runner.contain = contain
         if not runner.items:
             runner.select(session.items)
         self.config.pluginmanager.register(runner, _RUNNER)

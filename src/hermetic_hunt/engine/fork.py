@@ -329,7 +329,6 @@ def _child(
                 os.close(inherited)
         _protect(setup.protect)
         channel = _Channel(fd, token)
-        interrupted = _watch_sigint()
         _quiet(engine, temp)
         # Each job gets its own temporary folder (TMPDIR, tempfile, tmp_path & co.):
         # concurrent jobs and other processes never show up in a round's.
@@ -344,14 +343,9 @@ def _child(
 
         def on_step(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> None:
             assert channel is not None
-            if interrupted:
-                # Ctrl-C (a real SIGINT, not a test's raise): the step was cut
-                # short, it is no attempt. The parent, interrupted too, stops.
-                channel.write(wire.end_line("interrupted", "interrupted (Ctrl-C)"))
-                os._exit(0)
             channel.write(wire.step_line(index, attempts, reports))
 
-        outcome = engine.run(session, job, on_step=on_step, serialize=serialize)
+        outcome = engine.run(session, job, on_step=on_step, serialize=serialize, contain=True)
         channel.write(wire.end_line(outcome.status, outcome.detail, outcome.leaks))
     except BaseException as exc:  # a child must never return into pytest
         code = 70
@@ -385,23 +379,6 @@ def _protect(paths: Sequence[str]) -> None:
                 os.dup2(devnull, fd, inheritable=os.get_inheritable(fd))
     finally:
         os.close(devnull)
-
-
-def _watch_sigint() -> list[int]:
-    """A list that holds the signal once a real SIGINT arrived (KeyboardInterrupt as usual).
-
-    Tells Ctrl-C apart from a test that raises ``KeyboardInterrupt`` itself
-    (that test's failed attempt).
-    """
-    seen: list[int] = []
-
-    def handler(signum: int, frame: Any) -> None:
-        seen.append(signum)
-        raise KeyboardInterrupt
-
-    with contextlib.suppress(ValueError):  # not the main thread
-        signal.signal(signal.SIGINT, handler)
-    return seen
 
 
 def _quiet(engine: Engine, temp: str) -> None:

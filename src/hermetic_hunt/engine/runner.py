@@ -182,6 +182,10 @@ class StepRunner:
         self._recorder = Recorder(serialize)
         self._slot: Slot | None = None
         self._watch = watch_leaks
+        #: In a job's own process (a round's, a probe's child): what escapes
+        #: pytest's run of a step is that step's (see Outcome). Elsewhere (a
+        #: replay) Ctrl-C still interrupts the session.
+        self.contain = False
 
     # -- selection ------------------------------------------------------------
 
@@ -254,6 +258,8 @@ class StepRunner:
             try:
                 item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             except BaseException as exc:  # the test's doing: its attempt failed (abandon)
+                if isinstance(exc, KeyboardInterrupt) and not self.contain:
+                    raise
                 outcome.status = "aborted"
                 outcome.detail = f"{step.nodeid} raised {type(exc).__name__} out of pytest"
             finally:

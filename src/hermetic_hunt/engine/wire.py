@@ -14,7 +14,7 @@ phases only, for the terminal's failure sections (nothing of ours is on
 them). A job ends with one line, written by the process that watched the
 child (never by the child itself: see :mod:`hermetic_hunt.engine.fork`)::
 
-    {"op": "end", "status": "completed" | "stopped" | "interrupted" | "error",
+    {"op": "end", "status": "completed" | "stopped" | "error",
      "detail": "...", "steps": 12, "rejected": 0,
      "leaks": {"3": [[resource, name, change, detail], ...]}}
 

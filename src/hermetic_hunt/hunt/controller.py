@@ -77,7 +77,6 @@ class HuntController:
         self.files: FileWatch | None = None
         self.error: str | None = None
         self.stored = 0  # attempts written to the database
-        self.interrupted = False
         self.session: pytest.Session | None = None
         self._plans: dict[int, RoundPlan] = {}
         self._stress: CpuStress | None = None
@@ -335,8 +334,6 @@ class HuntController:
         status = message.get("status")
         if status == "error":
             self.error = str(message.get("detail") or "a job stopped")
-        elif status == "interrupted":
-            self.interrupted = True  # SIGINT reached the child, not the hunt
         if status != "completed":
             self._cut_short.add(round_no)
         rejected = message.get("rejected")
@@ -494,7 +491,6 @@ class HuntController:
         t = self.tallies
         interrupted = (
             self._interrupted
-            or self.interrupted
             or exitstatus == pytest.ExitCode.INTERRUPTED
             or bool(session.shouldfail)
             or bool(session.shouldstop)

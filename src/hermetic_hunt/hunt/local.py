@@ -49,8 +49,6 @@ class LocalLoop:
             run_job(self.engine, session, job, setup, sink, hash_seed=hash_seed,
                     stop=lambda: bool(session.shouldfail or session.shouldstop
                                       or hunt.error is not None))  # fmt: skip
-            if hunt.interrupted:
-                raise KeyboardInterrupt
             if session.shouldfail:
                 raise session.Failed(session.shouldfail)
             if session.shouldstop:

@@ -452,14 +452,11 @@ class _Forwarder:
 
     def __init__(self, interactor: Any) -> None:
         self.interactor = interactor
-        self.interrupted = False
         self.lines: list[bytes] = []
         self.last = _PERF()
 
     def add(self, lines: Sequence[bytes]) -> None:
         self.lines.extend(lines)
-        if any(line.startswith(wire.END_PREFIX) and b'"interrupted"' in line for line in lines):
-            self.interrupted = True
         urgent = any(b'"f":[' in line or line.startswith(wire.END_PREFIX) for line in lines)
         if urgent or len(self.lines) >= FORWARD_LINES or _PERF() - self.last >= FORWARD_SECONDS:
             self.flush()
@@ -530,6 +527,4 @@ class XdistWorker:
                         tick=forward.tick)  # fmt: skip
             finally:
                 forward.flush()
-            if forward.interrupted:
-                raise KeyboardInterrupt  # a test raised it: the session ends as with Ctrl-C
         return True

@@ -13,6 +13,8 @@ from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Step
 
 pytestmark = pytest.mark.skipif(not fork.fork_available(), reason="needs os.fork")
+#: The tests that fork (the in-process ones only feed lines to a Child).
+forks = pytest.mark.process
 
 
 def child(pid: int = 4242, token: str = "abc") -> fork.Child:
@@ -52,6 +54,7 @@ def test_a_line_split_across_reads_is_kept_whole() -> None:
     assert c.feed(line[10:]) == [step(0)]
 
 
+@forks
 def test_the_parent_stops_at_the_childs_exit_though_a_descendant_holds_the_pipe() -> None:
     """Issue 18 item 4: an orphan holding the write end must not hold the round."""
     read_fd, write_fd = os.pipe()
@@ -87,6 +90,7 @@ def test_the_parent_stops_at_the_childs_exit_though_a_descendant_holds_the_pipe(
             os.kill(orphan, signal.SIGKILL)
 
 
+@forks
 def test_a_process_the_child_forks_has_no_channel() -> None:
     read_fd, write_fd = os.pipe()
     pid = os.fork()

@@ -112,12 +112,10 @@ def test_ctrl_c_keeps_every_finished_attempt_and_marks_the_run_interrupted(pytes
     assert 2 <= rounds_done < 10
     # the interrupted attempt is not one; every attempt that finished is stored
     done = finished(pytester)
-    if workers:
-        # the other worker may have been interrupted between a test's last
-        # statement and the end of its attempt (its teardown): not finished
-        assert done - 1 <= stored <= done, (done, stored)
-    else:
-        assert stored == done
+    # the round's process (a group of its own: the terminal's SIGINT does not
+    # reach it) may be stopped between a test's last statement and the end of
+    # its attempt (its teardown): that attempt did not finish
+    assert done - 1 <= stored <= done, (done, stored)
     assert one(db, "SELECT count(*) FROM attempts WHERE outcome != 'passed'") == 0
 
 

@@ -82,6 +82,19 @@ def test_a_thread_poll_with_a_deadline_sees_the_thread_run(attempt: Sandbox) -> 
         thread.join()
 
 
+@pytest.mark.usefixtures("real_gaps")
+def test_time_blocked_in_c_shows_on_the_virtual_clock(attempt: Sandbox) -> None:
+    # A lock's or a database's busy timeout waits in C, in real time: on a real
+    # machine the clock shows it, so a test measuring its timeout sees it.
+    started = time.perf_counter()
+    threading.Event().wait(0.12)
+    assert time.perf_counter() - started >= 0.12
+    # Short real gaps (a Python line, a small computation) are not added:
+    # readings stay a function of the seed.
+    first = time.monotonic()
+    assert time.monotonic() - first < 1e-3
+
+
 def test_without_other_threads_sleeps_take_no_real_time(attempt: Sandbox) -> None:
     real = REAL_FUNCTIONS["monotonic"]
     begin, virtual = real(), time.monotonic()

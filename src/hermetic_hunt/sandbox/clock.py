@@ -46,6 +46,11 @@ _MONO_BASE = 10_000.0
 #: stretch): on a real machine a sleep ends when the scheduler wakes the thread,
 #: tens of microseconds after it was due, never exactly on time.
 SLEEP_LATENCY = 50e-6
+#: Real seconds between two readings beyond which the virtual clock moves by
+#: them: the test was blocked in C (a lock's or a database's busy timeout,
+#: ``Event.wait``) or computing, and on a real machine that time shows.
+#: Shorter gaps are not added, so readings stay a function of the seed.
+REAL_GAP = 0.05
 _PERF_BASE = 20_000.0
 #: Readings kept per source in a journal, and characters of text values
 #: (urandom draws, as hex) in all; beyond either the source is marked as
@@ -147,6 +152,7 @@ class SeededClock(ClockSource):
         self._ticks0 = elapsed
         self._tick = tick
         self._last_wall = -math.inf
+        self._real = REAL_MONOTONIC()
         self._reads = 0
         self._spin_limit = spin_limit
         self._spin_error = spin_error
@@ -161,6 +167,11 @@ class SeededClock(ClockSource):
 
     def _read(self) -> None:
         self._reads += 1
+        real = REAL_MONOTONIC()
+        gap = real - self._real
+        self._real = real
+        if gap > REAL_GAP:
+            self._offset += gap
         if self._noise is not None:
             self._offset += self._noise.read()
         if self._spin_limit and self._reads > self._spin_limit:
@@ -218,6 +229,7 @@ class SeededClock(ClockSource):
         REAL_SLEEP(lasts)
         with self._lock:
             self._offset = max(self._offset, wake - self._ticks)
+            self._real = REAL_MONOTONIC()  # the real sleep is in ``wake`` already
             self._reads = 0
 
     def stretch(self) -> float:

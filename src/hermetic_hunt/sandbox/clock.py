@@ -244,6 +244,9 @@ class SeededClock(ClockSource):
             raise ValueError("cannot move the clock backwards with advance()")
         with self._lock:
             self._offset += seconds
+            # A loop that waited for real before advancing (asyncio's select)
+            # has its wait in ``seconds``: not counted again as a real gap.
+            self._real = REAL_MONOTONIC()
             self._reads = 0
 
     def set_wall(self, epoch: float) -> None:

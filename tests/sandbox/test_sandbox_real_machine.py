@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import subprocess
 import sys
 import textwrap
 import threading
@@ -102,6 +103,21 @@ def test_without_other_threads_sleeps_take_no_real_time(attempt: Sandbox) -> Non
         time.sleep(0.5)
     assert real() - begin < 5.0  # 10 virtual seconds, nowhere near in real time
     assert time.monotonic() - virtual > 10.0
+
+
+def test_a_sleep_gives_a_child_process_real_time(attempt: Sandbox, tmp_path: Path) -> None:
+    # ``sleep(0.5)  # let the other process settle``: it must get the time.
+    marker = tmp_path / "settled"
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"import time; time.sleep(0.2); open({str(marker)!r}, 'w').close()"]
+    )
+    try:
+        deadline = time.monotonic() + 30.0
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists()
+    finally:
+        child.wait()
 
 
 def test_sleeps_of_two_threads_overlap_as_real_ones_do(attempt: Sandbox) -> None:

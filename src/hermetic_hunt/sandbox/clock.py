@@ -20,6 +20,7 @@ each attempt) and, when asked, keeps a trace of the values it handed out.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time as _time_module
 from collections.abc import Callable
@@ -212,8 +213,8 @@ class SeededClock(ClockSource):
 
         The clock moves to the sleeper's wake-up time: ``seconds`` (times the
         profile's stretch) plus :data:`SLEEP_LATENCY` after the sleep began.
-        While other threads a test started are alive the sleep also lasts
-        its (stretched) duration in real time, so they run meanwhile, and
+        While threads a test started (or child processes) are alive the sleep
+        also lasts its (stretched) duration in real time, so they run meanwhile, and
         sleeps of several threads overlap as real ones do: the clock ends at
         the latest wake-up, not at the sum of the sleeps.
         """
@@ -221,7 +222,7 @@ class SeededClock(ClockSource):
             raise ValueError("sleep length must be non-negative")
         self.trace.note("sleep", seconds)
         lasts = seconds * self.stretch() + SLEEP_LATENCY if seconds else 0.0
-        if not threads_alive():
+        if not others_alive():
             self.advance(lasts)
             return
         with self._lock:
@@ -274,6 +275,24 @@ def note_baseline() -> None:
     global _baseline
     if _baseline is None:
         _baseline = frozenset(threading.enumerate())
+
+
+def _children() -> bool:
+    """Does this process have a child process alive (Linux: one read of /proc; else False)?"""
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as handle:
+            return bool(handle.read().strip())
+    except OSError:
+        return False
+
+
+def others_alive() -> bool:
+    """Does the test run alongside something: a thread it started, or a child process?
+
+    While one is, a virtual sleep also sleeps for real (:meth:`SeededClock.sleep`):
+    ``sleep(0.5)  # let the other process settle`` gives it the time.
+    """
+    return threads_alive() or _children()
 
 
 def threads_alive() -> bool:

@@ -105,6 +105,7 @@ def test_without_other_threads_sleeps_take_no_real_time(attempt: Sandbox) -> Non
     assert time.monotonic() - virtual > 10.0
 
 
+@pytest.mark.process
 def test_a_sleep_gives_a_child_process_real_time(attempt: Sandbox, tmp_path: Path) -> None:
     # ``sleep(0.5)  # let the other process settle``: it must get the time.
     marker = tmp_path / "settled"

@@ -86,3 +86,16 @@ def test_others_writing_into_the_system_temp_dir_are_nobodys_leak(
         assert writes.take() == [str(named)]
     finally:
         writes.stop()
+
+
+def test_a_cwd_left_in_a_deleted_temp_folder_is_named_as_in_the_system_temp_dir(
+    private: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(private)
+    watch = RoundLeaks(None)
+    with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)
+    (leak,) = watch.after_attempt(0)
+    os.chdir(private)
+    expected = os.path.join(leaks.system_temp(), os.path.basename(folder))
+    assert leak.describe() == f"left the cwd in a deleted directory ({expected})"

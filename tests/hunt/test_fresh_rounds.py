@@ -243,7 +243,7 @@ def test_every_kind_of_leak_is_recorded_against_the_test_that_left_it(
     assert any(r == "process" and t == "test_child_process" for (r, _), t in found.items())
     assert any(r == "fd" and t == "test_open_file" for (r, _), t in found.items())
     # the round's private temp folder: its entries are exactly its own tests'
-    assert [t for (r, n), t in found.items() if r == "tempfile"] == ["test_temp_file"]
+    assert {t for (r, n), t in found.items() if r == "tempfile"} == {"test_temp_file"}
     # a module fixture that set and unset a variable left nothing behind, and
     # pytest itself puts the warnings filters back after every test
     assert ("env", "HH_MODULE") not in found

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
-from hermetic_hunt.sandbox import netguard
+from hermetic_hunt.sandbox import clock, netguard
+
+REAL_GAP = clock.REAL_GAP
 
 
 @pytest.fixture
@@ -24,3 +27,16 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         monkeypatch.setitem(netguard.REAL, key, spy)
     return reached
+
+
+@pytest.fixture(autouse=True)
+def no_real_gaps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox's tests assert exact virtual readings: a stall of a loaded
+    machine between two readings must not move the clock (the tests of the
+    real-gap rule turn it back on with ``real_gaps``)."""
+    monkeypatch.setattr(clock, "REAL_GAP", math.inf)
+
+
+@pytest.fixture
+def real_gaps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clock, "REAL_GAP", REAL_GAP)

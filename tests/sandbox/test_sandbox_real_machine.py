@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import subprocess
 import sys
 import textwrap
 import threading
@@ -82,6 +83,19 @@ def test_a_thread_poll_with_a_deadline_sees_the_thread_run(attempt: Sandbox) -> 
         thread.join()
 
 
+@pytest.mark.usefixtures("real_gaps")
+def test_time_blocked_in_c_shows_on_the_virtual_clock(attempt: Sandbox) -> None:
+    # A lock's or a database's busy timeout waits in C, in real time: on a real
+    # machine the clock shows it, so a test measuring its timeout sees it.
+    started = time.perf_counter()
+    threading.Event().wait(0.12)
+    assert time.perf_counter() - started >= 0.12
+    # Short real gaps (a Python line, a small computation) are not added:
+    # readings stay a function of the seed.
+    first = time.monotonic()
+    assert time.monotonic() - first < 1e-3
+
+
 def test_without_other_threads_sleeps_take_no_real_time(attempt: Sandbox) -> None:
     real = REAL_FUNCTIONS["monotonic"]
     begin, virtual = real(), time.monotonic()
@@ -89,6 +103,22 @@ def test_without_other_threads_sleeps_take_no_real_time(attempt: Sandbox) -> Non
         time.sleep(0.5)
     assert real() - begin < 5.0  # 10 virtual seconds, nowhere near in real time
     assert time.monotonic() - virtual > 10.0
+
+
+@pytest.mark.process
+def test_a_sleep_gives_a_child_process_real_time(attempt: Sandbox, tmp_path: Path) -> None:
+    # ``sleep(0.5)  # let the other process settle``: it must get the time.
+    marker = tmp_path / "settled"
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"import time; time.sleep(0.2); open({str(marker)!r}, 'w').close()"]
+    )
+    try:
+        deadline = time.monotonic() + 30.0
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists()
+    finally:
+        child.wait()
 
 
 def test_sleeps_of_two_threads_overlap_as_real_ones_do(attempt: Sandbox) -> None:

@@ -162,6 +162,13 @@ def private_temp(job_temp: str) -> str:
     return path
 
 
+def shown(path: str) -> str:
+    """``path`` as it would be without the private temporary folder (for leak details)."""
+    if _private and (path == _private[0] or path.startswith(_private[0] + os.sep)):
+        return system_temp() + path[len(_private[0]) :]
+    return path
+
+
 def _temp_entries() -> frozenset[str]:
     """Entries at the top of the private temporary folder (empty: none is in use)."""
     if not _private:
@@ -303,9 +310,9 @@ def _get_cwd() -> tuple[str | None, str | None]:
 def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
     (old, _), (new, gone) = before, after
     if new is None:
-        yield Leak("cwd", "cwd", "deleted", bounded(gone or old or ""))
+        yield Leak("cwd", "cwd", "deleted", bounded(shown(gone or old or "")))
     else:
-        yield Leak("cwd", "cwd", "changed", bounded(new))
+        yield Leak("cwd", "cwd", "changed", bounded(shown(new)))
 
 
 def _sys_path(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:

@@ -20,6 +20,7 @@ each attempt) and, when asked, keeps a trace of the values it handed out.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time as _time_module
 from collections.abc import Callable
@@ -46,6 +47,11 @@ _MONO_BASE = 10_000.0
 #: stretch): on a real machine a sleep ends when the scheduler wakes the thread,
 #: tens of microseconds after it was due, never exactly on time.
 SLEEP_LATENCY = 50e-6
+#: Real seconds between two readings beyond which the virtual clock moves by
+#: them: the test was blocked in C (a lock's or a database's busy timeout,
+#: ``Event.wait``) or computing, and on a real machine that time shows.
+#: Shorter gaps are not added, so readings stay a function of the seed.
+REAL_GAP = 0.05
 _PERF_BASE = 20_000.0
 #: Readings kept per source in a journal, and characters of text values
 #: (urandom draws, as hex) in all; beyond either the source is marked as
@@ -147,6 +153,7 @@ class SeededClock(ClockSource):
         self._ticks0 = elapsed
         self._tick = tick
         self._last_wall = -math.inf
+        self._real = REAL_MONOTONIC()
         self._reads = 0
         self._spin_limit = spin_limit
         self._spin_error = spin_error
@@ -161,6 +168,11 @@ class SeededClock(ClockSource):
 
     def _read(self) -> None:
         self._reads += 1
+        real = REAL_MONOTONIC()
+        gap = real - self._real
+        self._real = real
+        if gap > REAL_GAP:
+            self._offset += gap
         if self._noise is not None:
             self._offset += self._noise.read()
         if self._spin_limit and self._reads > self._spin_limit:
@@ -201,8 +213,8 @@ class SeededClock(ClockSource):
 
         The clock moves to the sleeper's wake-up time: ``seconds`` (times the
         profile's stretch) plus :data:`SLEEP_LATENCY` after the sleep began.
-        While other threads a test started are alive the sleep also lasts
-        its (stretched) duration in real time, so they run meanwhile, and
+        While threads a test started (or child processes) are alive the sleep
+        also lasts its (stretched) duration in real time, so they run meanwhile, and
         sleeps of several threads overlap as real ones do: the clock ends at
         the latest wake-up, not at the sum of the sleeps.
         """
@@ -210,7 +222,7 @@ class SeededClock(ClockSource):
             raise ValueError("sleep length must be non-negative")
         self.trace.note("sleep", seconds)
         lasts = seconds * self.stretch() + SLEEP_LATENCY if seconds else 0.0
-        if not threads_alive():
+        if not others_alive():
             self.advance(lasts)
             return
         with self._lock:
@@ -218,6 +230,7 @@ class SeededClock(ClockSource):
         REAL_SLEEP(lasts)
         with self._lock:
             self._offset = max(self._offset, wake - self._ticks)
+            self._real = REAL_MONOTONIC()  # the real sleep is in ``wake`` already
             self._reads = 0
 
     def stretch(self) -> float:
@@ -232,6 +245,9 @@ class SeededClock(ClockSource):
             raise ValueError("cannot move the clock backwards with advance()")
         with self._lock:
             self._offset += seconds
+            # A loop that waited for real before advancing (asyncio's select)
+            # has its wait in ``seconds``: not counted again as a real gap.
+            self._real = REAL_MONOTONIC()
             self._reads = 0
 
     def set_wall(self, epoch: float) -> None:
@@ -259,6 +275,24 @@ def note_baseline() -> None:
     global _baseline
     if _baseline is None:
         _baseline = frozenset(threading.enumerate())
+
+
+def _children() -> bool:
+    """Does this process have a child process alive (Linux: one read of /proc; else False)?"""
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as handle:
+            return bool(handle.read().strip())
+    except OSError:
+        return False
+
+
+def others_alive() -> bool:
+    """Does the test run alongside something: a thread it started, or a child process?
+
+    While one is, a virtual sleep also sleeps for real (:meth:`SeededClock.sleep`):
+    ``sleep(0.5)  # let the other process settle`` gives it the time.
+    """
+    return threads_alive() or _children()
 
 
 def threads_alive() -> bool:

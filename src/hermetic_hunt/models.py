@@ -533,6 +533,10 @@ class Attempt:
         return (self.exc_type, self.location)
 
 
+#: Most paths an attempt's ``writes`` keep.
+MAX_WRITES = 50
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """Facts about a hunt stored in ``runs`` when it starts."""
@@ -583,6 +587,9 @@ class Reproducer:
     ``steps`` run in order in one fresh process: polluters or state-setters
     first, the flaky test last (twice for a self-polluting test). The last
     step is expected to fail with ``exc_type`` at ``location``.
+    ``together`` (a collision): steps run at the same moment in a second fresh
+    process, and ``resource`` the path both use; then one of the two sides is
+    expected to fail (whichever comes second).
     Stored as JSON in ``flakes.reproducer`` (see ``docs/database.md``).
     """
 
@@ -592,9 +599,11 @@ class Reproducer:
     location: str
     message: str = ""
     run_id: int | None = None
+    together: tuple[Step, ...] = ()
+    resource: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "steps": [s.to_json() for s in self.steps],
             "hash_seed": self.hash_seed,
             "signature": {
@@ -604,6 +613,10 @@ class Reproducer:
             },
             "run_id": self.run_id,
         }
+        if self.together:
+            out["together"] = [s.to_json() for s in self.together]
+            out["resource"] = self.resource
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json())
@@ -628,27 +641,33 @@ class Reproducer:
                 raise ValueError("expected a finite number")
             return float(value)
 
-        if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-            raise ValueError("reproducer must be an object with a list of steps")
-        if not data["steps"] or len(data["steps"]) > 10_000:
-            raise ValueError("reproducer must have between 1 and 10,000 steps")
-        steps = []
-        for raw in data["steps"]:
+        def step_of(raw: Any) -> Step:
             if not isinstance(raw, dict) or not isinstance(raw.get("nodeid"), str):
                 raise ValueError("each step needs a nodeid")
             mode = as_mode(raw.get("mode", "seeded"), default="off")
             if mode != raw.get("mode", "seeded"):
                 raise ValueError(f"unknown step mode {raw.get('mode')!r}")
-            steps.append(
-                Step(
-                    nodeid=raw["nodeid"],
-                    seed=opt_int(raw.get("seed")),
-                    now=opt_float(raw.get("now")),
-                    mode=mode,
-                    attempt_id=opt_int(raw.get("attempt_id")),
-                    **step_conditions(raw),
-                )
+            return Step(
+                nodeid=raw["nodeid"],
+                seed=opt_int(raw.get("seed")),
+                now=opt_float(raw.get("now")),
+                mode=mode,
+                attempt_id=opt_int(raw.get("attempt_id")),
+                **step_conditions(raw),
             )
+
+        if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+            raise ValueError("reproducer must be an object with a list of steps")
+        if not data["steps"] or len(data["steps"]) > 10_000:
+            raise ValueError("reproducer must have between 1 and 10,000 steps")
+        steps = [step_of(raw) for raw in data["steps"]]
+        together_raw = data.get("together") or []
+        if not isinstance(together_raw, list) or len(together_raw) > 10_000:
+            raise ValueError("together must be a list of at most 10,000 steps")
+        together = [step_of(raw) for raw in together_raw]
+        resource = data.get("resource") or ""
+        if not isinstance(resource, str):
+            raise ValueError("resource must be text")
         signature = data.get("signature") or {}
         if not isinstance(signature, dict):
             raise ValueError("signature must be an object")
@@ -666,4 +685,6 @@ class Reproducer:
             location=texts[1],
             message=texts[2],
             run_id=opt_int(data.get("run_id")),
+            together=tuple(together),
+            resource=resource,
         )

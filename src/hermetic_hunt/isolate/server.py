@@ -117,6 +117,8 @@ class Server:
         self.responses = int(spec["responses"])
         self.fork = bool(spec["fork"])
         self.probes: dict[int, _Probe] = {}
+        #: Requests of a probe pair still waiting for the rest of their group.
+        self.groups: dict[str, list[dict[str, Any]]] = {}
         self._buffer = bytearray()
         self._closed = False
 
@@ -186,6 +188,8 @@ class Server:
             message = wire.decode(line)
             if message.get("op") == "quit":
                 self._closed = True
+            elif message.get("op") == "probe" and self.fork and wire.group_of(message)[0]:
+                self._gather(session, message)
             elif message.get("op") == "probe":
                 self._start(session, message)
 
@@ -225,9 +229,47 @@ class Server:
                        "steps": [engine_wire.attempt_json(a) for a in attempts]})  # fmt: skip
             self._closed = True
             return
-        close = (self.requests, self.responses, *self.probes)
-        child = fork.spawn(self.engine, session, job, fork.ChildSetup(close, new_group=True))
+        self._spawn(session, request_id, job, timeout)
+
+    def _spawn(
+        self,
+        session: pytest.Session,
+        request_id: int,
+        job: Job,
+        timeout: float,
+        gate: tuple[int, int] | None = None,
+    ) -> None:
+        close = (self.requests, self.responses, *self.probes, *(gate[1:] if gate else ()))
+        setup = fork.ChildSetup(close, new_group=True, gate=gate[0] if gate else None)
+        child = fork.spawn(self.engine, session, job, setup)
         self.probes[child.fd] = _Probe(request_id, child, timeout)
+
+    def _gather(self, session: pytest.Session, message: dict[str, Any]) -> None:
+        """A probe of a pair: once its whole group is here, fork every member behind
+        one gate and open it, so they start at the same moment."""
+        group, size = wire.group_of(message)
+        waiting = self.groups.setdefault(group, [])
+        waiting.append(message)
+        if len(waiting) < size:
+            return
+        del self.groups[group]
+        jobs: list[tuple[int, Job, float]] = []
+        for member in waiting:
+            request_id = int(member["id"])
+            try:
+                jobs.append((request_id, self._job(member), float(member.get("timeout") or 120.0)))
+            except (HuntError, ValueError, KeyError, TypeError) as exc:
+                for other in waiting:
+                    self.send({"op": "result", "id": int(other["id"]), "status": "error",
+                               "detail": str(exc), "steps": [], "duration": 0.0})  # fmt: skip
+                return
+        gate = os.pipe()
+        try:
+            for request_id, job, timeout in jobs:
+                self._spawn(session, request_id, job, timeout, gate)
+        finally:
+            os.close(gate[0])
+            os.close(gate[1])  # end of file: every member starts now
 
     def _read_child(self, probe: _Probe) -> None:
         chunk = os.read(probe.child.fd, _READ)

@@ -9,6 +9,10 @@ Client -> server (the server's request pipe)::
      "journals": {"12": "<base64 gzip>"}}
     {"op": "quit"}
 
+A probe of a pair (a collision) also carries ``"group": "3", "size": 2``:
+the server holds it until its whole group arrived, then starts the members
+at the same moment, each in its own process.
+
 Server -> client (its response pipe)::
 
     {"op": "ready", "collected": ["nodeid", ...], "hash_seed": "123", "fork": true}
@@ -140,6 +144,23 @@ def probe_request(
             for attempt_id, data in journals.items()
         },
     }
+
+
+def grouped(message: dict[str, Any], group: str, size: int) -> dict[str, Any]:
+    """``message`` as a member of a group of ``size`` probes started together."""
+    return {**message, "group": group, "size": size}
+
+
+def group_of(message: dict[str, Any]) -> tuple[str, int]:
+    """The group and size of a probe of a pair (``("", 0)``: an ordinary probe)."""
+    group, size = message.get("group"), message.get("size")
+    if isinstance(group, str) and group and isinstance(size, int) and 2 <= size <= MAX_GROUP:
+        return group, size
+    return "", 0
+
+
+#: Most probes started together.
+MAX_GROUP = 8
 
 
 def steps_of(message: dict[str, Any]) -> list[Step]:

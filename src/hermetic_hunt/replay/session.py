@@ -18,6 +18,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from hermetic_hunt.models import (
     MAX_HASH_SEED,
     Attempt,
     Settings,
+    Step,
     database_path,
     hash_seed_problem,
 )
@@ -101,7 +103,10 @@ def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     # The reporter first: among trylast hooks the earlier registered runs
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
-    config.pluginmanager.register(ReplayRunner(engine, runner), "hermetic-hunt-replay-runner")
+    config.pluginmanager.register(
+        ReplayRunner(engine, runner, plan.together, reporter.partner),
+        "hermetic-hunt-replay-runner",
+    )
 
 
 def _load(
@@ -128,12 +133,30 @@ def _load(
     return store, plan, recorded_env, settings, display
 
 
-class ReplayRunner:
-    """pytest plugin: select exactly the plan's tests, run them in order."""
+#: Seconds a collision's own test starts after its partner: the partner takes
+#: the shared resource first, so the replayed test is the one that fails.
+STAGGER = 0.05
 
-    def __init__(self, engine: Any, runner: StepRunner) -> None:
+
+class ReplayRunner:
+    """pytest plugin: select exactly the plan's tests, run them in order.
+
+    A collision's partner (``together``) runs in a child forked from this
+    collected session, released just before the plan's own steps start; its
+    attempts go to ``partner``.
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        runner: StepRunner,
+        together: tuple[Step, ...] = (),
+        partner: list[Attempt] | None = None,
+    ) -> None:
         self.engine = engine
         self.runner = runner
+        self.together = together
+        self.partner = partner if partner is not None else []
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -143,17 +166,32 @@ class ReplayRunner:
             self.runner.select(items)
         except HuntError as exc:
             raise pytest.UsageError(str(exc)) from None
-        wanted = set(self.runner.items)
+        # A collision's partner stays collected: its child selects it from the session.
+        by_id = {item.nodeid: item for item in items}
+        partner = [by_id[s.nodeid] for s in self.together if s.nodeid in by_id]
+        wanted = set(self.runner.items) | {item.nodeid for item in partner}
         deselected = [item for item in items if item.nodeid not in wanted]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
-        items[:] = [self.runner.items[nodeid] for nodeid in dict.fromkeys(self.runner.items)]
+        own = [self.runner.items[nodeid] for nodeid in dict.fromkeys(self.runner.items)]
+        items[:] = [*own, *(item for item in partner if item.nodeid not in self.runner.items)]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
         if not stop_on_collection_errors(session):
             return True
-        outcome = self.engine.run(session, self.runner.job, runner=self.runner)
+        beside = None
+        if self.together:
+            from hermetic_hunt.engine.fork import Beside
+
+            beside = Beside(self.engine, session, Job(self.together))
+            beside.release()
+            time.sleep(STAGGER)
+        try:
+            outcome = self.engine.run(session, self.runner.job, runner=self.runner)
+        finally:
+            if beside is not None:
+                self.partner.extend(beside.finish(self.engine.settings.probe_timeout))
         if outcome.status == "interrupted":
             raise KeyboardInterrupt
         if session.shouldfail:
@@ -271,6 +309,8 @@ class ReplayReporter:
         self.warnings: list[str] = []
         self.current_env: dict[str, Any] = {}
         self.deselected: set[str] = set()
+        #: A collision partner's attempts (run beside the plan's steps).
+        self.partner: list[Attempt] = []
         self.verdict: ReplayVerdict | None = None
         self.lines: list[str] = []
         self._stopped = ""
@@ -290,7 +330,7 @@ class ReplayReporter:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         collected = {item.nodeid for item in items}
-        for step in self.plan.steps:
+        for step in (*self.plan.steps, *self.plan.together):
             if step.nodeid in collected:
                 continue
             if step.nodeid in self.deselected:
@@ -319,7 +359,8 @@ class ReplayReporter:
             return  # collection failed or was all that was asked: nothing ran
         if not self._stopped and (session.shouldfail or session.shouldstop):
             self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
-        self.verdict = judge(self.plan, self._observed(), self._stopped)
+        partner = _observed(self.partner[-1]) if self.partner else None
+        self.verdict = judge(self.plan, self._observed(), self._stopped, partner)
         notes = earlier_failures(self._before())
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
         violated = blocked_calls([(r.nodeid, r.violations) for r in self.runner.records])

@@ -25,6 +25,8 @@ def describe(plan: Plan, db_display: str) -> str:
         runs = f"{len(plan.steps)} tests in order ({before} before {plan.test})"
     else:
         runs = plan.test
+    if plan.together:
+        runs += f", and {plan.together[-1].nodeid} at the same time in a second process"
     parts = [f"hermetic-hunt replay: {plan.label} from {db_display}: {runs}", f"mode {step.mode}"]
     if step.mode != "off" and step.seed is not None:
         parts.append(f"seed {step.seed}")
@@ -120,9 +122,23 @@ def _got(observed: Observed) -> str:
     return f"{text} at {observed.location}" if observed.location else text
 
 
-def judge(plan: Plan, observed: Observed | None, stopped: str = "") -> ReplayVerdict:
-    """Whether the replay showed the recorded behaviour again, as one sentence."""
+def judge(
+    plan: Plan, observed: Observed | None, stopped: str = "", partner: Observed | None = None
+) -> ReplayVerdict:
+    """Whether the replay showed the recorded behaviour again, as one sentence.
+
+    ``partner``: a collision's partner, run at the same time in another process;
+    the collision is back when either of the two failed (whichever came second).
+    """
     label, test, expected = plan.label, plan.test, plan.expected
+    collided = plan.together and partner is not None and partner.outcome in FAILING
+    if collided and partner is not None and (observed is None or observed.outcome not in FAILING):
+        over = f" over {plan.resource}" if plan.resource else ""
+        return ReplayVerdict(
+            "reproduced",
+            f"reproduced {label}: the collision{over} -- {plan.together[-1].nodeid} got "
+            f"{_got(partner)} while {test} ran at the same time",
+        )
     if observed is None:
         why = stopped or "the session stopped before it"
         return ReplayVerdict(

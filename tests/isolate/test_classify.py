@@ -141,7 +141,7 @@ class World:
     def run_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
         return [self.run(p) for p in probes]
 
-    def run_together(self, probes: Sequence[Probe]) -> list[ProbeResult]:
+    def run_together(self, probes: Sequence[Probe], after: str = "") -> list[ProbeResult]:
         self.together = frozenset(s.nodeid for p in probes for s in p.steps)
         try:
             return [self.run(p) for p in probes]

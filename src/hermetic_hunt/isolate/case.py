@@ -60,8 +60,9 @@ class Prober(Protocol):
 
     def collected(self, hash_seed: int | None) -> frozenset[str] | None: ...
 
-    def run_together(self, probes: Sequence[Probe]) -> list[ProbeResult]:
-        """Run ``probes`` in processes of their own started at the same moment."""
+    def run_together(self, probes: Sequence[Probe], after: str = "") -> list[ProbeResult]:
+        """Run ``probes`` in processes of their own started at the same moment
+        (``after``: the first once that path exists)."""
         ...
 
 
@@ -212,12 +213,13 @@ class Case:
         return results
 
     def probe_together(
-        self, purpose: str, sides: Sequence[Sequence[Step]], hash_seed: int
+        self, purpose: str, sides: Sequence[Sequence[Step]], hash_seed: int, after: str = ""
     ) -> list[ProbeResult]:
-        """One probe per side, each in its own process, all started at the same moment."""
+        """One probe per side, each in its own process, all started at the same moment
+        (``after``: the first side once that path exists)."""
         self._spend(len(sides))
         probes = [Probe(purpose, tuple(steps), hash_seed) for steps in sides]
-        results = self.prober.run_together(probes)
+        results = self.prober.run_together(probes, after)
         self.finding.probes.extend(zip(probes, results, strict=True))
         return results
 

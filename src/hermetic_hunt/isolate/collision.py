@@ -14,13 +14,13 @@ workers run them at the same time; ``-n 0`` never shows it. The procedure:
    first). :func:`suspects` is pure.
 2. **A two-process probe.** The partner alone (it must pass), then the pair
    started at the same moment in two fresh processes (a probe pair: the
-   probe server forks both and releases them together,
-   :meth:`hermetic_hunt.isolate.probes.ProbeRunner.run_together`),
-   :data:`~hermetic_hunt.isolate.alone.CONFIRM` times. The flaky test already
-   passed alone (phase 1). When every run of the pair failed one of the two
-   (whichever came second), ``collision`` is claimed with the partner and the
-   resource, and the pair is the reproducer (``Reproducer.together``): a
-   replay runs it the same way.
+   probe server forks both behind gates, starts the partner and the flaky
+   test as soon as the partner holds the resource (the path exists, at most
+   2 s later): :meth:`hermetic_hunt.isolate.probes.ProbeRunner.run_together`), up to
+   :data:`PAIR_RUNS` times. The flaky test already passed alone every time
+   (phase 1). When :data:`PAIR_FAILS` runs of the pair failed one of the two,
+   ``collision`` is claimed with the partner and the resource, and the pair
+   is the reproducer (``Reproducer.together``): a replay runs it the same way.
 """
 
 from __future__ import annotations
@@ -30,12 +30,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hermetic_hunt.findings import ProbeResult
-from hermetic_hunt.isolate.alone import CONFIRM
 from hermetic_hunt.isolate.case import Case
 from hermetic_hunt.models import Attempt, Step
 
 #: Most suspects probed per flaky test (the best ranked first).
 MAX_SUSPECTS = 2
+#: Runs of a probe pair, and how many must fail one of the two: each side
+#: passed alone every time, so two failures together are the partner's doing
+#: (one run may miss: a process the machine starts late may not overlap).
+PAIR_RUNS, PAIR_FAILS = 5, 2
 
 
 @dataclass(frozen=True)
@@ -116,18 +119,28 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
     if alone.status != "completed" or _failed(alone):
         return False
     shown = [case.step_no()]
-    for _ in range(CONFIRM):
+    failed = 0
+    for run in range(PAIR_RUNS):
+        if failed + PAIR_RUNS - run < PAIR_FAILS:
+            return False  # too few runs left to show it
         results = case.probe_together(
-            f"collision: with {partner} at the same time", [[mine], [theirs]], hash_seed
+            f"collision: with {partner} at the same time",
+            [[mine], [theirs]],
+            hash_seed,
+            after=suspect.resource,
         )
-        if not any(_failed(result) for result in results):
-            return False
-        shown += [case.step_no() - 1, case.step_no()]
+        if any(_failed(result) for result in results):
+            failed += 1
+            shown += [case.step_no() - 1, case.step_no()]
+            if failed == PAIR_FAILS:
+                break
+    else:
+        return False
     resource = _shown(_resource(results, suspect.resource), case.settings.rootdir)
     case.claim(
         "collision",
         f"fails while {partner} runs at the same time in another process: both use {resource}; "
-        f"each passes alone, the pair failed {CONFIRM} times in {CONFIRM}",
+        f"each passes alone, the pair started together failed {failed} times in {run + 1}",
         [*case.alone_numbers, *shown],
     )
     case.facts["collision"] = {

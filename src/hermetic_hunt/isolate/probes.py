@@ -397,9 +397,10 @@ class ProbeRunner:
                     self._writes.setdefault(attempt.nodeid, set()).update(attempt.writes)
         return result
 
-    def run_together(self, probes: Sequence[Probe]) -> list[ProbeResult]:
+    def run_together(self, probes: Sequence[Probe], after: str = "") -> list[ProbeResult]:
         """Run ``probes`` (one hash seed) each in its own process, started at the same
-        moment by their fork server, with no other probe running beside them."""
+        moment by their fork server, with no other probe running beside them
+        (``after``: the first starts once that path exists: the others hold it)."""
         if self.closed:
             return [ProbeResult("error", detail="isolation was stopped") for _ in probes]
         if not self.fork or len({p.hash_seed for p in probes}) != 1:
@@ -409,12 +410,12 @@ class ProbeRunner:
             for _ in range(self.parallel):
                 self._slots.acquire()
             try:
-                return self._together(probes)
+                return self._together(probes, after)
             finally:
                 for _ in range(self.parallel):
                     self._slots.release()
 
-    def _together(self, probes: Sequence[Probe]) -> list[ProbeResult]:
+    def _together(self, probes: Sequence[Probe], after: str) -> list[ProbeResult]:
         started = _PERF()
         ready = self._server(probes[0].hash_seed)
         if ready is None:
@@ -427,8 +428,9 @@ class ProbeRunner:
                 wire.probe_request(request_id, probe.steps, self._journals_of(probe), self.timeout),
                 group,
                 len(probes),
+                after if index == 0 else "",
             )
-            for request_id, probe in zip(ids, probes, strict=True)
+            for index, (request_id, probe) in enumerate(zip(ids, probes, strict=True))
         ]
         answers = ready.request_all(messages, self.timeout)
         for answer in answers:

@@ -237,10 +237,14 @@ class Server:
         request_id: int,
         job: Job,
         timeout: float,
-        gate: tuple[int, int] | None = None,
+        gate: tuple[int, ...] = (),
     ) -> None:
-        close = (self.requests, self.responses, *self.probes, *(gate[1:] if gate else ()))
-        setup = fork.ChildSetup(close, new_group=True, gate=gate[0] if gate else None)
+        """Fork a child for the job (``gate``: the read end it waits on, then the
+        descriptors it must close -- its own gate's read end is kept)."""
+        keep = gate[0] if gate else None
+        extra = tuple(fd for fd in gate[1:] if fd != keep)
+        close = (self.requests, self.responses, *self.probes, *extra)
+        setup = fork.ChildSetup(close, new_group=True, gate=keep)
         child = fork.spawn(self.engine, session, job, setup)
         self.probes[child.fd] = _Probe(request_id, child, timeout)
 
@@ -263,13 +267,22 @@ class Server:
                     self.send({"op": "result", "id": int(other["id"]), "status": "error",
                                "detail": str(exc), "steps": [], "duration": 0.0})  # fmt: skip
                 return
-        gate = os.pipe()
+        gates = [os.pipe() for _ in jobs]
+        others = tuple(fd for gate in gates for fd in gate)  # no child holds another's gate
         try:
-            for request_id, job, timeout in jobs:
-                self._spawn(session, request_id, job, timeout, gate)
+            for (request_id, job, timeout), (read_end, _) in zip(jobs, gates, strict=True):
+                self._spawn(session, request_id, job, timeout, (read_end, *others))
         finally:
-            os.close(gate[0])
-            os.close(gate[1])  # end of file: every member starts now
+            for read_end, _ in gates:
+                os.close(read_end)
+            # End of file on a gate starts its member: the ones that wait for
+            # nothing now, each other one once its path exists.
+            members = zip(gates, waiting, strict=True)
+            order = sorted(members, key=lambda item: bool(wire.after_of(item[1])))
+            for (_, write_end), member in order:
+                if wire.after_of(member):
+                    _wait_for(wire.after_of(member), wire.AFTER_WAIT)
+                os.close(write_end)
 
     def _read_child(self, probe: _Probe) -> None:
         chunk = os.read(probe.child.fd, _READ)
@@ -308,6 +321,13 @@ class Server:
             probe.child.reap()
             probe.child.cleanup()
         self.probes.clear()
+
+
+def _wait_for(path: str, seconds: float) -> None:
+    """Until ``path`` exists, at most ``seconds``."""
+    until = _PERF() + seconds
+    while not os.path.exists(path) and _PERF() < until:
+        time.sleep(0.002)
 
 
 def _stop(signum: int, frame: Any) -> None:

@@ -9,9 +9,11 @@ Client -> server (the server's request pipe)::
      "journals": {"12": "<base64 gzip>"}}
     {"op": "quit"}
 
-A probe of a pair (a collision) also carries ``"group": "3", "size": 2``:
-the server holds it until its whole group arrived, then starts the members
-at the same moment, each in its own process.
+A probe of a pair (a collision) also carries ``"group": "3", "size": 2``
+(and perhaps ``"after": PATH``): the server holds it until its whole group
+arrived, forks every member behind a gate of its own, starts the members
+without ``after`` at once and each other one as soon as its path exists (the
+partner holds the shared path), at most :data:`AFTER_WAIT` seconds later.
 
 Server -> client (its response pipe)::
 
@@ -146,9 +148,20 @@ def probe_request(
     }
 
 
-def grouped(message: dict[str, Any], group: str, size: int) -> dict[str, Any]:
-    """``message`` as a member of a group of ``size`` probes started together."""
-    return {**message, "group": group, "size": size}
+def grouped(message: dict[str, Any], group: str, size: int, after: str = "") -> dict[str, Any]:
+    """``message`` as a member of a group of ``size`` probes started together
+    (``after``: once that path exists)."""
+    return {**message, "group": group, "size": size, **({"after": after} if after else {})}
+
+
+def after_of(message: dict[str, Any]) -> str:
+    """The path a member of a group waits for ("" : none)."""
+    after = message.get("after")
+    return after if isinstance(after, str) and after.startswith("/") else ""
+
+
+#: Most seconds a member of a group waits for its ``after`` path.
+AFTER_WAIT = 2.0
 
 
 def group_of(message: dict[str, Any]) -> tuple[str, int]:

@@ -104,9 +104,16 @@ def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
     config.pluginmanager.register(
-        ReplayRunner(engine, runner, plan.together, reporter.partner),
+        ReplayRunner(engine, runner, plan.together, reporter.partner, _resource(config, plan)),
         "hermetic-hunt-replay-runner",
     )
+
+
+def _resource(config: pytest.Config, plan: Plan) -> Path | None:
+    """The path a collision's pair shares (relative paths are the rootdir's)."""
+    if not plan.together or not plan.resource:
+        return None
+    return Path(config.rootpath, plan.resource)
 
 
 def _load(
@@ -133,9 +140,9 @@ def _load(
     return store, plan, recorded_env, settings, display
 
 
-#: Seconds a collision's own test starts after its partner: the partner takes
-#: the shared resource first, so the replayed test is the one that fails.
-STAGGER = 0.05
+#: Most seconds a collision's own test waits for its partner to hold the shared
+#: path (the path exists) before it starts anyway.
+PARTNER_WAIT = 2.0
 
 
 class ReplayRunner:
@@ -152,11 +159,13 @@ class ReplayRunner:
         runner: StepRunner,
         together: tuple[Step, ...] = (),
         partner: list[Attempt] | None = None,
+        resource: Path | None = None,
     ) -> None:
         self.engine = engine
         self.runner = runner
         self.together = together
         self.partner = partner if partner is not None else []
+        self.resource = resource
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -186,7 +195,7 @@ class ReplayRunner:
 
             beside = Beside(self.engine, session, Job(self.together))
             beside.release()
-            time.sleep(STAGGER)
+            self._wait_for_partner()
         try:
             outcome = self.engine.run(session, self.runner.job, runner=self.runner)
         finally:
@@ -199,6 +208,14 @@ class ReplayRunner:
         if session.shouldstop:
             raise session.Interrupted(session.shouldstop)
         return True
+
+    def _wait_for_partner(self) -> None:
+        """Until the partner holds the shared path (it exists), at most PARTNER_WAIT."""
+        until = time.monotonic() + PARTNER_WAIT
+        while self.resource is not None and time.monotonic() < until:
+            if self.resource.exists():
+                return
+            time.sleep(0.005)
 
 
 #: Options that choose which tests run or where: a replay's reproducer decides.

@@ -122,6 +122,24 @@ def _got(observed: Observed) -> str:
     return f"{text} at {observed.location}" if observed.location else text
 
 
+def _collided(plan: Plan, observed: Observed | None, partner: Observed | None) -> str:
+    """A collision's pair failed (either side, any signature: who came first decides
+    which): the verdict's line; "" when neither failed."""
+    over = f" over {plan.resource}" if plan.resource else ""
+    other = plan.together[-1].nodeid
+    if observed is not None and observed.outcome in FAILING:
+        return (
+            f"reproduced {plan.label}: the collision{over} -- {plan.test} got "
+            f"{_got(observed)} while {other} ran at the same time"
+        )
+    if partner is not None and partner.outcome in FAILING:
+        return (
+            f"reproduced {plan.label}: the collision{over} -- {other} got "
+            f"{_got(partner)} while {plan.test} ran at the same time"
+        )
+    return ""
+
+
 def judge(
     plan: Plan, observed: Observed | None, stopped: str = "", partner: Observed | None = None
 ) -> ReplayVerdict:
@@ -131,14 +149,10 @@ def judge(
     the collision is back when either of the two failed (whichever came second).
     """
     label, test, expected = plan.label, plan.test, plan.expected
-    collided = plan.together and partner is not None and partner.outcome in FAILING
-    if collided and partner is not None and (observed is None or observed.outcome not in FAILING):
-        over = f" over {plan.resource}" if plan.resource else ""
-        return ReplayVerdict(
-            "reproduced",
-            f"reproduced {label}: the collision{over} -- {plan.together[-1].nodeid} got "
-            f"{_got(partner)} while {test} ran at the same time",
-        )
+    if plan.together:
+        collided = _collided(plan, observed, partner)
+        if collided:
+            return ReplayVerdict("reproduced", collided)
     if observed is None:
         why = stopped or "the session stopped before it"
         return ReplayVerdict(

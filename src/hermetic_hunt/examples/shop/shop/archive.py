@@ -7,7 +7,7 @@ import select
 from pathlib import Path
 
 #: Seconds an archive job keeps its folder open (it flushes the disk in the real shop).
-FLUSH_SECONDS = 0.5
+FLUSH_SECONDS = 0.2
 
 
 def archive(folder: Path, name: str, rows: list[dict[str, object]]) -> Path:

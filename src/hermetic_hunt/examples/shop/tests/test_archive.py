@@ -1,11 +1,13 @@
 """Archive jobs write into one fixed folder under the test directory.
 
 ``setup_function`` creates ``tests/_archive`` and ``teardown_function``
-removes it: fine one test after another (``-n 0``), but when two xdist
-workers run ``test_archive_orders`` and ``test_backup.py::test_backup_catalog``
-at the same time, the second ``mkdir`` fails with ``FileExistsError``.
-Each archive job holds the folder for half a second of real time, so two
-workers that reach them at about the same time always overlap.
+removes it: fine one test after another (``-n 0``), but when another xdist
+worker runs ``test_backup.py::test_backup_catalog`` (which uses the same
+folder) at the same time, ``test_archive_orders`` fails: its ``mkdir``
+raises ``FileExistsError`` when the backup came first, and its file is gone
+when the backup removed the folder first. Each job holds the folder for 0.2
+seconds of real time, so two workers that reach them at about the same time
+always overlap.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def setup_function(function):
 
 def teardown_function(function):
     if function.__name__ == "test_archive_orders":
-        shutil.rmtree(FOLDER)
+        shutil.rmtree(FOLDER, ignore_errors=True)
 
 
 def test_archive_orders():

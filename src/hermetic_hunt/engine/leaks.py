@@ -573,5 +573,3 @@ class Writes:
             return
         if self.paths is not None and text not in self.paths:
             self.paths.append(text)
-
-

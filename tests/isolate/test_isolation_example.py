@@ -219,7 +219,7 @@ def the_replay_command_reproduces_the_collision_pair(root: Path) -> None:
         cwd=root, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert f"and {PARTNER} at the same time in a second process" in done.stdout
-    assert f"reproduced {flake_id}: the collision over {FOLDER} -- " in done.stdout, done.stdout[
-        -3000:
-    ]
+    reproduced = f"reproduced {flake_id}: {T}test_archive.py::test_archive_orders "
+    assert reproduced in done.stdout, done.stdout[-3000:]
+    assert f"the collision over {FOLDER}" in done.stdout
     assert not (root / FOLDER).exists()  # the pair cleaned up after itself

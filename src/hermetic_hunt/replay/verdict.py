@@ -129,13 +129,13 @@ def _collided(plan: Plan, observed: Observed | None, partner: Observed | None) -
     other = plan.together[-1].nodeid
     if observed is not None and observed.outcome in FAILING:
         return (
-            f"reproduced {plan.label}: the collision{over} -- {plan.test} got "
-            f"{_got(observed)} while {other} ran at the same time"
+            f"reproduced {plan.label}: {plan.test} got {_got(observed)} while {other} ran at "
+            f"the same time: the collision{over}"
         )
     if partner is not None and partner.outcome in FAILING:
         return (
-            f"reproduced {plan.label}: the collision{over} -- {other} got "
-            f"{_got(partner)} while {plan.test} ran at the same time"
+            f"reproduced {plan.label}: {plan.test} collided with {other}, which got "
+            f"{_got(partner)}: the collision{over}"
         )
     return ""
 

@@ -45,7 +45,10 @@ EXPECTED = {
     "tests/test_registry.py::test_registry_is_loaded_once_by_concurrent_first_users": {
         "concurrency"
     },
+    "tests/test_archive.py::test_archive_orders": {"collision"},
 }
+#: The collision's partner (it passes itself) and the folder the two share.
+COLLISION = {"partner": "tests/test_backup.py::test_backup_catalog", "resource": "tests/_archive"}
 PASSING_VIOLATOR = "tests/test_health.py::test_health_check_degrades_gracefully"
 #: Fails only when run twice in one process: never in a plain run, so not "flaky".
 NOT_IDEMPOTENT = "tests/test_plugins.py::test_register_builtin_plugins"
@@ -73,6 +76,9 @@ def check_demo_database(db: Path) -> None:
     ]
     catalog = flakes["tests/test_catalog.py::test_catalog_lists_core_products"]
     assert catalog["cleaners"] == ["tests/test_catalog.py::test_catalog_reset"]
+    archive = flakes["tests/test_archive.py::test_archive_orders"]
+    assert archive["collides_with"] == COLLISION
+    assert statuses[COLLISION["partner"]] == "stable"
     pricing = flakes["tests/test_pricing.py::test_convert_to_eur"]
     assert pricing["state_setters"] == [["tests/test_pricing.py::test_load_rates"]]
     assert {v["nodeid"] for v in data["violations"]} == {
@@ -123,14 +129,15 @@ def test_the_demo_finds_and_classifies_every_flake_of_the_example_suite(demo_hun
     assert demo_hunt.returncode == 0, demo_hunt.stdout[-3000:] + demo_hunt.stderr[-3000:]
     out = demo_hunt.stdout
     assert out.startswith(f"hermetic-hunt demo: hunting the example suite in {demo_hunt.root}\n")
-    # 30 rounds of 69 tests; the twice round runs each test twice: its repeated runs
+    # 30 rounds of 73 tests; the twice round runs each test twice: its repeated runs
     # are counted apart, and the header and the run line say the same.
-    header = re.search(r"hermetic-hunt report · flakes.db · 1 run · (.+) of 69 tests\n", out)
+    header = re.search(r"hermetic-hunt report · flakes.db · 1 run · (.+) of 73 tests\n", out)
     assert header is not None, out
     counted = header.group(1)
     assert re.fullmatch(r"[\d,]+ plain attempts \+ [\d,]+ repeated", counted), counted
-    assert f"30/30 rounds · {counted} · 69 tests" in out
-    assert "21 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent · 47 stable" in out
+    assert f"30/30 rounds · {counted} · 73 tests" in out
+    assert "22 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent · 50 stable" in out
+    assert f"collides with: {COLLISION['partner']} over tests/_archive" in out
     assert f"  cd {demo_hunt.root}\n" in out
     for nodeid in EXPECTED:
         assert nodeid in out

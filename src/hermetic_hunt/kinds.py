@@ -33,6 +33,7 @@ Kind = Literal[
     "victim",
     "brittle",
     "self-polluting",
+    "collision",
     "random",
     "time",
     "hash-order",
@@ -55,7 +56,7 @@ process (alone: only a repeated run shows it); ``order``: shuffling or xdist sho
 EXPOSURE_RULES: tuple[ExposureRule, ...] = get_args(ExposureRule)
 
 #: The facts a quarantine reason may name (``{polluters}`` in a template).
-REASON_FACTS = ("polluters", "state_setters")
+REASON_FACTS = ("polluters", "state_setters", "partner", "resource")
 #: The quarantine reason of a flake none of whose kinds has one.
 NO_REASON = "flaky, cause not found"
 
@@ -102,29 +103,37 @@ ROWS = (
         advice="",
     ),
     KindInfo(
+        "collision",
+        priority=3,
+        exposure="order",
+        reason="collides with {partner} over {resource} under xdist",
+        advice="it also collides with a test another worker runs at the same time: give each "
+        "its own path (tmp_path, or a name with worker_id)",
+    ),
+    KindInfo(
         "random",
-        priority=4,
+        priority=5,
         exposure="any-run",
         reason="depends on random draws",
         advice="it also depends on random draws: seed or inject the generator it uses",
     ),
     KindInfo(
         "time",
-        priority=5,
+        priority=6,
         exposure="calendar",
         reason="depends on the clock",
         advice="it also depends on the clock: freeze it or pass the time in",
     ),
     KindInfo(
         "hash-order",
-        priority=6,
+        priority=7,
         exposure="any-run",
         reason="depends on PYTHONHASHSEED",
         advice="it also depends on PYTHONHASHSEED: sort what it iterates",
     ),
     KindInfo(
         "network",
-        priority=3,
+        priority=4,
         exposure="any-run",
         reason="makes network calls",
         advice="it also makes network calls the hunt blocked: mock them, or mark the test "
@@ -133,12 +142,12 @@ ROWS = (
     ),
     KindInfo(
         "concurrency",
-        priority=7,
+        priority=8,
         exposure="any-run",
         reason="races between threads",
         advice="it also races between threads: guard the shared state with a lock",
     ),
-    KindInfo("unexplained", priority=8, exposure="order", reason="", advice=""),
+    KindInfo("unexplained", priority=9, exposure="order", reason="", advice=""),
 )
 #: Every kind's row, in report order.
 TABLE: dict[str, KindInfo] = {row.kind: row for row in ROWS}

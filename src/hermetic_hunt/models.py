@@ -713,6 +713,10 @@ _OUTCOME_SET = frozenset(OUTCOMES)
 _MODE_SET = frozenset(MODES)
 
 
+#: Most paths an attempt's ``writes`` keep.
+MAX_WRITES = 50
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """Facts about a hunt stored in ``runs`` when it starts."""
@@ -763,6 +767,9 @@ class Reproducer:
     ``steps`` run in order in one fresh process: polluters or state-setters
     first, the flaky test last (twice for a self-polluting test). The last
     step is expected to fail with ``exc_type`` at ``location``.
+    ``together`` (a collision): steps run at the same moment in a second fresh
+    process, and ``resource`` the path both use; then one of the two sides is
+    expected to fail (whichever comes second).
     Stored as JSON in ``flakes.reproducer`` (see ``docs/database.md``).
     """
 
@@ -772,9 +779,11 @@ class Reproducer:
     location: str
     message: str = ""
     run_id: int | None = None
+    together: tuple[Step, ...] = ()
+    resource: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "steps": [s.to_json() for s in self.steps],
             "hash_seed": self.hash_seed,
             "signature": {
@@ -784,6 +793,10 @@ class Reproducer:
             },
             "run_id": self.run_id,
         }
+        if self.together:
+            out["together"] = [s.to_json() for s in self.together]
+            out["resource"] = self.resource
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json())
@@ -797,6 +810,13 @@ class Reproducer:
         if not data["steps"] or len(data["steps"]) > 10_000:
             raise ValueError("reproducer must have between 1 and 10,000 steps")
         steps = [Step.from_json(raw) for raw in data["steps"]]
+        together_raw = data.get("together") or []
+        if not isinstance(together_raw, list) or len(together_raw) > 10_000:
+            raise ValueError("together must be a list of at most 10,000 steps")
+        together = [Step.from_json(raw) for raw in together_raw]
+        resource = data.get("resource") or ""
+        if not isinstance(resource, str):
+            raise ValueError("resource must be text")
         signature = data.get("signature") or {}
         if not isinstance(signature, dict):
             raise ValueError("signature must be an object")
@@ -814,4 +834,6 @@ class Reproducer:
             location=texts[1],
             message=texts[2],
             run_id=whole(data.get("run_id"), "a run id", optional=True),
+            together=tuple(together),
+            resource=resource,
         )

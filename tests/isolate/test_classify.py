@@ -124,6 +124,8 @@ class World:
         self.counter = 0
         self.probes: list[Probe] = []
         self.hang = hang
+        #: Tests of the probe pair running now (a collision's partners see each other).
+        self.together: frozenset[str] = frozenset()
         self._collected = frozenset(collected if collected is not None else BEHAVIOURS)
 
     def execute(self, steps: Sequence[Step], hash_seed: int) -> list[Attempt]:
@@ -138,6 +140,13 @@ class World:
 
     def run_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
         return [self.run(p) for p in probes]
+
+    def run_together(self, probes: Sequence[Probe], after: str = "") -> list[ProbeResult]:
+        self.together = frozenset(s.nodeid for p in probes for s in p.steps)
+        try:
+            return [self.run(p) for p in probes]
+        finally:
+            self.together = frozenset()
 
     def collected(self, hash_seed: int | None) -> frozenset[str] | None:
         return self._collected
@@ -160,6 +169,16 @@ class History:
 
     def tests(self) -> list[str]:
         return list(dict.fromkeys(a.nodeid for a in self.attempts))
+
+    def overlapping(self, attempt: Attempt) -> list[Attempt]:
+        if attempt.started is None:
+            return []
+        end = attempt.started + attempt.duration
+        return [
+            a for a in self.attempts
+            if a.worker != attempt.worker and a.round_no == attempt.round_no and a.writes
+            and a.started is not None and a.started < end and a.started + a.duration > attempt.started
+        ]  # fmt: skip
 
     def representative(self, nodeid: str) -> Attempt | None:
         mine = [a for a in self.attempts if a.nodeid == nodeid]

@@ -69,7 +69,10 @@ EXPECTED = {
         ["victim"], [[T + "test_scratch.py::test_render_in_scratch_dir"]], [], []),
     T + "test_exports.py::test_export_directory_is_known": (
         ["victim"], [[T + "test_scratch.py::test_render_in_scratch_dir"]], [], []),
+    T + "test_archive.py::test_archive_orders": (["collision"], [], [], []),
 }  # fmt: skip
+#: The collision's partner (another worker, at the same time) and the folder they share.
+PARTNER, FOLDER = T + "test_backup.py::test_backup_catalog", "tests/_archive"
 #: The demo's hunt (``hermetic-hunt demo -n 2``, the session's shared hunt).
 ARGS = tuple(hunt_argv(DEFAULT_ROUNDS, DEFAULT_SEED, "2")[3:])
 
@@ -94,6 +97,7 @@ def test_one_hunt_classifies_every_example_exactly_and_its_reproducers_fail_agai
     every_reproducer_fails_again_when_run_by_hand(root)
     every_order_dependent_finding_shows_in_plain_pytest(root)
     the_replay_command_reproduces_a_victim(root)
+    the_replay_command_reproduces_the_collision_pair(root)
     assert safety_net == []
 
 
@@ -111,6 +115,11 @@ def every_flaky_example_gets_its_kind_and_exact_sets(root: Path) -> None:
         assert got == (kinds, polluters, cleaners, setters), nodeid
         assert row["status"] == "isolated", (nodeid, row["note"])
         assert row["confirmed"] == 1, nodeid
+        repro = Reproducer.from_json(json.loads(row["reproducer"]))
+        if "collision" in kinds:
+            assert ([s.nodeid for s in repro.together], repro.resource) == ([PARTNER], FOLDER)
+        else:
+            assert repro.together == (), nodeid
 
 
 def the_summary_lists_each_flake_with_its_kinds_sets_and_command(root: Path, stdout: str) -> None:
@@ -131,6 +140,9 @@ def the_summary_lists_each_flake_with_its_kinds_sets_and_command(root: Path, std
         for members in json.loads(row["polluters"]):
             (line,) = [line for line in block if line.startswith("polluters: ")]
             assert all(member in line for member in members), line
+        if "collision" in json.loads(row["kinds"]):
+            shown = f"collides with: {PARTNER} over {FOLDER}, at the same time on another worker"
+            assert shown in block
 
 
 def every_reproducer_fails_again_when_run_by_hand(root: Path) -> None:
@@ -144,6 +156,11 @@ def every_reproducer_fails_again_when_run_by_hand(root: Path) -> None:
             repro = Reproducer.from_json(json.loads(row["reproducer"]))
             steps = tuple(replace(s, attempt_id=None) for s in repro.steps)
             probe = Probe("by hand", steps, repro.hash_seed or 0)
+            if repro.together:  # a collision: the pair together, the partner holding the folder
+                partner = Probe("by hand", repro.together, repro.hash_seed or 0)
+                pair = runner.run_together([probe, partner], str(root / repro.resource))
+                assert any(a.failed for result in pair for a in result.steps), nodeid
+                continue
             # A thread race shows in most runs under its switch interval: give it four.
             tries = 4 if "concurrency" in json.loads(row["kinds"]) else 1
             results = [runner.run(probe) for _ in range(tries)]
@@ -193,3 +210,16 @@ def the_replay_command_reproduces_a_victim(root: Path) -> None:
         cwd=root, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert f"reproduced {flake_id}: " in done.stdout, done.stdout[-3000:]
+
+
+def the_replay_command_reproduces_the_collision_pair(root: Path) -> None:
+    flake_id = flakes(root)[T + "test_archive.py::test_archive_orders"]["flake_id"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", f"--hermetic-replay-db=flakes.db::{flake_id}"],
+        cwd=root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert f"and {PARTNER} at the same time in a second process" in done.stdout
+    reproduced = f"reproduced {flake_id}: {T}test_archive.py::test_archive_orders "
+    assert reproduced in done.stdout, done.stdout[-3000:]
+    assert f"the collision over {FOLDER}" in done.stdout
+    assert not (root / FOLDER).exists()  # the pair cleaned up after itself

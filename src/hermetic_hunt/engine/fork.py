@@ -89,6 +89,9 @@ class ChildSetup:
     pipes, the xdist worker's connection to its controller). ``new_group``:
     its own process group (a probe that outlives its timeout is killed with
     everything it started). ``worker``: the label stored with its attempts.
+    ``gate``: the read end of a pipe the child waits on (until end of file)
+    before its job, so that children forked one after the other start at the
+    same moment when the parent closes the write end (a collision's pair).
     """
 
     close_fds: tuple[int, ...] = ()
@@ -98,6 +101,7 @@ class ChildSetup:
     #: points at ``/dev/null``: a test that writes to every descriptor it can
     #: find must not write into them.
     protect: tuple[str, ...] = ()
+    gate: int | None = None
 
 
 @dataclass
@@ -303,6 +307,51 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
                  seal=wire.seal_prefix(token, pid), pidfd=_pidfd(pid))  # fmt: skip
 
 
+class Beside:
+    """A job run in a forked child at the same moment as this process's own work.
+
+    A collision's replay: the child is forked from the collected session and
+    waits behind a gate; :meth:`release` starts it, :meth:`finish` collects
+    its attempts (killing it after ``timeout`` seconds).
+    """
+
+    def __init__(self, engine: Engine, session: pytest.Session, job: Job) -> None:
+        read_end, self._gate = os.pipe()
+        try:
+            setup = ChildSetup((self._gate,), new_group=True, gate=read_end)
+            self.child = spawn(engine, session, job, setup)
+        finally:
+            os.close(read_end)
+
+    def release(self) -> None:
+        if self._gate >= 0:
+            os.close(self._gate)
+            self._gate = -1
+
+    def finish(self, timeout: float) -> list[Attempt]:
+        """The first execution of each step the child ran."""
+        self.release()
+        attempts: list[Attempt] = []
+        deadline = _PERF() + timeout
+        try:
+            while True:
+                ready, _, _ = select.select([self.child.fd], [], [], max(0.0, deadline - _PERF()))
+                chunk = os.read(self.child.fd, 65536) if ready else b""
+                if not ready:
+                    self.child.kill()
+                if not chunk:
+                    break
+                for line in self.child.feed(chunk):
+                    with contextlib.suppress(ValueError):
+                        message = wire.decode(line)
+                        found = (wire.attempt_from(raw) for raw in message.get("attempts") or [])
+                        attempts.extend(a for a in found if a is not None and a.execution == 1)
+        finally:
+            self.child.reap()
+            self.child.cleanup()
+        return attempts
+
+
 def _child(
     engine: Engine,
     session: pytest.Session,
@@ -330,6 +379,10 @@ def _child(
         _protect(setup.protect)
         channel = _Channel(fd, token)
         _quiet(engine, temp)
+        if setup.gate is not None:
+            while os.read(setup.gate, 1):
+                pass
+            os.close(setup.gate)
         # Each job gets its own temporary folder (TMPDIR, tempfile, tmp_path & co.):
         # concurrent jobs and other processes never show up in a round's.
         leaks.private_temp(temp)

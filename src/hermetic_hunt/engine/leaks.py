@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from hermetic_hunt import _compat
-from hermetic_hunt.models import Leak
+from hermetic_hunt.models import MAX_WRITES, Leak
 
 #: Longest value kept in a leak's detail.
 DETAIL = 80
@@ -580,7 +580,3 @@ class Writes:
             return
         if self.paths is not None and text not in self.paths:
             self.paths.append(text)
-
-
-#: Most paths :class:`Writes` keeps per attempt.
-MAX_WRITES = 50

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
 import re
 import textwrap
 from collections.abc import Callable
@@ -894,6 +895,52 @@ def _concurrency(plan: _Plan) -> None:
             )
         )
     plan.reason = "no patch: where the lock goes is the code's decision"
+
+
+@suggests("collision")
+def _collision(plan: _Plan) -> None:
+    facts = plan.facts
+    pair = facts.reproducer if facts.reproducer is not None and facts.reproducer.together else None
+    partner = pair.together[-1].nodeid if pair else "another worker's test"
+    resource = pair.resource if pair and pair.resource else "a fixed path"
+    plan.summary = (
+        f"collides with {partner} over {resource} when two workers run them at the same time: "
+        "give each test its own"
+    )
+    name = os.path.basename(resource.rstrip(os.sep))
+    for nodeid in dict.fromkeys((facts.nodeid, partner)):
+        for where in _mentions(plan, nodeid, name):
+            plan.changes.append(
+                Change(
+                    where,
+                    f"names the fixed path {resource!r}, which every worker shares",
+                    "make it per test with tmp_path (tmp_path_factory.mktemp for a module or "
+                    "session), or put worker_id in its name",
+                )
+            )
+    plan.advice.append(
+        f"{resource}: under tmp_path each test (and each xdist worker) gets a folder of its own; "
+        "a path that must stay fixed needs the worker_id fixture in its name "
+        f'(f"{name}-{{worker_id}}")'
+    )
+    plan.reason = "no patch: which fixture owns the path is the code's decision"
+
+
+def _mentions(plan: _Plan, nodeid: str, name: str) -> list[str]:
+    """``path:line`` of the string literals naming ``name`` in ``nodeid``'s module."""
+    parsed = NodeName.parse(nodeid)
+    module = plan.project.module(parsed.path) if plan.project and parsed and name else None
+    if module is None:
+        return []
+    lines = sorted(
+        {
+            node.lineno
+            for node in ast.walk(module.tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and name in node.value.split("/")
+        }
+    )  # fmt: skip
+    return [f"{module.rel}:{line}" for line in lines[:5]]
 
 
 @suggests("unexplained")

@@ -60,6 +60,11 @@ class Prober(Protocol):
 
     def collected(self, hash_seed: int | None) -> frozenset[str] | None: ...
 
+    def run_together(self, probes: Sequence[Probe], after: str = "") -> list[ProbeResult]:
+        """Run ``probes`` in processes of their own started at the same moment
+        (``after``: the first once that path exists)."""
+        ...
+
 
 class History(Protocol):
     """The hunt's record, read by the classifier."""
@@ -78,6 +83,10 @@ class History(Protocol):
 
     def leaks(self) -> dict[str, list[Leak]]:
         """What each test of the run left behind at the end of a round, by nodeid."""
+        ...
+
+    def overlapping(self, attempt: Attempt) -> list[Attempt]:
+        """Attempts on other workers that ran at the same real time and wrote paths."""
         ...
 
 
@@ -116,6 +125,8 @@ class ClassifySettings:
     deadline: Deadline | None = None
     #: Most runs of a probe whose failure only a leaked thread makes likely.
     thread_repeats: int = 30
+    #: The run's rootdir: paths in findings are shown relative to it.
+    rootdir: str = ""
 
 
 class Case:
@@ -201,6 +212,17 @@ class Case:
             raise BudgetExceeded(self.stop_reason)
         return results
 
+    def probe_together(
+        self, purpose: str, sides: Sequence[Sequence[Step]], hash_seed: int, after: str = ""
+    ) -> list[ProbeResult]:
+        """One probe per side, each in its own process, all started at the same moment
+        (``after``: the first side once that path exists)."""
+        self._spend(len(sides))
+        probes = [Probe(purpose, tuple(steps), hash_seed) for steps in sides]
+        results = self.prober.run_together(probes, after)
+        self.finding.probes.extend(zip(probes, results, strict=True))
+        return results
+
     def leaks_of(self, nodeid: str) -> list[Leak]:
         """What ``nodeid`` left behind at the end of a round in the hunt."""
         return self.history.leaks().get(nodeid, [])
@@ -236,10 +258,20 @@ class Case:
         """Evidence that is not a kind (cleaners)."""
         self._why.append({what: found, "probes": list(probes)})
 
-    def reproduce(self, steps: Sequence[Step], hash_seed: int, confirmed: bool | None) -> None:
+    def reproduce(
+        self,
+        steps: Sequence[Step],
+        hash_seed: int,
+        confirmed: bool | None,
+        *,
+        together: Sequence[Step] = (),
+        resource: str = "",
+    ) -> None:
         target = self.target
         self.finding.reproducer = Reproducer(
             steps=tuple(steps),
+            together=tuple(together),
+            resource=resource,
             hash_seed=hash_seed,
             exc_type=target.exc_type if target else "",
             location=target.location if target else "",

@@ -12,7 +12,9 @@ probe showed it. Steps, in order (``docs/isolation.md`` has the long form):
    ``PYTHONHASHSEED`` (``hash-order``); none of them -> ``brittle`` when the
    sequence before a passing attempt makes it pass (state-setters). Fails
    sometimes -> ``concurrency`` (identical inputs, different outcomes).
-2. Passes alone -> run it twice in one process (``self-polluting``), then
+2. Passes alone -> when it failed while another worker ran a test that
+   touched the same path, the two at the same time in two processes
+   (``collision``, :mod:`.collision`); else run it twice in one process (``self-polluting``), then
    the sequence that preceded the failure on its worker: fails -> ``victim``,
    polluters by delta debugging (:mod:`hermetic_hunt.isolate.search`), then
    cleaners among the other tests.
@@ -38,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hermetic_hunt.findings import Finding
-from hermetic_hunt.isolate import alone, dates, order
+from hermetic_hunt.isolate import alone, collision, dates, order
 from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, TimeBudgetExceeded
 from hermetic_hunt.isolate.search import BudgetExceeded
 from hermetic_hunt.kinds import KINDS
@@ -139,6 +141,8 @@ class Classifier(Case):
         )
 
     def _order(self) -> None:
+        if "order" in self.needs and collision.check(self):
+            self.needs.discard("order")  # another worker's test, not this process's order
         if "brittle" in self.needs:
             order.brittle(self)
         if "order" in self.needs:

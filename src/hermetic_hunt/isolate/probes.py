@@ -14,7 +14,10 @@ with ``fork=False``) every probe is a server of its own that runs one probe
 and exits.
 
 At most ``parallel`` probes run at a time (the hunt's worker count); each is
-stopped after ``timeout`` seconds and reported as ``timeout``. A probe whose
+stopped after ``timeout`` seconds and reported as ``timeout``. Two probes
+whose tests write the same path (in the hunt, or in an earlier probe) never
+run at the same time: they would collide (:mod:`.collision`); only a probe
+pair (:meth:`ProbeRunner.run_together`) runs them at once, on purpose. A probe whose
 steps ran under CPU stress (``Step.stress``) runs alone, with that many busy
 processes beside it (:mod:`hermetic_hunt.engine.stress`): its stress must
 not spill over into other probes.
@@ -32,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout  # not builtin before 3.11
 from dataclasses import dataclass
@@ -42,6 +45,7 @@ from hermetic_hunt.engine.fork import fork_available
 from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate import wire
+from hermetic_hunt.isolate.collision import shared_path
 from hermetic_hunt.models import DEFAULT_PROBE_TIMEOUT, Settings
 
 _PERF = time.perf_counter
@@ -180,6 +184,35 @@ class _Server:
             self.kill()
             return {"status": "timeout", "detail": f"stopped after {timeout:g}s"}
 
+    def request_all(
+        self, messages: Sequence[dict[str, Any]], timeout: float
+    ) -> list[dict[str, Any]]:
+        """Send every message, then wait for each answer (a probe pair's members)."""
+        futures: list[Future[dict[str, Any]]] = []
+        with self._lock:
+            if self._dead:
+                gone = self.detail or "the probe server is gone"
+                return [{"status": "error", "detail": gone} for _ in messages]
+            for message in messages:
+                futures.append(Future())
+                self._pending[int(message["id"])] = futures[-1]
+        try:
+            self._requests.write(b"".join(wire.encode(m) for m in messages))
+        except OSError:
+            with self._lock:
+                for message in messages:
+                    self._pending.pop(int(message["id"]), None)
+            gone = self.detail or "the probe server is gone"
+            return [{"status": "error", "detail": gone} for _ in messages]
+        answers = []
+        for future in futures:
+            try:
+                answers.append(future.result(timeout=timeout + GRACE))
+            except FutureTimeout:
+                self.kill()
+                answers.append({"status": "timeout", "detail": f"stopped after {timeout:g}s"})
+        return answers
+
     def quit(self) -> None:
         with contextlib.suppress(OSError):
             self._requests.write(wire.encode({"op": "quit"}))
@@ -219,12 +252,17 @@ class ProbeRunner:
         timeout: float = DEFAULT_PROBE_TIMEOUT,
         fork: bool | None = None,
         journals: Callable[[int], bytes | None] | None = None,
+        writes: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         self.target = target
         self.parallel = max(1, parallel)
         self.timeout = timeout
         self.fork = fork_available() if fork is None else (fork and fork_available())
         self.journals = journals or (lambda attempt_id: None)
+        #: Paths each test writes (the hunt's record, then what probes showed).
+        self._writes: dict[str, set[str]] = {n: set(p) for n, p in (writes or {}).items()}
+        self._held: list[set[str]] = []  # the paths of the probes running now
+        self._paths_free = threading.Condition()
         self.started_servers = 0
         self.startup_error = ""
         self.closed = False
@@ -304,13 +342,8 @@ class ProbeRunner:
         if self.closed:
             return ProbeResult("error", detail="isolation was stopped")
         steps = probe.steps
-        journals = {
-            s.attempt_id: data
-            for s in steps
-            if s.mode == "record" and s.attempt_id is not None
-            and (data := self.journals(s.attempt_id)) is not None
-        }  # fmt: skip
-        with self._slot(max((s.stress for s in steps), default=0)):
+        journals = self._journals_of(probe)
+        with self._slot(max((s.stress for s in steps), default=0)), self._paths(probe):
             started = _PERF()
             with self._lock:
                 request_id = next(self._ids)
@@ -336,7 +369,81 @@ class ProbeRunner:
                 with self._lock:
                     self._oneshots.discard(server)
             answer.setdefault("duration", _PERF() - started)
-        return wire.result_from(answer)
+        return self._learn(wire.result_from(answer))
+
+    @contextlib.contextmanager
+    def _paths(self, probe: Probe) -> Iterator[None]:
+        """Wait until no running probe writes a path this one's tests write."""
+        with self._lock:
+            paths = {p for s in probe.steps for p in self._writes.get(s.nodeid, ())}
+        if not paths:
+            yield
+            return
+        with self._paths_free:
+            while any(shared_path(list(paths), list(held)) for held in self._held):
+                self._paths_free.wait()
+            self._held.append(paths)
+        try:
+            yield
+        finally:
+            with self._paths_free:
+                self._held.remove(paths)
+                self._paths_free.notify_all()
+
+    def _learn(self, result: ProbeResult) -> ProbeResult:
+        with self._lock:
+            for attempt in result.steps:
+                if attempt.writes:
+                    self._writes.setdefault(attempt.nodeid, set()).update(attempt.writes)
+        return result
+
+    def run_together(self, probes: Sequence[Probe], after: str = "") -> list[ProbeResult]:
+        """Run ``probes`` (one hash seed) each in its own process, started at the same
+        moment by their fork server, with no other probe running beside them
+        (``after``: the first starts once that path exists: the others hold it)."""
+        if self.closed:
+            return [ProbeResult("error", detail="isolation was stopped") for _ in probes]
+        if not self.fork or len({p.hash_seed for p in probes}) != 1:
+            why = "a probe pair needs os.fork and one hash seed"
+            return [ProbeResult("error", detail=why) for _ in probes]
+        with self._exclusive:
+            for _ in range(self.parallel):
+                self._slots.acquire()
+            try:
+                return self._together(probes, after)
+            finally:
+                for _ in range(self.parallel):
+                    self._slots.release()
+
+    def _together(self, probes: Sequence[Probe], after: str) -> list[ProbeResult]:
+        started = _PERF()
+        ready = self._server(probes[0].hash_seed)
+        if ready is None:
+            return [ProbeResult("error", detail=self._failed[probes[0].hash_seed]) for _ in probes]
+        with self._lock:
+            ids = [next(self._ids) for _ in probes]
+        group = str(ids[0])
+        messages = [
+            wire.grouped(
+                wire.probe_request(request_id, probe.steps, self._journals_of(probe), self.timeout),
+                group,
+                len(probes),
+                after if index == 0 else "",
+            )
+            for index, (request_id, probe) in enumerate(zip(ids, probes, strict=True))
+        ]
+        answers = ready.request_all(messages, self.timeout)
+        for answer in answers:
+            answer.setdefault("duration", _PERF() - started)
+        return [self._learn(wire.result_from(answer)) for answer in answers]
+
+    def _journals_of(self, probe: Probe) -> dict[int, bytes]:
+        return {
+            s.attempt_id: data
+            for s in probe.steps
+            if s.mode == "record" and s.attempt_id is not None
+            and (data := self.journals(s.attempt_id)) is not None
+        }  # fmt: skip
 
     def run_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
         """Run ``probes`` in parallel (up to ``parallel``); results in order."""

@@ -149,10 +149,12 @@ def isolate(
     flaky = {**found.flaky, **found.not_idempotent}
     rows = db.ensure_flakes(store, list(flaky), facts.run_id)
     deadline = Deadline(started + opts.time_budget, opts.time_budget)
-    settings = ClassifySettings(budget=opts.budget, base_seed=facts.base_seed, deadline=deadline)
+    settings = ClassifySettings(
+        budget=opts.budget, base_seed=facts.base_seed, deadline=deadline, rootdir=facts.rootdir
+    )
     runner = ProbeRunner(
         target, parallel=opts.parallel, timeout=opts.timeout, fork=opts.fork,
-        journals=history.journal,
+        journals=history.journal, writes=history.writes(),
     )  # fmt: skip
     report.fork = runner.fork
     work = _Work(store, flaky, history, runner, settings, rows, report, say, opts.extras_budget)

@@ -124,6 +124,8 @@ class Server:
         self.responses = int(spec["responses"])
         self.fork = bool(spec["fork"])
         self.probes: dict[int, _Probe] = {}
+        #: Requests of a probe pair still waiting for the rest of their group.
+        self.groups: dict[str, list[dict[str, Any]]] = {}
         self._buffer = bytearray()
         self._closed = False
 
@@ -193,6 +195,8 @@ class Server:
             message = wire.decode(line)
             if message.get("op") == "quit":
                 self._closed = True
+            elif message.get("op") == "probe" and self.fork and wire.group_of(message)[0]:
+                self._gather(session, message)
             elif message.get("op") == "probe":
                 self._start(session, message)
 
@@ -232,9 +236,60 @@ class Server:
                        "steps": [a.to_json() for a in attempts]})  # fmt: skip
             self._closed = True
             return
-        close = (self.requests, self.responses, *self.probes)
-        child = fork.spawn(self.engine, session, job, fork.ChildSetup(close, new_group=True))
+        self._spawn(session, request_id, job, timeout)
+
+    def _spawn(
+        self,
+        session: pytest.Session,
+        request_id: int,
+        job: Job,
+        timeout: float,
+        gate: tuple[int, ...] = (),
+    ) -> None:
+        """Fork a child for the job (``gate``: the read end it waits on, then the
+        descriptors it must close -- its own gate's read end is kept)."""
+        keep = gate[0] if gate else None
+        extra = tuple(fd for fd in gate[1:] if fd != keep)
+        close = (self.requests, self.responses, *self.probes, *extra)
+        setup = fork.ChildSetup(close, new_group=True, gate=keep)
+        child = fork.spawn(self.engine, session, job, setup)
         self.probes[child.fd] = _Probe(request_id, child, timeout)
+
+    def _gather(self, session: pytest.Session, message: dict[str, Any]) -> None:
+        """A probe of a pair: once its whole group is here, fork every member behind
+        one gate and open it, so they start at the same moment."""
+        group, size = wire.group_of(message)
+        waiting = self.groups.setdefault(group, [])
+        waiting.append(message)
+        if len(waiting) < size:
+            return
+        del self.groups[group]
+        jobs: list[tuple[int, Job, float]] = []
+        for member in waiting:
+            request_id = int(member["id"])
+            try:
+                jobs.append((request_id, self._job(member), float(member.get("timeout") or 120.0)))
+            except (HuntError, ValueError, KeyError, TypeError) as exc:
+                for other in waiting:
+                    self.send({"op": "result", "id": int(other["id"]), "status": "error",
+                               "detail": str(exc), "steps": [], "duration": 0.0})  # fmt: skip
+                return
+        gates = [os.pipe() for _ in jobs]
+        others = tuple(fd for gate in gates for fd in gate)  # no child holds another's gate
+        try:
+            for (request_id, job, timeout), (read_end, _) in zip(jobs, gates, strict=True):
+                self._spawn(session, request_id, job, timeout, (read_end, *others))
+        finally:
+            for read_end, _ in gates:
+                os.close(read_end)
+            # End of file on a gate starts its member: the ones that wait for
+            # nothing now, each other one once its path exists.
+            members = zip(gates, waiting, strict=True)
+            order = sorted(members, key=lambda item: bool(wire.after_of(item[1])))
+            for (_, write_end), member in order:
+                if wire.after_of(member):
+                    _wait_for(wire.after_of(member), wire.AFTER_WAIT)
+                os.close(write_end)
 
     def _read_child(self, probe: _Probe) -> None:
         chunk = os.read(probe.child.fd, _READ)
@@ -275,6 +330,13 @@ class Server:
             probe.child.reap()
             probe.child.cleanup()
         self.probes.clear()
+
+
+def _wait_for(path: str, seconds: float) -> None:
+    """Until ``path`` exists, at most ``seconds``."""
+    until = _PERF() + seconds
+    while not os.path.exists(path) and _PERF() < until:
+        time.sleep(0.002)
 
 
 def _stop(signum: int, frame: Any) -> None:

@@ -9,6 +9,12 @@ Client -> server (the server's request pipe)::
      "journals": {"12": "<base64 gzip>"}}
     {"op": "quit"}
 
+A probe of a pair (a collision) also carries ``"group": "3", "size": 2``
+(and perhaps ``"after": PATH``): the server holds it until its whole group
+arrived, forks every member behind a gate of its own, starts the members
+without ``after`` at once and each other one as soon as its path exists (the
+partner holds the shared path), at most :data:`AFTER_WAIT` seconds later.
+
 Server -> client (its response pipe)::
 
     {"op": "ready", "collected": ["nodeid", ...], "hash_seed": "123", "fork": true}
@@ -140,6 +146,34 @@ def probe_request(
             for attempt_id, data in journals.items()
         },
     }
+
+
+def grouped(message: dict[str, Any], group: str, size: int, after: str = "") -> dict[str, Any]:
+    """``message`` as a member of a group of ``size`` probes started together
+    (``after``: once that path exists)."""
+    return {**message, "group": group, "size": size, **({"after": after} if after else {})}
+
+
+def after_of(message: dict[str, Any]) -> str:
+    """The path a member of a group waits for ("" : none)."""
+    after = message.get("after")
+    return after if isinstance(after, str) and after.startswith("/") else ""
+
+
+#: Most seconds a member of a group waits for its ``after`` path.
+AFTER_WAIT = 2.0
+
+
+def group_of(message: dict[str, Any]) -> tuple[str, int]:
+    """The group and size of a probe of a pair (``("", 0)``: an ordinary probe)."""
+    group, size = message.get("group"), message.get("size")
+    if isinstance(group, str) and group and isinstance(size, int) and 2 <= size <= MAX_GROUP:
+        return group, size
+    return "", 0
+
+
+#: Most probes started together.
+MAX_GROUP = 8
 
 
 def steps_of(message: dict[str, Any]) -> list[Step]:

@@ -34,9 +34,12 @@ def reason(flake: Flake) -> str:
 
 def reason_facts(flake: Flake) -> dict[str, str]:
     """What a kind's reason may name (:data:`hermetic_hunt.kinds.REASON_FACTS`), as text."""
+    pair = flake.reproducer if flake.reproducer is not None and flake.reproducer.together else None
     return {
         "polluters": " + ".join(flake.polluters[0]) if flake.polluters else "",
         "state_setters": " + ".join(flake.state_setters[0]) if flake.state_setters else "",
+        "partner": pair.together[-1].nodeid if pair else "",
+        "resource": pair.resource if pair else "",
     }
 
 

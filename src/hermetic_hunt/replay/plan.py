@@ -132,6 +132,10 @@ class Plan:
     counts: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     kinds: tuple[str, ...] = ()
+    #: A collision's partner: run in a second process at the same moment as
+    #: ``steps``; ``resource`` is the path the two share.
+    together: tuple[Step, ...] = ()
+    resource: str = ""
 
     @property
     def test(self) -> str:
@@ -324,6 +328,8 @@ def _flake_plan(target: Target, flake: StoredFlake, source: Source) -> Plan:
         attempt_id=steps[-1].attempt_id,
         counts=dict(last.counts or {}) if last is not None else {},
         kinds=flake.kinds,
+        together=repro.together,
+        resource=repro.resource,
     )
 
 

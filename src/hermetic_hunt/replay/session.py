@@ -19,6 +19,8 @@ import os
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from hermetic_hunt.models import (
     MAX_HASH_SEED,
     Attempt,
     Settings,
+    Step,
     database_path,
     hash_seed_problem,
 )
@@ -108,8 +111,16 @@ def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
     config.pluginmanager.register(
-        ReplayRunner(engine, runner, reporter), "hermetic-hunt-replay-runner"
+        ReplayRunner(engine, runner, reporter, plan.together, _resource(config, plan)),
+        "hermetic-hunt-replay-runner",
     )
+
+
+def _resource(config: pytest.Config, plan: Plan) -> Path | None:
+    """The path a collision's pair shares (relative paths are the rootdir's)."""
+    if not plan.together or not plan.resource:
+        return None
+    return Path(config.rootpath, plan.resource)
 
 
 def _runs(config: pytest.Config, plan: Plan, rate: float | None) -> Runs:
@@ -191,6 +202,11 @@ def _load(
     return store, plan, recorded_env, settings, display, rate
 
 
+#: Most seconds a collision's own test waits for its partner to hold the shared
+#: path (the path exists) before it starts anyway.
+PARTNER_WAIT = 2.0
+
+
 class ReplayRunner:
     """pytest plugin: select exactly the plan's tests, run them in order.
 
@@ -198,13 +214,24 @@ class ReplayRunner:
     collected, never-run session (:func:`hermetic_hunt.engine.fork.run_job`,
     as a hunt's rounds), one after the other until one reproduces; the
     deciding run's reports are the session's (its failures in pytest's
-    terminal and exit status).
+    terminal and exit status). A collision's partner (``together``) runs beside
+    each run in another child forked from the session, released just before the
+    plan's own steps start; its attempts go to the reporter's ``partner``.
     """
 
-    def __init__(self, engine: Any, runner: StepRunner, reporter: ReplayReporter) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        runner: StepRunner,
+        reporter: ReplayReporter,
+        together: tuple[Step, ...] = (),
+        resource: Path | None = None,
+    ) -> None:
         self.engine = engine
         self.runner = runner
         self.reporter = reporter
+        self.together = together
+        self.resource = resource
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -214,11 +241,15 @@ class ReplayRunner:
             self.runner.select(items)
         except HuntError as exc:
             raise pytest.UsageError(str(exc)) from None
-        wanted = set(self.runner.items)
+        # A collision's partner stays collected: its child selects it from the session.
+        by_id = {item.nodeid: item for item in items}
+        partner = [by_id[s.nodeid] for s in self.together if s.nodeid in by_id]
+        wanted = set(self.runner.items) | {item.nodeid for item in partner}
         deselected = [item for item in items if item.nodeid not in wanted]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
-        items[:] = [self.runner.items[nodeid] for nodeid in dict.fromkeys(self.runner.items)]
+        own = [self.runner.items[nodeid] for nodeid in dict.fromkeys(self.runner.items)]
+        items[:] = [*own, *(item for item in partner if item.nodeid not in self.runner.items)]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
@@ -227,7 +258,8 @@ class ReplayRunner:
         if self.reporter.runs.planned > 1:
             self._forked(session)
             return True
-        outcome = self.engine.run(session, self.runner.job, runner=self.runner)
+        with self._beside(session):
+            outcome = self.engine.run(session, self.runner.job, runner=self.runner)
         if outcome.status == "interrupted":
             raise KeyboardInterrupt
         if session.shouldfail:
@@ -246,12 +278,14 @@ class ReplayRunner:
         done: list[tuple[ReplayVerdict, list[dict[str, Any]], list[Attempt]]] = []
         for _ in range(reporter.runs.planned):
             lines: list[bytes] = []
-            run_job(self.engine, session, self.runner.job, ChildSetup(), lines.extend,
-                    hash_seed=hash_seed)  # fmt: skip
+            with self._beside(session):
+                run_job(self.engine, session, self.runner.job, ChildSetup(), lines.extend,
+                        hash_seed=hash_seed)  # fmt: skip
             steps = [m for m in map(_message, lines) if isinstance(m.get("step"), int)]
             records = [a for m in steps for a in map(wire.attempt_from, m.get("attempts") or [])
                        if a is not None]  # fmt: skip
-            verdict = judge(plan, reporter.observed_in(records))
+            partner = _observed(reporter.partner[-1]) if reporter.partner else None
+            verdict = judge(plan, reporter.observed_in(records), partner=partner)
             reporter.verdicts.append(verdict)
             done.append((verdict, steps, records))
             if verdict.outcome == "reproduced":
@@ -290,6 +324,30 @@ class ReplayRunner:
                 where = (str(location[0]), (location[1] or 0) + 1, "skipped in the replayed run")
                 report = pytest.TestReport(attempt.nodeid, location, {}, "skipped", where, "setup")
             hook.pytest_runtest_logreport(report=report)
+
+    @contextlib.contextmanager
+    def _beside(self, session: pytest.Session) -> Iterator[None]:
+        """A collision's partner runs in a forked child while the block runs."""
+        if not self.together:
+            yield
+            return
+        from hermetic_hunt.engine.fork import Beside
+
+        beside = Beside(self.engine, session, Job(self.together))
+        beside.release()
+        self._wait_for_partner()
+        try:
+            yield
+        finally:
+            self.reporter.partner = beside.finish(self.engine.settings.probe_timeout)
+
+    def _wait_for_partner(self) -> None:
+        """Until the partner holds the shared path (it exists), at most PARTNER_WAIT."""
+        until = time.monotonic() + PARTNER_WAIT
+        while self.resource is not None and time.monotonic() < until:
+            if self.resource.exists():
+                return
+            time.sleep(0.005)
 
 
 def _message(line: bytes) -> dict[str, Any]:
@@ -409,6 +467,8 @@ class ReplayReporter:
         self.warnings: list[str] = []
         self.current_env: dict[str, Any] = {}
         self.deselected: set[str] = set()
+        #: A collision partner's attempts (run beside the plan's steps).
+        self.partner: list[Attempt] = []
         self.verdict: ReplayVerdict | None = None
         self.runs = Runs(1, 1)
         #: Forked runs: each run's verdict, and the records of the run that decides.
@@ -432,7 +492,7 @@ class ReplayReporter:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         collected = {item.nodeid for item in items}
-        for step in self.plan.steps:
+        for step in (*self.plan.steps, *self.plan.together):
             if step.nodeid in collected:
                 continue
             if step.nodeid in self.deselected:
@@ -457,10 +517,11 @@ class ReplayReporter:
             self.warnings.extend(f"{record.nodeid}: {text}" for text in record.warnings)
         if not self._stopped and (session.shouldfail or session.shouldstop):
             self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
+        partner = _observed(self.partner[-1]) if self.partner else None
         if self.verdicts:
             self.verdict = over_runs(self.plan, self.verdicts, self.runs)
         else:
-            self.verdict = judge(self.plan, self._observed(), self._stopped)
+            self.verdict = judge(self.plan, self._observed(), self._stopped, partner)
         notes = earlier_failures(self._before())
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
         violated = blocked_calls([(r.nodeid, r.violations) for r in self._records()])

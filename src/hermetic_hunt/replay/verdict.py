@@ -26,6 +26,8 @@ def describe(plan: Plan, db_display: str) -> str:
         runs = f"{len(plan.steps)} tests in order ({before} before {plan.test})"
     else:
         runs = plan.test
+    if plan.together:
+        runs += f", and {plan.together[-1].nodeid} at the same time in a second process"
     parts = [f"hermetic-hunt replay: {plan.label} from {db_display}: {runs}", f"mode {step.mode}"]
     if step.mode != "off" and step.seed is not None:
         parts.append(f"seed {step.seed}")
@@ -121,9 +123,37 @@ def _got(observed: Observed) -> str:
     return f"{text} at {observed.location}" if observed.location else text
 
 
-def judge(plan: Plan, observed: Observed | None, stopped: str = "") -> ReplayVerdict:
-    """Whether the replay showed the recorded behaviour again, as one sentence."""
+def _collided(plan: Plan, observed: Observed | None, partner: Observed | None) -> str:
+    """A collision's pair failed (either side, any signature: who came first decides
+    which): the verdict's line; "" when neither failed."""
+    over = f" over {plan.resource}" if plan.resource else ""
+    other = plan.together[-1].nodeid
+    if observed is not None and observed.outcome in FAILING:
+        return (
+            f"reproduced {plan.label}: {plan.test} got {_got(observed)} while {other} ran at "
+            f"the same time: the collision{over}"
+        )
+    if partner is not None and partner.outcome in FAILING:
+        return (
+            f"reproduced {plan.label}: {plan.test} collided with {other}, which got "
+            f"{_got(partner)}: the collision{over}"
+        )
+    return ""
+
+
+def judge(
+    plan: Plan, observed: Observed | None, stopped: str = "", partner: Observed | None = None
+) -> ReplayVerdict:
+    """Whether the replay showed the recorded behaviour again, as one sentence.
+
+    ``partner``: a collision's partner, run at the same time in another process;
+    the collision is back when either of the two failed (whichever came second).
+    """
     label, test, expected = plan.label, plan.test, plan.expected
+    if plan.together:
+        collided = _collided(plan, observed, partner)
+        if collided:
+            return ReplayVerdict("reproduced", collided)
     if observed is None:
         why = stopped or "the session stopped before it"
         return ReplayVerdict(

@@ -24,6 +24,7 @@ from hermetic_hunt.report.text import (
     SHOW,
     UNATTRIBUTED,
     bound_text,
+    collision_text,
     dates_text,
     exposure_line,
     flake_state,
@@ -183,6 +184,8 @@ def relations(test: TestResult) -> list[Relation]:
         return []
     evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
     out = []
+    if collision_text(flake.reproducer):
+        out.append(Relation("collides with", (collision_text(flake.reproducer),)))
     if flake.polluters:
         items = set_texts(flake.polluters, leaks=evidence.get("polluter_leaks"))
         out.append(Relation("polluters", tuple(items)))

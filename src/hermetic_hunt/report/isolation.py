@@ -12,7 +12,14 @@ import os
 from hermetic_hunt import pasteable
 from hermetic_hunt.findings import Finding, IsolationReport
 from hermetic_hunt.models import EXPOSURE_TEXT, EXPOSURES, FOUND_BY, format_seconds, function_of
-from hermetic_hunt.report.text import LIST_LIMIT, clean, dates_text, listing, sets_text
+from hermetic_hunt.report.text import (
+    LIST_LIMIT,
+    clean,
+    collision_text,
+    dates_text,
+    listing,
+    sets_text,
+)
 
 
 def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
@@ -85,6 +92,8 @@ def _flake_lines(
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
     leaks = v.evidence.get("polluter_leaks") if isinstance(v.evidence, dict) else None
     setter_leaks = v.evidence.get("state_setter_leaks") if isinstance(v.evidence, dict) else None
+    if collision_text(v.reproducer):
+        out.append(f"      collides with: {collision_text(v.reproducer)}")
     if v.polluters:
         text = sets_text(v.polluters, leaks=leaks, ref=flake_id, noun="polluter sets")
         out.append(f"      polluters{unfinished}: {text}")

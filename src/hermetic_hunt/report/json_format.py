@@ -77,6 +77,13 @@ def test_json(test: TestResult) -> dict[str, Any]:
     }
 
 
+def _collides_with(flake: Flake) -> dict[str, str] | None:
+    pair = flake.reproducer
+    if pair is None or not pair.together:
+        return None
+    return {"partner": pair.together[-1].nodeid, "resource": pair.resource}
+
+
 def flake_json(flake: Flake, replay: str, exposure: str | None = None) -> dict[str, Any]:
     return {
         "exposure": exposure,
@@ -86,6 +93,7 @@ def flake_json(flake: Flake, replay: str, exposure: str | None = None) -> dict[s
         "polluters": [list(group) for group in flake.polluters],
         "state_setters": [list(group) for group in flake.state_setters],
         "cleaners": list(flake.cleaners),
+        "collides_with": _collides_with(flake),
         "reproducer": None if flake.reproducer is None else flake.reproducer.to_json(),
         "confirmed": flake.confirmed,
         "replay": replay,

@@ -15,7 +15,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak
-from hermetic_hunt.report.text import clean, dates_text, flake_state, rate_text, sets_text
+from hermetic_hunt.report.text import (
+    clean,
+    collision_text,
+    dates_text,
+    flake_state,
+    rate_text,
+    sets_text,
+)
 from hermetic_hunt.store.rows import AttemptDetail, StepRow
 
 _WIDTH = 15
@@ -208,6 +215,8 @@ def render_flake(
     out.append(
         _row("state-setters", sets_text(f.state_setters, leaks=setter_leaks, limit=None) or "-")
     )
+    if collision_text(f.reproducer):
+        out.append(_row("collides with", collision_text(f.reproducer)))
     if isinstance(evidence.get("dates"), dict):
         out.append(_row("dates", dates_text(evidence["dates"])))
     if len(group) > 1:

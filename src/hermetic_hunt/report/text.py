@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hermetic_hunt import stats
-from hermetic_hunt.models import EXPOSURE_TEXT, attempts_text, format_seconds
+from hermetic_hunt.models import EXPOSURE_TEXT, Reproducer, attempts_text, format_seconds
 from hermetic_hunt.report.fixes import fix_text_lines, history_text_lines
 from hermetic_hunt.report.model import Flake, Group, Report, TestResult, found_by_probe, rank_key
 from hermetic_hunt.store.rows import LeakRow, RunRow
@@ -291,11 +291,24 @@ def members_text(group: Group) -> str:
     return listing(names, "parametrizations", ref=ref)
 
 
+def collision_text(reproducer: Reproducer | None) -> str:
+    """``tests/b.py::test_b over tests/_out, at the same time on another worker``
+    for a collision's reproducer ("" for any other)."""
+    if reproducer is None or not reproducer.together:
+        return ""
+    partner = clean(reproducer.together[-1].nodeid)
+    over = f" over {clean(reproducer.resource)}" if reproducer.resource else ""
+    return f"{partner}{over}, at the same time on another worker"
+
+
 def relation_lines(flake: Flake, indent: str = "      ") -> list[str]:
-    """Polluters (with what they left), state-setters, cleaners and dates, bounded."""
+    """Polluters (with what they left), state-setters, cleaners, the test it collides
+    with, and dates, bounded."""
     evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
     ref = flake.flake_id
     out = []
+    if collision_text(flake.reproducer):
+        out.append(f"{indent}collides with: {collision_text(flake.reproducer)}")
     if flake.polluters:
         text = sets_text(flake.polluters, leaks=evidence.get("polluter_leaks"), ref=ref,
                          noun="polluter sets")  # fmt: skip

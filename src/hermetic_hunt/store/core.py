@@ -15,7 +15,7 @@ from typing import Any
 import sqlite_utils
 
 from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import Attempt, Leak, RunInfo, database_path
+from hermetic_hunt.models import MAX_WRITES, Attempt, Leak, RunInfo, database_path
 from hermetic_hunt.store.integrity import check_types, connect, writable
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
@@ -319,6 +319,7 @@ class Store:
                         json.dumps(rec.counts, separators=(",", ":")) if rec.counts else None,
                         len(rec.violations), rec.repeat, rec.started, rec.profile,
                         rec.switch_interval, rec.stress,
+                        json.dumps(rec.writes[:MAX_WRITES]) if rec.writes else None,
                     )
                 )  # fmt: skip
                 if rec.failure is not None:
@@ -333,8 +334,8 @@ class Store:
             conn.executemany(
                 "INSERT INTO attempts (id, run_id, round, worker, position, test_id, execution, "
                 "outcome, phase, duration, seed, now, mode, hash_seed, counts, violations, "
-                "repeat, started, profile, switch_interval, stress) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "repeat, started, profile, switch_interval, stress, writes) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 attempts,
             )
             if failures:

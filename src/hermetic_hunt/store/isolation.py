@@ -20,6 +20,7 @@ from hermetic_hunt.findings import Finding, Probe, ProbeResult
 from hermetic_hunt.journal import MAX_COMPRESSED
 from hermetic_hunt.models import (
     FAILING,
+    MAX_WRITES,
     PASSING,
     Attempt,
     Failure,
@@ -39,7 +40,7 @@ _ATTEMPT = """
     SELECT a.id, a.run_id, a.worker, a.position, a.execution, t.nodeid, a.outcome, a.seed,
            a.now, a.mode, a.hash_seed, coalesce(f.exc_type, ''), coalesce(f.location, ''),
            coalesce(f.message, ''), a.violations, j.attempt_id IS NOT NULL, a.round, a.repeat,
-           a.profile, a.switch_interval, a.stress
+           a.profile, a.switch_interval, a.stress, a.started, a.duration, a.writes
     FROM attempts a JOIN tests t ON t.id = a.test_id
     LEFT JOIN failures f ON f.attempt_id = a.id
     LEFT JOIN journals j ON j.attempt_id = a.id
@@ -141,7 +142,18 @@ def _attempt(row: Sequence[Any], violations: Sequence[Violation] = ()) -> Attemp
         profile=as_profile(row[18]),
         switch_interval=switch_interval(row[19]),
         stress=max(0, _int(row[20]) or 0),
+        started=_float(row[21]),
+        duration=max(0.0, _float(row[22]) or 0.0),
+        writes=_writes(row[23]),
     )
+
+
+def _writes(value: Any) -> list[str]:
+    """``attempts.writes`` (untrusted JSON): the absolute paths, at most :data:`MAX_WRITES`."""
+    found = json_or(value, [])
+    if not isinstance(found, list):
+        return []
+    return [p for p in found if isinstance(p, str) and p.startswith("/")][:MAX_WRITES]
 
 
 def _violations(store: Store, attempt_ids: Sequence[int]) -> dict[int, tuple[Violation, ...]]:
@@ -266,6 +278,31 @@ class RunHistory:
         before = [_attempt(row) for row in rows]
         crashes = [i for i, a in enumerate(before) if a.outcome == "crashed"]
         return before[crashes[-1] + 1 :] if crashes else before
+
+    def overlapping(self, attempt: Attempt) -> list[Attempt]:
+        """Attempts on other workers of ``attempt``'s round that ran at the same real
+        time and wrote paths (what a collision's partner is among), earliest first."""
+        if attempt.started is None:
+            return []
+        rows = self._rows(
+            _ATTEMPT + " WHERE a.run_id = ? AND a.round = ? AND a.worker != ? AND "
+            "a.writes IS NOT NULL AND a.started IS NOT NULL AND a.started < ? AND "
+            "a.started + a.duration > ? ORDER BY a.started, a.id",
+            (attempt.run_id, attempt.round_no, attempt.worker,
+             attempt.started + attempt.duration, attempt.started),
+        )  # fmt: skip
+        return [_attempt(row) for row in rows]
+
+    def writes(self) -> dict[str, set[str]]:
+        """The paths each test of the run wrote in the hunt, by nodeid."""
+        out: dict[str, set[str]] = {}
+        for nodeid, value in self._rows(
+            "SELECT t.nodeid, a.writes FROM attempts a JOIN tests t ON t.id = a.test_id "
+            "WHERE a.run_id = ? AND a.writes IS NOT NULL",
+            (self.run_id,),
+        ):
+            out.setdefault(_text(nodeid), set()).update(_writes(value))
+        return out
 
     def leaks(self) -> dict[str, list[Leak]]:
         """What each test of the run left behind at the end of a round (``persisted``

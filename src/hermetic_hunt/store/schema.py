@@ -335,4 +335,15 @@ def _incomplete_rounds(db: Any) -> None:
     )
 
 
+@_migration("0005_collisions")  # type: ignore[untyped-decorator]
+def _collisions(db: Any) -> None:
+    """The paths each attempt wrote: what names the resource two workers collide over."""
+    db.executescript(
+        """
+        ALTER TABLE attempts ADD COLUMN writes TEXT;  -- JSON list of paths written (NULL: none)
+        CREATE INDEX attempts_round ON attempts(run_id, round);
+        """
+    )
+
+
 SCHEMA_VERSION = len(NAMES)

@@ -145,10 +145,11 @@ class Case:
         self.failing = [a for a in plain if a.failed]
         self.passing = [a for a in plain if a.outcome in PASSING]
         #: It never failed in a plain run: only as a twice round's second run.
-        self.repeated_only = not self.failing and any(a.repeat == REPEATED_RUN and a.failed for a in attempts)
+        repeated = [a for a in attempts if a.repeat == REPEATED_RUN and a.failed]
+        self.repeated_only = not self.failing and bool(repeated)
         if not self.failing:
             # Only a twice round's second run failed: explain that run.
-            self.failing = [a for a in attempts if a.repeat == REPEATED_RUN and a.failed]
+            self.failing = repeated
         self.violating = [a for a in plain if a.violations]
         self.finding = Finding(nodeid)
         self.target = choose_target(self.failing) if self.failing else None

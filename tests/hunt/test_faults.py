@@ -4,7 +4,7 @@ A test that kills its own process (``os._exit``, SIGKILL, a segfault) is in
 ``test_hunt.py`` (``test_a_test_that_kills_its_process_costs_only_its_attempt``);
 here: a full disk (a real one on a small tmpfs when the tests run as root,
 else a simulated ``sqlite3.OperationalError``), ``kill -9`` of an xdist
-worker, and Ctrl-C (SIGINT to the hunt's process group). Every test that
+worker, and Ctrl-C (SIGINT to the hunt's process group), SIGTERM and SIGHUP. Every test that
 can, runs at ``-n 0`` and ``-n 2``.
 
 "Finished" is counted by the suites themselves: each test appends a line to
@@ -87,16 +87,30 @@ def test_c():
 
 def test_presses_ctrl_c_on_its_third_run():
     if third_run():
-        # What a terminal sends on Ctrl-C: SIGINT to every process of the group
-        # (the controller, the workers, the processes running the rounds).
-        os.killpg(os.getpgrp(), signal.SIGINT)
+        {send}
     finished("ctrl-c")
 """
 
+#: How each signal is sent. To the group: what a terminal sends on Ctrl-C
+#: or hang-up, and a CI runner on cancel (the controller, the workers, the
+#: processes running the rounds). To the controller alone (the session
+#: leader: ``hunt_in_group`` starts it in a session of its own): what
+#: ``timeout`` and ``docker stop`` send. Twice: the second arrives while the
+#: first is being handled.
+SENDS = {
+    "sigint-group": "os.killpg(os.getpgrp(), signal.SIGINT)",
+    "sigterm-group-twice": "os.killpg(os.getpgrp(), signal.SIGTERM); "
+    "os.killpg(os.getpgrp(), signal.SIGTERM)",
+    "sighup-controller": "os.kill(os.getpgrp(), signal.SIGHUP)",
+}
+
 
 @WORKERS
-def test_ctrl_c_keeps_every_finished_attempt_and_marks_the_run_interrupted(pytester, workers):
-    logged_suite(pytester, CTRL_C)
+@pytest.mark.parametrize("send", list(SENDS))
+def test_ctrl_c_sigterm_and_sighup_keep_every_finished_attempt_and_mark_the_run_interrupted(
+    pytester, workers, send
+):
+    logged_suite(pytester, CTRL_C.replace("{send}", SENDS[send]))
     result = hunt_in_group(pytester.path, "--hermetic-hunt=10", *workers)
     output = result.stdout + result.stderr
     db = pytester.path / "flakes.db"
@@ -111,7 +125,11 @@ def test_ctrl_c_keeps_every_finished_attempt_and_marks_the_run_interrupted(pytes
     assert 2 <= rounds_done < 10
     # the interrupted attempt is not one; every attempt that finished is stored
     done = finished(pytester)
-    if workers:
+    if workers and send.endswith("controller"):
+        # the workers were not signalled: they run on until the controller
+        # has stored what reached it and shuts them down
+        assert stored <= done, (done, stored)
+    elif workers:
         # the other worker may have been interrupted between a test's last
         # statement and the end of its attempt (its teardown): not finished
         assert done - 1 <= stored <= done, (done, stored)

@@ -34,6 +34,7 @@ from hermetic_hunt.findings import IsolationReport
 from hermetic_hunt.hunt.files import FileWatch, attribute
 from hermetic_hunt.hunt.progress import Progress, line
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
+from hermetic_hunt.hunt.signals import Interrupts
 from hermetic_hunt.hunt.tally import Tallies
 from hermetic_hunt.models import Attempt, Leak, RunInfo, Settings, Step, format_seconds
 from hermetic_hunt.seeds import round_now
@@ -80,6 +81,8 @@ class HuntController:
         self._last_flush = _PERF()
         self._started = _PERF()
         self._interrupted = False
+        #: SIGTERM/SIGHUP take the Ctrl-C path; a second signal waits for the final write.
+        self.interrupts = Interrupts(controller=True)
         self._finished = False
         self._passed_reports = 0
         #: How long the rounds took (set when they end; isolation not included).
@@ -429,6 +432,7 @@ class HuntController:
             )
         except HuntError as exc:
             self.error = self.error or str(exc)
+        self.interrupts.stored()
         wanted = found or t.not_idempotent()
         if wanted and self.settings.isolate and not interrupted:
             with self.writing():  # a full disk during isolation: said in the summary

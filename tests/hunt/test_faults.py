@@ -305,3 +305,43 @@ def test_a_simulated_full_disk_stops_the_hunt_the_same_way(pytester, workers):
     # three rounds were written; the fourth (a twice round: 6 attempts) failed
     assert one(db, "SELECT rounds_done, attempts FROM runs") == (3, 9)
     assert "hermetic-hunt: 9 of the 15 attempts are in the database (3 whole round(s))" in output
+
+
+# -- the database removed or replaced by a test ----------------------------------
+
+TAKES_THE_DATABASE = """
+def test_a():
+    finished("a")
+
+def test_takes_the_database_on_its_third_run():
+    if third_run():
+        {action}
+    finished("takes")
+"""
+
+ACTIONS = {
+    "removed": 'os.remove(HERE / "flakes.db")',
+    "replaced": '(HERE / "flakes.db").unlink(); (HERE / "flakes.db").write_bytes(b"not mine")',
+}
+
+
+@pytest.mark.parametrize("how", list(ACTIONS))
+def test_a_database_removed_or_replaced_during_the_hunt_loses_nothing(pytester, how):
+    logged_suite(pytester, TAKES_THE_DATABASE.replace("{action}", ACTIONS[how]))
+    result = hunt_in_group(
+        pytester.path, "--hermetic-hunt=5", "--hermetic-hunt-order=shuffle", "-n", "2"
+    )
+    output = result.stdout + result.stderr
+    clean_output(output)
+    assert result.returncode == 0, output
+    lines = [line for line in output.splitlines() if "during the hunt" in line]
+    assert lines == [
+        f"hermetic-hunt: flakes.db was {how} during the hunt (by a test?); what was recorded "
+        "is in flakes.recovered.db, and the hunt goes on writing there"
+    ], output
+    recovered = pytester.path / "flakes.recovered.db"
+    status, rounds_done, counted = one(recovered, "SELECT status, rounds_done, attempts FROM runs")
+    assert (status, rounds_done) == ("complete", 5)
+    assert counted == one(recovered, "SELECT count(*) FROM attempts") == finished(pytester) == 10
+    if how == "replaced":
+        assert (pytester.path / "flakes.db").read_bytes() == b"not mine"

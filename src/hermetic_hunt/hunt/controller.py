@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -318,6 +319,7 @@ class HuntController:
         self.ingest([wire.step_line(0, [attempt], [])], worker, round_no)
 
     def flush(self) -> None:
+        self._reclaim()
         if self._buffer:
             batch = self._buffer
             ids = self.store.add_attempts(batch, self.test_ids)  # nothing lost on an error
@@ -326,6 +328,22 @@ class HuntController:
             for record, attempt_id in zip(batch, ids, strict=True):
                 record.attempt_id = attempt_id
         self._last_flush = _PERF()
+
+    def _reclaim(self) -> None:
+        """The database is the hunt's: a test that removed or replaced it loses nothing."""
+        old = self.store.path
+        moved = self.store.reclaim()
+        if moved is None:
+            return
+        how, new = moved
+        if self.files is not None:  # the new file is the hunt's, not a test's leak
+            self.files.own.update(os.path.realpath(p) for p in self.store.own_files())
+        cwd = str(self.config.invocation_params.dir)
+        self._line(
+            f"hermetic-hunt: {pasteable.display_path(old, cwd)} was {how} during the hunt "
+            f"(by a test?); what was recorded is in {pasteable.display_path(new, cwd)}, "
+            "and the hunt goes on writing there"
+        )
 
     def _flush_leaks(self, round_no: int) -> None:
         mine = [row for row in self._leaks if row[0] == round_no]

@@ -208,9 +208,9 @@ def parse_tx_specs(config: Any) -> list[str]:
     """
     from xdist import workermanage
 
-    parse = getattr(workermanage, "parse_tx_spec_config", None) or getattr(
-        workermanage, "parse_spec_config"
-    )
+    parse = getattr(workermanage, "parse_tx_spec_config", None)
+    if parse is None:
+        parse = workermanage.parse_spec_config
     return [str(spec) for spec in parse(config)]
 
 

@@ -201,10 +201,17 @@ def gateway_fds(interactor: Any) -> list[int]:
 
 
 def parse_tx_specs(config: Any) -> list[str]:
-    """The gateway specs of ``-n``/``--tx`` (``xdist.workermanage.parse_tx_spec_config``)."""
-    from xdist.workermanage import parse_tx_spec_config
+    """The gateway specs of ``-n``/``--tx``.
 
-    return [str(spec) for spec in parse_tx_spec_config(config)]
+    ``xdist.workermanage.parse_tx_spec_config`` (3.7+), which 3.5 and 3.6
+    call ``parse_spec_config`` (same signature, same result).
+    """
+    from xdist import workermanage
+
+    parse = getattr(workermanage, "parse_tx_spec_config", None)
+    if parse is None:
+        parse = workermanage.parse_spec_config
+    return [str(spec) for spec in parse(config)]
 
 
 _MONOTONIC = time.monotonic  # the real clock, whatever a sandbox does later

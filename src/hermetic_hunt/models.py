@@ -160,6 +160,20 @@ def as_mode(value: object, default: Mode = DEFAULT_MODE) -> Mode:
     return next((mode for mode in MODES if mode == value), default)
 
 
+#: ``Attempt.repeat`` of a ``twice`` round's second run of a test: the one
+#: *repeated* run. Every other attempt is *plain* -- an ordinary attempt
+#: (``repeat`` 0) and a twice round's first run (1), which is the test's first
+#: run in a fresh process like any other -- and counts in rates and verdicts.
+REPEATED_RUN = 2
+#: The SQL condition on an ``attempts`` row (alias ``a``) of a plain attempt.
+PLAIN_SQL = f"a.repeat != {REPEATED_RUN}"
+
+
+def is_plain(repeat: int) -> bool:
+    """An attempt with this ``repeat`` counts as a plain run (see :data:`REPEATED_RUN`)."""
+    return repeat != REPEATED_RUN
+
+
 def sql_set(values: frozenset[str] | tuple[str, ...]) -> str:
     """``('a', 'b')`` for an SQL ``IN``: constants of this module only, never data."""
     return "(" + ", ".join(f"'{v}'" for v in sorted(values)) + ")"
@@ -523,7 +537,8 @@ class Attempt:
     ``execution`` is 1 for the scheduled run and 2, 3... for reruns made by
     pytest-rerunfailures inside the same attempt slot. ``repeat`` is 0 for
     an ordinary attempt and 1/2 for the first/second run of a test that a
-    ``twice`` round runs twice in a row (never counted as a plain run).
+    ``twice`` round runs twice in a row; only the second is *repeated*, the
+    first counts as a plain run (:func:`is_plain`).
     ``started`` is the real (not virtual) time it began, epoch seconds.
     ``attempt_id`` is set once stored; ``has_journal`` when read back says a
     journal is stored (``journal`` holds its bytes only on the write path).

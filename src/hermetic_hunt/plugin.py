@@ -304,6 +304,9 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
         config.pluginmanager.register(
             xdist.XdistWorker(config, Engine(config, settings)), "hermetic-hunt-worker"
         )
+        from hermetic_hunt.hunt.signals import Interrupts
+
+        config.add_cleanup(Interrupts(controller=False).install().uninstall)
         return
 
     _check_conflicts(config)
@@ -341,6 +344,7 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
             LocalLoop(controller, Engine(config, settings)), "hermetic-hunt-loop"
         )
     config.pluginmanager.register(EndOfHunt(controller), "hermetic-hunt-summary")
+    config.add_cleanup(controller.interrupts.install().uninstall)
     from hermetic_hunt.engine.engine import declare_marker
 
     declare_marker(config, settings.integration_marker)

@@ -4,7 +4,7 @@ A test that kills its own process (``os._exit``, SIGKILL, a segfault) is in
 ``test_hunt.py`` (``test_a_test_that_kills_its_process_costs_only_its_attempt``);
 here: a full disk (a real one on a small tmpfs when the tests run as root,
 else a simulated ``sqlite3.OperationalError``), ``kill -9`` of an xdist
-worker, and Ctrl-C (SIGINT to the hunt's process group). Every test that
+worker, and Ctrl-C (SIGINT to the hunt's process group), SIGTERM and SIGHUP. Every test that
 can, runs at ``-n 0`` and ``-n 2``.
 
 "Finished" is counted by the suites themselves: each test appends a line to
@@ -87,17 +87,34 @@ def test_c():
 
 def test_presses_ctrl_c_on_its_third_run():
     if third_run():
-        # What a terminal sends on Ctrl-C: SIGINT to every process of the hunt's
-        # group (the controller, the workers). A round runs in a process group
-        # of its own: the hunt's is its parent's.
-        os.killpg(os.getpgid(os.getppid()), signal.SIGINT)
+        # What is sent (SENDS) goes to the hunt's group or its controller: a round
+        # runs in a process group of its own, the hunt's is its parent's (whose
+        # leader is the controller: hunt_in_group starts it in a new session).
+        HUNT_GROUP = os.getpgid(os.getppid())
+        {send}
     finished("ctrl-c")
 """
 
+#: How each signal is sent. To the group: what a terminal sends on Ctrl-C
+#: or hang-up, and a CI runner on cancel (the controller, the workers, the
+#: processes running the rounds). To the controller alone (the session
+#: leader: ``hunt_in_group`` starts it in a session of its own): what
+#: ``timeout`` and ``docker stop`` send. Twice: the second arrives while the
+#: first is being handled.
+SENDS = {
+    "sigint-group": "os.killpg(HUNT_GROUP, signal.SIGINT)",
+    "sigterm-group-twice": "os.killpg(HUNT_GROUP, signal.SIGTERM); "
+    "os.killpg(HUNT_GROUP, signal.SIGTERM)",
+    "sighup-controller": "os.kill(HUNT_GROUP, signal.SIGHUP)",
+}
+
 
 @WORKERS
-def test_ctrl_c_keeps_every_finished_attempt_and_marks_the_run_interrupted(pytester, workers):
-    logged_suite(pytester, CTRL_C)
+@pytest.mark.parametrize("send", list(SENDS))
+def test_ctrl_c_sigterm_and_sighup_keep_every_finished_attempt_and_mark_the_run_interrupted(
+    pytester, workers, send
+):
+    logged_suite(pytester, CTRL_C.replace("{send}", SENDS[send]))
     result = hunt_in_group(pytester.path, "--hermetic-hunt=10", *workers)
     output = result.stdout + result.stderr
     db = pytester.path / "flakes.db"
@@ -112,10 +129,14 @@ def test_ctrl_c_keeps_every_finished_attempt_and_marks_the_run_interrupted(pytes
     assert 2 <= rounds_done < 10
     # the interrupted attempt is not one; every attempt that finished is stored
     done = finished(pytester)
-    # the round's process (a group of its own: the terminal's SIGINT does not
-    # reach it) may be stopped between a test's last statement and the end of
-    # its attempt (its teardown): that attempt did not finish
-    assert done - 1 <= stored <= done, (done, stored)
+    if workers and send.endswith("controller"):
+        # the workers were not signalled: they run on until the controller
+        # has stored what reached it and shuts them down
+        assert stored <= done, (done, stored)
+    else:
+        # a round's process may be stopped between a test's last statement and
+        # the end of its attempt (its teardown): that attempt did not finish
+        assert done - 1 <= stored <= done, (done, stored)
     assert one(db, "SELECT count(*) FROM attempts WHERE outcome != 'passed'") == 0
 
 
@@ -286,3 +307,43 @@ def test_a_simulated_full_disk_stops_the_hunt_the_same_way(pytester, workers):
     # three rounds were written; the fourth (a twice round: 6 attempts) failed
     assert one(db, "SELECT rounds_done, attempts FROM runs") == (3, 9)
     assert "hermetic-hunt: 9 of the 15 attempts are in the database (3 whole round(s))" in output
+
+
+# -- the database removed or replaced by a test ----------------------------------
+
+TAKES_THE_DATABASE = """
+def test_a():
+    finished("a")
+
+def test_takes_the_database_on_its_third_run():
+    if third_run():
+        {action}
+    finished("takes")
+"""
+
+ACTIONS = {
+    "removed": 'os.remove(HERE / "flakes.db")',
+    "replaced": '(HERE / "flakes.db").unlink(); (HERE / "flakes.db").write_bytes(b"not mine")',
+}
+
+
+@pytest.mark.parametrize("how", list(ACTIONS))
+def test_a_database_removed_or_replaced_during_the_hunt_loses_nothing(pytester, how):
+    logged_suite(pytester, TAKES_THE_DATABASE.replace("{action}", ACTIONS[how]))
+    result = hunt_in_group(
+        pytester.path, "--hermetic-hunt=5", "--hermetic-hunt-order=shuffle", "-n", "2"
+    )
+    output = result.stdout + result.stderr
+    clean_output(output)
+    assert result.returncode == 0, output
+    lines = [line for line in output.splitlines() if "during the hunt" in line]
+    assert lines == [
+        f"hermetic-hunt: flakes.db was {how} during the hunt (by a test?); what was recorded "
+        "is in flakes.recovered.db, and the hunt goes on writing there"
+    ], output
+    recovered = pytester.path / "flakes.recovered.db"
+    status, rounds_done, counted = one(recovered, "SELECT status, rounds_done, attempts FROM runs")
+    assert (status, rounds_done) == ("complete", 5)
+    assert counted == one(recovered, "SELECT count(*) FROM attempts") == finished(pytester) == 10
+    if how == "replaced":
+        assert (pytester.path / "flakes.db").read_bytes() == b"not mine"

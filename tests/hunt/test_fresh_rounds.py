@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner
 from helpers import hunt, one, rows
+
+from hermetic_hunt.cli import main
 
 WORKERS = [[], ["-n", "2"]]
 IDS = ["n0", "n2"]
@@ -374,3 +377,43 @@ def test_a_twice_round_runs_test_functions_twice_but_a_doctest_once(pytester):
     result.stdout.fnmatch_lines(
         ["*0 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent*"]
     )
+
+
+FAILS_ON_ITS_FOURTH_RUN = """
+from pathlib import Path
+
+RUNS = Path({counter!r})
+
+def test_flaky():
+    runs = int(RUNS.read_text()) + 1 if RUNS.exists() else 1
+    RUNS.write_text(str(runs))
+    assert runs != 4  # the fourth round is the twice round: its first run
+
+def test_other():
+    pass
+"""
+
+
+def test_a_failure_in_a_twice_rounds_first_run_is_a_plain_attempt_and_makes_the_test_flaky(
+    pytester,
+):
+    # Rounds 1-3 run test_flaky once each; the fourth (the twice round) runs
+    # it twice in one process: the first of those fails, the second passes.
+    counter = pytester.path.parent / f"{pytester.path.name}-runs"
+    pytester.makepyfile(test_first=FAILS_ON_ITS_FOURTH_RUN.format(counter=str(counter)))
+    result = hunt(pytester, "--hermetic-hunt=4", "--hermetic-hunt-isolate=off")
+    db = pytester.path / "flakes.db"
+    assert counter.read_text() == "5"
+    assert rows(
+        db,
+        "SELECT a.repeat, a.outcome FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "WHERE t.nodeid LIKE '%test_flaky' AND a.round = 3 ORDER BY a.position",
+    ) == [(1, "failed"), (2, "passed")]
+    result.stdout.fnmatch_lines(["hermetic-hunt: 1 flaky · 0 broken *"])
+    assert one(
+        db, "SELECT attempts, passed, failed FROM test_stats WHERE nodeid LIKE '%test_flaky'"
+    ) == (4, 3, 1)
+    assert one(db, "SELECT count(*) FROM flaky_tests") == 1
+    report = CliRunner().invoke(main, ["report", "--format", "json", "--db", str(db)])
+    test = next(t for t in json.loads(report.stdout)["tests"] if "test_flaky" in t["nodeid"])
+    assert (test["status"], test["failures"], test["attempts"]) == ("flaky", 1, 4)

@@ -73,6 +73,8 @@ if TYPE_CHECKING:
 _PERF = time.perf_counter
 _SLEEP = time.sleep  # real: captured before any sandbox patches time
 _READ = 65536
+#: Signals :func:`interrupts_deferred` holds back while finished attempts are handed on.
+DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: Characters of a dead child's standard error kept in its crashed attempt.
 STDERR_TAIL = 2000
 
@@ -370,8 +372,13 @@ def _child(
             os._exit(0)
         if setup.new_group:
             os.setpgid(0, 0)
+        # The hunt's handlers (hermetic_hunt.hunt.signals) are its parent's:
+        # a round's child dies of SIGTERM/SIGHUP and its parent hands on
+        # what it had finished.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if hasattr(signal, "pthread_sigmask"):  # blocked by spawn around the fork
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if hasattr(signal, "pthread_sigmask"):  # blocked by spawn() around the fork
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         for inherited in setup.close_fds:
             with contextlib.suppress(OSError):
@@ -700,7 +707,7 @@ def _read_lines(
 
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Ctrl-C (SIGINT) during the block takes effect when it is over, as usual.
+    """Ctrl-C (SIGINT; SIGTERM/SIGHUP in a hunt) during the block takes effect when it is over.
 
     Around handing finished attempts on: an interrupt in the middle would
     drop the ones already read. In the main thread only (the only one that
@@ -709,15 +716,18 @@ def interrupts_deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is None:  # a handler not installed from Python: leave it alone
-        yield
-        return
+    # SIGINT, and SIGTERM/SIGHUP where a hunt made them take the Ctrl-C path
+    # (hermetic_hunt.hunt.signals): a handler set from Python, not SIG_DFL.
+    previous = {
+        signum: handler for signum in DEFERRED if callable(handler := signal.getsignal(signum))
+    }
     pending: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    for deferred in previous:
+        signal.signal(deferred, lambda signum, frame: pending.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if pending:
-            signal.raise_signal(signal.SIGINT)
+        for deferred, handler in previous.items():
+            signal.signal(deferred, handler)
+        for received in dict.fromkeys(pending):
+            signal.raise_signal(received)

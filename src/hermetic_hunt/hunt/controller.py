@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import time
 import uuid
 from collections.abc import Generator, Iterator, Sequence
@@ -34,6 +35,7 @@ from hermetic_hunt.findings import IsolationReport
 from hermetic_hunt.hunt.files import FileWatch, attribute
 from hermetic_hunt.hunt.progress import Progress, line
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
+from hermetic_hunt.hunt.signals import Interrupts
 from hermetic_hunt.hunt.tally import Tallies
 from hermetic_hunt.models import (
     Attempt,
@@ -95,6 +97,8 @@ class HuntController:
         self._last_flush = _PERF()
         self._started = _PERF()
         self._interrupted = False
+        #: SIGTERM/SIGHUP take the Ctrl-C path; a second signal waits for the final write.
+        self.interrupts = Interrupts(controller=True)
         self._finished = False
         self._passed_reports = 0
         #: ids of the failing reports shown for attempts (see _condense_duplicate_failures).
@@ -364,6 +368,7 @@ class HuntController:
         self.ingest([wire.step_line(0, [attempt], [])], worker, round_no)
 
     def flush(self) -> None:
+        self._reclaim()
         if self._buffer:
             batch = self._buffer
             ids = self.store.add_attempts(batch, self.test_ids)  # nothing lost on an error
@@ -372,6 +377,22 @@ class HuntController:
             for record, attempt_id in zip(batch, ids, strict=True):
                 record.attempt_id = attempt_id
         self._last_flush = _PERF()
+
+    def _reclaim(self) -> None:
+        """The database is the hunt's: a test that removed or replaced it loses nothing."""
+        old = self.store.path
+        moved = self.store.reclaim()
+        if moved is None:
+            return
+        how, new = moved
+        if self.files is not None:  # the new file is the hunt's, not a test's leak
+            self.files.own.update(os.path.realpath(p) for p in self.store.own_files())
+        cwd = str(self.config.invocation_params.dir)
+        self._line(
+            f"hermetic-hunt: {pasteable.display_path(old, cwd)} was {how} during the hunt "
+            f"(by a test?); what was recorded is in {pasteable.display_path(new, cwd)}, "
+            "and the hunt goes on writing there"
+        )
 
     def _flush_leaks(self, round_no: int) -> None:
         mine = [row for row in self._leaks if row[0] == round_no]
@@ -521,6 +542,7 @@ class HuntController:
             )
         except HuntError as exc:
             self.error = self.error or str(exc)
+        self.interrupts.stored()
         wanted = found or t.not_idempotent()
         if wanted and self.settings.isolate and not interrupted:
             with self.writing():  # a full disk during isolation: said in the summary

@@ -16,8 +16,10 @@ Attributes of a :class:`RoundPlan` (its invariants):
   K-1, K-1+M, K-1+2M, ... so shards never repeat each other's rounds.
 * ``twice``: each worker runs every test of its slice twice in a row (the
   second run in the same process finds tests that are not idempotent).
-  Such a round is not a plain run: its attempts are stored with ``repeat``
-  1 and 2 and never count towards a test's fail rate.
+  Its attempts are stored with ``repeat`` 1 and 2: the first run is a
+  fresh process's first run of the test, a plain attempt that counts like
+  any other; only the second is *repeated* and never counts towards a
+  test's fail rate (:data:`hermetic_hunt.models.REPEATED_RUN`).
 * ``condition`` is the round's timing condition (:func:`condition_for`): a
   pure function of the base seed, the round, the time mix and the mode.
 """

@@ -1,9 +1,11 @@
 """Running per-test tallies of a hunt (the progress line and the end summary).
 
-Only plain attempts count towards a test's outcome: the runs of a ``twice``
-round (``repeat`` 1 and 2) are no plain run. They only nominate tests whose
-second run in one process failed after a first that passed -- candidates
-for *self-polluting*, checked by isolation in a fresh process.
+Only plain attempts count towards a test's outcome. A ``twice`` round's
+first run of a test (``repeat`` 1) is one: the test's first run in a fresh
+process, like any other. Its second run (:data:`~hermetic_hunt.models.REPEATED_RUN`)
+is not; it only nominates tests whose second run in one process failed after
+a first that passed -- candidates for *self-polluting*, checked by isolation
+in a fresh process.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hermetic_hunt.models import FAILING, PASSING, Attempt
+from hermetic_hunt.models import FAILING, PASSING, REPEATED_RUN, Attempt
 
 
 @dataclass
@@ -58,10 +60,11 @@ class Tallies:
         if attempt.execution == 1 and attempt.repeat:
             self.repeated += 1
             key = (attempt.worker, attempt.round_no, attempt.nodeid)
-            if attempt.repeat == 1:
+            if attempt.repeat != REPEATED_RUN:
                 self._first_runs[key] = attempt.outcome
             elif self._first_runs.pop(key, None) in PASSING and attempt.outcome in FAILING:
                 tally.second_run_failures += 1
+        if attempt.repeat == REPEATED_RUN:
             if attempt.outcome in FAILING:
                 self.failed_attempts += 1
             return

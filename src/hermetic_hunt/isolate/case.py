@@ -21,11 +21,13 @@ from hermetic_hunt.models import (
     DEFAULT_ISOLATE_BUDGET,
     FAILING,
     PASSING,
+    REPEATED_RUN,
     Attempt,
     Leak,
     Reproducer,
     Step,
     format_seconds,
+    is_plain,
 )
 from hermetic_hunt.seeds import probe_hash_seed
 
@@ -150,14 +152,15 @@ class Case:
         self.prober = prober
         self.settings = settings
         self.budget = Budget(settings.budget)
-        plain = [a for a in attempts if not a.repeat]
+        plain = [a for a in attempts if is_plain(a.repeat)]
         self.failing = [a for a in plain if a.failed]
         self.passing = [a for a in plain if a.outcome in PASSING]
         #: It never failed in a plain run: only as a twice round's second run.
-        self.repeated_only = not self.failing and any(a.repeat == 2 and a.failed for a in attempts)
+        repeated = [a for a in attempts if a.repeat == REPEATED_RUN and a.failed]
+        self.repeated_only = not self.failing and bool(repeated)
         if not self.failing:
             # Only a twice round's second run failed: explain that run.
-            self.failing = [a for a in attempts if a.repeat == 2 and a.failed]
+            self.failing = repeated
         self.violating = [a for a in plain if a.violations]
         self.finding = Finding(nodeid)
         self.target = choose_target(self.failing) if self.failing else None

@@ -43,6 +43,7 @@ from hermetic_hunt.models import (
     Settings,
     Step,
     format_seconds,
+    is_plain,
 )
 from hermetic_hunt.project import project_root
 from hermetic_hunt.seeds import probe_hash_seed
@@ -174,7 +175,7 @@ def isolate(
 
 
 def _rate(attempts: Sequence[Attempt]) -> float:
-    plain = [a for a in attempts if not a.repeat and (a.failed or a.passed)]
+    plain = [a for a in attempts if is_plain(a.repeat) and (a.failed or a.passed)]
     return sum(a.failed for a in plain) / len(plain) if plain else 0.0
 
 
@@ -214,7 +215,7 @@ class _Work:
 
         def key(g: Group) -> tuple[int, int, float, str]:
             attempts = self.flaky[g.lead]
-            plain_failures = any(a.failed and not a.repeat for a in attempts)
+            plain_failures = any(a.failed and is_plain(a.repeat) for a in attempts)
             tier = 0 if plain_failures else (1 if any(a.failed for a in attempts) else 2)
             status, kinds = known.get(g.lead, ("pending", []))
             explained = status == "isolated" and bool(kinds) and kinds != ["unexplained"]

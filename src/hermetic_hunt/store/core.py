@@ -56,6 +56,22 @@ def _check_file(path: Path, *, create: bool) -> None:
         raise BadDatabase(f"cannot create {path}: directory {parent} is not writable")
 
 
+def _identity(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino
+
+
+def _free_name(path: Path) -> Path:
+    """``flakes.recovered.db`` next to ``flakes.db`` (``-2``, ``-3``... when taken)."""
+    number = 1
+    while True:
+        tail = "" if number == 1 else f"-{number}"
+        candidate = path.with_name(f"{path.stem}.recovered{tail}{path.suffix}")
+        if not candidate.exists():
+            return candidate
+        number += 1
+
+
 def _text_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -71,6 +87,8 @@ class Store:
         self.read_only = False
         self._create = True
         self._write = True
+        #: (device, inode) of the file this connection writes (None: not watched).
+        self._identity: tuple[int, int] | None = None
 
     # -- opening ---------------------------------------------------------
 
@@ -118,6 +136,8 @@ class Store:
         try:
             store._prepare()
             store.check()
+            if not read_only:
+                store._identity = _identity(resolved)
         except BadDatabase:
             conn.close()
             raise
@@ -186,6 +206,56 @@ class Store:
             (MIGRATION_SET,),
         )
         return [row[0] for row in rows]
+
+    # -- the file is the hunt's ------------------------------------------------------
+
+    def reclaim(self) -> tuple[str, Path] | None:
+        """When the file at :attr:`path` is no longer the one this store writes.
+
+        A test may remove the database, or put another file in its place,
+        while a hunt writes it: the connection still holds what was written
+        (SQLite keeps the open file). Then everything is copied into a new
+        file next to it (``flakes.recovered.db``, ``flakes.recovered-2.db``...),
+        the store goes on writing there, and ``(what happened, the new path)``
+        is returned. None while the file is the one opened (same device and
+        inode, an SQLite header). Raises :class:`BadDatabase` when no copy can
+        be written.
+        """
+        if self._identity is None:
+            return None
+        try:
+            same = _identity(self.path) == self._identity
+            with self.path.open("rb") as handle:
+                header = handle.read(len(_SQLITE_HEADER))
+        except FileNotFoundError:
+            how = "removed"
+        except OSError:
+            how = "made unreadable"
+        else:
+            if same and header == _SQLITE_HEADER:
+                return None
+            how = "replaced" if not same else "overwritten"
+        target = _free_name(self.path)
+        try:
+            copy = sqlite3.connect(target)
+            try:
+                self.conn.backup(copy)
+            finally:
+                copy.close()
+            conn = connect(target, read_only=False)
+        except (sqlite3.Error, OSError) as exc:
+            raise BadDatabase(
+                f"{self.path} was {how} during the hunt and no copy of what was recorded "
+                f"could be written to {target}: {exc}"
+            ) from None
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.close()  # folds its log into the file it had open, not into the path
+        self._release_reserve()
+        self.path, self.conn, self.db = target, conn, sqlite_utils.Database(conn)
+        self._prepare()
+        self._identity = _identity(target)
+        self.keep_reserve()
+        return how, target
 
     def close(self) -> None:
         # Fold the write-ahead log into the file: what a CI job uploads is

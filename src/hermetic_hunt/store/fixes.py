@@ -14,7 +14,16 @@ from typing import Any
 
 from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.findings import FixFacts, StoredFix
-from hermetic_hunt.models import FAILING, PASSING, Leak, Settings, Violation, sql_set
+from hermetic_hunt.models import (
+    FAILING,
+    PASSING,
+    PLAIN_SQL,
+    REPEATED_RUN,
+    Leak,
+    Settings,
+    Violation,
+    sql_set,
+)
 from hermetic_hunt.store import cells
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.untrusted import is_whole
@@ -109,12 +118,12 @@ def fail_counts(store: Store, nodeid: str) -> tuple[int, int]:
     round's second run, its second runs (the rate its reproducer shows). The
     rate the fix verifier and the replay size their runs from."""
     found = []
-    for repeat in (0, 2):
+    for which in (PLAIN_SQL, f"a.repeat = {REPEATED_RUN}"):
         row = store.conn.execute(
             f"SELECT sum(a.outcome IN {_FAIL}), sum(a.outcome IN {_FAIL} OR a.outcome IN "  # noqa: S608
             f"{_PASS}) FROM attempts a JOIN tests t ON t.id = a.test_id "
-            "WHERE t.nodeid = ? AND a.repeat = ?",
-            (nodeid, repeat),
+            f"WHERE t.nodeid = ? AND {which}",
+            (nodeid,),
         ).fetchone()
         found.append((int(row[0] or 0), int(row[1] or 0)))
     plain, second = found

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hermetic_hunt.models import FAILING, PASSING, sql_set
+from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, sql_set
 from hermetic_hunt.store.core import Store
 
 _FAIL = sql_set(FAILING)
@@ -74,7 +74,7 @@ def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
         rows = store.conn.execute(
             f"SELECT t.nodeid, a.run_id, sum(a.outcome IN {_PASS} OR a.outcome IN {_FAIL}), "  # noqa: S608
             f"sum(a.outcome IN {_FAIL}) FROM attempts a JOIN tests t ON t.id = a.test_id "
-            f"WHERE a.repeat = 0 AND t.nodeid IN ({','.join('?' * len(chunk))}) "
+            f"WHERE {PLAIN_SQL} AND t.nodeid IN ({','.join('?' * len(chunk))}) "
             "GROUP BY t.nodeid, a.run_id ORDER BY t.nodeid, a.run_id",
             chunk,
         ).fetchall()

@@ -22,6 +22,8 @@ from hermetic_hunt.models import (
     FAILING,
     MAX_WRITES,
     PASSING,
+    PLAIN_SQL,
+    REPEATED_RUN,
     Attempt,
     Failure,
     Leak,
@@ -183,8 +185,8 @@ class Candidates:
 def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> Candidates:
     """Flaky, violating and not-idempotent tests of ``run_id`` (restricted to ``only``)."""
     rows = store.conn.execute(
-        f"SELECT t.nodeid, sum(a.repeat = 0 AND a.outcome IN {_PASS}), "  # noqa: S608
-        f"sum(a.repeat = 0 AND a.outcome IN {_FAIL}), sum(a.violations > 0) "
+        f"SELECT t.nodeid, sum({PLAIN_SQL} AND a.outcome IN {_PASS}), "  # noqa: S608
+        f"sum({PLAIN_SQL} AND a.outcome IN {_FAIL}), sum(a.violations > 0) "
         "FROM attempts a JOIN tests t ON t.id = a.test_id "
         "WHERE a.run_id = ? GROUP BY t.nodeid ORDER BY t.nodeid",
         (run_id,),
@@ -217,7 +219,8 @@ def second_run_failures(store: Store, run_id: int) -> dict[str, int]:
         "SELECT t.nodeid, count(*) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
         "JOIN attempts b ON b.test_id = a.test_id AND b.run_id = a.run_id "
         "AND b.worker = a.worker AND b.round = a.round AND b.repeat = 1 AND b.execution = 1 "
-        f"AND b.outcome IN {_PASS} WHERE a.run_id = ? AND a.repeat = 2 AND a.execution = 1 "
+        f"AND b.outcome IN {_PASS} WHERE a.run_id = ? AND a.repeat = {REPEATED_RUN} "
+        "AND a.execution = 1 "
         f"AND a.outcome IN {_FAIL} GROUP BY t.nodeid",
         (run_id,),
     ).fetchall()

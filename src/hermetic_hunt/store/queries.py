@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from hermetic_hunt.errors import UnknownId
-from hermetic_hunt.models import FAILING, PASSING, sql_set
+from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, REPEATED_RUN, sql_set
 from hermetic_hunt.store.core import Store
 from hermetic_hunt.store.rows import (
     AttemptDetail,
@@ -42,21 +42,17 @@ def _runs_clause(runs: Sequence[int] | None, column: str) -> tuple[str, list[Any
     return f"{column} IN ({','.join('?' * len(runs))})", list(runs)
 
 
-#: An attempt that is a plain run (not a ``twice`` round's repeated run).
-_PLAIN = "a.repeat = 0"
-
-
 def _plain_clause(runs: Sequence[int] | None) -> tuple[str, list[Any]]:
-    """Attempts of ``runs`` that were plain runs (not a ``twice`` round's)."""
+    """Attempts of ``runs`` that were plain runs (not a ``twice`` round's second)."""
     clause, params = _runs_clause(runs, "a.run_id")
-    return f"{clause} AND {_PLAIN}", params
+    return f"{clause} AND {PLAIN_SQL}", params
 
 
 def _repeated(store: Store, run_ids: Sequence[int]) -> dict[int, int]:
     """``{run id: attempts that are no plain run}`` (the twice rounds' repeated runs)."""
     clause, params = _runs_clause(run_ids, "a.run_id")
     rows = store.conn.execute(
-        f"SELECT a.run_id, count(*) FROM attempts a WHERE {clause} AND NOT ({_PLAIN}) "  # noqa: S608
+        f"SELECT a.run_id, count(*) FROM attempts a WHERE {clause} AND NOT ({PLAIN_SQL}) "  # noqa: S608
         "GROUP BY a.run_id",
         params,
     ).fetchall()
@@ -151,7 +147,7 @@ def _second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[in
         JOIN attempts b ON b.test_id = a.test_id AND b.run_id = a.run_id
              AND b.worker = a.worker AND b.round = a.round AND b.repeat = 1
              AND b.execution = 1 AND b.outcome IN {_PASSING}
-        WHERE {clause} AND a.repeat = 2 AND a.execution = 1 AND a.outcome IN {_FAILING}
+        WHERE {clause} AND a.repeat = {REPEATED_RUN} AND a.execution = 1 AND a.outcome IN {_FAILING}
         GROUP BY t.nodeid
         """,  # noqa: S608 - constants and placeholders only
         params,
@@ -377,7 +373,7 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
     row = store.conn.execute(
         f"""
         SELECT a.id FROM attempts a JOIN tests t ON t.id = a.test_id
-        WHERE t.nodeid = ? AND a.outcome IN {outcomes} AND a.id != ? AND a.repeat = 0
+        WHERE t.nodeid = ? AND a.outcome IN {outcomes} AND a.id != ? AND {PLAIN_SQL}
         ORDER BY a.run_id != (SELECT run_id FROM attempts WHERE id = ?), abs(a.id - ?)
         LIMIT 1
         """,  # noqa: S608 - constants and placeholders only
@@ -389,7 +385,7 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
 def first_failing_attempt(store: Store, nodeid: str) -> int | None:
     row = store.conn.execute(
         f"SELECT min(a.id) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
-        f"WHERE t.nodeid = ? AND a.outcome IN {_FAILING} AND a.repeat = 0",
+        f"WHERE t.nodeid = ? AND a.outcome IN {_FAILING} AND {PLAIN_SQL}",
         (nodeid,),
     ).fetchone()
     return int(row[0]) if row and row[0] is not None else None

@@ -346,4 +346,58 @@ def _collisions(db: Any) -> None:
     )
 
 
+@_migration("0006_plain_first_runs")  # type: ignore[untyped-decorator]
+def _plain_first_runs(db: Any) -> None:
+    """A twice round's first run is a plain attempt: the views count every
+    attempt but a twice round's second run (``repeat`` 2)."""
+    db.executescript(
+        """
+        DROP VIEW flaky_tests;
+        DROP VIEW test_stats;
+        DROP VIEW test_stats_all;
+        DROP VIEW flake_history;
+        CREATE VIEW test_stats AS
+        SELECT a.run_id, t.nodeid,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
+               sum(a.outcome = 'skipped') AS skipped,
+               sum(a.outcome = 'crashed') AS crashed,
+               sum(a.violations > 0) AS with_violations,
+               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
+                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        WHERE a.repeat != 2
+        GROUP BY a.run_id, t.nodeid;
+
+        CREATE VIEW test_stats_all AS
+        SELECT t.nodeid,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
+               sum(a.outcome = 'skipped') AS skipped,
+               sum(a.outcome = 'crashed') AS crashed,
+               sum(a.violations > 0) AS with_violations,
+               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
+                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+        WHERE a.repeat != 2
+        GROUP BY t.nodeid;
+
+        CREATE VIEW flaky_tests AS
+        SELECT * FROM test_stats_all WHERE passed > 0 AND failed > 0;
+
+        CREATE VIEW flake_history AS
+        SELECT fl.flake_id, t.nodeid, a.run_id, r.started_at, r.git_sha, r.git_branch,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed
+        FROM flakes fl JOIN tests t ON t.id = fl.test_id
+        JOIN attempts a ON a.test_id = t.id AND a.repeat != 2
+        JOIN runs r ON r.id = a.run_id
+        GROUP BY fl.id, a.run_id;
+        """
+    )
+
+
 SCHEMA_VERSION = len(NAMES)

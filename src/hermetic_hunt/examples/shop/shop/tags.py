@@ -2,7 +2,10 @@
 
 
 def tags_for(sku: str) -> set[str]:
-    return {"organic", "fair-trade"} if sku == "tea" else {"handmade"}
+    # (The words are chosen so that the demo's two workers, whose hash
+    # seeds derive from its --hermetic-seed, list them in different orders
+    # on every Python 3.10-3.13: 3.11 changed how str is hashed.)
+    return {"organic", "recycled"} if sku == "tea" else {"handmade"}
 
 
 def render(sku: str) -> str:

@@ -129,15 +129,17 @@ def test_the_demo_finds_and_classifies_every_flake_of_the_example_suite(demo_hun
     assert demo_hunt.returncode == 0, demo_hunt.stdout[-3000:] + demo_hunt.stderr[-3000:]
     out = demo_hunt.stdout
     assert out.startswith(f"hermetic-hunt demo: hunting the example suite in {demo_hunt.root}\n")
-    # 30 rounds of 73 tests; the twice round runs each test twice: its first runs are
-    # plain attempts, its second runs are counted apart (30 x 73 plain + 73 repeated).
-    header = re.search(r"hermetic-hunt report · flakes.db · 1 run · (.+) of 73 tests\n", out)
+    # 30 rounds of 74 tests; the twice round runs each test twice: its first runs are
+    # plain attempts, its second runs are counted apart (30 x 74 plain + 74 repeated).
+    header = re.search(r"hermetic-hunt report · flakes.db · 1 run · (.+) of 74 tests\n", out)
     assert header is not None, out
     counted = header.group(1)
-    assert counted == "2,190 plain attempts + 73 repeated", counted
-    assert f"30/30 rounds · {counted} · 73 tests" in out
-    assert "22 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent · 50 stable" in out
+    assert counted == "2,220 plain attempts + 74 repeated", counted
+    assert f"30/30 rounds · {counted} · 74 tests" in out
+    assert "22 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent · 51 stable" in out
     assert f"collides with: {COLLISION['partner']} over tests/_archive" in out
+    # A hard-coded past instant asserted to be in the past: stable, shown nowhere.
+    assert "test_billing_started_in_the_past" not in out
     assert f"  cd {demo_hunt.root}\n" in out
     for nodeid in EXPECTED:
         assert nodeid in out

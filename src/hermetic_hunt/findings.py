@@ -145,6 +145,9 @@ class FixFacts:
     blocked: tuple[Violation, ...] = ()
     rootdir: str = ""
     integration_marker: str = "integration"
+    #: A ``time`` flake decided by sleeps that last longer than asked: the
+    #: least stretch it failed at (1.23: sleeps lasted 1.23x); None: not that.
+    stretch: float | None = None
 
     @property
     def rate(self) -> float:

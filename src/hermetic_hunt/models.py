@@ -22,10 +22,12 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from hermetic_hunt.kinds import info as kind_info
+from hermetic_hunt.seeds import DEFAULT_HORIZON_DAYS, Dates
 from hermetic_hunt.timing import (
     DEFAULT_TIME_MIX,
     Profile,
@@ -53,20 +55,27 @@ FAILING: frozenset[str] = frozenset({"failed", "crashed", "xpassed"})
 #: Outcomes that count as a pass.
 PASSING: frozenset[str] = frozenset({"passed", "xfailed"})
 
-Exposure = Literal["normal", "order", "repeat", "dates", "sandbox"]
+Exposure = Literal["normal", "order", "repeat", "dates", "sandbox", "past"]
 #: What a CI run will see of a finding, most exposed first (see :func:`exposure`).
 EXPOSURES: tuple[Exposure, ...] = get_args(Exposure)
 #: ``flakes.evidence["found_by"]`` of a victim no round failed, found by
 #: isolation's polluter probe (:mod:`hermetic_hunt.isolate.blast`).
 FOUND_BY = "polluter probe"
-#: How each exposure reads in reports and summaries.
+#: How each exposure reads in reports and summaries (a ``dates`` finding
+#: names its date: :func:`exposure_words`).
 EXPOSURE_TEXT: dict[str, str] = {
     "normal": "fails in normal runs",
     "order": "fails under shuffling or xdist",
-    "repeat": "fails only when repeated in one process",
-    "dates": "fails only at other dates or times",
+    "dates": "fails on a coming date",
+    "repeat": "fails only when rerun in one process (pytest-rerunfailures, --count)",
     "sandbox": "fails only under the sandbox",
+    "past": "past dates only",
 }
+#: Exposures a CI run will see, on some day, in some order: "what CI will
+#: see" counts them, they are quarantined and they fail the hunt (exit 1).
+#: ``past``: failed only at dates before today -- shown apart, never
+#: quarantined, never an exit status.
+CI_EXPOSURES: frozenset[str] = frozenset(EXPOSURES) - {"past"}
 
 #: The largest PYTHONHASHSEED Python accepts (it refuses to start above it).
 MAX_HASH_SEED = 4_294_967_295
@@ -91,6 +100,8 @@ DEFAULT_ISOLATE_BUDGET = 200
 MIN_ISOLATE_SECONDS = 60.0
 DEFAULT_PROBE_TIMEOUT = 120.0
 DEFAULT_INTEGRATION_MARKER = "integration"
+#: The farthest ``--hermetic-hunt-horizon`` reaches (100 years).
+MAX_HORIZON_DAYS = 36525
 
 
 def exposure(
@@ -99,6 +110,7 @@ def exposure(
     status: str = "flaky",
     default_order: bool | None = None,
     fails_now: bool | None = None,
+    past_only: bool = False,
 ) -> Exposure:
     """What CI will see of a finding (the one place it is decided).
 
@@ -106,7 +118,9 @@ def exposure(
     ``sandbox-incompatible``...); ``default_order``: the reproducer's tests
     run in that order in pytest's default (collection) order, so a plain
     ``pytest`` run fails; ``fails_now``: a time flake replayed at the coming
-    dates fails at today's (None: not a calendar-decided flake, or not checked).
+    dates fails at today's (None: not a calendar-decided flake, or not checked);
+    ``past_only``: it failed only at instants before today, and at none of
+    the coming dates (``past``: no CI run will see it).
     Each kind's rule is its row's ``exposure`` (:mod:`hermetic_hunt.kinds`):
     kinds a plain run shows on any day (``any-run``: random, hash-order,
     network, concurrency) are ``normal``; order dependence is ``normal`` only when
@@ -130,10 +144,31 @@ def exposure(
     if "calendar" in rules:
         # Only a flake the calendar decides (checked at the coming dates) can
         # wait for its date; a clock that runs slow or jumps fails any day.
+        if past_only:
+            return "past"
         return "dates" if fails_now is False else "normal"
     if rules == {"repeat"} and status != "flaky":
         return "repeat"
     return "order"
+
+
+def exposure_words(level: str, dates: Any = None) -> str:
+    """How a finding's exposure reads: ``fails on 2026-12-31 (in 28 days)`` for a
+    ``dates`` finding whose coming dates were checked (``dates``: its
+    ``dates`` fact, untrusted), else :data:`EXPOSURE_TEXT`."""
+    text = EXPOSURE_TEXT.get(level, level)
+    if level != "dates" or not isinstance(dates, dict):
+        return text
+    when, since = dates.get("next_failure"), dates.get("checked_from")
+    if not isinstance(when, str) or not isinstance(since, str):
+        return text
+    try:
+        day = datetime.fromisoformat(when)
+        days = (day.date() - datetime.fromisoformat(since).date()).days
+    except ValueError:
+        return text
+    ahead = "today" if days <= 0 else f"in {days} day{'s' if days != 1 else ''}"
+    return f"fails on {day.date().isoformat()} ({ahead})"
 
 
 def function_of(nodeid: str) -> str:
@@ -256,6 +291,33 @@ class Settings:
     #: as the rounds took, at least :data:`MIN_ISOLATE_SECONDS`).
     isolate_seconds: float | None = None
     time: TimeMix = DEFAULT_TIME_MIX
+    #: The run's today (real UTC epoch seconds, whole), fixed when the run
+    #: starts and stored: start times, the coming dates a ``time`` flake is
+    #: replayed at and "past dates only" are all measured from it, so a
+    #: stored run re-derives the same instants. None: an old run (the real
+    #: clock's now is used).
+    today: float | None = None
+    #: Where start times begin, when not ``today`` (``--hermetic-hunt-today``:
+    #: a commit's date or a given day, for an old checkout).
+    dates_from: float | None = None
+    #: How many days ahead of ``dates_from`` (or ``today``) start times reach
+    #: (``--hermetic-hunt-horizon``).
+    horizon_days: int = DEFAULT_HORIZON_DAYS
+
+    @property
+    def dates(self) -> Dates:
+        """Where round start times are drawn (see :class:`~hermetic_hunt.seeds.Dates`)."""
+        start = self.dates_from if self.dates_from is not None else self.today
+        if start is None:
+            return Dates.from_now(self.horizon_days)
+        return Dates(start, self.horizon_days)
+
+    @property
+    def today_window(self) -> Dates:
+        """From the run's today over the horizon: where CI will run the tests."""
+        if self.today is None:
+            return Dates.from_now(self.horizon_days)
+        return Dates(self.today, self.horizon_days)
 
     @property
     def describe_length(self) -> str:
@@ -278,6 +340,9 @@ class Settings:
             "shard": [self.shard.index, self.shard.count],
             "isolate_seconds": self.isolate_seconds,
             "time": self.time.to_json(),
+            "today": self.today,
+            "dates_from": self.dates_from,
+            "horizon_days": self.horizon_days,
         }
 
     @classmethod
@@ -322,6 +387,13 @@ class Settings:
             shard=Shard(parts[0], parts[1]) if ok_shard else Shard(),
             isolate_seconds=pick("isolate_seconds", lambda v: v is None or seconds(v), None),
             time=TimeMix.from_json(raw.get("time")),
+            today=pick("today", lambda v: v is None or seconds(v), None),
+            dates_from=pick("dates_from", lambda v: v is None or seconds(v), None),
+            horizon_days=pick(
+                "horizon_days",
+                lambda v: whole(v) and 0 < v <= MAX_HORIZON_DAYS,
+                DEFAULT_HORIZON_DAYS,
+            ),
         )
 
 
@@ -524,6 +596,7 @@ def describe_leak(resource: str, name: str, change: str, detail: str = "") -> st
         ("switch-interval", "changed"): "left the thread switch interval changed",
         ("tempfile.tempdir", "changed"): "left tempfile.tempdir changed",
         ("asyncio-policy", "changed"): "left another asyncio event loop policy installed",
+        ("random", "changed"): "moved the global random stream on",
     }.get((resource, change))
     if text is None:  # a resource this version does not know (a newer database)
         text = f"left {resource} {name} {change}".replace("  ", " ").strip()

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, timezone
 
 from hermetic_hunt.errors import BadOption
-from hermetic_hunt.models import MODES, ORDERS, Mode, Order, Shard
+from hermetic_hunt.models import MAX_HORIZON_DAYS, MODES, ORDERS, Mode, Order, Shard
 from hermetic_hunt.timing import DEFAULT_TIME_MIX, EXACT_MIX, TimeMix
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs)\s*$", re.I)
@@ -187,3 +188,48 @@ def parse_time(text: str) -> TimeMix:
             f"got {text!r}"
         )
     return TimeMix(**{name: shares.get(name, 0) for name in names})
+
+
+_HORIZON = re.compile(r"^\s*(\d+)\s*(d|w|y)?\s*$", re.I)
+_HORIZON_DAYS = {"d": 1, "w": 7, "y": 365}
+
+
+def parse_horizon(text: str) -> int:
+    """``--hermetic-hunt-horizon``: ``4y``, ``26w``, ``90d`` or plain days -> days.
+
+    A year counts 365 days, plus one per four years (so ``4y`` holds a Feb 29).
+    """
+    match = _HORIZON.match(text)
+    if match is None or int(match.group(1)) < 1:
+        raise BadOption(
+            f"--hermetic-hunt-horizon: expected how far ahead start dates reach, like 4y, "
+            f"26w or 90d, got {text!r}"
+        )
+    count = int(match.group(1))
+    unit = (match.group(2) or "d").lower()
+    days = count * _HORIZON_DAYS[unit] + (count // 4 if unit == "y" else 0)
+    if days > MAX_HORIZON_DAYS:
+        raise BadOption(f"--hermetic-hunt-horizon: at most 100y, got {text!r}")
+    return days
+
+
+_DAY_TEXT = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})\s*$")
+
+
+def parse_today(text: str) -> str | float:
+    """``--hermetic-hunt-today``: ``now`` or ``commit`` (kept as words; the plugin
+    resolves them) or a day ``YYYY-MM-DD`` (-> its midnight, UTC epoch seconds)."""
+    value = text.strip().lower()
+    if value in ("now", "commit"):
+        return value
+    match = _DAY_TEXT.match(value)
+    try:
+        if match is None:
+            raise ValueError(value)
+        year, month, day_of_month = (int(part) for part in match.groups())
+        day = datetime(year, month, day_of_month, tzinfo=timezone.utc)
+    except ValueError:
+        raise BadOption(
+            f"--hermetic-hunt-today: expected now, commit or a day like 2024-02-29, got {text!r}"
+        ) from None
+    return day.timestamp()

@@ -12,6 +12,7 @@ wherever tests run.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from hermetic_hunt import options
-from hermetic_hunt.errors import BadDatabase, HuntError
+from hermetic_hunt.errors import BadDatabase, BadOption, HuntError
 from hermetic_hunt.models import (
     DEFAULT_INTEGRATION_MARKER,
     DEFAULT_ISOLATE_BUDGET,
@@ -121,12 +122,43 @@ HUNT_OPTIONS: tuple[HuntOption, ...] = (
         lambda text: {"time": options.parse_time(text)},
     ),
     HuntOption(
+        "--hermetic-hunt-horizon",
+        "How far ahead of today round start dates reach (month ends, Feb 29, DST changes, "
+        "2038...): 4y (default), 26w, 90d.",
+        lambda text: {"horizon_days": options.parse_horizon(text)},
+    ),
+    HuntOption(
+        "--hermetic-hunt-today",
+        "Where start dates begin: now (default), commit (HEAD's commit date, for an old "
+        "checkout) or a day like 2024-02-29. Failures only before the real today are "
+        "'past dates only'.",
+        lambda text: {"dates_from": _dates_from(text)},
+    ),
+    HuntOption(
         "--hermetic-hunt-shard",
         "K/M: this machine runs shard K of M; shards' rounds never repeat each other.",
         lambda text: {"shard": options.parse_shard(text)},
         ini=False,
     ),
 )
+
+
+def _dates_from(text: str) -> float | None:
+    """``--hermetic-hunt-today``'s first start date (None: the run's today)."""
+    value = options.parse_today(text)
+    if value == "now":
+        return None
+    if value == "commit":
+        from hermetic_hunt import vcs
+
+        when = vcs.commit_time("HEAD", os.getcwd())
+        if when is None:
+            raise BadOption(
+                f"--hermetic-hunt-today=commit: {os.getcwd()} is not in a git checkout with "
+                "a commit: use now or a day like 2024-02-29"
+            )
+        return when
+    return float(value)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -257,6 +289,9 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
         text = option_value(config, option.dest, option.ini_key)
         if text is not None:
             fields.update(option.settings(text))
+    # The run's today, fixed now and stored: start dates, the coming dates and
+    # "past dates only" are measured from it, in this run and in its replays.
+    fields["today"] = float(int(time.time()))
     settings = Settings(rounds=rounds, budget_seconds=budget, base_seed=base_seed, **fields)
     # Resolved now, before any sandbox or test can change the working directory.
     return replace(settings, db_path=database_path(settings.db_path, config.invocation_params.dir))

@@ -14,13 +14,43 @@ from __future__ import annotations
 import calendar
 import hashlib
 import os
+import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 MAX_SEED = (1 << 63) - 1
-#: Virtual start times are drawn from [2001-01-01, 2037-12-31]: wide enough for
-#: leap years and DST rule changes, short of the 2038 32-bit time_t edge.
-FIRST_YEAR = 2001
-LAST_YEAR = 2037
+#: How far ahead of today start times reach by default (``--hermetic-hunt-horizon``):
+#: four years hold a Feb 29, every month end and DST change of each rule.
+DEFAULT_HORIZON_DAYS = 4 * 365 + 1
+#: The last second a signed 32-bit ``time_t`` holds (2038-01-19 03:14:07 UTC).
+Y2038 = float(2**31 - 1)
+_DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Dates:
+    """The instants a hunt's start times are drawn from: ``[start, start + days]``.
+
+    ``start`` is the run's today (fixed when the run starts and stored with
+    its settings, so a hunt is re-derivable), or the commit date for an old
+    checkout. Time only moves forward: a failure before the real today is
+    no CI risk, so nothing is drawn before ``start``.
+    """
+
+    start: float
+    days: int = DEFAULT_HORIZON_DAYS
+
+    @property
+    def end(self) -> float:
+        return self.start + self.days * _DAY
+
+    def __contains__(self, epoch: object) -> bool:
+        return isinstance(epoch, (int, float)) and self.start <= epoch <= self.end
+
+    @classmethod
+    def from_now(cls, days: int = DEFAULT_HORIZON_DAYS) -> Dates:
+        """From the real clock's now (whole seconds): only where nothing was stored."""
+        return cls(float(int(time.time())), days)
 
 
 def digest_int(*parts: object) -> int:
@@ -103,20 +133,18 @@ def _nth_weekday(year: int, month: int, weekday: int, n: int) -> datetime:
     return last - timedelta(days=(last.weekday() - weekday) % 7)
 
 
-def _leap_years() -> list[int]:
-    return [y for y in range(FIRST_YEAR, LAST_YEAR + 1) if calendar.isleap(y)]
-
-
 #: Kinds of instants a virtual start time is drawn from, with weights. Date
-#: code breaks at these edges; plain instants keep the draw honest.
+#: code breaks at these edges; today and plain instants keep the draw honest.
 EDGE_WEIGHTS: tuple[tuple[str, int], ...] = (
+    ("today", 10),
     ("month-end", 16),
     ("year-end", 8),
     ("leap-day", 8),
     ("midnight", 12),
     ("dst", 10),
     ("weekend", 12),
-    ("uniform", 34),
+    ("y2038", 2),
+    ("uniform", 22),
 )
 #: Percent of start instants put just before a second boundary (1-20 ms
 #: before it), and just before a minute boundary (second 59, 1-20 ms
@@ -125,60 +153,60 @@ EDGE_WEIGHTS: tuple[tuple[str, int], ...] = (
 #: breaks there.
 SECOND_EDGE = 30
 MINUTE_EDGE = 10
+#: Draws of an edge kind tried before a start time falls back to a uniform
+#: instant of the window (an edge the window does not hold, e.g. 2038).
+_TRIES = 8
 
 
-def attempt_now(seed: int) -> float:
+def attempt_now(seed: int, dates: Dates | None = None) -> float:
     """The virtual start time (UTC epoch seconds) of the attempt with ``seed``.
 
-    Two thirds of the draws land on instants where date code breaks: the last
-    day of a month, New Year's Eve, Feb 29, a second before midnight, a US or
-    EU daylight-saving change, a weekend; the rest are uniform over
-    2001-2037. Independently, 30% start 1-20 ms before a whole second and
-    10% 1-20 ms before a whole minute (:data:`SECOND_EDGE`,
-    :data:`MINUTE_EDGE`). Always a whole number of milliseconds.
+    Drawn from ``dates`` (None: from the real today on, see
+    :meth:`Dates.from_now`). Most draws land on instants where date code
+    breaks: the last day of a month, New Year's Eve, Feb 29, a second
+    before midnight, a US or EU daylight-saving change, a weekend,
+    2038-01-19 (when the window holds it); the rest are today or uniform
+    over the window. Independently, 30% start 1-20 ms before a whole second
+    and 10% 1-20 ms before a whole minute (:data:`SECOND_EDGE`,
+    :data:`MINUTE_EDGE`). Always a whole number of milliseconds, never
+    before ``dates.start``.
     """
-    return now_for(seed)[1]
+    return now_for(seed, dates)[1]
 
 
-def round_now(base_seed: int, round_no: int, slot: int) -> float:
+def round_now(base_seed: int, round_no: int, slot: int, dates: Dates | None = None) -> float:
     """Where round ``round_no``'s virtual clock starts on worker ``slot``.
 
     Drawn like :func:`attempt_now` (weighted toward the instants where date
-    code breaks) from the round's own key: every attempt of the round then
-    runs on one continuous timeline from there.
+    code breaks, from ``dates.start`` on) from the round's own key: every
+    attempt of the round then runs on one continuous timeline from there.
     """
-    return now_for(digest_int("round", base_seed, round_no, slot) & MAX_SEED)[1]
+    return now_for(digest_int("round", base_seed, round_no, slot) & MAX_SEED, dates)[1]
 
 
-def now_for(seed: int) -> tuple[str, float]:
-    """``(edge kind, epoch seconds)`` for ``seed``; see :func:`attempt_now`."""
-    stream = _Stream("now", seed)
-    total = sum(weight for _, weight in EDGE_WEIGHTS)
-    pick = stream.below(total)
-    kind = EDGE_WEIGHTS[-1][0]
-    for name, weight in EDGE_WEIGHTS:
-        if pick < weight:
-            kind = name
-            break
-        pick -= weight
-    year = FIRST_YEAR + stream.below(LAST_YEAR - FIRST_YEAR + 1)
+def _edge(kind: str, stream: Stream, dates: Dates) -> datetime:
+    """One instant of ``kind`` in a year the window touches (maybe outside the window)."""
+    first = datetime.fromtimestamp(dates.start, timezone.utc)
+    last = datetime.fromtimestamp(dates.end, timezone.utc)
+    year = first.year + stream.below(last.year - first.year + 1)
     month = 1 + stream.below(12)
+    if kind == "today":
+        return first + timedelta(seconds=stream.below(86400))
     if kind == "month-end":
         day = datetime(year, month, _last_day(year, month), tzinfo=timezone.utc)
-        instant = day + timedelta(seconds=12 * 3600 + stream.below(12 * 3600))
-    elif kind == "year-end":
-        instant = datetime(year, 12, 31, 23, 59, tzinfo=timezone.utc) + timedelta(
+        return day + timedelta(seconds=12 * 3600 + stream.below(12 * 3600))
+    if kind == "year-end":
+        return datetime(year, 12, 31, 23, 59, tzinfo=timezone.utc) + timedelta(
             seconds=stream.below(60)
         )
-    elif kind == "leap-day":
-        leap = _leap_years()
-        leap_year = leap[stream.below(len(leap))]
-        start = datetime(leap_year, 2, 28, 12, tzinfo=timezone.utc)
-        instant = start + timedelta(seconds=stream.below(36 * 3600))
-    elif kind == "midnight":
+    if kind == "leap-day":
+        leap = [y for y in range(first.year, last.year + 1) if calendar.isleap(y)] or [year]
+        start = datetime(leap[stream.below(len(leap))], 2, 28, 12, tzinfo=timezone.utc)
+        return start + timedelta(seconds=stream.below(36 * 3600))
+    if kind == "midnight":
         day = datetime(year, month, 1 + stream.below(_last_day(year, month)), tzinfo=timezone.utc)
-        instant = day + timedelta(days=1) - timedelta(seconds=1 + stream.below(3))
-    elif kind == "dst":
+        return day + timedelta(days=1) - timedelta(seconds=1 + stream.below(3))
+    if kind == "dst":
         # US: second Sunday of March / first Sunday of November, 2:00 local
         # (~07:00-10:00 UTC); EU: last Sunday of March / October, 01:00 UTC.
         rule = stream.below(4)
@@ -190,22 +218,45 @@ def now_for(seed: int) -> tuple[str, float]:
             base = _nth_weekday(year, 3, 6, -1) + timedelta(hours=1)
         else:
             base = _nth_weekday(year, 10, 6, -1) + timedelta(hours=1)
-        instant = base + timedelta(seconds=stream.below(4 * 3600) - 2 * 3600)
-    elif kind == "weekend":
+        return base + timedelta(seconds=stream.below(4 * 3600) - 2 * 3600)
+    if kind == "weekend":
         saturday = _nth_weekday(year, month, 5, 1 + stream.below(4))
-        instant = saturday + timedelta(seconds=stream.below(2 * 86400))
+        return saturday + timedelta(seconds=stream.below(2 * 86400))
+    if kind == "y2038":
+        return datetime.fromtimestamp(Y2038, timezone.utc) - timedelta(seconds=stream.below(3600))
+    return datetime.fromtimestamp(dates.start + (dates.end - dates.start) * stream.unit(),
+                                  timezone.utc)  # fmt: skip
+
+
+def now_for(seed: int, dates: Dates | None = None) -> tuple[str, float]:
+    """``(edge kind, epoch seconds)`` for ``seed``; see :func:`attempt_now`."""
+    window = dates if dates is not None else Dates.from_now()
+    stream = _Stream("now", seed)
+    total = sum(weight for _, weight in EDGE_WEIGHTS)
+    pick = stream.below(total)
+    kind = EDGE_WEIGHTS[-1][0]
+    for name, weight in EDGE_WEIGHTS:
+        if pick < weight:
+            kind = name
+            break
+        pick -= weight
+    for _ in range(_TRIES):
+        instant = _edge(kind, stream, window)
+        if instant.timestamp() in window:
+            break
     else:
-        first = datetime(FIRST_YEAR, 1, 1, tzinfo=timezone.utc)
-        span = datetime(LAST_YEAR, 12, 31, tzinfo=timezone.utc) - first
-        instant = first + span * stream.unit()
+        kind = "uniform"
+        instant = _edge(kind, stream, window)
     edge = stream.below(100)
     millis = stream.below(1000)
     if edge < SECOND_EDGE + MINUTE_EDGE:
         millis = 999 - millis % 20  # 1-20 ms before the next whole second
         if edge >= SECOND_EDGE:
             instant = instant.replace(second=59)  # ... and the next minute
-    epoch = instant.timestamp()
-    return kind, float(int(epoch)) + millis / 1000.0
+    epoch = float(int(instant.timestamp())) + millis / 1000.0
+    # (the second edge can move an instant of the window's first or last
+    # second out of it)
+    return kind, min(max(epoch, window.start), window.end)
 
 
 #: Switch intervals a ``switch`` round draws from (log-uniform), in seconds:

@@ -127,3 +127,13 @@ def changed_files(base_sha: str, cwd: str | os.PathLike[str]) -> set[Path]:
     if status == 0:
         out.update(top / name for name in text.split("\0") if name)
     return {p.resolve() for p in out}
+
+
+def commit_time(rev: str, cwd: str | os.PathLike[str]) -> float | None:
+    """The committer date of ``rev`` (UTC epoch seconds), or None."""
+    sha = commit_of(rev, cwd)
+    if sha is None:
+        return None
+    status, out = run(["log", "-1", "--format=%ct", sha], cwd)
+    text = out.strip()
+    return float(text) if status == 0 and text.isdigit() else None

@@ -5,11 +5,22 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hermetic_hunt.errors import BadOption
 from hermetic_hunt.isolate.dates import candidate_instants
 from hermetic_hunt.isolate.groups import group, sample, substitute
-from hermetic_hunt.models import EXPOSURES, Attempt, Failure, Step, exposure, function_of
+from hermetic_hunt.models import (
+    CI_EXPOSURES,
+    EXPOSURES,
+    Attempt,
+    Failure,
+    Step,
+    exposure,
+    exposure_words,
+    function_of,
+)
 from hermetic_hunt.options import parse_isolate_budget
 
 
@@ -26,6 +37,8 @@ from hermetic_hunt.options import parse_isolate_budget
         ([], "not-idempotent", {}, "repeat"),
         (["time"], "flaky", {"fails_now": True}, "normal"),
         (["time"], "flaky", {"fails_now": False}, "dates"),
+        (["time"], "flaky", {"fails_now": False, "past_only": True}, "past"),
+        (["victim", "time"], "flaky", {"past_only": True}, "order"),
         (["time"], "flaky", {}, "normal"),  # a clock profile: any day
         (["unexplained"], "flaky", {}, "order"),
         ([], "flaky", {}, "order"),
@@ -40,7 +53,7 @@ def test_each_finding_gets_the_exposure_its_evidence_shows(
 
 
 def test_exposures_are_ranked_from_what_breaks_ci_first() -> None:
-    assert EXPOSURES == ("normal", "order", "repeat", "dates", "sandbox")
+    assert EXPOSURES == ("normal", "order", "repeat", "dates", "sandbox", "past")
 
 
 @pytest.mark.parametrize(
@@ -126,3 +139,51 @@ def test_the_coming_dates_start_now_and_cover_every_day_of_a_year_then_the_month
     assert datetime(2029, 6, 30).date() in days
     moments = {datetime.fromtimestamp(t, timezone.utc).time().isoformat() for t in instants}
     assert "23:59:59.500000" in moments  # the failing attempt's time of day
+
+
+@given(
+    now=st.floats(0, 2**33, allow_nan=False),
+    seen=st.lists(st.floats(0, 2**33, allow_nan=False), max_size=5),
+    horizon=st.integers(1, 3 * 366),
+)
+@settings(max_examples=40, deadline=None)
+def test_the_next_date_it_can_fail_is_never_before_today(
+    now: float, seen: list[float], horizon: int
+) -> None:
+    now, seen = round(now, 3), [round(t, 3) for t in seen]  # as isolation passes them
+    instants = candidate_instants(now, seen[0] if seen else now, horizon, seen)
+    assert instants and instants[0] >= now and instants[-1] <= now + horizon * 86400
+    ahead = [t for t in seen if now <= t <= now + horizon * 86400]
+    assert all(t in instants for t in ahead)  # where the hunt failed, if ahead
+
+
+def test_the_horizon_bounds_the_coming_dates() -> None:
+    now = datetime(2026, 12, 3, tzinfo=timezone.utc).timestamp()
+    instants = candidate_instants(now, now, 90)
+    last = datetime.fromtimestamp(instants[-1], timezone.utc).date()
+    assert last <= datetime(2027, 3, 3).date()
+
+
+@pytest.mark.parametrize(
+    ("level", "dates", "words"),
+    [
+        ("dates", {"next_failure": "2026-12-31T23:59:59.500+00:00",
+                   "checked_from": "2026-12-03T14:00:00.000+00:00"},
+         "fails on 2026-12-31 (in 28 days)"),
+        ("dates", {"next_failure": "2026-12-04T00:00:00.250+00:00",
+                   "checked_from": "2026-12-03T14:00:00.000+00:00"}, "fails on 2026-12-04 (in 1 day)"),
+        ("dates", {"next_failure": None}, "fails on a coming date"),
+        ("dates", {"next_failure": "garbage", "checked_from": "x"}, "fails on a coming date"),
+        ("past", {"past_only": True}, "past dates only"),
+        ("repeat", None,
+         "fails only when rerun in one process (pytest-rerunfailures, --count)"),
+        ("normal", None, "fails in normal runs"),
+    ],
+)  # fmt: skip
+def test_each_exposure_says_when_ci_sees_it(level: str, dates: object, words: str) -> None:
+    assert exposure_words(level, dates) == words
+
+
+def test_past_dates_only_is_never_what_ci_will_see() -> None:
+    assert "past" not in CI_EXPOSURES
+    assert set(EXPOSURES) - CI_EXPOSURES == {"past"}

@@ -215,3 +215,51 @@ def test_without_the_source_the_leaks_still_say_what_to_restore(tmp_path):
         "  test_p left os.environ['X'] set",
         "    fix: put it back after the test",
     ]
+
+
+DATE_AND_SLEEP = """\
+import time
+from datetime import datetime
+
+
+def test_release_is_in_the_past():
+    release = datetime(2019, 6, 1)
+    now = datetime.now()
+    assert release < now
+
+
+def test_cache_keeps_the_value_until_its_ttl():
+    ttl = 0.05
+    started = time.monotonic()
+    time.sleep(0.045)
+    assert time.monotonic() - started < ttl
+"""
+
+
+def test_a_date_flake_points_at_the_value_that_breaks_not_at_the_now_below_it(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_when.py").write_text(DATE_AND_SLEEP)
+    nodeid = "tests/test_when.py::test_release_is_in_the_past"
+    repro = Reproducer((Step(nodeid, 1, 1546300800.0),), 0, "AssertionError",
+                       "tests/test_when.py:8")  # fmt: skip
+    s = suggest(facts(tmp_path, nodeid, ("time",), reproducer=repro))
+    assert s.changes[0].where == "tests/test_when.py:6"  # release = datetime(2019, 6, 1)
+    assert "datetime(2019, 6, 1)" in s.changes[0].what
+    assert "depends on the clock (it failed at 2019-01-01 00:00:00 UTC)" in s.summary
+
+
+def test_a_sleep_stretch_flake_names_the_margin_the_sleep_and_the_deadline(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_when.py").write_text(DATE_AND_SLEEP)
+    nodeid = "tests/test_when.py::test_cache_keeps_the_value_until_its_ttl"
+    repro = Reproducer((Step(nodeid, 1, 1546300800.0, profile="slow"),), 0, "AssertionError",
+                       "tests/test_when.py:15")  # fmt: skip
+    s = suggest(facts(tmp_path, nodeid, ("time",), reproducer=repro, stretch=1.12))
+    assert s.summary.startswith(
+        "the margin between the sleep and the deadline is too small (fails at >= 1.12x)"
+    )
+    assert "it failed at" not in s.summary  # not a date
+    assert [c.where for c in s.changes] == ["tests/test_when.py:14", "tests/test_when.py:15"]
+    assert "time.sleep(0.045)" in s.changes[0].what
+    assert "time.monotonic() - started < ttl" in s.changes[1].what
+    assert s.patch is None and s.reason.startswith("no patch")

@@ -334,9 +334,10 @@ def test_a_test_that_fails_only_when_run_twice_is_found_apart_and_not_flaky(pyte
         [
             "hermetic-hunt: 0 flaky · 0 broken · 0 sandbox-incompatible · 1 not idempotent · "
             "1 stable *",
-            "hermetic-hunt: what CI will see: 1 fails only when repeated in one process",
-            "  F1 test_twice.py::test_register_once  self-polluting · fails only when repeated "
-            "in one process *",
+            "hermetic-hunt: what CI will see: 1 fails only when rerun in one process "
+            "(pytest-rerunfailures, --count)",
+            "  F1 test_twice.py::test_register_once  self-polluting · fails only when rerun "
+            "in one process (pytest-rerunfailures, --count) *",
         ]
     )
     assert one(db, "SELECT count(*) FROM attempts WHERE repeat = 0 AND outcome = 'failed'") == 0

@@ -66,11 +66,11 @@ def test_seventy_six_parametrizations_failing_only_when_repeated_are_one_finding
             "hermetic-hunt: 1 flaky · 0 broken · 0 sandbox-incompatible · 76 not idempotent · "
             "1 stable · 0 with network violations",
             "hermetic-hunt: what CI will see: 1 fails under shuffling or xdist · 1 fails only "
-            "when repeated in one process",
+            "when rerun in one process (pytest-rerunfailures, --count)",
             "hermetic-hunt isolation: 77 tests in 2 findings · *",
             "  F1 test_mini.py::test_victim  victim · fails under shuffling or xdist (*",
-            "  F2 test_mini.py::test_register[[]0[]]  self-polluting · fails only when repeated "
-            "in one process (*",
+            "  F2 test_mini.py::test_register[[]0[]]  self-polluting · fails only when rerun "
+            "in one process (pytest-rerunfailures, --count) (*",
             "      and 75 more parametrizations of test_mini.py::test_register that fail the same "
             "way (75 flakes, e.g. F3, F4, F5; 3 confirmed by a probe): hermetic-hunt show F2 "
             "lists them",
@@ -89,7 +89,7 @@ def test_seventy_six_parametrizations_failing_only_when_repeated_are_one_finding
     sections = [line for line in text.splitlines() if line.startswith("fails ")]
     assert sections == [
         "fails under shuffling or xdist (1 finding):",
-        "fails only when repeated in one process (1 finding):",
+        "fails only when rerun in one process (pytest-rerunfailures, --count) (1 finding):",
     ]
     assert "  F2  test_mini.py::test_register  (76 parametrizations that fail the same way)" in (
         text
@@ -291,8 +291,89 @@ def test_a_date_bound_flake_gets_the_next_real_date_it_fails(here: pytest.Pytest
     assert dates["next_failure"].startswith(f"{now.year:04d}-{now.month:02d}-{last:02d}")
     assert evidence["exposure"] == "dates"
     report = cli("report")
-    assert "fails only at other dates or times (1 finding):" in report
+    days = (datetime.fromisoformat(dates["next_failure"]).date() - now.date()).days
+    ahead = f"in {days} day{'s' if days != 1 else ''}"
+    assert f"fails on {dates['next_failure'][:10]} ({ahead}) (1 finding):" in report
     assert f"      next real failure: {dates['next_failure'][:10]} " in report
+
+
+PAST_AND_STREAM = {
+    "test_release": """
+from datetime import datetime
+
+
+def test_the_release_is_in_the_past():
+    assert datetime(2019, 6, 1) < datetime.now()
+""",
+    "test_stream": """
+import random
+
+random.seed(1234)  # once, at import: one stream for the whole session
+
+
+def test_draws_a_number():
+    assert random.random() >= 0.0
+
+
+def test_lucky():
+    # passes only after a draw: the seeded stream's first value is 0.966
+    assert random.random() < 0.5
+""",
+}
+
+
+@pytest.mark.slow
+def test_a_failure_only_before_today_is_past_dates_only_and_a_stream_seeded_at_import_is_order(
+    here: pytest.Pytester,
+) -> None:
+    here.makepyfile(**PAST_AND_STREAM)
+    result = hunt(
+        here, "--hermetic-hunt=8", "--hermetic-hunt-today=2019-01-01",
+        "--hermetic-hunt-horizon=1y", seed=3,
+    )  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "hermetic-hunt: what CI will see: 1 fails under shuffling or xdist · apart: 1 past "
+            "dates only (failed only before today)",
+            "  F* test_release.py::test_the_release_is_in_the_past  time · past dates only (*",
+            "      failed only at dates before *; no failure from * through * (* instants "
+            "replayed): not a CI risk",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "  F* test_stream.py::test_lucky  brittle · fails under shuffling or xdist (*",
+            "      state-setters: test_stream.py::test_draws_a_number (moved the global random "
+            "stream on (drew 2 word(s); seeded at import at test_stream.py:3))",
+        ]
+    )
+    data = json.loads(cli("report", "--format", "json"))
+    exposures = {f["nodeid"]: f["exposure"] for f in data["findings"]}
+    assert exposures == {
+        "test_release.py::test_the_release_is_in_the_past": "past",
+        "test_stream.py::test_lucky": "order",
+    }
+    report = cli("report")
+    assert "past dates only, not what CI will see (1 finding):" in report
+    # Never quarantined; the list keeps the order-dependent one.
+    listed = cli("quarantine", "--unconfirmed")
+    assert "test_the_release_is_in_the_past: past dates only" in listed
+    assert "test_stream.py::test_lucky  #" in listed
+
+
+@pytest.mark.slow
+def test_a_hunt_whose_only_failures_are_past_dates_exits_zero(here: pytest.Pytester) -> None:
+    here.makepyfile(test_release=PAST_AND_STREAM["test_release"])
+    result = hunt(
+        here, "--hermetic-hunt=6", "--hermetic-hunt-today=2019-01-01",
+        "--hermetic-hunt-horizon=1y", seed=3,
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()
+    db = here.path / "flakes.db"
+    assert one(db, "SELECT exit_status FROM runs") == 0
+    assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'failed'") > 0
+    outcome = CliRunner().invoke(main, ["report"])
+    assert outcome.exit_code == 0, outcome.output
 
 
 def test_old_stored_settings_without_a_time_budget_still_read(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from hermetic_hunt.engine import fixture
 from hermetic_hunt.engine.executor import AttemptExecutor, RepeatGuard, Slot
+from hermetic_hunt.engine.rng import ImportSeeds
 from hermetic_hunt.engine.runner import Job, OnStep, Outcome, StepRunner
 from hermetic_hunt.models import Attempt, Settings
 
@@ -82,6 +83,8 @@ class Engine:
         self.executor = AttemptExecutor(settings, self.locate, self.deliver)
         hand_seeding_to_the_hunt(config)
         declare_marker(config, settings.integration_marker)
+        self.import_seeds = ImportSeeds(str(config.rootpath))
+        config.pluginmanager.register(self.import_seeds, "hermetic-hunt-import-seeds")
         config.pluginmanager.register(RepeatGuard(), "hermetic-hunt-repeat-guard")
         config.pluginmanager.register(self.executor, "hermetic-hunt-executor")
         fixture.bind(config, self.executor)
@@ -105,12 +108,14 @@ class Engine:
         serialize: Any = None,
         watch_leaks: bool = True,
     ) -> StepRunner:
+        self.executor.stream = self.import_seeds.where is not None
         return StepRunner(
             job,
             str(self.config.rootpath),
             on_step=on_step,
             serialize=serialize,
             watch_leaks=watch_leaks,
+            import_seed=self.import_seeds.where,
         )
 
     def run(

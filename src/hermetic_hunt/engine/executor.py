@@ -50,7 +50,7 @@ from hermetic_hunt.sandbox import (
     real_time,
     spec_from_marker,
 )
-from hermetic_hunt.seeds import attempt_seed, round_now, switch_interval_for
+from hermetic_hunt.seeds import attempt_seed, switch_interval_for
 from hermetic_hunt.timing import PROFILES, Condition
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
@@ -145,6 +145,8 @@ class AttemptExecutor:
         self._began = 0.0
         self._facts: AttemptFacts | None = None
         self._marker_cache: dict[str, tuple[bool, Any]] = {}
+        #: The suite seeds ``random`` at import: the stream flows (see engine.rng).
+        self.stream = False
 
     # -- hooks ----------------------------------------------------------------
 
@@ -324,7 +326,8 @@ class AttemptExecutor:
     ) -> SandboxSpec | None:
         """The sandbox of this execution (None: not sandboxed)."""
         integration, marker = self._markers(item)
-        base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid, profile=profile)
+        base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid, profile=profile,
+                           stream=self.stream)  # fmt: skip
         if integration:
             base = replace(base, network="off")
         if marker is None:
@@ -374,8 +377,3 @@ class AttemptExecutor:
                 data["journal"] = journal_format.encode(facts.journal)
                 data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"
         return data
-
-
-def round_start(base_seed: int, round_no: int, slot: int) -> Timeline:
-    """Where a hunt round's timeline starts on worker ``slot`` (see :func:`seeds.round_now`)."""
-    return Timeline(round_now(base_seed, round_no, slot))

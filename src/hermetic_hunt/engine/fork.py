@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermetic_hunt import _compat
-from hermetic_hunt.engine import leaks, wire
+from hermetic_hunt.engine import leaks, rng, wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings
 from hermetic_hunt.sandbox import follow_bound_clocks
@@ -284,6 +284,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
     # every child.
     follow_bound_clocks(str(engine.config.rootpath))
     temp = tempfile.mkdtemp(prefix="hermetic-hunt-job-")
+    stream = rng.stream_state() if engine.import_seeds.where is not None else None
     read_fd, write_fd = os.pipe()
     token = secrets.token_hex(12)
     parent = os.getpid()
@@ -300,6 +301,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
             pid = os.fork()
         if pid == 0:
             os.close(read_fd)
+            rng.resume(stream)
             _child(engine, session, job, write_fd, token, setup, temp, parent)
         os.close(write_fd)
     finally:

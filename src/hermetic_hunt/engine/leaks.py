@@ -417,6 +417,9 @@ RESOURCES: tuple[Resource, ...] = (
 )
 #: Resources that are running things: a leak as soon as the test is over.
 RUNNING = frozenset(resource.name for resource in RESOURCES if resource.running)
+#: Kept for every attempt that made them, not only the last: each draw from
+#: a stream seeded at import shifts what every later test draws.
+EVERY = RUNNING | {"random"}
 
 
 @dataclass(frozen=True)
@@ -438,6 +441,13 @@ def diff(before: Snapshot, after: Snapshot, rootdir: str | None = None) -> list[
         if old != new:
             out.extend(resource.compare(old, new, rootdir))
     return out[:MAX_PER_ATTEMPT]
+
+
+def stream_leak(import_seed: str, words: int) -> Leak:
+    """An attempt drew ``words`` 32-bit words (-1: many) from the stream seeded at import."""
+    drawn = f"{words} word(s)" if words > 0 else "many words"
+    detail = bounded(f"drew {drawn}; seeded at import at {import_seed}")
+    return Leak("random", "random", "changed", detail)
 
 
 @dataclass
@@ -464,6 +474,10 @@ class RoundLeaks:
             self.changes[position] = found
         return found
 
+    def note(self, position: int, leak: Leak) -> None:
+        """A leak the snapshots cannot see (the engine knows it)."""
+        self.changes.setdefault(position, []).append(leak)
+
     def finish(self) -> dict[int, list[Leak]]:
         """``{position: leaks}`` that the round left behind (see the class docstring)."""
         end = self.last or self.start
@@ -477,7 +491,7 @@ class RoundLeaks:
             kept = [
                 leak
                 for leak in leaks
-                if leak.resource in RUNNING
+                if leak.resource in EVERY
                 or (
                     (leak.resource, leak.name) in left
                     and last_change[(leak.resource, leak.name)] == position

@@ -27,7 +27,7 @@ import pytest
 
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.engine.executor import Slot, Timeline
-from hermetic_hunt.engine.leaks import RoundLeaks, Writes
+from hermetic_hunt.engine.leaks import RoundLeaks, Writes, stream_leak
 from hermetic_hunt.engine.recorder import Recorder
 from hermetic_hunt.errors import NotCollected
 from hermetic_hunt.journal import Journal
@@ -173,8 +173,12 @@ class StepRunner:
         on_step: OnStep | None = None,
         serialize: Any = None,
         watch_leaks: bool = True,
+        import_seed: str | None = None,
     ) -> None:
         self.job = job
+        #: Where the suite seeded ``random`` at import (see engine.rng): a
+        #: test that draws from the stream leaves a ``random`` leak.
+        self.import_seed = import_seed
         self.rootdir = rootdir
         self.items: dict[str, pytest.Item] = {}
         self.records: list[Attempt] = []
@@ -270,6 +274,11 @@ class StepRunner:
             attempts, reports = self._recorder.take()
             if leaks is not None and writes is not None and attempts:
                 attempts[0].leaks = leaks.after_attempt(position)
+                drawn = (attempts[0].counts or {}).get("random-stream")
+                if drawn and self.import_seed is not None:
+                    leak = stream_leak(self.import_seed, drawn)
+                    attempts[0].leaks = [*attempts[0].leaks, leak]
+                    leaks.note(position, leak)
                 attempts[0].writes = writes.take()
             if lowered < limit and attempts:
                 attempts[0].leaks.append(

@@ -840,14 +840,31 @@ def _random(plan: _Plan) -> None:
 
 @suggests("time")
 def _time(plan: _Plan) -> None:
+    """By mechanism: a sleep racing a deadline (the clock profile showed it), or
+    a date (the start time showed it): the value that breaks at that date."""
     facts, analyzer = plan.facts, plan.analyzer
+    me = analyzer.test(facts.nodeid) if analyzer else None
+    if facts.stretch is not None:
+        _sleep_margin(plan, me, facts.stretch)
+        return
     when = ""
     if facts.reproducer is not None and facts.reproducer.steps[-1].now is not None:
         instant = datetime.fromtimestamp(facts.reproducer.steps[-1].now, timezone.utc)
         when = f" (it failed at {instant:%Y-%m-%d %H:%M:%S} UTC)"
     plan.summary = f"depends on the clock{when}: inject the clock or freeze it in the test"
-    me = analyzer.test(facts.nodeid) if analyzer else None
-    for e in (me.of("clock") if me else [])[:5]:
+    location = facts.reproducer.location if facts.reproducer is not None else ""
+    value = _breaking_value(me, location) if me is not None else None
+    if me is not None and value is not None:
+        plan.changes.append(
+            Change(
+                _where(me, value),
+                f"the value that breaks at that date ({me.module.line(value).strip()})",
+                "derive it from the time the test sets, or test the edge (a month's last "
+                "day, Feb 29, New Year's Eve) with an explicit date",
+            )
+        )
+    reads = [e for e in (me.of("clock") if me else []) if not e.detail.endswith("sleep")]
+    for e in reads[:5]:
         plan.changes.append(
             Change(
                 e.origin,
@@ -860,6 +877,89 @@ def _time(plan: _Plan) -> None:
         "test that date explicitly once the code takes the time as a parameter"
     )
     plan.reason = "no patch: freezing needs a library or a parameter the code does not have"
+
+
+#: Calls that read the clock (their value is "now", not the value that breaks).
+_CLOCK_CALLS = frozenset({"now", "today", "utcnow", "time", "monotonic", "perf_counter"})
+
+
+def _reads_clock(node: ast.AST) -> bool:
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            func = call.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in _CLOCK_CALLS:
+                return True
+    return False
+
+
+def _breaking_value(me: TestEffects, location: str) -> int | None:
+    """The line of the value the failing assertion (at ``location``) compares that
+    does not read the clock: a hard-coded date, or a computation from the date;
+    the assertion's own line when the value is written in it. None: not found."""
+    path, _, number = location.rpartition(":")
+    if path != me.module.rel or not number.isdigit():
+        return None
+    line = int(number)
+    check = next(
+        (n for n in ast.walk(me.function) if isinstance(n, ast.Assert) and n.lineno == line),
+        None,
+    )
+    if check is None:
+        return None
+    names = {n.id for n in ast.walk(check.test) if isinstance(n, ast.Name)}
+    latest: dict[str, ast.Assign] = {}
+    for node in ast.walk(me.function):
+        if isinstance(node, ast.Assign) and node.lineno < line:
+            for target in node.targets:
+                name = target.id if isinstance(target, ast.Name) else ""
+                if name in names and latest.get(name, node).lineno <= node.lineno:
+                    latest[name] = node
+    values = sorted(n.lineno for n in latest.values() if not _reads_clock(n.value))
+    if values:
+        return values[0]
+    inline = [n for n in ast.walk(check.test) if isinstance(n, (ast.Call, ast.BinOp, ast.Constant))]
+    return line if inline else None
+
+
+def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float) -> None:
+    """A sleep and a deadline too close: CI's slower sleeps cross it."""
+    facts = plan.facts
+    plan.summary = (
+        f"the margin between the sleep and the deadline is too small (fails at >= "
+        f"{stretch:.2f}x): on a busy CI machine sleeps last longer than asked"
+    )
+    clock = me.of("clock") if me else []
+    sleeps = [e for e in clock if e.detail.endswith("sleep")]
+    for e in sleeps[:2]:
+        plan.changes.append(
+            Change(
+                e.origin,
+                f"{e.via + '() ' if e.via else ''}sleeps ({e.origin_text})",
+                "sleep well inside the deadline, or wait for the condition itself (an event, "
+                "a poll with a generous timeout)",
+            )
+        )
+    location = facts.reproducer.location if facts.reproducer is not None else ""
+    deadline = location if me is not None and location.startswith(f"{me.module.rel}:") else ""
+    if not deadline:
+        deadline = next((e.origin for e in clock if not e.detail.endswith("sleep")), "")
+    if deadline and me is not None:
+        number = deadline.rpartition(":")[2]
+        text = me.module.line(int(number)).strip() if number.isdigit() else ""
+        plan.changes.append(
+            Change(
+                deadline,
+                f"the deadline the sleep races ({text})",
+                f"give it a margin a slow machine keeps: it fails once sleeps last "
+                f"{stretch:.2f}x their duration",
+            )
+        )
+    plan.advice.append(
+        f"replay it: hermetic-hunt replay {facts.flake_id} --run (the clock profile stretches "
+        "the sleeps as the hunt did)"
+    )
+    plan.reason = "no patch: how much margin the code needs is its decision"
 
 
 @suggests("hash-order")

@@ -547,6 +547,31 @@ class HuntController:
         if wanted and self.settings.isolate and not interrupted:
             with self.writing():  # a full disk during isolation: said in the summary
                 self._isolate()
+            self._past_dates_only(session)
+
+    def _past_dates_only(self, session: pytest.Session) -> None:
+        """Every failing test failed only at dates before today (and no network
+        call was blocked): CI will never see it, so the hunt exits 0."""
+        isolation = self.isolation
+        if (
+            isolation is None
+            or self.error is not None
+            or self.tallies.violation_attempts
+            or session.exitstatus != pytest.ExitCode.TESTS_FAILED
+        ):
+            return
+        past = {v.nodeid for _, v in isolation.flakes if v.evidence.get("exposure") == "past"}
+        failed = {nodeid for nodeid, tally in self.tallies.tests.items() if tally.failed}
+        if not failed or not failed <= past:
+            return
+        session.exitstatus = pytest.ExitCode.OK
+        try:
+            self.store.finish_run(
+                self.run_id, status="complete", rounds_done=self.rounds_completed,
+                exit_status=int(session.exitstatus),
+            )  # fmt: skip
+        except HuntError as exc:
+            self.error = self.error or str(exc)
 
     def _count_passes(self) -> None:
         """Passing attempts were never sent as reports: count them for pytest's last line."""
@@ -632,5 +657,5 @@ def make_job(settings: Settings, round_no: int, slot: int, nodeids: Sequence[str
         repeats: tuple[int, ...] = tuple(r for _ in nodeids for r in (1, 2))
     else:
         steps, repeats = tuple(Step(n, mode=mode) for n in nodeids), ()
-    return Job(steps, round_no, start=round_now(settings.base_seed, round_no, slot),
+    return Job(steps, round_no, start=round_now(settings.base_seed, round_no, slot, settings.dates),
                repeats=repeats)  # fmt: skip

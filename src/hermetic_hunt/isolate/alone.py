@@ -217,7 +217,8 @@ def conditions(c: Case, step: Step, hs: int) -> bool:
 
 
 def _stretch_text(c: Case, probes: Sequence[int]) -> str:
-    """`` (sleeps lasted up to 1.23x their duration)`` from the probes' read counts."""
+    """`` (sleeps lasted up to 1.23x their duration)`` from the probes' read counts
+    (and the ``stretch`` fact: a fix suggestion names the sleep and the deadline)."""
     stretched = []
     for number in probes:
         last = c.finding.probes[number - 1][1].last
@@ -226,6 +227,7 @@ def _stretch_text(c: Case, probes: Sequence[int]) -> str:
             stretched.append(value)
     if not stretched:
         return ""
+    c.facts["stretch"] = min(stretched) / 1000
     return f" (sleeps lasted up to {min(stretched) / 1000:.2f}x their duration)"
 
 
@@ -347,7 +349,7 @@ def alternative_nows(case: Case, count: int) -> list[float]:
     for seed in alternative_seeds(case, count + len(out)):
         if len(out) >= count:
             break
-        now = attempt_now(seed)
+        now = attempt_now(seed, case.settings.dates)
         if now not in seen:
             seen.add(now)
             out.append(now)

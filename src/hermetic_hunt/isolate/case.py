@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hermetic_hunt.findings import Finding, Probe, ProbeResult
@@ -29,7 +29,7 @@ from hermetic_hunt.models import (
     format_seconds,
     is_plain,
 )
-from hermetic_hunt.seeds import probe_hash_seed
+from hermetic_hunt.seeds import Dates, probe_hash_seed
 
 #: Most attempt ids listed in a flake's evidence, per outcome.
 EVIDENCE_IDS = 20
@@ -129,6 +129,11 @@ class ClassifySettings:
     thread_repeats: int = 30
     #: The run's rootdir: paths in findings are shown relative to it.
     rootdir: str = ""
+    #: Where varied start times are drawn (the hunt's :attr:`Settings.dates`)
+    #: and the run's today over the horizon (:attr:`Settings.today_window`):
+    #: the coming dates a ``time`` flake is replayed at.
+    dates: Dates = field(default_factory=Dates.from_now)
+    today_window: Dates = field(default_factory=Dates.from_now)
 
 
 class Case:

@@ -232,6 +232,7 @@ class Classifier(Case):
                 status="not-idempotent" if self.repeated_only else "flaky",
                 default_order=self.facts.get("default_order"),
                 fails_now=(self.facts.get("dates") or {}).get("fails_now"),
+                past_only=(self.facts.get("dates") or {}).get("past_only") is True,
             )
             if self.failing
             else None,

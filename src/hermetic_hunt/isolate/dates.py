@@ -2,50 +2,64 @@
 
 A ``time`` flake fails at some virtual instants (a month's last day, Feb 29,
 a second before midnight...). What a CI run sees depends on the real
-calendar: the flake *fails in normal runs* if it fails now, else it fails
-*only at other dates*, and the next real date it fails at is what a user
-wants to know (or that none is near).
+calendar, and time only moves forward: the flake *fails in normal runs* if
+it fails today, *fails on DATE* when a coming date within the horizon fails
+it, and is *past dates only* when every failure the hunt saw was before
+today and no coming date fails it (a hard-coded 2019 instant asserted to be
+in the past): no CI run will ever see it.
 
-The candidates, in time order: now, then for each of the next
-:data:`DAYS` days three instants (the failing attempt's time of day, just
-after midnight and just before midnight, UTC), then the month ends, Feb
-28/29 and Dec 31 of the following years up to :data:`YEARS`. They run in
-batches, the test alone at each instant, one after another in one fresh
-process per batch (a time flake's outcome is decided by the instant); the
-first failure found is confirmed alone in a fresh process of its own.
+"Today" is the run's (:attr:`~hermetic_hunt.models.Settings.today`: fixed
+when the run started and stored), so isolating a stored run again replays
+the same instants, and the next failing date is never before it.
+
+The candidates, in time order: today, the instants the hunt's failures ran
+at that are not before today, then for each of the next :data:`DAYS` days
+three instants (the failing attempt's time of day, just after midnight and
+just before midnight, UTC), then the month ends, Feb 28/29 and Dec 31 of
+the following years up to the horizon. They run in batches, the test alone
+at each instant, one after another in one fresh process per batch (a time
+flake's outcome is decided by the instant); the first failure found is
+confirmed alone in a fresh process of its own.
 """
 
 from __future__ import annotations
 
 import calendar
-import time
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from hermetic_hunt.isolate.case import Case
 from hermetic_hunt.models import Step
-from hermetic_hunt.seeds import iso
+from hermetic_hunt.seeds import DEFAULT_HORIZON_DAYS, iso
 
 #: Days checked instant by instant; then only the edges of months and years.
 DAYS = 366
-YEARS = 4
 #: Instants replayed in one probe.
 BATCH = 150
 _DAY = 86400.0
 
 
-def candidate_instants(now: float, failing_now: float) -> list[float]:
-    """Instants to try, in time order from ``now`` (whole milliseconds)."""
+def candidate_instants(
+    now: float,
+    failing_now: float,
+    horizon_days: int = DEFAULT_HORIZON_DAYS,
+    seen: Iterable[float] = (),
+) -> list[float]:
+    """Instants to try, in time order from ``now`` (whole milliseconds), none
+    before it: ``seen`` (where the hunt's failures ran) and the calendar's
+    edges up to ``horizon_days`` ahead."""
     start = datetime.fromtimestamp(now, timezone.utc).replace(
         hour=0, minute=0, second=0, microsecond=0
     )
     time_of_day = failing_now % _DAY
     offsets = (time_of_day, 0.25, _DAY - 0.75)
-    out = {round(now, 3)}
-    for day in range(DAYS + 1):
+    out = {round(now, 3), *(round(t, 3) for t in seen)}
+    for day in range(min(DAYS, horizon_days) + 1):
         base = (start + timedelta(days=day)).timestamp()
         out.update(round(base + offset, 3) for offset in offsets)
-    last_year = start.year + YEARS
+    limit = now + horizon_days * _DAY
+    last_year = datetime.fromtimestamp(limit, timezone.utc).year
     for year in range(start.year, last_year + 1):
         for month in range(1, 13):
             last = calendar.monthrange(year, month)[1]
@@ -53,7 +67,6 @@ def candidate_instants(now: float, failing_now: float) -> list[float]:
             for day in days:
                 base = datetime(year, month, day, tzinfo=timezone.utc).timestamp()
                 out.update(round(base + offset, 3) for offset in offsets)
-    limit = (start + timedelta(days=365 * YEARS + 1)).timestamp()
     return sorted(t for t in out if now <= t <= limit)
 
 
@@ -64,8 +77,10 @@ def check(c: Case) -> None:
         return
     step = replace(Step.of(target), mode="seeded", attempt_id=None)
     hs = c.hash_seed_of(target)
-    now = round(time.time(), 3)
-    instants = candidate_instants(now, target.now)
+    window = c.settings.today_window
+    now = round(window.start, 3)
+    failed_at = sorted({a.now for a in c.failing if a.now is not None})
+    instants = candidate_instants(now, target.now, window.days, failed_at)
     found: float | None = None
     tried = 0
     for start in range(0, len(instants), BATCH):
@@ -86,4 +101,10 @@ def check(c: Case) -> None:
         "instants": tried,
         "fails_now": found == now,
         "next_failure": iso(found) if found is not None else None,
+        # Every failure the hunt saw was before today, and no coming date
+        # fails it: CI will never see it.
+        "past_only": found is None
+        and tried == len(instants)
+        and bool(failed_at)
+        and failed_at[-1] < now,
     }

@@ -27,7 +27,7 @@ from hermetic_hunt.isolate.search import (
     repeats_for,
 )
 from hermetic_hunt.models import Attempt, Step
-from hermetic_hunt.seeds import attempt_now, attempt_seed
+from hermetic_hunt.seeds import Dates, attempt_now, attempt_seed
 
 #: Sequences this long are replayed half by half before they are replayed whole.
 HALVES_FROM = 64
@@ -311,16 +311,19 @@ def _file_of(nodeid: str) -> str:
 
 
 def _step_for(c: Case, nodeid: str) -> Step:
-    return recorded_step(c.history, c.settings.base_seed, nodeid)
+    return recorded_step(c.history, c.settings.base_seed, nodeid, c.settings.dates)
 
 
-def recorded_step(history: History, base_seed: int, nodeid: str) -> Step:
-    """A recorded attempt of ``nodeid`` to run it with (derived if none)."""
+def recorded_step(
+    history: History, base_seed: int, nodeid: str, dates: Dates | None = None
+) -> Step:
+    """A recorded attempt of ``nodeid`` to run it with (derived if none; its start
+    time drawn from ``dates``, the hunt's)."""
     attempt = history.representative(nodeid)
     if attempt is not None:
         return Step.of(attempt)
     seed = attempt_seed(base_seed, nodeid, 0)
-    return Step(nodeid, seed, attempt_now(seed))
+    return Step(nodeid, seed, attempt_now(seed, dates))
 
 
 def brittle(c: Case) -> None:

@@ -151,8 +151,9 @@ def isolate(
     rows = db.ensure_flakes(store, list(flaky), facts.run_id)
     deadline = Deadline(started + opts.time_budget, opts.time_budget)
     settings = ClassifySettings(
-        budget=opts.budget, base_seed=facts.base_seed, deadline=deadline, rootdir=facts.rootdir
-    )
+        budget=opts.budget, base_seed=facts.base_seed, deadline=deadline, rootdir=facts.rootdir,
+        dates=facts.settings.dates, today_window=facts.settings.today_window,
+    )  # fmt: skip
     runner = ProbeRunner(
         target, parallel=opts.parallel, timeout=opts.timeout, fork=opts.fork,
         journals=history.journal, writes=history.writes(),
@@ -301,7 +302,7 @@ class _Work:
                     )
 
     def _step_for(self, nodeid: str) -> Step:
-        return recorded_step(self.history, self.settings.base_seed, nodeid)
+        return recorded_step(self.history, self.settings.base_seed, nodeid, self.settings.dates)
 
     def extras_deadline(self) -> Deadline | None:
         """The cleaner searches' time, counted from now (they start once every

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from hermetic_hunt import pasteable
 from hermetic_hunt.kinds import quarantine_reason
+from hermetic_hunt.models import CI_EXPOSURES, EXPOSURE_TEXT
 from hermetic_hunt.quarantine.listfile import Entry, Unwritable, render
 from hermetic_hunt.report.history import History, history
 from hermetic_hunt.report.load import load_report, open_database
@@ -93,6 +94,9 @@ def quarantine_list(
             left_out.append(f"{flake.flake_id} {clean(flake.nodeid)}: {state} (--confirmed-only)")
             continue
         test = tests.get(flake.nodeid)
+        if test is not None and test.exposure is not None and test.exposure not in CI_EXPOSURES:
+            left_out.append(f"{flake.flake_id} {flake.nodeid}: {EXPOSURE_TEXT[test.exposure]}")
+            continue
         rate = test.rate if test is not None and test.rate else None
         why = f"{reason(flake)} ({state})"
         entry = Entry(flake.nodeid, flake.flake_id, tuple(flake.kinds), rate, why)

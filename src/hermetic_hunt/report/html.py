@@ -32,6 +32,7 @@ from hermetic_hunt.report.text import (
     kinds_text,
     leak_count_text,
     run_line,
+    section_title,
     set_texts,
     sets_text,
     stable_groups,
@@ -203,15 +204,6 @@ def _dates(test: TestResult) -> str:
     return dates_text(evidence.get("dates")) if isinstance(evidence.get("dates"), dict) else ""
 
 
-_TITLES = {
-    "normal": ("normal", "Will break CI: fails in normal runs"),
-    "order": ("order", "Fails under shuffling or xdist (order-dependent)"),
-    "repeat": ("repeat", "Fails only when repeated in one process"),
-    "dates": ("dates", "Fails only at other dates or times"),
-    "sandbox": ("sandbox", "Fails only under the sandbox (sandbox-incompatible)"),
-}
-
-
 #: Where a test id may wrap: after a path separator, ``::``, ``[``, ``,`` or a space.
 _BREAKS = re.compile(r"(?<=/)|(?<=::)|(?<=\[)|(?<=,)|(?<= )")
 
@@ -280,7 +272,7 @@ def render_html(report: Report) -> str:
     interesting = [g.lead for g in report.groups if g.lead.attempts]
     rows, columns, cell_width = strips(interesting, report.rounds)
     sections = [
-        (*_TITLES.get(level, (level, level)), groups) for level, groups in report.by_exposure()
+        (level, section_title(level, groups), groups) for level, groups in report.by_exposure()
     ]
     chart, headings, chart_height = bars(
         [(title, [g.lead for g in groups if g.lead.attempts]) for _, title, groups in sections]

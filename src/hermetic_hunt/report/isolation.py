@@ -11,7 +11,14 @@ import os
 
 from hermetic_hunt import pasteable
 from hermetic_hunt.findings import Finding, IsolationReport
-from hermetic_hunt.models import EXPOSURE_TEXT, EXPOSURES, FOUND_BY, format_seconds, function_of
+from hermetic_hunt.models import (
+    EXPOSURE_TEXT,
+    EXPOSURES,
+    FOUND_BY,
+    exposure_words,
+    format_seconds,
+    function_of,
+)
 from hermetic_hunt.report.text import (
     LIST_LIMIT,
     clean,
@@ -84,7 +91,9 @@ def _flake_lines(
     kinds = ", ".join(v.kinds) or "not classified"
     status = "" if v.status == "isolated" else f" [{v.status}]"
     level = v.evidence.get("exposure") if v.kinds and isinstance(v.evidence, dict) else None
-    exposed = f" · {EXPOSURE_TEXT[level]}" if level in EXPOSURE_TEXT else ""
+    exposed = (
+        f" · {exposure_words(level, v.evidence.get('dates'))}" if level in EXPOSURE_TEXT else ""
+    )
     if not exposed and isinstance(v.evidence, dict) and v.evidence.get("failed") == 0:
         exposed = " · never failed: its network calls were blocked" if "network" in v.kinds else ""
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"

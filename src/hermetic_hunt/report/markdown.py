@@ -23,6 +23,7 @@ from hermetic_hunt.report.text import (
     members_text,
     relation_lines,
     run_line,
+    section_title,
     stable_groups,
     status_text,
     summary_line,
@@ -142,15 +143,6 @@ def _leaks(report: Report) -> list[str]:
     return out
 
 
-_TITLES = {
-    "normal": "Will break CI: fails in normal runs",
-    "order": "Fails under shuffling or xdist (order-dependent)",
-    "repeat": "Fails only when repeated in one process",
-    "dates": "Fails only at other dates or times",
-    "sandbox": "Fails only under the sandbox (sandbox-incompatible)",
-}
-
-
 def render_markdown(report: Report) -> str:
     which = f"run {report.selected_run}" if report.selected_run else f"{len(report.runs)} run(s)"
     if report.since:
@@ -166,7 +158,7 @@ def render_markdown(report: Report) -> str:
     ]
     out.extend(f"- {text(run_line(run))}" for run in report.runs)
     for level, findings in report.by_exposure():
-        title = f"### {_TITLES.get(level, level)} ({len(findings)})"
+        title = f"### {text(section_title(level, findings))} ({len(findings)})"
         out.extend(["", title, "", *_tests_table(findings)])
     if any(t.flake is None and t.status == "flaky" for t in report.tests):
         out.extend(

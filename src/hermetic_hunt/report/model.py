@@ -33,12 +33,13 @@ from typing import Any, Literal, get_args
 
 from hermetic_hunt import stats
 from hermetic_hunt.models import (
-    EXPOSURE_TEXT,
+    CI_EXPOSURES,
     EXPOSURES,
     FOUND_BY,
     Reproducer,
     attempts_text,
     exposure,
+    exposure_words,
     function_of,
 )
 from hermetic_hunt.report.fixes import FixView
@@ -166,7 +167,10 @@ class Group:
 
     @property
     def exposure_text(self) -> str:
-        return EXPOSURE_TEXT.get(self.exposure, self.exposure)
+        """``fails in normal runs``, ``fails on 2026-12-31 (in 28 days)``..."""
+        flake = self.lead.flake
+        evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
+        return exposure_words(self.exposure, evidence.get("dates"))
 
 
 @dataclass(frozen=True)
@@ -258,8 +262,11 @@ class Report:
 
     @property
     def findings(self) -> bool:
-        """Anything the exit status should flag: not stable, or violating."""
-        return bool(self.violations) or any(t.status in FINDINGS for t in self.tests)
+        """Anything the exit status should flag: violations, or a test that is not
+        stable and that CI will see (not ``past dates only``)."""
+        return bool(self.violations) or any(
+            t.status in FINDINGS and t.exposure in CI_EXPOSURES for t in self.tests
+        )
 
     def counts(self) -> dict[str, int]:
         """Tests per status, violators and leaking tests: the one place the
@@ -463,4 +470,5 @@ def test_exposure(status: str, flake: Flake | None) -> str | None:
         status=status,
         default_order=evidence.get("default_order") is True,
         fails_now=dates.get("fails_now") is True if isinstance(dates, dict) else None,
+        past_only=isinstance(dates, dict) and dates.get("past_only") is True,
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak
+from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak, exposure_words
 from hermetic_hunt.report.text import (
     clean,
     collision_text,
@@ -205,7 +205,7 @@ def render_flake(
         _row("status", flake_state(f)),
     ]
     if test is not None and test.exposure in EXPOSURE_TEXT:
-        out.append(_row("exposure", EXPOSURE_TEXT[test.exposure]))
+        out.append(_row("exposure", exposure_words(test.exposure, evidence.get("dates"))))
     if test is not None:
         out.append(_row("attempts", rate_text(test)))
     polluter_leaks = evidence.get("polluter_leaks")

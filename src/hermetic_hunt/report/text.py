@@ -12,7 +12,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hermetic_hunt import stats
-from hermetic_hunt.models import EXPOSURE_TEXT, Reproducer, attempts_text, format_seconds
+from hermetic_hunt.models import (
+    CI_EXPOSURES,
+    EXPOSURE_TEXT,
+    Reproducer,
+    attempts_text,
+    format_seconds,
+)
 from hermetic_hunt.report.fixes import fix_text_lines, history_text_lines
 from hermetic_hunt.report.model import Flake, Group, Report, TestResult, found_by_probe, rank_key
 from hermetic_hunt.store.rows import LeakRow, RunRow
@@ -102,6 +108,12 @@ def dates_text(dates: Any) -> str:
         return f"next real failure: {_moment(found)} (replayed at the coming dates)"
     count = dates.get("instants")
     tried = f"{count:,} instants" if isinstance(count, int) else "the coming dates"
+    if dates.get("past_only") is True:
+        since = _day(dates.get("checked_from"))
+        return (
+            f"failed only at dates before {since}; no failure from {since} through {until} "
+            f"({tried} replayed): not a CI risk"
+        )
     return f"no real failure through {until} ({tried} replayed)"
 
 
@@ -223,16 +235,21 @@ def summary_line(report: Report) -> str:
 
 
 def exposure_line(report: Report) -> str:
-    """``what CI will see: 2 fail in normal runs · 1 under shuffling or xdist``."""
+    """``what CI will see: 2 fail in normal runs · 1 fails on 2026-12-31 (in 28 days)``,
+    then, apart, the findings CI will never see (``past dates only: 1``)."""
     parts = []
+    apart = ""
     for level, groups in report.by_exposure():
-        text = EXPOSURE_TEXT[level]
+        if level not in CI_EXPOSURES:
+            apart = f" · apart: {len(groups)} {EXPOSURE_TEXT[level]} (failed only before today)"
+            continue
+        text = groups[0].exposure_text if len(groups) == 1 else EXPOSURE_TEXT[level]
         if len(groups) != 1:
             text = text.replace("fails ", "fail ", 1)
         parts.append(f"{len(groups)} {text}")
     if not parts:
-        return "what CI will see: nothing failed"
-    return "what CI will see: " + " · ".join(parts)
+        return "what CI will see: nothing failed" + apart
+    return "what CI will see: " + " · ".join(parts) + apart
 
 
 def stable_groups(report: Report) -> list[tuple[int, int]]:
@@ -348,6 +365,24 @@ def _group_block(group: Group) -> list[str]:
     return out
 
 
+#: What a report section's heading adds around its exposure's words.
+_SECTION_NOTE = {
+    "normal": ("Will break CI: ", ""),
+    "order": ("", " (order-dependent)"),
+    "sandbox": ("", " (sandbox-incompatible)"),
+    "past": ("", ": not what CI will see"),
+}
+
+
+def section_title(level: str, groups: Sequence[Group]) -> str:
+    """The heading of a section of the markdown and HTML reports:
+    ``Fails on 2026-12-31 (in 28 days)``, ``Will break CI: fails in normal runs``."""
+    words = groups[0].exposure_text if len(groups) == 1 else EXPOSURE_TEXT.get(level, level)
+    before, after = _SECTION_NOTE.get(level, ("", ""))
+    title = f"{before}{words}{after}"
+    return title[:1].upper() + title[1:]
+
+
 def finding_lines(report: Report, limit: int | None = None) -> list[str]:
     """The findings by exposure (what CI will see first), then fail rate.
 
@@ -362,7 +397,10 @@ def finding_lines(report: Report, limit: int | None = None) -> list[str]:
             left += len(groups)
             continue
         noun = "finding" if len(groups) == 1 else "findings"
-        out.extend(["", f"{EXPOSURE_TEXT[level]} ({len(groups)} {noun}):"])
+        title = groups[0].exposure_text if len(groups) == 1 else EXPOSURE_TEXT[level]
+        if level not in CI_EXPOSURES:
+            title += ", not what CI will see"
+        out.extend(["", f"{title} ({len(groups)} {noun}):"])
         for group in groups:
             if limit is not None and shown >= limit:
                 left += 1

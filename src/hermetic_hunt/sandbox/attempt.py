@@ -187,7 +187,7 @@ class _Active:
     """The attempt in progress (one at a time per process)."""
 
     __slots__ = ("clock", "cwd", "entropy", "fs", "patches", "policy", "random_seed", "saved",
-                 "spec", "trace")  # fmt: skip
+                 "spec", "stream_start", "trace")  # fmt: skip
 
     def __init__(self, spec: SandboxSpec) -> None:
         self.spec = spec
@@ -195,6 +195,7 @@ class _Active:
         self.patches = Patches()
         self.trace = Trace(keep=True)
         self.random_seed: int | None = None
+        self.stream_start: tuple[int, ...] | None = None
         self.clock: ClockSource | None = None
         self.entropy: entropy.Entropy | None = None
         self.policy: netguard.Policy | None = None
@@ -285,6 +286,10 @@ class Sandbox:
         if len(trace.threads) > 1:
             facts.counts["threads"] = len(trace.threads)
         facts.warnings = _replay_warnings(active)
+        if active.stream_start is not None:
+            words = state.words_between(active.stream_start, state.random_state())
+            if words != 0:
+                facts.counts["random-stream"] = -1 if words is None else words
         end_state = (
             state.random_state() if keep_journal and active.random_seed is not None else None
         )
@@ -310,7 +315,10 @@ class Sandbox:
         active.patches.undo()
         fs = active.fs
         moved = fs is not None and active.spec.chdir and _cwd() == str(fs.cwd)
-        state.restore(active.saved, cwd=active.cwd if moved else None, tempdir=fs is not None)
+        state.restore(
+            active.saved, cwd=active.cwd if moved else None, tempdir=fs is not None,
+            stream=active.stream_start is not None,
+        )  # fmt: skip
         if fs is not None:
             shutil.rmtree(fs.root, ignore_errors=True)
 
@@ -338,14 +346,19 @@ def _apply_env(spec: SandboxSpec, saved: state.Saved) -> None:
 
 def _enter_rng(active: _Active) -> None:
     spec, trace, replay = active.spec, active.trace, active.spec.replay
-    if spec.mode == "record":
+    if spec.stream:
+        # Seeded at import: the stream flows through the tests as in a plain
+        # run; only how far this attempt moved it is noted.
+        active.stream_start = state.random_state()
+    elif spec.mode == "record":
         # Fresh real entropy: every record-mode attempt explores its own stream.
         active.random_seed = int.from_bytes(entropy.REAL_URANDOM(16), "big")
     elif replay is not None and replay.random_seed is not None:
         active.random_seed = int(replay.random_seed, 16)
     else:
         active.random_seed = spec.seed
-    state.seed_random(active.random_seed)
+    if active.random_seed is not None:
+        state.seed_random(active.random_seed)
     if spec.rng != "all":
         return
     seeded = entropy.SeededEntropy(spec.seed, trace)

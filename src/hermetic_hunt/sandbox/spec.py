@@ -37,6 +37,10 @@ class SandboxSpec:
     tick: float = DEFAULT_TICK
     clock: str = "virtual"
     rng: str = "all"
+    #: The global ``random`` stream flows through the attempt as in a plain
+    #: run: neither seeded nor put back (the suite seeds it at import, so a
+    #: test's draws depend on the tests before it: see :mod:`hermetic_hunt.engine.rng`).
+    stream: bool = False
     network: str | tuple[str, ...] = "block"
     allow_loopback: bool = True
     allow_unix: bool = True

@@ -131,14 +131,39 @@ def words_consumed(seed: int, end: tuple[int, ...]) -> int | None:
     return None
 
 
-def restore(saved: Saved, *, cwd: str | None = None, tempdir: bool = False) -> None:
+def words_between(start: tuple[int, ...], end: tuple[int, ...]) -> int | None:
+    """How many 32-bit words the global stream gave from state ``start`` to ``end``
+    (None: ``end`` is not ahead on that stream, or too far; see :func:`words_consumed`)."""
+    if start == end:
+        return 0
+    key, index = end[:_BLOCK], end[_BLOCK]
+    if start[:_BLOCK] == key and index >= start[_BLOCK]:
+        return index - start[_BLOCK]
+    probe = _C_RANDOM.__new__(_C_RANDOM)
+    _C_RANDOM.setstate(probe, start)
+    left = _BLOCK - start[_BLOCK]  # words still in the start block
+    if left > 0:
+        probe.getrandbits(32 * left)
+    for twist in range(_MAX_TWISTS):
+        probe.getrandbits(32)  # twists the block, position 1
+        if _C_RANDOM.getstate(probe)[:_BLOCK] == key:
+            return left + twist * _BLOCK + index
+        probe.getrandbits(32 * (_BLOCK - 1))
+    return None
+
+
+def restore(
+    saved: Saved, *, cwd: str | None = None, tempdir: bool = False, stream: bool = False
+) -> None:
     """Undo the sandbox's own changes.
 
     ``cwd``: where to go back to when the sandbox moved the working
-    directory; ``tempdir``: the sandbox set ``tempfile.tempdir``.
+    directory; ``tempdir``: the sandbox set ``tempfile.tempdir``;
+    ``stream``: the global ``random`` stream flowed (it stays where the test left it).
     """
-    saved.random.restore(saved.generator)
-    saved.generator.gauss_next = saved.gauss
+    if not stream:
+        saved.random.restore(saved.generator)
+        saved.generator.gauss_next = saved.gauss
     if tempdir:
         tempfile.tempdir = saved.tempdir
     for name, value in saved.env.items():

@@ -35,7 +35,7 @@ LIMIT = 20
 
 _FLAKE = (
     "SELECT fl.flake_id, t.nodeid, fl.kinds, fl.polluters, fl.cleaners, fl.state_setters, "
-    "fl.reproducer, fl.confirmed, fl.first_run_id, fl.last_run_id "
+    "fl.reproducer, fl.confirmed, fl.first_run_id, fl.last_run_id, fl.evidence "
     "FROM flakes fl JOIN tests t ON t.id = fl.test_id"
 )
 
@@ -92,7 +92,16 @@ def _facts(store: Store, row: Sequence[Any]) -> FixFacts:
         blocked=blocked_calls(store, nodeid),
         rootdir=rootdir,
         integration_marker=marker,
+        stretch=_stretch(cells.cell(row[10], "evidence", where)),
     )
+
+
+def _stretch(evidence: Any) -> float | None:
+    """The ``stretch`` fact of a flake's evidence (untrusted: a number > 1, else None)."""
+    value = evidence.get("stretch") if isinstance(evidence, dict) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 1 < value < 1e6:
+        return float(value)
+    return None
 
 
 def _run_context(store: Store, run_id: int | None) -> tuple[str, str]:

@@ -263,3 +263,20 @@ def test_a_sleep_stretch_flake_names_the_margin_the_sleep_and_the_deadline(tmp_p
     assert "time.sleep(0.045)" in s.changes[0].what
     assert "time.monotonic() - started < ttl" in s.changes[1].what
     assert s.patch is None and s.reason.startswith("no patch")
+
+
+def test_tests_sharing_a_stream_seeded_at_import_are_told_to_seed_per_test(tmp_path):
+    stream = Leak("random", "random", "changed",
+                  "drew 2 word(s); seeded at import at tests/test_rng.py:3")  # fmt: skip
+    s = suggest(FixFacts(
+        flake_id="F2", nodeid="tests/test_rng.py::test_lucky", kinds=("brittle",),
+        state_setters=(("tests/test_rng.py::test_draws_a_number",),), rootdir=str(tmp_path),
+        leaks={"tests/test_rng.py::test_draws_a_number": (stream,)},
+    ))  # fmt: skip
+    assert s.summary.startswith(
+        "shares the global random stream seeded once at import (tests/test_rng.py:3) with "
+        "test_draws_a_number"
+    )
+    assert [c.where for c in s.changes] == ["tests/test_rng.py:3"]
+    assert "random.Random(seed)" in s.changes[0].fix and "random.seed(N)" in s.changes[0].fix
+    assert s.patch is None

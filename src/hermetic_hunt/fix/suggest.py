@@ -30,7 +30,7 @@ import builtins
 import os
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -518,10 +518,43 @@ def _dedent(text: str, indent: str) -> str:
 # -- per kind ---------------------------------------------------------------------------
 
 
+def _shared_stream(plan: _Plan, others: Sequence[str]) -> bool:
+    """The tests share the global ``random`` stream the suite seeds at import
+    (their ``random`` leaks say where): seed per test, or a local generator."""
+    seeded = next(
+        (
+            leak.detail.rpartition("seeded at import at ")[2]
+            for nodeid in others
+            for leak in plan.facts.leaks.get(nodeid, ())
+            if leak.resource == "random" and "seeded at import at " in leak.detail
+        ),
+        None,
+    )
+    if seeded is None:
+        return False
+    names = " + ".join(_short(n) for n in others)
+    plan.summary = (
+        f"shares the global random stream seeded once at import ({seeded}) with {names}: "
+        "what it draws depends on how much the tests before it drew"
+    )
+    plan.changes.append(
+        Change(
+            seeded,
+            "seeds the global random stream once, at import",
+            "seed per test (an autouse fixture calling random.seed(N)), or draw from a local "
+            "random.Random(seed) the test creates or injects",
+        )
+    )
+    plan.reason = "no patch: which seed (or generator) the code should use is its decision"
+    return True
+
+
 @suggests("victim")
 def _victim(plan: _Plan) -> None:
     facts, analyzer = plan.facts, plan.analyzer
     polluters = facts.polluters[0] if facts.polluters else ()
+    if _shared_stream(plan, polluters):
+        return
     me = analyzer.test(facts.nodeid) if analyzer else None
     names = " + ".join(_short(p) for p in polluters) or "another test"
     if facts.cleaners and me is not None:
@@ -648,6 +681,8 @@ def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, int, s
 def _brittle(plan: _Plan) -> None:
     facts, analyzer = plan.facts, plan.analyzer
     setters = facts.state_setters[0] if facts.state_setters else ()
+    if _shared_stream(plan, setters):
+        return
     names = " + ".join(_short(s) for s in setters) or "another test"
     plan.summary = f"fails alone: it needs what {names} does first; set that up in the test"
     me = analyzer.test(facts.nodeid) if analyzer else None

@@ -39,9 +39,9 @@ from hermetic_hunt.untrusted import is_whole
 CONFIRM = 3
 
 
-def numbers(c: Case, count: int) -> list[int]:
+def numbers(case: Case, count: int) -> list[int]:
     """Step numbers of the latest ``count`` probes."""
-    return list(range(c.step_no() - count + 1, c.step_no() + 1))
+    return list(range(case.step_no() - count + 1, case.step_no() + 1))
 
 
 def names(steps: Sequence[Step]) -> str:
@@ -51,7 +51,7 @@ def names(steps: Sequence[Step]) -> str:
 # -- phase 1 -------------------------------------------------------------------
 
 
-def alone(c: Case) -> None:
+def alone(case: Case) -> None:
     """The failing attempt alone, repeated, with everything it was given.
 
     Three runs; when they agree, more, until the other outcome would have
@@ -59,46 +59,46 @@ def alone(c: Case) -> None:
     with the stated confidence, at most 12 runs: a test that failed in 10%
     of the hunt's attempts is not "passing alone" after three clean runs.
     """
-    target = c.target
+    target = case.target
     assert target is not None
-    step, hs = Step.of(target), c.hash_seed_of(target)
-    results = [c.probe("alone", [step], hs) for _ in range(c.settings.alone_runs)]
-    first = numbers(c, len(results))[0]
-    if not any(c.same(r) for r in results):
+    step, hash_seed = Step.of(target), case.hash_seed_of(target)
+    results = [case.probe("alone", [step], hash_seed) for _ in range(case.settings.alone_runs)]
+    first = numbers(case, len(results))[0]
+    if not any(case.same(r) for r in results):
         # It failed in a calm round and passes alone; it may fail alone
         # under the conditions another of its failures ran with.
-        conditioned = _under_conditions(c, target)
+        conditioned = _under_conditions(case, target)
         if conditioned is not None:
-            tried, its_hs = Step.of(conditioned), c.hash_seed_of(conditioned)
-            runs = [c.probe("alone (its conditions)", [tried], its_hs) for _ in results]
-            if any(c.same(r) for r in runs):
-                c.target, step, hs, results = conditioned, tried, its_hs, runs
-                first = numbers(c, len(runs))[0]
-    total = len(c.failing) + len(c.passing)
-    for agree, other in ((c.same, len(c.passing)), (shows_pass, len(c.failing))):
+            tried, its_hs = Step.of(conditioned), case.hash_seed_of(conditioned)
+            runs = [case.probe("alone (its conditions)", [tried], its_hs) for _ in results]
+            if any(case.same(r) for r in runs):
+                case.target, step, hash_seed, results = conditioned, tried, its_hs, runs
+                first = numbers(case, len(runs))[0]
+    total = len(case.failing) + len(case.passing)
+    for agree, other in ((case.same, len(case.passing)), (shows_pass, len(case.failing))):
         if all(agree(r) for r in results):
             # The hunt's rate of the other outcome, conservatively (the low
             # end of its 95% interval: a few attempts say little).
             rate = stats.wilson(other, total)[0]
-            wanted = repeats_for(rate, c.settings.confidence)
+            wanted = repeats_for(rate, case.settings.confidence)
             while len(results) < wanted and agree(results[-1]):
-                results.append(c.probe("alone", [step], hs))
-    extra = len(results) - c.settings.alone_runs
-    c.alone_numbers = [*range(first, first + c.settings.alone_runs), *numbers(c, extra)]
-    same = [c.same(r) for r in results]
+                results.append(case.probe("alone", [step], hash_seed))
+    extra = len(results) - case.settings.alone_runs
+    case.alone_numbers = [*range(first, first + case.settings.alone_runs), *numbers(case, extra)]
+    same = [case.same(r) for r in results]
     passed = [r.outcome == "passed" for r in results]
     if all(same):
         # Found by the first run, confirmed by the others.
-        c.reproduce([step], hs, confirmed=True)
-        sandbox_factors(c, step, hs)
+        case.reproduce([step], hash_seed, confirmed=True)
+        sandbox_factors(case, step, hash_seed)
     elif any(same) and any(passed):
-        concurrency(c, step, hs, results)
+        concurrency(case, step, hash_seed, results)
     else:
         if not any(passed):
-            c.finding.notes.append(
+            case.finding.notes.append(
                 f"alone it fails differently from the hunt: {describe(results[0])}"
             )
-        c.needs.add("order")
+        case.needs.add("order")
 
 
 def describe(result: ProbeResult) -> str:
@@ -109,11 +109,13 @@ def describe(result: ProbeResult) -> str:
     return text
 
 
-def _under_conditions(c: Case, target: Attempt) -> Attempt | None:
+def _under_conditions(case: Case, target: Attempt) -> Attempt | None:
     """Another failure like ``target``'s that ran under timing conditions (None: none)."""
     if _conditioned(target):
         return None
-    return next((a for a in c.failing if a.signature == target.signature and _conditioned(a)), None)
+    return next(
+        (a for a in case.failing if a.signature == target.signature and _conditioned(a)), None
+    )
 
 
 def _conditioned(attempt: Attempt) -> bool:
@@ -121,11 +123,11 @@ def _conditioned(attempt: Attempt) -> bool:
     return noisy or attempt.switch_interval is not None or attempt.stress > 0
 
 
-def sandbox_factors(c: Case, step: Step, hs: int) -> None:
+def sandbox_factors(case: Case, step: Step, hash_seed: int) -> None:
     """Fails alone every time: which single input decides it?"""
-    target = c.target
+    target = case.target
     assert target is not None
-    if conditions(c, step, hs):
+    if conditions(case, step, hash_seed):
         return
     # From here on one input at a time, with no timing condition at all.
     varied = replace(
@@ -133,42 +135,42 @@ def sandbox_factors(c: Case, step: Step, hs: int) -> None:
     )
     found = False
     if target.seed is None or target.now is None or target.mode == "off":
-        c.finding.notes.append(
+        case.finding.notes.append(
             "the attempt ran with the sandbox off: its seed and start time cannot be varied"
         )
     else:
-        seeds = alternative_seeds(c, c.settings.variations)
-        probes = [Probe("vary seed", (replace(varied, seed=s),), hs) for s in seeds]
-        found |= _varied(c, "random", "seed", probes, [str(s) for s in seeds])
-        nows = alternative_nows(c, c.settings.variations)
-        probes = [Probe("vary start time", (replace(varied, now=t),), hs) for t in nows]
-        found |= _varied(c, "time", "start time", probes, [iso(t) for t in nows])
+        seeds = alternative_seeds(case, case.settings.variations)
+        probes = [Probe("vary seed", (replace(varied, seed=s),), hash_seed) for s in seeds]
+        found |= _varied(case, "random", "seed", probes, [str(s) for s in seeds])
+        nows = alternative_nows(case, case.settings.variations)
+        probes = [Probe("vary start time", (replace(varied, now=t),), hash_seed) for t in nows]
+        found |= _varied(case, "time", "start time", probes, [iso(t) for t in nows])
     if not found:
-        hash_seeds = alternative_hash_seeds(c, c.settings.variations)
+        hash_seeds = alternative_hash_seeds(case, case.settings.variations)
         probes = [Probe("vary hash seed", (step,), h) for h in hash_seeds]
-        found = _varied(c, "hash-order", "PYTHONHASHSEED", probes, [str(h) for h in hash_seeds])
+        found = _varied(case, "hash-order", "PYTHONHASHSEED", probes, [str(h) for h in hash_seeds])
     if not found:
-        c.needs.add("brittle")
+        case.needs.add("brittle")
 
 
-def _varied(c: Case, kind: str, label: str, probes: list[Probe], shown: list[str]) -> bool:
+def _varied(case: Case, kind: str, label: str, probes: list[Probe], shown: list[str]) -> bool:
     """Run the variations; a variation that passes twice decides ``kind``."""
-    results = c.probe_many(probes)
-    first = c.step_no() - len(results) + 1
+    results = case.probe_many(probes)
+    first = case.step_no() - len(results) + 1
     for offset, (probe, result, value) in enumerate(zip(probes, results, shown, strict=True)):
         if result.outcome != "passed":
             continue
-        again = c.probe(f"{probe.purpose} (again)", probe.steps, probe.hash_seed)
+        again = case.probe(f"{probe.purpose} (again)", probe.steps, probe.hash_seed)
         if again.outcome == "passed":
-            runs = len(c.alone_numbers)
-            c.claim(
+            runs = len(case.alone_numbers)
+            case.claim(
                 kind,
                 f"fails alone in {runs} of {runs} runs; passes twice with {label} {value}, "
                 "everything else the same",
-                [*c.alone_numbers, first + offset, c.step_no()],
+                [*case.alone_numbers, first + offset, case.step_no()],
             )
             return True
-        c.finding.notes.append(f"{label} {value} passed once, then failed: not decisive")
+        case.finding.notes.append(f"{label} {value} passed once, then failed: not decisive")
     return False
 
 
@@ -179,91 +181,96 @@ def _varied(c: Case, kind: str, label: str, probes: list[Probe], shown: list[str
 STRESS_RUNS = 5
 
 
-def conditions(c: Case, step: Step, hs: int) -> bool:
+def conditions(case: Case, step: Step, hash_seed: int) -> bool:
     """Does the attempt's timing condition decide it? (It fails alone every time.)"""
-    runs = len(c.alone_numbers)
+    runs = len(case.alone_numbers)
     if step.profile in ("jitter", "slow"):
         exact = replace(step, profile="exact")
-        calm = [c.probe("exact clock", [exact], hs) for _ in range(2)]
+        calm = [case.probe("exact clock", [exact], hash_seed) for _ in range(2)]
         if all(shows_pass(r) for r in calm):
-            c.claim(
+            case.claim(
                 "time",
                 f"fails alone in {runs} of {runs} runs under the {step.profile} clock profile"
-                f"{_stretch_text(c, c.alone_numbers)}; passes twice with the exact clock, same "
-                "seed and start time",
-                [*c.alone_numbers, *numbers(c, 2)],
+                f"{_stretch_text(case, case.alone_numbers)}; passes twice with the exact clock, "
+                "same seed and start time",
+                [*case.alone_numbers, *numbers(case, 2)],
             )
             return True
         if any(shows_pass(r) for r in calm):
-            c.finding.notes.append(
+            case.finding.notes.append(
                 f"the exact clock passed once, then failed: the {step.profile} profile is "
                 "not decisive"
             )
     if step.switch_interval is not None:
         default = replace(step, switch_interval=None)
-        tries = [c.probe("default switch interval", [default], hs) for _ in range(CONFIRM)]
+        tries = [
+            case.probe("default switch interval", [default], hash_seed) for _ in range(CONFIRM)
+        ]
         if all(shows_pass(r) for r in tries):
-            c.claim(
+            case.claim(
                 "concurrency",
                 f"fails alone in {runs} of {runs} runs with sys.setswitchinterval"
                 f"({step.switch_interval:g}); passes in {CONFIRM} of {CONFIRM} with the "
                 "interpreter's, everything else the same: threads race",
-                [*c.alone_numbers, *numbers(c, CONFIRM)],
+                [*case.alone_numbers, *numbers(case, CONFIRM)],
             )
             return True
     if step.stress and step.mode == "record":
-        return _stress(c, step, hs)
+        return _stress(case, step, hash_seed)
     return False
 
 
-def _stretch_text(c: Case, probes: Sequence[int]) -> str:
+def _stretch_text(case: Case, probes: Sequence[int]) -> str:
     """`` (sleeps lasted up to 1.23x their duration)`` from the probes' read counts
     (and the ``stretch`` fact: a fix suggestion names the sleep and the deadline)."""
     stretched = []
     for number in probes:
-        last = c.finding.probes[number - 1][1].last
+        last = case.finding.probes[number - 1][1].last
         value = (last.counts or {}).get("stretch") if last is not None else None
         if is_whole(value) and value > 1000:
             stretched.append(value)
     if not stretched:
         return ""
-    c.facts["stretch"] = min(stretched) / 1000
+    case.facts["stretch"] = min(stretched) / 1000
     return f" (sleeps lasted up to {min(stretched) / 1000:.2f}x their duration)"
 
 
-def _stress(c: Case, step: Step, hs: int) -> bool:
+def _stress(case: Case, step: Step, hash_seed: int) -> bool:
     """Record mode: live runs under the attempt's CPU stress, then calm ones."""
     live = replace(step, attempt_id=None)
-    stressed = [c.probe("cpu stress", [live], hs) for _ in range(STRESS_RUNS)]
-    stressed_numbers = numbers(c, STRESS_RUNS)
-    calm = [c.probe("calm", [replace(live, stress=0)], hs) for _ in range(STRESS_RUNS)]
-    failed = sum(c.same(r) for r in stressed)
+    stressed = [case.probe("cpu stress", [live], hash_seed) for _ in range(STRESS_RUNS)]
+    stressed_numbers = numbers(case, STRESS_RUNS)
+    calm = [case.probe("calm", [replace(live, stress=0)], hash_seed) for _ in range(STRESS_RUNS)]
+    failed = sum(case.same(r) for r in stressed)
     calm_failed = sum(not shows_pass(r) for r in calm)
     if failed and not calm_failed:
-        c.claim(
+        case.claim(
             "time",
             f"fails under CPU stress {failed}/{STRESS_RUNS} ({step.stress} busy "
             f"process{'es' if step.stress != 1 else ''}), 0/{STRESS_RUNS} calm",
-            [*(n for n, r in zip(stressed_numbers, stressed, strict=True) if c.same(r)),
-             *numbers(c, STRESS_RUNS)],
+            [*(n for n, r in zip(stressed_numbers, stressed, strict=True) if case.same(r)),
+             *numbers(case, STRESS_RUNS)],
         )  # fmt: skip
         return True
-    c.finding.notes.append(
+    case.finding.notes.append(
         f"under CPU stress it failed {failed}/{STRESS_RUNS}, calm {calm_failed}/{STRESS_RUNS}: "
         "stress does not decide it"
     )
     return False
 
 
-def concurrency(c: Case, step: Step, hs: int, results: list[ProbeResult]) -> None:
+def concurrency(case: Case, step: Step, hash_seed: int, results: list[ProbeResult]) -> None:
     """Identical inputs, different outcomes: rerun more, also in record mode."""
-    reruns = [c.probe("rerun", [step], hs) for _ in range(c.settings.reruns)]
-    rerun_numbers = numbers(c, len(reruns))
+    reruns = [case.probe("rerun", [step], hash_seed) for _ in range(case.settings.reruns)]
+    rerun_numbers = numbers(case, len(reruns))
     record = replace(step, mode="record", attempt_id=None)
-    recorded = [c.probe("rerun (record)", [record], hs) for _ in range(c.settings.record_reruns)]
-    record_numbers = numbers(c, len(recorded))
+    recorded = [
+        case.probe("rerun (record)", [record], hash_seed)
+        for _ in range(case.settings.record_reruns)
+    ]
+    record_numbers = numbers(case, len(recorded))
     seeded = results + reruns
-    failed = sum(c.same(r) for r in seeded)
+    failed = sum(case.same(r) for r in seeded)
     journals = [
         n for n, r in zip(record_numbers, recorded, strict=True) if r.last and r.last.journal
     ]
@@ -272,22 +279,22 @@ def concurrency(c: Case, step: Step, hs: int, results: list[ProbeResult]) -> Non
         same += f" (sys.setswitchinterval({step.switch_interval:g}))"
     why = (
         f"{same}: failed {failed} of {len(seeded)} runs "
-        f"alone; record mode: failed {sum(c.same(r) for r in recorded)} of {len(recorded)}"
+        f"alone; record mode: failed {sum(case.same(r) for r in recorded)} of {len(recorded)}"
     )
     if journals:
         why += f" (journals in steps {', '.join(map(str, journals))})"
-    if not uncontrolled(c, f"it failed in {failed} of {len(seeded)} identical runs alone"):
-        c.claim("concurrency", why, [*c.alone_numbers, *rerun_numbers, *record_numbers])
-    c.reproduce([step], hs, confirmed=any(c.same(r) for r in reruns))
-    c.finding.notes.append(f"the reproducer fails in about {failed / len(seeded):.0%} of runs")
+    if not uncontrolled(case, f"it failed in {failed} of {len(seeded)} identical runs alone"):
+        case.claim("concurrency", why, [*case.alone_numbers, *rerun_numbers, *record_numbers])
+    case.reproduce([step], hash_seed, confirmed=any(case.same(r) for r in reruns))
+    case.finding.notes.append(f"the reproducer fails in about {failed / len(seeded):.0%} of runs")
 
 
-def uncontrolled(c: Case, what: str) -> bool:
+def uncontrolled(case: Case, what: str) -> bool:
     """With the sandbox off, identical inputs are not identical: say so."""
-    target = c.target
+    target = case.target
     if target is not None and target.mode != "off":
         return False
-    c.finding.notes.append(
+    case.finding.notes.append(
         f"{what}, but the sandbox was off: randomness and the clock were not controlled, "
         "so random, time and concurrency cannot be told apart (hunt with "
         "--hermetic-hunt-mode=seeded)"
@@ -296,13 +303,13 @@ def uncontrolled(c: Case, what: str) -> bool:
 
 
 def consistent(
-    c: Case, steps: list[Step], hs: int, check: Callable[[ProbeResult], bool],
+    case: Case, steps: list[Step], hash_seed: int, check: Callable[[ProbeResult], bool],
     what: str,
 ) -> bool:  # fmt: skip
     """A deterministic cause shows in every run: ``CONFIRM - 1`` more runs."""
     for _ in range(CONFIRM - 1):
-        if not check(c.probe("confirm again", steps, hs)):
-            c.finding.notes.append(
+        if not check(case.probe("confirm again", steps, hash_seed)):
+            case.finding.notes.append(
                 f"{what} showed once, not {CONFIRM} times in a row: not claimed "
                 "(the test may fail at random)"
             )

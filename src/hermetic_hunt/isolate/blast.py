@@ -78,15 +78,15 @@ def _confirm(
     sweep: tuple[Probe, ProbeResult],
 ) -> Finding | None:
     """A victim when it passes alone and fails after the polluters alone, every time."""
-    hs = polluters.hash_seed
+    hash_seed = polluters.hash_seed
     probes: list[tuple[Probe, ProbeResult]] = [sweep]
-    alone = Probe("alone", (step,), hs)
+    alone = Probe("alone", (step,), hash_seed)
     result = prober.run(alone)
     probes.append((alone, result))
     if result.outcome != "passed":
         return None
     signature = seen.signature
-    reproducer = Probe("confirm reproducer", (*polluters.steps, step), hs)
+    reproducer = Probe("confirm reproducer", (*polluters.steps, step), hash_seed)
     for _ in range(CONFIRM):
         result = prober.run(reproducer)
         probes.append((reproducer, result))
@@ -101,7 +101,7 @@ def _confirm(
         polluters=[list(polluters.nodeids)],
         reproducer=Reproducer(
             steps=(*polluters.steps, step),
-            hash_seed=hs,
+            hash_seed=hash_seed,
             exc_type=failure.exc_type if failure else "",
             location=failure.location if failure else "",
             message=failure.message if failure else "",

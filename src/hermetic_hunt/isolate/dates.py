@@ -70,32 +70,32 @@ def candidate_instants(
     return sorted(t for t in out if now <= t <= limit)
 
 
-def check(c: Case) -> None:
+def check(case: Case) -> None:
     """Replay a ``time`` flake at the coming dates; the finding's ``dates`` fact."""
-    target = c.target
+    target = case.target
     if target is None or target.now is None or target.mode == "off":
         return
     step = replace(Step.of(target), mode="seeded", attempt_id=None)
-    hs = c.hash_seed_of(target)
-    window = c.settings.today_window
+    hash_seed = case.hash_seed_of(target)
+    window = case.settings.today_window
     now = round(window.start, 3)
-    failed_at = sorted({a.now for a in c.failing if a.now is not None})
+    failed_at = sorted({a.now for a in case.failing if a.now is not None})
     instants = candidate_instants(now, target.now, window.days, failed_at)
     found: float | None = None
     tried = 0
     for start in range(0, len(instants), BATCH):
         batch = instants[start : start + BATCH]
-        result = c.probe("at the coming dates", [replace(step, now=t) for t in batch], hs)
+        result = case.probe("at the coming dates", [replace(step, now=t) for t in batch], hash_seed)
         tried += len(result.steps)
-        hits = [t for t, a in zip(batch, result.steps, strict=False) if c.same_attempt(a)]
+        hits = [t for t, a in zip(batch, result.steps, strict=False) if case.same_attempt(a)]
         alone = [replace(step, now=hits[0])] if hits else []
-        if alone and c.same(c.probe("at the coming dates (alone)", alone, hs)):
+        if alone and case.same(case.probe("at the coming dates (alone)", alone, hash_seed)):
             found = hits[0]
             break
         if result.status != "completed":
             break
     checked_until = instants[min(tried, len(instants)) - 1] if tried else now
-    c.facts["dates"] = {
+    case.facts["dates"] = {
         "checked_from": iso(now),
         "checked_until": iso(checked_until),
         "instants": tried,

@@ -36,14 +36,14 @@ DEFAULT_ORDER_LIMIT = 5000
 
 
 def sequence_before(
-    c: Case, attempt: Attempt, *, exclude_self: bool
+    case: Case, attempt: Attempt, *, exclude_self: bool
 ) -> tuple[list[Step], list[Step]]:
     """``(deduplicated, as run)`` steps before ``attempt`` on its worker."""
-    raw = [Step.of(a) for a in c.history.preceding(attempt)]
-    kept = [s for s in raw if s.nodeid in c.collected]
-    if len(kept) < len(raw):
-        gone = sorted({s.nodeid for s in raw} - {s.nodeid for s in kept})
-        c.finding.notes.append(f"not collected any more, left out: {', '.join(gone[:5])}")
+    as_run = [Step.of(a) for a in case.history.preceding(attempt)]
+    kept = [s for s in as_run if s.nodeid in case.collected]
+    if len(kept) < len(as_run):
+        gone = sorted({s.nodeid for s in as_run} - {s.nodeid for s in kept})
+        case.finding.notes.append(f"not collected any more, left out: {', '.join(gone[:5])}")
     if exclude_self:
         kept = [s for s in kept if s.nodeid != attempt.nodeid]
     return dedupe(kept), kept
@@ -57,122 +57,134 @@ def _first_passed(result: ProbeResult) -> bool:
     )
 
 
-def order_dependent(c: Case) -> None:
+def order_dependent(case: Case) -> None:
     """Passes alone: self-polluting? a victim? else the last resorts."""
-    target = c.target
+    target = case.target
     assert target is not None
-    step, hs = Step.of(target), c.hash_seed_of(target)
+    step, hash_seed = Step.of(target), case.hash_seed_of(target)
     self_polluting = True
     for purpose in ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1)):
-        result = c.probe(purpose, [step, step], hs)
-        if not (_first_passed(result) and c.same(result)):
+        result = case.probe(purpose, [step, step], hash_seed)
+        if not (_first_passed(result) and case.same(result)):
             self_polluting = False
             break
     if self_polluting:
-        c.claim(
+        case.claim(
             "self-polluting",
             "passes on its first run in a fresh process and fails when run again in it "
             f"({CONFIRM} out of {CONFIRM})",
-            numbers(c, CONFIRM),
+            numbers(case, CONFIRM),
         )
-        c.reproduce([step, step], hs, confirmed=True)
-        if c.repeated_only:
+        case.reproduce([step, step], hash_seed, confirmed=True)
+        if case.repeated_only:
             # It failed only as a twice round's second run, and that is
             # explained: no plain run ever failed, so nothing to search.
             return
-    seq, raw = sequence_before(c, target, exclude_self=self_polluting)
-    if seq:
-        victim(c, seq, raw, step, hs)
+    preceding, as_run = sequence_before(case, target, exclude_self=self_polluting)
+    if preceding:
+        victim(case, preceding, as_run, step, hash_seed)
     elif not self_polluting:
-        c.finding.notes.append("nothing ran before the failing attempt on its worker")
-    if not c.finding.kinds:
-        last_resorts(c, step, hs)
+        case.finding.notes.append("nothing ran before the failing attempt on its worker")
+    if not case.finding.kinds:
+        last_resorts(case, step, hash_seed)
 
 
-def suspects(c: Case, seq: list[Step], shown: Sequence[Attempt],
+def suspects(case: Case, preceding: list[Step], shown: Sequence[Attempt],
              not_shown: Sequence[Attempt]) -> list[Step]:  # fmt: skip
-    """The tests of ``seq`` that ran before every attempt in ``shown`` and
+    """The tests of ``preceding`` that ran before every attempt in ``shown`` and
     before none in ``not_shown`` (in the same process): where a single
     deterministic culprit must be. A few attempts of each are enough."""
     common: set[str] | None = None
     for attempt in shown[:EVIDENCE_IDS]:
-        before = {a.nodeid for a in c.history.preceding(attempt)}
+        before = {a.nodeid for a in case.history.preceding(attempt)}
         common = before if common is None else common & before
     ruled_out: set[str] = set()
     for attempt in not_shown[:EVIDENCE_IDS]:
-        ruled_out |= {a.nodeid for a in c.history.preceding(attempt)}
-    return [s for s in seq if (common is None or s.nodeid in common) and s.nodeid not in ruled_out]
+        ruled_out |= {a.nodeid for a in case.history.preceding(attempt)}
+    return [
+        s for s in preceding if (common is None or s.nodeid in common) and s.nodeid not in ruled_out
+    ]
 
 
-def _tries(c: Case, purpose: str, seq: list[Step], raw: list[Step],
+def _tries(case: Case, purpose: str, preceding: list[Step], as_run: list[Step],
            narrowed: list[tuple[str, list[Step]]]) -> list[tuple[str, list[Step]]]:  # fmt: skip
     """Subsets of the preceding sequence to replay, cheapest first: the
     narrowed ones (when smaller), the halves of a long sequence, the
     sequence, then the sequence as it ran."""
     out: list[tuple[str, list[Step]]] = []
-    if len(seq) >= HALVES_FROM:
+    if len(preceding) >= HALVES_FROM:
         # A long sequence is bisected before it is replayed whole: a single
         # culprit is in one half, and the search goes on from there.
-        half = len(seq) // 2
-        narrowed = [*narrowed, ("its first half", seq[:half]), ("its second half", seq[half:])]
+        half = len(preceding) // 2
+        narrowed = [
+            *narrowed,
+            ("its first half", preceding[:half]),
+            ("its second half", preceding[half:]),
+        ]
     for label, subset in narrowed:
-        if 0 < len(subset) < len(seq) and all(subset != other for _, other in out):
+        if 0 < len(subset) < len(preceding) and all(subset != other for _, other in out):
             out.append((f"{purpose} ({label})", subset))
-    out.append((purpose, seq))
-    if len(seq) < len(raw) <= c.settings.max_raw_sequence:
-        out.append((f"{purpose} (not deduplicated)", raw))
+    out.append((purpose, preceding))
+    if len(preceding) < len(as_run) <= case.settings.max_raw_sequence:
+        out.append((f"{purpose} (not deduplicated)", as_run))
     return out
 
 
 def _reproducing_sequence(
-    c: Case, tries: list[tuple[str, list[Step]]], last: Step, hs: int,
+    case: Case, tries: list[tuple[str, list[Step]]], last: Step, hash_seed: int,
     check: Callable[[ProbeResult], bool],
 ) -> list[Step] | None:  # fmt: skip
     """The first of ``tries`` that shows the signal before ``last``."""
     for purpose, subset in tries:
-        if check(c.probe(purpose, [*subset, last], hs)):
+        if check(case.probe(purpose, [*subset, last], hash_seed)):
             return subset
     return None
 
 
-def _thread_leakers(c: Case, seq: list[Step]) -> list[Step]:
-    return [s for s in seq if any(leak.resource == "thread" for leak in c.leaks_of(s.nodeid))]
+def _thread_leakers(case: Case, preceding: list[Step]) -> list[Step]:
+    return [
+        s for s in preceding if any(leak.resource == "thread" for leak in case.leaks_of(s.nodeid))
+    ]
 
 
-def _thread_candidates(c: Case, seq: list[Step], step: Step, hs: int) -> tuple[list[Step], int]:
+def _thread_candidates(
+    case: Case, preceding: list[Step], step: Step, hash_seed: int
+) -> tuple[list[Step], int]:
     """Re-probe the tests that left a thread running, with the victim: a thread
     acts when it gets to run, so one pass proves nothing. Up to the runs that
     would show a failure of the hunt's rate, with the stated confidence."""
-    threads = _thread_leakers(c, seq)
+    threads = _thread_leakers(case, preceding)
     if not threads:
         return [], 1
-    runs = repeats_for(c.fail_rate, c.settings.confidence, cap=c.settings.thread_repeats)
+    runs = repeats_for(case.fail_rate, case.settings.confidence, cap=case.settings.thread_repeats)
     for index in range(runs):
-        if c.same(c.probe("tests that left a thread running", [*threads, step], hs)):
-            c.finding.notes.append(
+        if case.same(case.probe("tests that left a thread running", [*threads, step], hash_seed)):
+            case.finding.notes.append(
                 f"the tests that left a thread running made it fail in run {index + 1} of "
                 f"up to {runs}: a probabilistic polluter, every 'no' rests on {runs} runs"
             )
             return threads, runs
-    c.finding.notes.append(
+    case.finding.notes.append(
         f"the tests that left a thread running ({names(threads)}) did not make it fail "
         f"in {runs} runs"
     )
     return [], 1
 
 
-def polluter_leaks(c: Case, sets: Sequence[Sequence[Step]]) -> dict[str, list[str]]:
+def polluter_leaks(case: Case, sets: Sequence[Sequence[Step]]) -> dict[str, list[str]]:
     """What each polluter left behind in the hunt (``{nodeid: [phrase, ...]}``)."""
     out: dict[str, list[str]] = {}
     for members in sets:
         for s in members:
-            found = c.leaks_of(s.nodeid)
+            found = case.leaks_of(s.nodeid)
             if found and s.nodeid not in out:
                 out[s.nodeid] = [leak.describe() for leak in found]
     return out
 
 
-def victim(c: Case, seq: list[Step], raw: list[Step], step: Step, hs: int) -> None:
+def victim(
+    case: Case, preceding: list[Step], as_run: list[Step], step: Step, hash_seed: int
+) -> None:
     """The preceding sequence fails: shrink it to minimal polluter sets.
 
     Cheapest first: tests that left a thread running (repeated probes: a
@@ -183,74 +195,82 @@ def victim(c: Case, seq: list[Step], raw: list[Step], step: Step, hs: int) -> No
     """
     # A thread acts when it gets to run: its test is a probabilistic polluter,
     # tried first, in repeated probes (few tests, cheap).
-    cands, repeats = _thread_candidates(c, seq, step, hs)
-    if not cands:
-        leakers = [s for s in seq if c.leaks_of(s.nodeid)]
+    candidates, repeats = _thread_candidates(case, preceding, step, hash_seed)
+    if not candidates:
+        leakers = [s for s in preceding if case.leaks_of(s.nodeid)]
         narrowed = [
             ("tests that leaked state", leakers),
-            ("tests before every failure, before no pass", suspects(c, seq, c.failing, c.passing)),
+            (
+                "tests before every failure, before no pass",
+                suspects(case, preceding, case.failing, case.passing),
+            ),
         ]
-        tries = _tries(c, "preceding sequence", seq, raw, narrowed)
-        cands, repeats = _reproducing_sequence(c, tries, step, hs, c.same) or [], 1
-    if not cands:
-        c.finding.notes.append("the sequence that preceded the failure passes when replayed")
+        tries = _tries(case, "preceding sequence", preceding, as_run, narrowed)
+        candidates, repeats = (
+            _reproducing_sequence(case, tries, step, hash_seed, case.same) or [],
+            1,
+        )
+    if not candidates:
+        case.finding.notes.append("the sequence that preceded the failure passes when replayed")
         return
-    full_no = c.step_no()
+    full_no = case.step_no()
 
     def signal(subset: Sequence[int]) -> bool:
-        return c.same(c.probe("polluter search", [*(cands[i] for i in subset), step], hs))
+        return case.same(
+            case.probe("polluter search", [*(candidates[i] for i in subset), step], hash_seed)
+        )
 
     search = find_culprits(
-        range(len(cands)), signal, confidence=c.settings.confidence, repeats=repeats
+        range(len(candidates)), signal, confidence=case.settings.confidence, repeats=repeats
     )
-    sets = [[cands[i] for i in found] for found in search.sets]
-    _search_notes(c, search.notes, search.partial, "polluter")
+    sets = [[candidates[i] for i in found] for found in search.sets]
+    _search_notes(case, search.notes, search.partial, "polluter")
     if search.confirmed and search.repeats == 1:
-        sets = _consistent_sets(c, sets, step, hs, c.same, "polluter set")
-        search.partial = c.finding.status == "partial"
-    search_numbers = list(range(full_no, c.step_no() + 1))
+        sets = _consistent_sets(case, sets, step, hash_seed, case.same, "polluter set")
+        search.partial = case.finding.status == "partial"
+    search_numbers = list(range(full_no, case.step_no() + 1))
     own = [s for s in sets if [x.nodeid for x in s] == [step.nodeid]]
     others = [s for s in sets if s not in own]
-    if own and "self-polluting" not in c.finding.kinds:
-        c.claim(
+    if own and "self-polluting" not in case.finding.kinds:
+        case.claim(
             "self-polluting",
             "fails right after its own earlier run in the same process (minimal set: itself)",
             search_numbers,
         )
-        c.reproduce([*own[0], step], hs, confirmed=search.confirmed)
+        case.reproduce([*own[0], step], hash_seed, confirmed=search.confirmed)
     if not others:
         return
     minimal = "smallest failing sequence found" if search.partial else "minimal polluter set"
     chance = f", fails in about {search.rate:.0%} of runs" if search.repeats > 1 else ""
-    c.claim(
+    case.claim(
         "victim",
-        f"passes alone, fails after {names(others[0])} ({minimal} among {len(cands)} "
-        f"candidates of {len(seq)} preceding tests, {search.probes + 1} probes{chance})",
-        [*c.alone_numbers, *search_numbers],
+        f"passes alone, fails after {names(others[0])} ({minimal} among {len(candidates)} "
+        f"candidates of {len(preceding)} preceding tests, {search.probes + 1} probes{chance})",
+        [*case.alone_numbers, *search_numbers],
     )
-    c.finding.polluters = [[x.nodeid for x in s] for s in others]
-    leaked = polluter_leaks(c, others)
+    case.finding.polluters = [[x.nodeid for x in s] for s in others]
+    leaked = polluter_leaks(case, others)
     if leaked:
-        c.facts["polluter_leaks"] = leaked
-    c.reproduce([*others[0], step], hs, confirmed=search.confirmed)
+        case.facts["polluter_leaks"] = leaked
+    case.reproduce([*others[0], step], hash_seed, confirmed=search.confirmed)
     if not search.partial:
-        c.cleaner_work = (others, step, hs, search.repeats)
-        c.needs.add("cleaners")
+        case.cleaner_work = (others, step, hash_seed, search.repeats)
+        case.needs.add("cleaners")
 
 
 def _consistent_sets(
-    c: Case, sets: list[list[Step]], step: Step, hs: int,
+    case: Case, sets: list[list[Step]], step: Step, hash_seed: int,
     check: Callable[[ProbeResult], bool], what: str,
 ) -> list[list[Step]]:  # fmt: skip
     """The sets that show every time (all of them, unchecked, if the budget runs out)."""
     kept = []
     for index, members in enumerate(sets):
         try:
-            if consistent(c, [*members, step], hs, check, f"{what} {names(members)}"):
+            if consistent(case, [*members, step], hash_seed, check, f"{what} {names(members)}"):
                 kept.append(members)
         except BudgetExceeded as exc:
-            c.finding.status = "partial"
-            c.finding.notes.append(
+            case.finding.status = "partial"
+            case.finding.notes.append(
                 f"{exc} while confirming the {what}s (--hermetic-hunt-isolate-budget): "
                 "partial result, not confirmed"
             )
@@ -258,17 +278,17 @@ def _consistent_sets(
     return kept
 
 
-def _search_notes(c: Case, notes: list[str], partial: bool, what: str) -> None:
-    c.finding.notes.extend(f"{what} search: {n}" for n in notes if "budget" not in n)
+def _search_notes(case: Case, notes: list[str], partial: bool, what: str) -> None:
+    case.finding.notes.extend(f"{what} search: {n}" for n in notes if "budget" not in n)
     if partial:
-        c.finding.status = "partial"
-        c.finding.notes.append(
-            f"{c.stop_reason or 'budget reached'} during the {what} search "
+        case.finding.status = "partial"
+        case.finding.notes.append(
+            f"{case.stop_reason or 'budget reached'} during the {what} search "
             "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet"
         )
 
 
-def cleaners(c: Case) -> None:
+def cleaners(case: Case) -> None:
     """Tests that, placed between the polluters and the victim, make it pass.
 
     Extra evidence, searched after every flake has its verdict (phase 3):
@@ -276,42 +296,42 @@ def cleaners(c: Case) -> None:
     state is usually reset), then among all the others; running out of
     budget leaves the verdict as it is, with a note.
     """
-    if c.cleaner_work is None:
+    if case.cleaner_work is None:
         return
-    polluters, step, hs, repeats = c.cleaner_work
+    polluters, step, hash_seed, repeats = case.cleaner_work
     excluded = {step.nodeid} | {x.nodeid for s in polluters for x in s}
-    names_ = [n for n in c.history.tests() if n not in excluded and n in c.collected]
-    steps = {n: _step_for(c, n) for n in names_}
-    first = c.step_no() + 1
+    names_ = [n for n in case.history.tests() if n not in excluded and n in case.collected]
+    steps = {n: _step_for(case, n) for n in names_}
+    first = case.step_no() + 1
     files = {_file_of(n) for n in excluded}
     near = [n for n in names_ if _file_of(n) in files]
     far = [n for n in names_ if _file_of(n) not in files]
 
     def cleans(group: Sequence[str]) -> bool:
         run = [*polluters[0], *(steps[n] for n in group), step]
-        return c.probe("cleaner search", run, hs).outcome == "passed"
+        return case.probe("cleaner search", run, hash_seed).outcome == "passed"
 
     found: list[str] = []
     for stage, where in ((near, "in the same files"), (far, "elsewhere")):
         more, _, partial = find_cleaners(stage, cleans, repeats=repeats)
         found += more
         if partial:
-            c.finding.notes.append(
-                f"cleaner search {where} unfinished ({c.stop_reason or 'budget reached'}): "
+            case.finding.notes.append(
+                f"cleaner search {where} unfinished ({case.stop_reason or 'budget reached'}): "
                 f"{len(found)} cleaner(s) found so far"
             )
             break
-    c.finding.cleaners = [n for n in names_ if n in set(found)]
+    case.finding.cleaners = [n for n in names_ if n in set(found)]
     if found:
-        c.record("cleaners", c.finding.cleaners, list(range(first, c.step_no() + 1)))
+        case.record("cleaners", case.finding.cleaners, list(range(first, case.step_no() + 1)))
 
 
 def _file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def _step_for(c: Case, nodeid: str) -> Step:
-    return recorded_step(c.history, c.settings.base_seed, nodeid, c.settings.dates)
+def _step_for(case: Case, nodeid: str) -> Step:
+    return recorded_step(case.history, case.settings.base_seed, nodeid, case.settings.dates)
 
 
 def recorded_step(
@@ -326,65 +346,69 @@ def recorded_step(
     return Step(nodeid, seed, attempt_now(seed, dates))
 
 
-def brittle(c: Case) -> None:
+def brittle(case: Case) -> None:
     """Fails alone whatever the inputs: what made it pass in the hunt?"""
-    if not c.passing:
+    if not case.passing:
         return
-    passing = min(c.passing, key=lambda a: (a.position, a.attempt_id))
-    step, hs = Step.of(passing), c.hash_seed_of(passing)
-    if c.probe("alone (a passing attempt)", [step], hs).outcome == "passed":
-        c.finding.notes.append(
+    passing = min(case.passing, key=lambda a: (a.position, a.attempt_id))
+    step, hash_seed = Step.of(passing), case.hash_seed_of(passing)
+    if case.probe("alone (a passing attempt)", [step], hash_seed).outcome == "passed":
+        case.finding.notes.append(
             f"alone with the inputs of passing attempt A{passing.attempt_id} it passes: "
             "no single input decides it"
         )
         return
-    seq, raw = sequence_before(c, passing, exclude_self=False)
-    before_passes = suspects(c, seq, c.passing, c.failing)
+    preceding, as_run = sequence_before(case, passing, exclude_self=False)
+    before_passes = suspects(case, preceding, case.passing, case.failing)
     narrowed = [("tests before every pass, before no failure", before_passes)]
-    tries = _tries(c, "sequence before a pass", seq, raw, narrowed)
-    cands = _reproducing_sequence(c, tries, step, hs, shows_pass) if seq else None
-    if cands is None:
-        c.finding.notes.append(
+    tries = _tries(case, "sequence before a pass", preceding, as_run, narrowed)
+    candidates = (
+        _reproducing_sequence(case, tries, step, hash_seed, shows_pass) if preceding else None
+    )
+    if candidates is None:
+        case.finding.notes.append(
             f"the sequence before passing attempt A{passing.attempt_id} does not make it pass"
         )
         return
-    full_no = c.step_no()
+    full_no = case.step_no()
 
     def signal(subset: Sequence[int]) -> bool:
-        run = [*(cands[i] for i in subset), step]
-        return c.probe("state-setter search", run, hs).outcome == "passed"
+        run = [*(candidates[i] for i in subset), step]
+        return case.probe("state-setter search", run, hash_seed).outcome == "passed"
 
-    search = find_culprits(range(len(cands)), signal, confidence=c.settings.confidence)
-    _search_notes(c, search.notes, search.partial, "state-setter")
-    found_sets = [[cands[i] for i in found] for found in search.sets]
+    search = find_culprits(range(len(candidates)), signal, confidence=case.settings.confidence)
+    _search_notes(case, search.notes, search.partial, "state-setter")
+    found_sets = [[candidates[i] for i in found] for found in search.sets]
     if search.confirmed and search.repeats == 1:
-        found_sets = _consistent_sets(c, found_sets, step, hs, shows_pass, "state-setter set")
+        found_sets = _consistent_sets(
+            case, found_sets, step, hash_seed, shows_pass, "state-setter set"
+        )
     sets = [[x.nodeid for x in s] for s in found_sets]
     if not sets:
         return
-    c.finding.state_setters = sets
-    leaked = polluter_leaks(c, found_sets)
+    case.finding.state_setters = sets
+    leaked = polluter_leaks(case, found_sets)
     if leaked:
-        c.facts["state_setter_leaks"] = leaked
-    c.claim(
+        case.facts["state_setter_leaks"] = leaked
+    case.claim(
         "brittle",
         f"fails alone every time; passes after {', '.join(sets[0])} (minimal state-setter "
-        f"set among {len(cands)} tests before passing attempt A{passing.attempt_id})",
-        [*c.alone_numbers, *range(full_no, c.step_no() + 1)],
+        f"set among {len(candidates)} tests before passing attempt A{passing.attempt_id})",
+        [*case.alone_numbers, *range(full_no, case.step_no() + 1)],
     )
 
 
-def default_order(c: Case) -> None:
+def default_order(case: Case) -> None:
     """Does a plain ``pytest`` run -- the collection order -- fail it? The
     ``default_order`` fact, shown by a probe: the tests from its first
     polluter to it, in collection order (a victim); every test before it (a
     brittle test, when no state-setter set comes first). What CI sees."""
-    v, target = c.finding, c.target
+    v, target = case.finding, case.target
     if target is None or not (v.polluters or v.state_setters):
         return
-    tests = [n for n in c.history.tests() if n in c.collected]
+    tests = [n for n in case.history.tests() if n in case.collected]
     where = {nodeid: i for i, nodeid in enumerate(tests)}
-    me = where.get(c.nodeid)
+    me = where.get(case.nodeid)
     if me is None:
         return
 
@@ -394,49 +418,57 @@ def default_order(c: Case) -> None:
     if v.polluters:
         firsts = [min(where[m] for m in s) for s in v.polluters if before(s)]
         if not firsts:
-            c.facts["default_order"] = False  # no polluter set runs before it
+            case.facts["default_order"] = False  # no polluter set runs before it
             return
         run = tests[max(firsts) : me]
     else:
         if any(before(s) for s in v.state_setters):
-            c.facts["default_order"] = False  # a state-setter runs before it
+            case.facts["default_order"] = False  # a state-setter runs before it
             return
         if me > DEFAULT_ORDER_LIMIT:
             return
         run = tests[:me]
-    steps = [_step_for(c, n) for n in run]
-    result = c.probe("in pytest's default order", [*steps, Step.of(target)], c.hash_seed_of(target))
-    c.facts["default_order"] = c.same(result)
-    c.facts["default_order_probe"] = c.step_no()
+    steps = [_step_for(case, n) for n in run]
+    result = case.probe(
+        "in pytest's default order", [*steps, Step.of(target)], case.hash_seed_of(target)
+    )
+    case.facts["default_order"] = case.same(result)
+    case.facts["default_order_probe"] = case.step_no()
 
 
-def last_resorts(c: Case, step: Step, hs: int) -> None:
+def last_resorts(case: Case, step: Step, hash_seed: int) -> None:
     """Reproduced neither alone nor in order: many identical reruns, then hash seeds.
 
     Reruns come first: a test that fails at random under identical inputs
     could otherwise pass for hash-order after a few lucky runs.
     """
-    reruns = [c.probe("rerun", [step], hs) for _ in range(c.settings.reruns)]
+    reruns = [case.probe("rerun", [step], hash_seed) for _ in range(case.settings.reruns)]
     record = replace(step, mode="record", attempt_id=None)
-    reruns += [c.probe("rerun (record)", [record], hs) for _ in range(c.settings.record_reruns)]
-    rerun_numbers = numbers(c, len(reruns))
-    failed = [n for n, r in zip(rerun_numbers, reruns, strict=True) if c.same(r)]
+    reruns += [
+        case.probe("rerun (record)", [record], hash_seed)
+        for _ in range(case.settings.record_reruns)
+    ]
+    rerun_numbers = numbers(case, len(reruns))
+    failed = [n for n, r in zip(rerun_numbers, reruns, strict=True) if case.same(r)]
     if failed:
-        total = len(reruns) + len(c.alone_numbers)
+        total = len(reruns) + len(case.alone_numbers)
         what = f"it failed in {len(failed)} of {total} identical runs alone"
-        if not uncontrolled(c, what):
-            c.claim("concurrency", f"identical inputs: {what}", [*c.alone_numbers, *rerun_numbers])
-        c.reproduce([step], hs, confirmed=len(failed) >= 2)
-        return
-    hash_seeds = alternative_hash_seeds(c, c.settings.variations)
-    results = c.probe_many([Probe("vary hash seed", (step,), h) for h in hash_seeds])
-    for h, result in zip(hash_seeds, results, strict=True):
-        if c.same(result) and consistent(c, [step], h, c.same, f"PYTHONHASHSEED={h}"):
-            c.claim(
-                "hash-order",
-                f"passes alone with PYTHONHASHSEED={hs} in {len(c.alone_numbers) + len(reruns)} "
-                f"runs, fails with {h} in {CONFIRM} of {CONFIRM}",
-                [*c.alone_numbers, *numbers(c, CONFIRM)],
+        if not uncontrolled(case, what):
+            case.claim(
+                "concurrency", f"identical inputs: {what}", [*case.alone_numbers, *rerun_numbers]
             )
-            c.reproduce([step], h, confirmed=True)
+        case.reproduce([step], hash_seed, confirmed=len(failed) >= 2)
+        return
+    hash_seeds = alternative_hash_seeds(case, case.settings.variations)
+    results = case.probe_many([Probe("vary hash seed", (step,), h) for h in hash_seeds])
+    for h, result in zip(hash_seeds, results, strict=True):
+        if case.same(result) and consistent(case, [step], h, case.same, f"PYTHONHASHSEED={h}"):
+            case.claim(
+                "hash-order",
+                f"passes alone with PYTHONHASHSEED={hash_seed} in "
+                f"{len(case.alone_numbers) + len(reruns)} "
+                f"runs, fails with {h} in {CONFIRM} of {CONFIRM}",
+                [*case.alone_numbers, *numbers(case, CONFIRM)],
+            )
+            case.reproduce([step], h, confirmed=True)
             return

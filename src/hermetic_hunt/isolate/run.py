@@ -244,21 +244,21 @@ class _Work:
         with _Pool(self.runner) as pool:
             for _ in pool.each(leads, Classifier.environment):
                 pass
-            for c in pool.each(leads, Classifier.order):
-                self.finish(c)
-                alone.extend(self.adopt(c, by_lead[c.nodeid]))
+            for case in pool.each(leads, Classifier.order):
+                self.finish(case)
+                alone.extend(self.adopt(case, by_lead[case.nodeid]))
             # Instances that did not fail like their representative: on their own.
             for _ in pool.each(alone, Classifier.environment):
                 pass
-            for c in pool.each(alone, Classifier.order):
-                self.finish(c)
-            wanted = [c for c in leads + alone if c.wants_extras]
+            for case in pool.each(alone, Classifier.order):
+                self.finish(case)
+            wanted = [case for case in leads + alone if case.wants_extras]
             extras = self.extras_deadline()
-            for c in wanted:
-                c.settings = replace(c.settings, deadline=extras)
-            for c in pool.each(wanted, Classifier.extras):
-                self.store_result(c)
-        self.blast_radius([c.finding for c in leads + alone], extras)
+            for case in wanted:
+                case.settings = replace(case.settings, deadline=extras)
+            for case in pool.each(wanted, Classifier.extras):
+                self.store_result(case)
+        self.blast_radius([case.finding for case in leads + alone], extras)
 
     def blast_radius(self, findings: Sequence[Finding], deadline: Deadline | None) -> None:
         """Every other victim of each polluter set found: one probe per set
@@ -315,21 +315,21 @@ class _Work:
             at = min(at, overall.at)
         return Deadline(at, self.extras_seconds)
 
-    def store_result(self, c: Classifier) -> Finding:
-        verdict = c.result()
-        row, flake_id = self.rows[c.nodeid]
+    def store_result(self, case: Classifier) -> Finding:
+        verdict = case.result()
+        row, flake_id = self.rows[case.nodeid]
         db.save_finding(self.store, row, self.report.run_id, verdict,
-                        steps_from=self.saved.get(c.nodeid, 0) + 1)  # fmt: skip
-        self.saved[c.nodeid] = len(verdict.probes)
+                        steps_from=self.saved.get(case.nodeid, 0) + 1)  # fmt: skip
+        self.saved[case.nodeid] = len(verdict.probes)
         if all(v is not verdict for _, v in self.report.flakes):
             self.report.flakes.append((flake_id, verdict))
         return verdict
 
-    def finish(self, c: Classifier) -> None:
-        verdict = self.store_result(c)
+    def finish(self, case: Classifier) -> None:
+        verdict = self.store_result(case)
         self.done += 1
         if self.say is not None:
-            _, flake_id = self.rows[c.nodeid]
+            _, flake_id = self.rows[case.nodeid]
             kinds = ", ".join(verdict.kinds) or verdict.status
             state = f" [{verdict.status}]" if verdict.status not in ("isolated", "pending") else ""
             self.say(
@@ -348,34 +348,34 @@ class _Work:
         if verdict.status == "isolated" and verdict.reproducer is None and verdict.kinds:
             # Explained as far as anything could be (unexplained): nothing to replay.
             for nodeid in g.others:
-                c = self.classifier(nodeid)
-                adopt(c, verdict, lead_id, probe=False)
-                self.store_result(c)
+                case = self.classifier(nodeid)
+                adopt(case, verdict, lead_id, probe=False)
+                self.store_result(case)
             self.report.members[lead_id] = [self.rows[n][1] for n in g.others]
             return []
         if verdict.status != "isolated" or verdict.reproducer is None:
             # Not finished: each instance waits for its own isolation.
             for nodeid in g.others:
-                c = self.classifier(nodeid)
-                c.finding.status = "pending"
-                c.finding.notes.append(
+                case = self.classifier(nodeid)
+                case.finding.status = "pending"
+                case.finding.notes.append(
                     f"not isolated: grouped with {lead_id} (same test function, same failure), "
                     f"whose isolation is not finished ({verdict.status}); finish with: "
                     f"hermetic-hunt isolate"
                 )
-                self.store_result(c)
+                self.store_result(case)
             return []
         chosen = set(sample(g.others))
         again: list[Classifier] = []
         adopted: list[str] = []
         sampled: set[str] = set()
         for nodeid in g.others:
-            c = self.classifier(nodeid)
+            case = self.classifier(nodeid)
             probe = nodeid in chosen
             try:
-                ok = adopt(c, verdict, lead_id, probe=probe)
+                ok = adopt(case, verdict, lead_id, probe=probe)
             except BudgetExceeded:
-                ok = adopt(c, verdict, lead_id, probe=False)
+                ok = adopt(case, verdict, lead_id, probe=False)
                 probe = False
             if not ok:
                 again.append(self.classifier(nodeid))
@@ -384,7 +384,7 @@ class _Work:
             adopted.append(flake_id)
             if probe:
                 sampled.add(flake_id)
-            self.store_result(c)
+            self.store_result(case)
         if again:
             # The group is not one finding after all: every unprobed instance
             # keeps the verdict it was given, the disagreeing ones are isolated.
@@ -434,7 +434,7 @@ class _Pool:
         self, classifiers: Sequence[Classifier], phase: Callable[[Classifier], None]
     ) -> Iterator[Classifier]:
         """Submitted in order (most valuable first); yielded as they complete."""
-        futures = {self.pool.submit(phase, c): c for c in classifiers}
+        futures = {self.pool.submit(phase, case): case for case in classifiers}
         return _completed(futures)
 
 

@@ -297,7 +297,9 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
     return replace(settings, db_path=database_path(settings.db_path, config.invocation_params.dir))
 
 
-#: Options a hunt cannot honour, with the reason shown to the user.
+#: Options a hunt cannot honour, with the reason shown to the user. (``--dist``
+#: load, loadscope, loadfile, loadgroup and worksteal all mean the same to a hunt:
+#: its own scheduler decides which worker runs what, from the seed.)
 _CONFLICTS: Conflicts = (
     ("hermetic_all", "--hermetic-all: a hunt sandboxes every attempt itself"),
     ("hermetic_record", "--hermetic-record: use --hermetic-hunt-mode=record instead"),
@@ -314,10 +316,11 @@ def _check_conflicts(config: pytest.Config) -> None:
 
     refuse_conflicts(config, "--hermetic-hunt", _CONFLICTS)
     dist = getattr(config.option, "dist", "no")
-    if dist not in ("no", "load"):
+    if dist == "each":
         raise pytest.UsageError(
-            f"--hermetic-hunt cannot be combined with --dist={dist}: the hunt schedules "
-            "workers itself (use -n N or --tx, without --dist)"
+            "--hermetic-hunt cannot be combined with --dist=each: every worker would run "
+            "every test; the hunt gives each worker its share of each round "
+            "(use -n N or --tx with another --dist, or none)"
         )
 
 

@@ -113,6 +113,9 @@ def test_n2_tx_popen_and_socket_gateways_run_the_same_hunt_and_n0_sees_the_same_
     assert len(n2) == 16
     popen = _attempts(_run(pytester, "popen", "--tx", "2*popen", "--dist", "load"))
     assert popen == n2
+    # The hunt's scheduler decides who runs what, whatever --dist says.
+    for dist in ("loadscope", "loadfile", "worksteal"):
+        assert _attempts(_run(pytester, dist, "-n", "2", "--dist", dist)) == n2, dist
     with socket_servers(pytester.path, 2) as specs:
         db = _run(pytester, "sockets", "--tx", specs[0], "--tx", specs[1], "--dist", "load")
     assert _attempts(db) == n2

@@ -174,8 +174,8 @@ def test_a_directory_as_database_is_refused(suite):
         ),
         (["--count=3"], "--hermetic-hunt cannot be combined with --count (pytest-repeat)*"),
         (
-            ["-n", "2", "--dist=loadscope"],
-            "--hermetic-hunt cannot be combined with --dist=loadscope*",
+            ["-n", "2", "--dist=each"],
+            "--hermetic-hunt cannot be combined with --dist=each*",
         ),
         (["--stepwise"], "--hermetic-hunt cannot be combined with --stepwise*"),
         (

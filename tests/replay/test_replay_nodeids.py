@@ -24,6 +24,9 @@ from test_replay import (
 
 from hermetic_hunt.cli import main
 
+#: Every test here reads a hunt of a module-scoped fixture (a pytest process).
+pytestmark = pytest.mark.process
+
 EXAMPLE_CONFTEST = (
     Path(__file__).resolve().parents[2]
     / "src"
@@ -36,9 +39,6 @@ AWKWARD = """
 import random
 
 import pytest
-
-#: Every test here reads a hunt of a module-scoped fixture (a pytest process).
-pytestmark = pytest.mark.process
 
 IDS = [
     "two words", "it's \\"quoted\\" [brackets]", "$(touch pwned) `touch pwned2` $HOME",

@@ -77,7 +77,11 @@ _STARTED: list[str] | None = None
 
 def _process_watch(event: str, args: tuple) -> None:
     if _STARTED is not None and event in _PROCESS_EVENTS:
-        _STARTED.append(event)
+        import traceback
+
+        frames = [f for f in traceback.extract_stack()[:-1] if "conftest" not in f.filename]
+        where = next((f for f in reversed(frames) if "/tests/" in f.filename), frames[-1])
+        _STARTED.append(f"{event} at {where.filename}:{where.lineno}")
 
 
 sys.addaudithook(_process_watch)

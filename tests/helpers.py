@@ -76,6 +76,17 @@ def hunt(
     )
 
 
+def unset(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Remove ``names`` from the environment for this test, and remove them again after it.
+
+    ``monkeypatch.delenv`` of an absent variable records nothing, so a value the
+    code under test sets would outlive the test; a ``setenv`` first records it.
+    """
+    for name in names:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
 def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     with closing(sqlite3.connect(db)) as conn, conn:
         return conn.execute(sql, params).fetchall()

@@ -26,6 +26,18 @@ _PACKAGES = (
 )
 
 
+def platform_name() -> str:
+    """The system, its release and the machine, e.g. ``Linux-6.1.0-x86_64-with-glibc2.36``.
+
+    :func:`platform.platform` without the processor: finding that runs
+    ``uname -p`` in a subprocess, which inside a test's attempt would be a
+    process the test never started.
+    """
+    name = f"{platform.system()}-{platform.release()}-{platform.machine()}"
+    libc, version = platform.libc_ver()
+    return f"{name}-with-{libc}{version}" if libc else name
+
+
 def git_sha(directory: str) -> str | None:
     """``git rev-parse HEAD`` in ``directory`` (None outside a repository)."""
     return vcs.commit_of("HEAD", directory)
@@ -77,7 +89,7 @@ def collect(rootdir: str) -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
+        "platform": platform_name(),
         "executable": sys.executable,
         "git_sha": git_sha(rootdir),
         "git_branch": git_branch(rootdir),

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import unset
 
 from hermetic_hunt.engine.leaks import RESOURCES, RoundLeaks, Snapshot, Writes, diff
 from hermetic_hunt.models import Leak, describe_leak
@@ -100,9 +101,7 @@ def test_scalars_and_sys_path_changes_are_named(monkeypatch: pytest.MonkeyPatch)
 def test_a_round_keeps_value_changes_still_in_place_at_its_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("HH_FIXTURE", raising=False)
-    monkeypatch.delenv("HH_KEPT", raising=False)
-    monkeypatch.delenv("HH_UNDONE", raising=False)
+    unset(monkeypatch, "HH_FIXTURE", "HH_KEPT", "HH_UNDONE")
     leaks = RoundLeaks(None)
     os.environ["HH_FIXTURE"] = "1"  # a module fixture's set-up, in the first attempt...
     os.environ["HH_UNDONE"] = "1"

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import unset
 
 from hermetic_hunt.engine import leaks
 from hermetic_hunt.engine.leaks import RoundLeaks, Writes
@@ -21,7 +22,7 @@ def private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if var in os.environ:
             monkeypatch.setenv(var, os.environ[var])
         else:
-            monkeypatch.delenv(var, raising=False)
+            unset(monkeypatch, var)
     monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)
     monkeypatch.setattr(leaks, "_private", [])
     monkeypatch.setattr(leaks, "_system", [])

@@ -23,6 +23,7 @@ from typing import Any
 
 import hermetic
 import pytest
+from helpers import unset
 
 from hermetic_hunt.sandbox import Sandbox, SandboxSpec, clock, entropy, netguard
 
@@ -131,7 +132,7 @@ def test_the_tests_own_changes_stay_for_the_tests_after_it(
     monkeypatch.setenv("TZ", "UTC0")
     time.tzset()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("HH_SET", raising=False)
+    unset(monkeypatch, "HH_SET")
     target = tmp_path / "inner"
     target.mkdir()
     try:
@@ -157,7 +158,7 @@ def test_the_markers_env_and_isolated_fs_are_undone_the_tests_own_variables_are_
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HH_MARKER", "before")
     monkeypatch.setenv("HOME", "/home/before")
-    monkeypatch.delenv("HH_OWN", raising=False)
+    unset(monkeypatch, "HH_OWN")
     spec = SandboxSpec(
         seed=1, now=NOW, test_id="t.py::t", env=(("HH_MARKER", "during"),), fs="isolate"
     )

@@ -87,6 +87,7 @@ def test_fix_apply_never_writes_a_polluter_outside_the_project(tmp_path, monkeyp
     assert tree_digest(elsewhere) == before
 
 
+@pytest.mark.process  # fix runs git to name the commit it patched
 def test_fix_apply_writes_a_polluter_inside_the_project(tmp_path, monkeypatch):
     # The control of the test above: the same polluter, inside, is patched.
     project, _ = project_with_outside_polluter(tmp_path)

@@ -32,6 +32,7 @@ from typing import Any
 import hermetic
 
 from hermetic_hunt import _compat
+from hermetic_hunt.environment import platform_name
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Violation
 from hermetic_hunt.sandbox import aio, datetimes, entropy, netguard, state
@@ -166,7 +167,7 @@ def fingerprint() -> dict[str, Any]:
         _STATIC_FINGERPRINT.update(
             python=platform.python_version(),
             implementation=platform.python_implementation(),
-            platform=platform.platform(),
+            platform=platform_name(),
             hermetic=HERMETIC_VERSION,
             executable=sys.executable,
         )

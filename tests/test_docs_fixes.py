@@ -214,10 +214,6 @@ def _shown_output(first_line: str) -> list[str]:
     raise AssertionError(f"no text block starts with {first_line!r}")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @pytest.mark.slow
 def test_the_walkthrough_hunt_and_fix_print_what_the_page_shows(tmp_path):
     root = prepare(tmp_path / "shop-demo")

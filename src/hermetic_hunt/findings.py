@@ -22,9 +22,13 @@ FlakeStatus = Literal["pending", "isolated", "partial", "not-collected", "error"
 
 @dataclass(frozen=True)
 class Probe:
+    """``collect_at``: the probe's process runs on that instant (epoch seconds)
+    from its first import on, collection included (None: collected at the real time)."""
+
     purpose: str
     steps: tuple[Step, ...]
     hash_seed: int
+    collect_at: float | None = None
 
 
 @dataclass(frozen=True)

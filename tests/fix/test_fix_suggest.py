@@ -176,10 +176,6 @@ def test_a_network_test_is_marked_integration_and_never_verified(shop):
     assert "@pytest.mark.integration" in added(s.diff)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 def test_random_time_hash_order_and_concurrency_name_the_lines_that_matter(shop):
     random = suggest(facts(shop, T + "test_orders.py::test_order_ids_are_unique", ("random",)))
     assert random.changes[0].where == "shop/orders.py:10"

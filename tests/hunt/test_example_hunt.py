@@ -40,10 +40,6 @@ LEAKS = {
 SWALLOWS_NETWORK = "tests/test_health.py::test_health_check_degrades_gracefully"
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @pytest.mark.slow
 def test_a_hunt_of_the_example_suite_shows_every_flaky_test_both_ways(demo_hunt):
     # The session's seeded demo hunt (30 rounds, -n 2, seed 7): its rounds, read only.

@@ -240,10 +240,6 @@ def _check_full_disk_run(pytester: pytest.Pytester, db: Path, output: str) -> No
     assert _whole_rounds(db, 3) == rounds_done
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @WORKERS
 def test_a_full_disk_stops_the_hunt_with_one_line_and_keeps_what_was_written(
     pytester, workers, tmp_path

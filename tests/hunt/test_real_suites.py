@@ -130,17 +130,12 @@ def test_quiet_keeps_a_header_one_line_per_round_and_isolation_progress_on_its_o
     assert len(rounds) == 4 and all(line.startswith("hermetic-hunt: ") for line in rounds)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 def test_the_end_of_a_hunt_counts_as_the_report_of_its_database_does(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(
         state="POLLUTED = []\n",
-        realclock="import time\n\nREAL = time.time()\n",
-        test_mini="import time\n\nimport realclock\n"
+        test_mini="import time\n\n"
         + VICTIM
         + """
 
@@ -149,7 +144,7 @@ def test_broken():
 
 
 def test_real_clock():
-    assert abs(time.time() - realclock.REAL) < 30 * 86400
+    assert abs(time.monotonic() - time.clock_gettime(time.CLOCK_MONOTONIC)) < 0.5
 """,
     )
     pytester.makeini("[pytest]\npythonpath = .\n")

@@ -54,10 +54,6 @@ def test_register(n):
 """
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 def test_seventy_six_parametrizations_failing_only_when_repeated_are_one_finding_below_a_victim(
     here: pytest.Pytester,
 ) -> None:
@@ -326,10 +322,6 @@ def test_lucky():
 }
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @pytest.mark.slow
 def test_a_failure_only_before_today_is_past_dates_only_and_a_stream_seeded_at_import_is_order(
     here: pytest.Pytester,

@@ -331,10 +331,6 @@ def message(db: Path, attempt_id: int) -> str:
     return str(query(db, "SELECT message FROM failures WHERE attempt_id = ?", attempt_id)[0][0])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @pytest.mark.slow
 def test_a_record_mode_attempt_replays_the_time_and_entropy_of_its_journal(tmp_path):
     where = tmp_path / "recorded"

@@ -280,10 +280,6 @@ def test_last_failed_does_not_change_what_a_replay_runs(hunted, db, tmp_path):
     assert [row[3] for row in replays(db)] == ["reproduced", "reproduced"]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @pytest.mark.slow
 def test_a_record_mode_flake_replays_the_journal_of_its_failing_step(tmp_path):
     where = tmp_path / "recorded"

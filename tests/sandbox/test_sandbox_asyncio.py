@@ -220,10 +220,6 @@ async def test_a_task_group():
 """
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @pytest.mark.parametrize("plugin, source", [("asyncio", PYTEST_ASYNCIO), ("anyio", ANYIO)])
 def test_async_tests_run_on_the_virtual_loop_clock_in_a_hunt(
     pytester: pytest.Pytester, plugin: str, source: str

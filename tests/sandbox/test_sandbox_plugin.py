@@ -147,10 +147,6 @@ def test_markers_fixture_and_violations_in_a_hunt(
     assert off == [(None, "off")]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
 def test_a_bad_marker_argument_fails_the_attempt_with_one_line(
     pytester: pytest.Pytester, workers: list[str]

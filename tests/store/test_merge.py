@@ -291,10 +291,6 @@ def hunt_shard(pytester: pytest.Pytester, shard: str, db: str) -> None:
     assert result.ret in (0, 1), result.stdout.str()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @pytest.mark.slow
 def test_shards_hunt_distinct_reproducible_rounds_and_merge_cleanly(pytester, monkeypatch):
     pytester.makepyfile(test_suite=SUITE)

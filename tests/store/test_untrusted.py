@@ -186,10 +186,6 @@ def test_a_nodeid_that_would_not_read_back_from_its_line_is_refused(nodeid):
         Entry(nodeid, "F2", ("victim",)).format()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 def test_quarantine_leaves_out_a_crafted_nodeid_and_never_writes_a_file_line(tmp_path, monkeypatch):
     rows = sample(tmp_path / "flakes.db")
     crafted = "tests/test_x.py\n::test_y"

@@ -127,10 +127,6 @@ def _known(column: str, value: str) -> dict[str, object]:
         }
     )
 )
-@pytest.mark.xfail(
-    strict=False,
-    reason="fails since the issue 18-23 branches were merged together: open in the closing note",
-)
 @example(_known("polluter", "../decoy/test_x.py::test_sets_the_env"))
 @example(_known("polluter", "{decoy}/test_x.py::test_sets_the_env"))
 @example(_known("victim", "tests/test_env.py\n::test_reads_the_env"))

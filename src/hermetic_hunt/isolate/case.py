@@ -203,9 +203,15 @@ class Case:
             self.stop_reason = str(exc)
             raise
 
-    def probe(self, purpose: str, steps: Sequence[Step], hash_seed: int) -> ProbeResult:
+    def probe(
+        self,
+        purpose: str,
+        steps: Sequence[Step],
+        hash_seed: int,
+        collect_at: float | None = None,
+    ) -> ProbeResult:
         self._spend()
-        probe = Probe(purpose, tuple(steps), hash_seed)
+        probe = Probe(purpose, tuple(steps), hash_seed, collect_at)
         result = self.prober.run(probe)
         self.finding.probes.append((probe, result))
         return result

@@ -72,7 +72,9 @@ __all__ = ["ProbeRunner", "ProbeTarget", "fork_available"]
 class _Server:
     """One probe server process and the thread that reads its answers."""
 
-    def __init__(self, target: ProbeTarget, hash_seed: int, fork: bool) -> None:
+    def __init__(
+        self, target: ProbeTarget, hash_seed: int, fork: bool, collect_at: float | None = None
+    ) -> None:
         self.fork = fork
         self.collected: frozenset[str] | None = None
         self.detail = ""
@@ -87,6 +89,8 @@ class _Server:
             "requests": req_r, "responses": resp_w, "fork": fork,
             "settings": target.settings.to_json(),
         }  # fmt: skip
+        if collect_at is not None:
+            spec["collect_at"] = collect_at
         env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
         env.update({"PYTHONHASHSEED": str(hash_seed), wire.ENV: json.dumps(spec)})
         addopts = os.environ.get("PYTEST_ADDOPTS")
@@ -282,9 +286,9 @@ class ProbeRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _start(self, hash_seed: int) -> _Server:
+    def _start(self, hash_seed: int, collect_at: float | None = None) -> _Server:
         self.started_servers += 1
-        return _Server(self.target, hash_seed, self.fork)
+        return _Server(self.target, hash_seed, self.fork, collect_at)
 
     def _server(self, hash_seed: int) -> _Server | None:
         """A ready fork server for ``hash_seed`` (None: it could not start)."""
@@ -348,7 +352,7 @@ class ProbeRunner:
             with self._lock:
                 request_id = next(self._ids)
             message = wire.probe_request(request_id, steps, journals, self.timeout)
-            if self.fork:
+            if self.fork and probe.collect_at is None:
                 ready = self._server(probe.hash_seed)
                 if ready is None:
                     answer: dict[str, Any] = {
@@ -358,7 +362,8 @@ class ProbeRunner:
                 else:
                     answer = ready.request(message, self.timeout)
             else:
-                server = self._start(probe.hash_seed)
+                # no fork, or a process of its own on another date: a server per probe
+                server = self._start(probe.hash_seed, probe.collect_at)
                 with self._lock:
                     self._oneshots.add(server)
                 if server.wait_ready(STARTUP_TIMEOUT):

@@ -4,7 +4,8 @@ Started by :class:`hermetic_hunt.isolate.probes.ProbeRunner` as
 ``python -m pytest <the hunt's arguments> -p hermetic_hunt.isolate.server``
 with ``PYTHONHASHSEED`` set and its settings in ``$HERMETIC_HUNT_PROBE``
 (JSON: the request and response pipe descriptors, whether to fork, the
-hunt's settings). It collects, says ``ready`` (with the collected nodeids)
+hunt's settings and, for a probe of the whole process on another date,
+``collect_at``: epoch seconds its clock is shifted to at import). It collects, says ``ready`` (with the collected nodeids)
 and serves probe requests instead of running tests:
 
 * fork mode: each request is a job run in a child forked from the
@@ -44,6 +45,23 @@ from hermetic_hunt.models import Attempt, Settings
 
 _PERF = time.perf_counter
 _READ = 65536
+
+
+def _shift_if_asked() -> None:
+    """A server for a probe of the whole process on another date (``collect_at``):
+    shift its clock now, at import -- before the initial conftests and the test
+    modules are imported (:mod:`hermetic_hunt.sandbox.shift`)."""
+    try:
+        at = json.loads(os.environ.get(wire.ENV, "{}")).get("collect_at")
+    except (ValueError, AttributeError):
+        return
+    if isinstance(at, (int, float)) and not isinstance(at, bool):
+        from hermetic_hunt.sandbox.shift import shift_process
+
+        shift_process(float(at))
+
+
+_shift_if_asked()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -411,6 +411,8 @@ class ReplayClock(ClockSource):
 
 
 _source: ClockSource | None = None
+#: The source outside attempts (None: real time); see :func:`rest_on`.
+_resting: ClockSource | None = None
 
 
 # The patched ``time`` functions are created once and read the active source,
@@ -508,6 +510,41 @@ REAL_FUNCTIONS: dict[str, Any] = {name: TIME_NAMESPACE[name] for name in TIME_PA
 
 
 def activate(source: ClockSource | None) -> None:
-    """Point the patched functions at ``source`` (None: real time)."""
+    """Point the patched functions at ``source`` (None: the resting source, else real time)."""
     global _source
-    _source = source
+    _source = _resting if source is None else source
+
+
+class ShiftedClock(ClockSource):
+    """Real time moved by ``offset`` seconds on the wall clock; monotonic clocks and
+    ``sleep`` are real. The whole process of :func:`hermetic_hunt.sandbox.shift.shift_process`."""
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+        self.trace = Trace(False)
+
+    def wall(self) -> float:
+        return REAL_TIME() + self.offset
+
+    def monotonic(self) -> float:
+        return REAL_MONOTONIC()
+
+    def perf_counter(self) -> float:
+        return REAL_PERF_COUNTER()
+
+    def sleep(self, seconds: float) -> None:
+        REAL_SLEEP(seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+    def set_wall(self, epoch: float) -> None:
+        self.offset = epoch - REAL_TIME()
+
+
+def rest_on(source: ClockSource | None) -> None:
+    """What the patched functions read outside attempts from now on (None: real time)."""
+    global _resting, _source
+    if _source is _resting:
+        _source = source
+    _resting = source

@@ -47,11 +47,21 @@ _ORIGINAL_TODAY: Any = vars(real_date)["today"]
 _UTCNOW_DEPRECATED = sys.version_info >= (3, 12)
 
 _active: ClockSource | None = None
+_resting: ClockSource | None = None
 
 
 def set_clock(source: ClockSource | None) -> None:
+    """Read ``source`` (None: the resting source, else the real clock)."""
     global _active
-    _active = source
+    _active = _resting if source is None else source
+
+
+def rest_on(source: ClockSource | None) -> None:
+    """What the patched methods read outside attempts from now on (None: the real clock)."""
+    global _active, _resting
+    if _active is _resting:
+        _active = source
+    _resting = source
 
 
 def _now(cls: Any, tz: Any = None) -> Any:

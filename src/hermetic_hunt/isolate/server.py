@@ -5,8 +5,9 @@ Started by :class:`hermetic_hunt.isolate.probes.ProbeRunner` as
 with ``PYTHONHASHSEED`` set and its settings in ``$HERMETIC_HUNT_PROBE``
 (JSON: the request and response pipe descriptors, whether to fork, the
 hunt's settings and, for a probe of the whole process on another date,
-``collect_at``: epoch seconds its clock is shifted to at import). It collects, says ``ready`` (with the collected nodeids)
-and serves probe requests instead of running tests:
+``collect_at``: epoch seconds its clock is shifted to at import). It
+collects, says ``ready`` (with the collected nodeids) and serves probe
+requests instead of running tests:
 
 * fork mode: each request is a job run in a child forked from the
   collected, never-run session (:func:`hermetic_hunt.engine.fork.spawn`) --

@@ -172,8 +172,8 @@ def test_a_bad_marker_argument_fails_the_attempt_with_one_line(
     assert "INTERNALERROR" not in output and "Traceback" not in output
     result.stdout.fnmatch_lines(
         [
-            "test_bad.py::test_x: @pytest.mark.hermetic(clock=...): expected one of 'virtual', "
-            "'off', got 'frozen'"
+            "*failure: Failed: test_bad.py::test_x: @pytest.mark.hermetic(clock=...): expected "
+            "one of 'virtual', 'off', got 'frozen' at *"
         ]
     )
     assert (

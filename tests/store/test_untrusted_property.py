@@ -109,6 +109,7 @@ def _known(column: str, value: str) -> dict[str, object]:
     return values
 
 
+@pytest.mark.process  # fix runs git to name the commit it would patch
 @settings(
     max_examples=12,
     deadline=None,
@@ -143,7 +144,7 @@ def test_the_readers_and_fix_on_a_crafted_database_change_nothing_outside_the_pr
         ("fix", "F1", "--no-verify", "--apply"),
         ("fix", "F1", "--diff"),
         ("quarantine", "-o", "q.txt"),
-        ("quarantine", "--unconfirmed"),
+        ("quarantine",),
         ("replay", "F1"),
         ("report",),
         ("show", "F1"),

@@ -58,12 +58,13 @@ class Tallies:
             tally.violations += 1
             self.violation_attempts += 1
         if attempt.execution == 1 and attempt.repeat:
-            self.repeated += 1
             key = (attempt.worker, attempt.round_no, attempt.nodeid)
-            if attempt.repeat != REPEATED_RUN:
+            if attempt.repeat != REPEATED_RUN:  # a twice round's first run: a plain one
                 self._first_runs[key] = attempt.outcome
-            elif self._first_runs.pop(key, None) in PASSING and attempt.outcome in FAILING:
-                tally.second_run_failures += 1
+            else:
+                self.repeated += 1
+                if self._first_runs.pop(key, None) in PASSING and attempt.outcome in FAILING:
+                    tally.second_run_failures += 1
         if attempt.repeat == REPEATED_RUN:
             if attempt.outcome in FAILING:
                 self.failed_attempts += 1

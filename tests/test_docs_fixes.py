@@ -224,9 +224,9 @@ def test_the_walkthrough_hunt_and_fix_print_what_the_page_shows(tmp_path):
     (hunt,) = [c for c in commands("fixes.md") if c[:2] == ["pytest", "--hermetic-hunt=30"]]
     done = _run(root, sys.executable, "-m", *hunt)
     assert "hermetic-hunt isolation:" in done.stdout, done.stdout[-3000:]
-    fixed = _cli(root, "fix", "F9")
+    fixed = _cli(root, "fix", "F10")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    shown = _shown_output("F9 tests/test_labels.py::test_label_defaults_to_dollars: victim")
+    shown = _shown_output("F10 tests/test_labels.py::test_label_defaults_to_dollars: victim")
     assert [line.rstrip() for line in fixed.stdout.rstrip("\n").splitlines()] == shown
     report = _cli(root, "report")
     assert "      verified: the reproducer passes 7/7 with the patch\n" in report.stdout

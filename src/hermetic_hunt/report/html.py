@@ -20,7 +20,7 @@ from hermetic_hunt import __version__, stats
 from hermetic_hunt.models import attempts_text
 from hermetic_hunt.report.fixes import TREND_HEIGHT, trend_rows
 from hermetic_hunt.report.model import Report, TestResult
-from hermetic_hunt.report.text import (
+from hermetic_hunt.report.words import (
     SHOW,
     UNATTRIBUTED,
     bound_text,

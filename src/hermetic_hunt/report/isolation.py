@@ -19,7 +19,7 @@ from hermetic_hunt.models import (
     format_seconds,
     function_of,
 )
-from hermetic_hunt.report.text import (
+from hermetic_hunt.report.words import (
     LIST_LIMIT,
     clean,
     collision_text,

@@ -22,7 +22,10 @@ from hermetic_hunt.report.history import history, runs_since
 from hermetic_hunt.report.model import Replay, Report, assemble, flake_run
 from hermetic_hunt.report.show import Comparison, JournalSummary, render_attempt, render_flake
 from hermetic_hunt.report.stored import parse_flake
-from hermetic_hunt.report.text import list_lines, summary_line
+from hermetic_hunt.report.text import list_lines
+from hermetic_hunt.report.words import (
+    summary_line,
+)
 from hermetic_hunt.store import Store, queries
 from hermetic_hunt.store import fixes as fix_db
 from hermetic_hunt.store import history as history_db

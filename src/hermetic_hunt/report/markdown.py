@@ -12,7 +12,7 @@ import re
 from hermetic_hunt import stats
 from hermetic_hunt.report.fixes import fix_markdown_lines, history_markdown_lines
 from hermetic_hunt.report.model import Group, Report, TestResult
-from hermetic_hunt.report.text import (
+from hermetic_hunt.report.words import (
     LIST_LIMIT,
     SHOW,
     UNATTRIBUTED,

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak, exposure_words
-from hermetic_hunt.report.text import (
+from hermetic_hunt.report.words import (
     clean,
     collision_text,
     dates_text,

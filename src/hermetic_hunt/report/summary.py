@@ -17,11 +17,10 @@ from hermetic_hunt.findings import IsolationReport
 from hermetic_hunt.report.isolation import isolation_lines
 from hermetic_hunt.report.load import load_report
 from hermetic_hunt.report.model import Report
-from hermetic_hunt.report.text import (
+from hermetic_hunt.report.text import finding_lines, leak_lines
+from hermetic_hunt.report.words import (
     clean,
     exposure_line,
-    finding_lines,
-    leak_lines,
     summary_line,
 )
 from hermetic_hunt.store import Store

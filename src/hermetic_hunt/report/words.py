@@ -1,0 +1,382 @@
+"""The report's words: how a finding, a rate, a run or a leak reads, in every format.
+
+The text report (:mod:`.text`), ``show``, the markdown and HTML reports, the
+end of a hunt and the isolation summary phrase things the same way by using
+these. Everything printed from the database goes through :func:`clean`: a
+test id or failure message is untrusted text, and terminal control sequences
+in it must not reach the terminal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from hermetic_hunt import stats
+from hermetic_hunt.models import (
+    CI_EXPOSURES,
+    EXPOSURE_TEXT,
+    Reproducer,
+    attempts_text,
+    format_seconds,
+)
+from hermetic_hunt.report.model import Flake, Group, Report, TestResult, found_by_probe
+from hermetic_hunt.store.rows import LeakRow, RunRow
+from hermetic_hunt.untrusted import clean as clean  # re-exported: every format uses it
+
+#: Tests listed by name in a group before the rest are only counted.
+LIST_LIMIT = 10
+
+
+#: Items of a flake's list (polluters, cleaners, members...) shown before the
+#: rest are only counted; ``hermetic-hunt show`` and JSON keep them all.
+SHOW = 3
+
+
+#: Members of one set shown (a partial search may leave a long one).
+MEMBERS = 6
+
+
+def listing(
+    items: Sequence[object], noun: str, *, ref: str | None = None, limit: int = SHOW
+) -> str:
+    """``a, b`` -- or, past ``limit``, ``68 cleaners, e.g. a, b, c; hermetic-hunt
+    show F1 lists all`` (the names cleaned)."""
+    names = [clean(item) for item in items]
+    if len(names) <= limit:
+        return ", ".join(names)
+    more = f"; hermetic-hunt show {clean(ref)} lists all" if ref else ""
+    return f"{len(names)} {noun}, e.g. {', '.join(names[:limit])}{more}"
+
+
+def leak_text(phrases: Sequence[object]) -> str:
+    """What a test left behind, in one phrase: ``left os.environ['X'] set, and 2 more``."""
+    if not phrases:
+        return ""
+    more = f", and {len(phrases) - 1} more" if len(phrases) > 1 else ""
+    return f"{clean(phrases[0])}{more}"
+
+
+def set_texts(
+    sets: Sequence[Sequence[str]], *, leaks: Any = None, members: int | None = None
+) -> list[str]:
+    """One text per set: ``a (left os.environ['X'] set) + b``.
+
+    ``leaks`` (``{nodeid: [phrase, ...]}``) puts what a member left behind
+    next to it; ``members`` bounds a long set (a partial search's).
+    """
+    known = leaks if isinstance(leaks, dict) else {}
+
+    def member(nodeid: str) -> str:
+        left = known.get(nodeid)
+        phrases = left if isinstance(left, list) else []
+        return f"{clean(nodeid)} ({leak_text(phrases)})" if phrases else clean(nodeid)
+
+    def together(group: Sequence[str]) -> str:
+        if members is None or len(group) <= members:
+            return " + ".join(member(n) for n in group)
+        head = " + ".join(member(n) for n in group[: members - 1])
+        return f"{head} + ... + {member(group[-1])} ({len(group)} tests)"
+
+    return [together(group) for group in sets if group]
+
+
+def sets_text(
+    sets: Sequence[Sequence[str]],
+    *,
+    leaks: Any = None,
+    ref: str | None = None,
+    noun: str = "sets",
+    limit: int | None = SHOW,
+) -> str:
+    """``[[a, b], [c]]`` -> ``a + b; or c`` (each set is minimal on its own);
+    past ``limit`` sets only the first are shown, with the count."""
+    texts = set_texts(sets, leaks=leaks, members=None if limit is None else MEMBERS)
+    shown = texts if limit is None else texts[:limit]
+    text = "; or ".join(shown)
+    if len(shown) < len(texts):
+        more = f"; hermetic-hunt show {clean(ref)} lists all" if ref else ""
+        text = f"{len(texts)} {noun}, e.g. {text}{more}"
+    return text
+
+
+def dates_text(dates: Any) -> str:
+    """A time flake's coming dates: ``next real failure: 2026-01-31 23:59:59 UTC``."""
+    if not isinstance(dates, dict):
+        return ""
+    until = _day(dates.get("checked_until"))
+    found = dates.get("next_failure")
+    if dates.get("fails_now"):
+        return "fails at today's date (replayed now)"
+    if isinstance(found, str) and found:
+        return f"next real failure: {_moment(found)} (replayed at the coming dates)"
+    count = dates.get("instants")
+    tried = f"{count:,} instants" if isinstance(count, int) else "the coming dates"
+    if dates.get("past_only") is True and isinstance(dates.get("imported_apart"), str):
+        return (
+            f"failed on {_day(dates.get('imported_apart'))} only in a process that imported "
+            f"the tests today; run whole on the coming dates through {until} ({tried} "
+            "replayed), it passes: not a CI risk"
+        )
+    if dates.get("past_only") is True:
+        since = _day(dates.get("checked_from"))
+        return (
+            f"failed only at dates before {since}; no failure from {since} through {until} "
+            f"({tried} replayed): not a CI risk"
+        )
+    return f"no real failure through {until} ({tried} replayed)"
+
+
+def _day(value: object) -> str:
+    return clean(value)[:10] if isinstance(value, str) else "?"
+
+
+def _moment(value: str) -> str:
+    return clean(value).replace("T", " ").replace("+00:00", " UTC")[:23].rstrip()
+
+
+def kinds_text(flake: Flake | None) -> str:
+    if flake is None:
+        return "not isolated"
+    return ", ".join(flake.kinds) or "not classified yet"
+
+
+def flake_state(flake: Flake) -> str:
+    status = {
+        "pending": "isolation pending",
+        "isolated": "isolated",
+        "partial": "partly isolated (probe budget or timeout reached)",
+        "skipped": "isolation skipped",
+        "error": "isolation failed (see the note)",
+        "not-collected": "not isolated: the test is no longer collected",
+    }.get(flake.status, clean(flake.status))
+    confirmed = {
+        True: "reproducer confirmed",
+        False: "reproducer NOT confirmed",
+        None: "reproducer not tried",
+    }[flake.confirmed]
+    if flake.reproducer is None and flake.confirmed is None:
+        confirmed = "no reproducer"
+    found = (
+        " · found by the polluter probe (not observed in rounds)" if found_by_probe(flake) else ""
+    )
+    return f"{status} · {confirmed}{found}"
+
+
+def interval_text(test: TestResult) -> str:
+    if test.interval is None:
+        return ""
+    low, high = test.interval
+    return f"{stats.CONFIDENCE:.0%} CI {stats.percent(low)}–{stats.percent(high)}"
+
+
+def rate_text(test: TestResult) -> str:
+    """``failed 28 of 30 attempts: 93% (95% CI 79%-98%)`` (an en dash, really)."""
+    if not test.attempts:
+        return f"skipped in all {test.skipped} attempt(s)"
+    if test.failures == 0:
+        return bound_text(test.attempts)
+    rate = stats.percent(test.rate or 0.0)
+    extra = f", {test.crashed} crashed" if test.crashed else ""
+    return (
+        f"failed {test.failures} of {test.attempts} attempts{extra}: {rate} ({interval_text(test)})"
+    )
+
+
+def bound_text(attempts: int) -> str:
+    """``0/50 failures: flake rate < 6% at 95%``."""
+    return f"0/{attempts} failures: {stats.bound_text(attempts)}"
+
+
+def tighten_text(attempts: int) -> str:
+    more = stats.more_attempts_for_bound(attempts)
+    if not more:
+        return "already below 1%"
+    return f"{more:,} more clean attempts each would tighten it to < 1%"
+
+
+def run_line(run: RunRow) -> str:
+    if run.rounds_planned is not None:
+        rounds = f"{run.rounds_done}/{run.rounds_planned} rounds"
+    else:
+        budget = format_seconds(run.budget_seconds or 0)
+        rounds = f"{run.rounds_done} rounds in a {budget} budget"
+    started = clean(run.started_at).replace("T", " ").replace("+00:00", " UTC")
+    shard = f" · shard {clean(run.shard)}" if run.shard != "1/1" else ""
+    return (
+        f"run {run.id} · {started} · {clean(run.status)} · {rounds} · "
+        f"{attempts_text(run.attempts, run.repeated)} · {run.tests:,} tests · "
+        f"seed {run.base_seed} · {clean(run.mode)} · "
+        f"order {clean(run.order)} · {run.workers} worker{'s' if run.workers != 1 else ''}"
+        f"{shard}{f' · incomplete: {clean(run.incomplete)}' if run.incomplete else ''}"
+    )
+
+
+def headline(report: Report) -> str:
+    runs = len(report.runs)
+    which = f"{runs} run{'s' * (runs != 1)}"
+    if report.selected_run:
+        which = f"run {report.selected_run}"
+    if report.since:
+        which += f" since {clean(report.since)}"
+    return (
+        f"hermetic-hunt report · {clean(report.database)} · {which} · "
+        f"{report.attempts_text} of {len(report.tests):,} tests"
+    )
+
+
+def summary_line(report: Report) -> str:
+    """Tests per status: the one summary ``report`` and the end of a hunt print."""
+    count = report.counts()
+    parts = [
+        f"{count['flaky']} flaky",
+        f"{count['broken']} broken",
+        f"{count['sandbox-incompatible']} sandbox-incompatible",
+    ]
+    if count["not-idempotent"]:
+        parts.append(f"{count['not-idempotent']} not idempotent")
+    parts.append(f"{count['stable']} stable")
+    if count["skipped"]:
+        parts.append(f"{count['skipped']} skipped")
+    parts.append(f"{count['violations']} with network violations")
+    if count["leaking"]:
+        parts.append(f"{count['leaking']} leave state behind")
+    return " · ".join(parts)
+
+
+def exposure_line(report: Report) -> str:
+    """``what CI will see: 2 fail in normal runs · 1 fails on 2026-12-31 (in 28 days)``,
+    then, apart, the findings CI will never see (``past dates only: 1``)."""
+    parts = []
+    apart = ""
+    for level, groups in report.by_exposure():
+        if level not in CI_EXPOSURES:
+            apart = f" · apart: {len(groups)} {EXPOSURE_TEXT[level]} (failed only before today)"
+            continue
+        text = groups[0].exposure_text if len(groups) == 1 else EXPOSURE_TEXT[level]
+        if len(groups) != 1:
+            text = text.replace("fails ", "fail ", 1)
+        parts.append(f"{len(groups)} {text}")
+    if not parts:
+        return "what CI will see: nothing failed" + apart
+    return "what CI will see: " + " · ".join(parts) + apart
+
+
+def stable_groups(report: Report) -> list[tuple[int, int]]:
+    """``(attempts, how many stable tests had that many)``, fewest attempts first."""
+    groups = Counter(t.attempts for t in report.tests if t.status == "stable")
+    return sorted(groups.items())
+
+
+STATUS_TEXT = {
+    "broken": "broken: failed in every attempt, with and without the sandbox",
+    "sandbox-incompatible": "sandbox-incompatible: fails under the sandbox, passes without it",
+}
+
+
+def status_text(test: TestResult) -> str:
+    """What a finding is: its kinds and isolation state, or its status."""
+    flake = test.flake
+    if test.status in STATUS_TEXT:
+        text = STATUS_TEXT[test.status]
+        if test.status == "broken" and test.check is None:
+            text = "broken: failed in every attempt"
+        return text
+    state = f" · {flake_state(flake)}" if flake is not None else ""
+    if test.status == "not-idempotent":
+        kinds = f"{kinds_text(flake)}{state}" if flake is not None else "not isolated"
+        return f"{kinds} · not idempotent: never failed in a plain run"
+    return f"{kinds_text(flake)}{state}"
+
+
+def group_rate_text(group: Group) -> str:
+    of = f" of {len(group.tests)} tests" if group.others else ""
+    if group.lead.status == "not-idempotent":
+        seconds = sum(t.second_run_failures for t in group.tests)
+        return (
+            f"passed all {group.attempts} plain attempts{of}; failed {seconds} time(s) as the "
+            "second run in one process"
+        )
+    if not group.others:
+        return rate_text(group.lead)
+    if not group.attempts:
+        return f"{len(group.tests)} tests"
+    rate = stats.percent(group.rate or 0.0)
+    low, high = group.interval or (0.0, 0.0)
+    return (
+        f"failed {group.failures} of {group.attempts} attempts of {len(group.tests)} tests: "
+        f"{rate} ({stats.CONFIDENCE:.0%} CI {stats.percent(low)}–{stats.percent(high)})"
+    )
+
+
+def members_text(group: Group) -> str:
+    """The parametrizations of a group, bounded: ``76 parametrizations, e.g. ...``."""
+    names = [
+        f"{t.flake.flake_id} {t.nodeid}" if t.flake is not None else t.nodeid for t in group.tests
+    ]
+    ref = group.lead.flake.flake_id if group.lead.flake is not None else None
+    return listing(names, "parametrizations", ref=ref)
+
+
+def collision_text(reproducer: Reproducer | None) -> str:
+    """``tests/b.py::test_b over tests/_out, at the same time on another worker``
+    for a collision's reproducer ("" for any other)."""
+    if reproducer is None or not reproducer.together:
+        return ""
+    partner = clean(reproducer.together[-1].nodeid)
+    over = f" over {clean(reproducer.resource)}" if reproducer.resource else ""
+    return f"{partner}{over}, at the same time on another worker"
+
+
+def relation_lines(flake: Flake, indent: str = "      ") -> list[str]:
+    """Polluters (with what they left), state-setters, cleaners, the test it collides
+    with, and dates, bounded."""
+    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    ref = flake.flake_id
+    out = []
+    if collision_text(flake.reproducer):
+        out.append(f"{indent}collides with: {collision_text(flake.reproducer)}")
+    if flake.polluters:
+        text = sets_text(flake.polluters, leaks=evidence.get("polluter_leaks"), ref=ref,
+                         noun="polluter sets")  # fmt: skip
+        out.append(f"{indent}polluters: {text}")
+    if flake.cleaners:
+        out.append(f"{indent}cleaners: {listing(flake.cleaners, 'cleaners', ref=ref)}")
+    if flake.state_setters:
+        text = sets_text(flake.state_setters, leaks=evidence.get("state_setter_leaks"), ref=ref,
+                         noun="state-setter sets")  # fmt: skip
+        out.append(f"{indent}state-setters: {text}")
+    if isinstance(evidence.get("dates"), dict):
+        out.append(f"{indent}{dates_text(evidence['dates'])}")
+    return out
+
+
+#: What a report section's heading adds around its exposure's words.
+_SECTION_NOTE = {
+    "normal": ("Will break CI: ", ""),
+    "order": ("", " (order-dependent)"),
+    "sandbox": ("", " (sandbox-incompatible)"),
+    "past": ("", ": not what CI will see"),
+}
+
+
+def section_title(level: str, groups: Sequence[Group]) -> str:
+    """The heading of a section of the markdown and HTML reports:
+    ``Fails on 2026-12-31 (in 28 days)``, ``Will break CI: fails in normal runs``."""
+    words = groups[0].exposure_text if len(groups) == 1 else EXPOSURE_TEXT.get(level, level)
+    before, after = _SECTION_NOTE.get(level, ("", ""))
+    title = f"{before}{words}{after}"
+    return title[:1].upper() + title[1:]
+
+
+#: Where leaks no single test can be blamed for are listed.
+UNATTRIBUTED = "(not one test's: several ran at once when it was written)"
+
+
+def leak_count_text(leak: LeakRow) -> str:
+    """``left os.environ['X'] set in 3 attempt(s), first A12`` (rounds when not one test's)."""
+    if leak.nodeid is None:
+        return f"{clean(leak.describe())} in {leak.attempts} round(s)"
+    first = f", first A{leak.first_attempt_id}" if leak.first_attempt_id else ""
+    return f"{clean(leak.describe())} in {leak.attempts} attempt(s){first}"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from hermetic_hunt import environment, pasteable
 from hermetic_hunt.errors import BadOption, HuntError
-from hermetic_hunt.findings import StoredFix
-from hermetic_hunt.fix.patch import PatchConflict
+from hermetic_hunt.findings import FixFacts, StoredFix
+from hermetic_hunt.fix.patch import Patch, PatchConflict
 from hermetic_hunt.fix.suggest import Suggestion, describe, suggest
 from hermetic_hunt.fix.verify import RunPlace, Verification, runs_needed, verify
 from hermetic_hunt.models import database_path, parse_ref
@@ -52,23 +52,19 @@ def fix(
     cwd: str | None = None,
     say: Callable[[str], None] | None = None,
 ) -> FixOutcome:
-    """Suggest (and verify, store, apply) the fix of flake ``ref``."""
+    """Suggest (and verify, store, apply) the fix of flake ``ref``, in five steps."""
     parsed = parse_ref(ref.strip())
     if parsed is None or parsed.kind != "flake":
         raise BadOption(f"expected a flake id like F3, got {ref!r} (hermetic-hunt list shows them)")
-    path = database_path(db_path, cwd)
     out = FixOutcome()
-    with Store.open(path, create=False) as store:
-        facts = db.fix_facts(store, str(parsed))
-        # The project is the one the user stands in: a stored rootdir is only
-        # taken when it is the current directory or below it (hermetic_hunt.project).
-        root = project_root(facts.rootdir, cwd or os.getcwd())
-        facts = replace(facts, rootdir=str(root))
-        suggestion = suggest(facts)
-        out.suggestion = suggestion
+    with Store.open(database_path(db_path, cwd), create=False) as store:
+        # 1. the flake's facts, in the project the user stands in, and its suggestion
+        facts = _facts_in_project(store, str(parsed), cwd)
+        suggestion = out.suggestion = suggest(facts)
         if diff_only:
             out.lines = [suggestion.diff.rstrip("\n")] if suggestion.patch else []
             return out
+        # 2. what it says, and its diff
         out.lines = describe(suggestion)
         patch = suggestion.patch
         if patch is None:
@@ -78,75 +74,124 @@ def fix(
                 out.exit_status = EXIT_NOT_VERIFIED
             return out
         out.lines += ["", suggestion.diff.rstrip("\n"), ""]
-        verification = None
-        if not suggestion.verifiable:
-            out.lines.append(f"not verified: {suggestion.reason}")
-        elif not check:
-            out.lines.append("not verified (--no-verify)")
-        elif facts.reproducer is None:
-            out.lines.append("not verified: the flake has no reproducer to run")
-        else:
-            needed = runs or runs_needed(facts.rate)
-            facts_run = run_facts(store, facts.reproducer.run_id)
-            place = RunPlace(str(root), facts_run.settings, facts_run.base_seed)
-            history = RunHistory(store, facts_run.run_id)
-            try:
-                verification = verify(
-                    patch,
-                    facts.reproducer,
-                    place,
-                    needed,
-                    journals=history.journal,
-                    parallel=min(4, os.cpu_count() or 1),
-                    say=say,
-                    exclude=tuple(Path(p) for p in store.own_files()),
-                )
-            finally:
-                history.close()
-            out.verification = verification
-            why = f" (enough to be 95% sure a {_pct(facts.rate)} flake is gone)" if not runs else ""
-            out.lines.append(verification.describe() + (why if verification.runs else ""))
-            if verification.control:
-                out.lines.append(f"  control: the reproducer {verification.control}")
-            if verification.detail and verification.outcome in ("verified", "not-verified"):
-                out.lines.append(f"  {verification.detail}")
-        applied = False
-        if apply:
-            unverified = verification.outcome != "verified" if verification is not None else check
-            if unverified:
-                out.lines.append(
-                    "not applied: the patch is not verified (--no-verify --apply applies it anyway)"
-                )
-                out.exit_status = EXIT_NOT_VERIFIED
-            else:
-                try:
-                    written = patch.apply_to(facts.rootdir)
-                except PatchConflict as exc:
-                    raise BadOption(str(exc)) from None
-                applied = True
-                shown = ", ".join(pasteable.display_path(p, cwd) for p in written)
-                out.lines.append(f"applied to {shown}")
+        # 3. the verification on a copy (or why there is none)
+        verification = out.verification = _verify(store, facts, suggestion, check, runs, say, out)
         if verification is not None and verification.outcome in ("not-verified", "error"):
             out.exit_status = EXIT_NOT_VERIFIED  # it failed, or the check itself did not run
+        # 4. the patch written to the checkout, when asked and verified
+        applied = apply and _apply(facts, patch, verification, check, cwd, out)
+        # 5. what was verified or applied, stored for the reports
         if verification is not None or applied:
-            record = StoredFix(
-                flake_id=facts.flake_id,
-                created_at=real_now_iso(),
-                kind=suggestion.kind,
-                patch_sha=patch.sha,
-                outcome=verification.outcome if verification else "not-verified",
-                runs=verification.runs if verification else 0,
-                passed=verification.passed if verification else 0,
-                control=verification.control if verification else "",
-                detail=(verification.detail if verification else "applied without verification"),
-                git_sha=environment.git_sha(facts.rootdir) if facts.rootdir else None,
-                applied=applied,
-            )
-            try:
-                db.save_fix(store, record, patch.diff())
-            except HuntError as exc:
-                out.lines.append(f"(the verification was not stored: {exc})")
+            _store(store, facts, suggestion, verification, applied, out)
     return out
+
+
+def _facts_in_project(store: Store, flake_id: str, cwd: str | None) -> FixFacts:
+    """The flake's facts, its rootdir the project the user stands in: a stored rootdir
+    is only taken when it is the current directory or below it (:mod:`hermetic_hunt.project`)."""
+    facts = db.fix_facts(store, flake_id)
+    root = project_root(facts.rootdir, cwd or os.getcwd())
+    return replace(facts, rootdir=str(root))
+
+
+def _verify(
+    store: Store,
+    facts: FixFacts,
+    suggestion: Suggestion,
+    check: bool,
+    runs: int | None,
+    say: Callable[[str], None] | None,
+    out: FixOutcome,
+) -> Verification | None:
+    """Run the reproducer on a patched copy (None: not run, ``out`` says why)."""
+    assert suggestion.patch is not None
+    if not suggestion.verifiable:
+        out.lines.append(f"not verified: {suggestion.reason}")
+        return None
+    if not check:
+        out.lines.append("not verified (--no-verify)")
+        return None
+    if facts.reproducer is None:
+        out.lines.append("not verified: the flake has no reproducer to run")
+        return None
+    needed = runs or runs_needed(facts.rate)
+    facts_run = run_facts(store, facts.reproducer.run_id)
+    place = RunPlace(facts.rootdir, facts_run.settings, facts_run.base_seed)
+    history = RunHistory(store, facts_run.run_id)
+    try:
+        verification = verify(
+            suggestion.patch,
+            facts.reproducer,
+            place,
+            needed,
+            journals=history.journal,
+            parallel=min(4, os.cpu_count() or 1),
+            say=say,
+            exclude=tuple(Path(p) for p in store.own_files()),
+        )
+    finally:
+        history.close()
+    why = f" (enough to be 95% sure a {_pct(facts.rate)} flake is gone)" if not runs else ""
+    out.lines.append(verification.describe() + (why if verification.runs else ""))
+    if verification.control:
+        out.lines.append(f"  control: the reproducer {verification.control}")
+    if verification.detail and verification.outcome in ("verified", "not-verified"):
+        out.lines.append(f"  {verification.detail}")
+    return verification
+
+
+def _apply(
+    facts: FixFacts,
+    patch: Patch,
+    verification: Verification | None,
+    check: bool,
+    cwd: str | None,
+    out: FixOutcome,
+) -> bool:
+    """Write the patch into the project if it was verified (or ``--no-verify``)."""
+    unverified = verification.outcome != "verified" if verification is not None else check
+    if unverified:
+        out.lines.append(
+            "not applied: the patch is not verified (--no-verify --apply applies it anyway)"
+        )
+        out.exit_status = EXIT_NOT_VERIFIED
+        return False
+    try:
+        written = patch.apply_to(facts.rootdir)
+    except PatchConflict as exc:
+        raise BadOption(str(exc)) from None
+    shown = ", ".join(pasteable.display_path(p, cwd) for p in written)
+    out.lines.append(f"applied to {shown}")
+    return True
+
+
+def _store(
+    store: Store,
+    facts: FixFacts,
+    suggestion: Suggestion,
+    verification: Verification | None,
+    applied: bool,
+    out: FixOutcome,
+) -> None:
+    """Keep the verdict in ``fixes`` (a failure to store it is said, not raised)."""
+    assert suggestion.patch is not None
+    record = StoredFix(
+        flake_id=facts.flake_id,
+        created_at=real_now_iso(),
+        kind=suggestion.kind,
+        patch_sha=suggestion.patch.sha,
+        outcome=verification.outcome if verification else "not-verified",
+        runs=verification.runs if verification else 0,
+        passed=verification.passed if verification else 0,
+        control=verification.control if verification else "",
+        detail=(verification.detail if verification else "applied without verification"),
+        git_sha=environment.git_sha(facts.rootdir) if facts.rootdir else None,
+        applied=applied,
+    )
+    try:
+        db.save_fix(store, record, suggestion.patch.diff())
+    except HuntError as exc:
+        out.lines.append(f"(the verification was not stored: {exc})")
 
 
 def _pct(rate: float) -> str:

@@ -56,6 +56,7 @@ def hunt(
     *args: str,
     seed: int | None = 2,
     env: dict[str, str] | None = None,
+    timeout: float = 600,
 ) -> Any:
     """``pytest --hermetic-seed=SEED ARGS`` in a fresh process, pytest-randomly off.
 
@@ -64,7 +65,7 @@ def hunt(
     """
     argv = ["-p", "no:randomly", *([f"--hermetic-seed={seed}"] if seed is not None else []), *args]
     if isinstance(where, pytest.Pytester):
-        return where.runpytest_subprocess(*argv)
+        return where.runpytest_subprocess(*argv, timeout=timeout)
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "pytest", *argv],
@@ -73,6 +74,7 @@ def hunt(
         text=True,
         check=False,
         env=full_env,
+        timeout=timeout,
     )
 
 

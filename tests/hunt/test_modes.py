@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import one, rows
+from helpers import hunt, one, rows
 
 HEALTH = "tests/test_health.py::test_health_check_degrades_gracefully"
 CHECKOUT = "tests/test_checkout.py::test_checkout_reports_metrics"
 ROUNDS = 5
 
 
-def hunt(suite: Path, mode: str, rounds: int, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [
-        sys.executable, "-m", "pytest", f"--hermetic-hunt={rounds}", "-n", "2",
-        "--hermetic-seed=7", f"--hermetic-hunt-mode={mode}", "-p", "no:randomly",
-        "--hermetic-hunt-isolate=off", "-p", "no:cacheprovider", *args,
-    ]  # fmt: skip
-    return subprocess.run(argv, cwd=suite, capture_output=True, text=True, check=False, timeout=600)
+def hunt_in_mode(
+    suite: Path, mode: str, rounds: int, *args: str
+) -> subprocess.CompletedProcess[str]:
+    result: subprocess.CompletedProcess[str] = hunt(
+        suite, f"--hermetic-hunt={rounds}", "-n", "2", f"--hermetic-hunt-mode={mode}",
+        "--hermetic-hunt-isolate=off", "-p", "no:cacheprovider", *args, seed=7,
+    )  # fmt: skip
+    return result
 
 
 def violations(db: Path) -> dict[str, set[tuple[str, str, int]]]:
@@ -61,7 +61,7 @@ def check_complete(
 @pytest.mark.slow
 def test_a_seeded_hunt_records_both_network_examples_as_violations(example_suite: Path) -> None:
     db = example_suite / "flakes.db"
-    check_complete(db, "seeded", ROUNDS, hunt(example_suite, "seeded", ROUNDS))
+    check_complete(db, "seeded", ROUNDS, hunt_in_mode(example_suite, "seeded", ROUNDS))
     assert violations(db) == {HEALTH: {("create_connection", "status.example.invalid", 443)}}
     assert attempts_with_violations(db, HEALTH) == ROUNDS  # swallowed, passes, still found
     assert one(db, "SELECT count(*) FROM attempts WHERE seed IS NULL") == 0
@@ -73,7 +73,7 @@ def test_a_seeded_hunt_records_both_network_examples_as_violations(example_suite
     assert [json.loads(counts) for (counts,) in billing] == [{"time": 2}]  # date.today() x2
     # Checkout sends one call in four (seeded: the same attempts every time).
     focused = example_suite / "focused.db"
-    result = hunt(example_suite, "seeded", 30, f"--hermetic-hunt-db={focused}", CHECKOUT)
+    result = hunt_in_mode(example_suite, "seeded", 30, f"--hermetic-hunt-db={focused}", CHECKOUT)
     check_complete(focused, "seeded", 30, result)
     assert violations(focused) == {CHECKOUT: {("create_connection", "metrics.example.invalid", 80)}}
 
@@ -81,7 +81,7 @@ def test_a_seeded_hunt_records_both_network_examples_as_violations(example_suite
 @pytest.mark.slow
 def test_a_record_hunt_records_both_network_examples_as_violations(example_suite: Path) -> None:
     db = example_suite / "flakes.db"
-    check_complete(db, "record", ROUNDS, hunt(example_suite, "record", ROUNDS))
+    check_complete(db, "record", ROUNDS, hunt_in_mode(example_suite, "record", ROUNDS))
     assert set(violations(db)) >= {HEALTH}
     assert attempts_with_violations(db, HEALTH) == ROUNDS
     failing = one(
@@ -93,7 +93,7 @@ def test_a_record_hunt_records_both_network_examples_as_violations(example_suite
     # Checkout samples one call in four from a real-entropy stream: hunt it alone,
     # long enough that missing it is a one-in-ten-million event (0.75 ** 60).
     focused = example_suite / "focused.db"
-    result = hunt(example_suite, "record", 60, f"--hermetic-hunt-db={focused}", CHECKOUT)
+    result = hunt_in_mode(example_suite, "record", 60, f"--hermetic-hunt-db={focused}", CHECKOUT)
     check_complete(focused, "record", 60, result)
     assert violations(focused) == {CHECKOUT: {("create_connection", "metrics.example.invalid", 80)}}
 
@@ -101,7 +101,7 @@ def test_a_record_hunt_records_both_network_examples_as_violations(example_suite
 @pytest.mark.slow
 def test_a_hunt_with_the_sandbox_off_records_no_violations(example_suite: Path) -> None:
     db = example_suite / "flakes.db"
-    check_complete(db, "off", ROUNDS, hunt(example_suite, "off", ROUNDS))
+    check_complete(db, "off", ROUNDS, hunt_in_mode(example_suite, "off", ROUNDS))
     assert violations(db) == {}
     assert rows(db, "SELECT DISTINCT seed, now, counts FROM attempts") == [(None, None, None)]
     # The example's own safety net stopped the calls instead: health degraded and passed.

@@ -188,7 +188,7 @@ class History:
 Run = tuple[str, int, float]  # nodeid, seed, now
 
 
-def hunt(world: World, workers: dict[str, tuple[int, list[Run]]]) -> History:
+def simulated_hunt(world: World, workers: dict[str, tuple[int, list[Run]]]) -> History:
     """Run each worker's sequence in one simulated process; record attempts."""
     attempts: list[Attempt] = []
     for worker, (hash_seed, runs) in workers.items():
@@ -249,7 +249,7 @@ def check_evidence(verdict: Finding) -> None:
 
 def test_a_victim_gets_its_polluter_and_its_cleaner() -> None:
     world = World()
-    history = hunt(
+    history = simulated_hunt(
         world,
         {
             "gw0": (11, [*noise(6), ("polluter", 1, 1e9), *noise(4, 200), ("victim", 2, 2e9)]),
@@ -272,7 +272,7 @@ def test_a_victim_gets_its_polluter_and_its_cleaner() -> None:
 def test_a_victim_of_two_polluters_gets_them_as_one_set() -> None:
     world = World()
     runs = [*noise(5), ("region", 1, 1e9), *noise(5, 200), ("beta", 2, 1e9), ("vat", 3, 1e9)]
-    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("vat", 4, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, runs), "gw1": (6, [("vat", 4, 1e9)])})
     verdict = classify(world, history, "vat")
     assert verdict.kinds == ["victim"]
     assert verdict.polluters == [["region", "beta"]]
@@ -283,7 +283,7 @@ def test_a_victim_of_two_polluters_gets_them_as_one_set() -> None:
 
 def test_a_brittle_test_gets_its_state_setter() -> None:
     world = World()
-    history = hunt(
+    history = simulated_hunt(
         world,
         {
             "gw0": (5, [("brittle", 4, 1e9), *noise(3)]),
@@ -300,7 +300,7 @@ def test_a_brittle_test_gets_its_state_setter() -> None:
 
 def test_a_self_polluting_test_is_not_called_its_own_victim() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, [("self", 1, 1e9), *noise(3), ("self", 2, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, [("self", 1, 1e9), *noise(3), ("self", 2, 1e9)])})
     verdict = classify(world, history, "self")
     assert verdict.kinds == ["self-polluting"]
     assert verdict.polluters == []
@@ -314,7 +314,7 @@ def test_a_self_polluting_test_is_not_called_its_own_victim() -> None:
 
 def test_a_test_decided_by_its_seed_is_random() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, [("random", 8, 1e9), ("random", 9, 1e9 + 5)])})
+    history = simulated_hunt(world, {"gw0": (5, [("random", 8, 1e9), ("random", 9, 1e9 + 5)])})
     verdict = classify(world, history, "random")
     assert verdict.kinds == ["random"]
     assert steps_of(verdict) == ["random"]
@@ -327,7 +327,9 @@ def test_a_test_decided_by_its_seed_is_random() -> None:
 
 def test_a_test_decided_by_its_start_time_is_time() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, [("time", 1, 40 * DAY - 1), ("time", 2, 40 * DAY + 7)])})
+    history = simulated_hunt(
+        world, {"gw0": (5, [("time", 1, 40 * DAY - 1), ("time", 2, 40 * DAY + 7)])}
+    )
     verdict = classify(world, history, "time")
     assert verdict.kinds == ["time"]
     assert verdict.reproducer is not None and verdict.reproducer.steps[0].now == 40 * DAY - 1
@@ -336,7 +338,9 @@ def test_a_test_decided_by_its_start_time_is_time() -> None:
 
 def test_a_test_decided_by_the_hash_seed_is_hash_order() -> None:
     world = World()
-    history = hunt(world, {"gw0": (7, [("hash", 1, 1e9)]), "gw1": (8, [("hash", 2, 1e9)])})
+    history = simulated_hunt(
+        world, {"gw0": (7, [("hash", 1, 1e9)]), "gw1": (8, [("hash", 2, 1e9)])}
+    )
     verdict = classify(world, history, "hash")
     assert verdict.kinds == ["hash-order"]
     assert verdict.reproducer is not None and verdict.reproducer.hash_seed == 7
@@ -350,7 +354,7 @@ def test_a_test_decided_by_the_hash_seed_is_hash_order() -> None:
 
 def test_a_test_failing_on_a_blocked_call_for_some_seeds_is_random_and_network() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, [("net", 4, 1e9), ("net", 5, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, [("net", 4, 1e9), ("net", 5, 1e9)])})
     verdict = classify(world, history, "net")
     assert verdict.kinds == ["random", "network"]
     why = [v["why"] for v in verdict.evidence["verdicts"] if v.get("kind") == "network"]
@@ -360,7 +364,7 @@ def test_a_test_failing_on_a_blocked_call_for_some_seeds_is_random_and_network()
 
 def test_a_test_that_swallows_a_blocked_call_is_network_with_a_passing_reproducer() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, [("net-ok", 1, 1e9), ("net-ok", 2, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, [("net-ok", 1, 1e9), ("net-ok", 2, 1e9)])})
     verdict = classify(world, history, "net-ok")
     assert verdict.kinds == ["network"]
     assert verdict.reproducer is not None and verdict.reproducer.exc_type == ""
@@ -370,7 +374,7 @@ def test_a_test_that_swallows_a_blocked_call_is_network_with_a_passing_reproduce
 
 def test_identical_inputs_with_different_outcomes_are_concurrency() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, [("race", 1, 1e9), ("race", 2, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, [("race", 1, 1e9), ("race", 2, 1e9)])})
     verdict = classify(world, history, "race")
     assert verdict.kinds == ["concurrency"]
     record = [p for p, _ in verdict.probes if p.steps[0].mode == "record"]
@@ -383,7 +387,7 @@ def test_identical_inputs_with_different_outcomes_are_concurrency() -> None:
 
 def test_a_flake_that_never_reproduces_is_unexplained_with_what_was_tried() -> None:
     world = World()
-    history = hunt(
+    history = simulated_hunt(
         world,
         {"gw0": (5, [("hunting", 1, 1e9), ("ghost", 2, 1e9)]), "gw1": (6, [("ghost", 3, 1e9)])},
     )
@@ -403,7 +407,7 @@ def test_a_test_that_fails_at_random_is_never_blamed_on_the_order(seed: int) -> 
     world = World(seed=seed)
     runs = [*noise(6), ("polluter", 1, 1e9), *noise(6, 200), ("coin", 2, 1e9)]
     for rounds in range(1, 40):  # until the coin fails in the hunt (deterministic per seed)
-        history = hunt(world, {"gw0": (5, runs * rounds)})
+        history = simulated_hunt(world, {"gw0": (5, runs * rounds)})
         if any(a.nodeid == "coin" and a.failed for a in history.attempts):
             break
     verdict = classify(world, history, "coin")
@@ -413,7 +417,7 @@ def test_a_test_that_fails_at_random_is_never_blamed_on_the_order(seed: int) -> 
 
 def test_with_the_sandbox_off_nondeterminism_is_not_called_concurrency() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, [("race", 1, 1e9), ("race", 2, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, [("race", 1, 1e9), ("race", 2, 1e9)])})
     history.attempts = [replace(a, mode="off", seed=None, now=None) for a in history.attempts]
     verdict = classify(world, history, "race")
     assert verdict.kinds == ["unexplained"]
@@ -450,7 +454,7 @@ def purposes(verdict: Finding) -> list[str]:
 def test_a_polluter_that_leaked_state_is_replayed_first_and_named_with_what_it_left() -> None:
     world = World()
     runs = [*noise(8), ("polluter", 1, 1e9), *noise(4, 200), ("victim", 2, 1e9)]
-    attempts = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])}).attempts
+    attempts = simulated_hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])}).attempts
     history = History(attempts, leaks={"polluter": [ENV_LEAK]})
     verdict = classify(world, history, "victim")
     assert verdict.kinds == ["victim"] and verdict.polluters == [["polluter"]]
@@ -481,7 +485,7 @@ def test_a_long_preceding_sequence_is_bisected_before_it_is_replayed_whole() -> 
     world = World()
     runs: list[Run] = [(f"filler{i}", 100 + i, 1e9) for i in range(70)]
     runs += [("polluter", 1, 1e9), *noise(2, 700), ("victim", 2, 1e9)]
-    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
     verdict = classify(world, history, "victim")
     assert verdict.polluters == [["polluter"]]
     sequences = [p for p in purposes(verdict) if p.startswith("preceding sequence")]
@@ -519,7 +523,7 @@ def test_a_flake_the_time_budget_never_reached_stays_pending_and_says_why() -> N
     from hermetic_hunt.isolate.case import Deadline
 
     world = World()
-    history = hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("victim", 2, 1e9)]),
+    history = simulated_hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("victim", 2, 1e9)]),
                            "gw1": (6, [("victim", 3, 1e9)])})  # fmt: skip
     verdict = classify(world, history, "victim", deadline=Deadline(time.perf_counter(), 60.0))
     assert (verdict.status, verdict.kinds, verdict.probes) == ("pending", [], [])
@@ -554,7 +558,7 @@ def test_a_test_that_fails_only_as_a_second_run_is_self_polluting_and_nothing_mo
 def test_a_search_over_budget_stores_a_partial_result_and_says_so() -> None:
     world = World()
     runs = [*noise(12), ("polluter", 1, 1e9), *noise(12, 200), ("victim", 2, 1e9)]
-    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
     # 12 alone runs (it failed in 1 of 2 attempts), twice, the sequence: 14
     verdict = classify(world, history, "victim", budget=16)
     assert verdict.status == "partial"
@@ -569,7 +573,7 @@ def test_a_search_over_budget_stores_a_partial_result_and_says_so() -> None:
 def test_a_budget_that_runs_out_while_confirming_keeps_the_sets_unconfirmed() -> None:
     world = World()
     runs = [*noise(12), ("polluter", 1, 1e9), *noise(12, 200), ("victim", 2, 1e9)]
-    history = hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, runs), "gw1": (6, [("victim", 3, 1e9)])})
     verdict = classify(world, history, "victim", budget=20)  # the search takes 19
     assert verdict.status == "partial"
     assert verdict.kinds == ["victim"]
@@ -579,7 +583,7 @@ def test_a_budget_that_runs_out_while_confirming_keeps_the_sets_unconfirmed() ->
 
 def test_a_test_no_longer_collected_is_not_probed() -> None:
     world = World(collected=["polluter"])
-    history = hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("victim", 2, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("victim", 2, 1e9)])})
     verdict = classify(world, history, "victim")
     assert verdict.status == "not-collected"
     assert verdict.kinds == []
@@ -588,7 +592,7 @@ def test_a_test_no_longer_collected_is_not_probed() -> None:
 
 def test_a_probe_that_hangs_is_a_timeout_not_a_failure() -> None:
     world = World(hang="hangs")
-    history = hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("hangs", 2, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, [("polluter", 1, 1e9), ("hangs", 2, 1e9)])})
     verdict = classify(world, history, "hangs")
     assert "victim" not in verdict.kinds
     outcomes = {result.outcome for _, result in verdict.probes}
@@ -615,7 +619,7 @@ def test_dedupe_keeps_each_tests_last_run_in_order() -> None:
 @pytest.mark.parametrize("nodeid", ["victim", "vat", "brittle", "self", "random", "time", "hash"])
 def test_every_kind_rests_on_probes_that_showed_it(nodeid: str) -> None:
     world = World()
-    history = hunt(
+    history = simulated_hunt(
         world,
         {
             "gw0": (7, [("polluter", 1, 1e9), ("region", 1, 1e9), ("beta", 1, 1e9),
@@ -641,7 +645,7 @@ def test_every_kind_rests_on_probes_that_showed_it(nodeid: str) -> None:
 
 def test_a_record_mode_target_replays_its_journal_then_varies_in_seeded_mode() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, [("random", 8, 1e9), ("random", 9, 1e9)])})
+    history = simulated_hunt(world, {"gw0": (5, [("random", 8, 1e9), ("random", 9, 1e9)])})
     history.attempts = [replace(a, mode="record", has_journal=a.failed) for a in history.attempts]
     verdict = classify(world, history, "random")
     alone = [p for p, _ in verdict.probes if p.purpose == "alone"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import hunt
 
 from hermetic_hunt.cli import main
 
@@ -45,7 +46,7 @@ MINI = {
 }
 #: With this base seed, 4 rounds run test_victim both after test_polluter
 #: (without test_cleaner in between) and without it.
-SEED = "2"
+SEED = 2
 
 
 @pytest.fixture
@@ -55,10 +56,9 @@ def mini(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def hunt(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
-        "--hermetic-hunt=4", f"--hermetic-seed={SEED}", "-p", "no:randomly", *args
-    )
+def hunt_mini(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    result: pytest.RunResult = hunt(pytester, "--hermetic-hunt=4", *args, seed=SEED)
+    return result
 
 
 def rows(path: Path, sql: str) -> list[tuple]:
@@ -78,7 +78,7 @@ def flake(path: Path, nodeid: str) -> dict:
 
 
 def test_a_hunt_ends_by_isolating_its_victim_with_polluter_and_cleaner(mini) -> None:
-    result = hunt(mini)
+    result = hunt_mini(mini)
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
@@ -124,7 +124,7 @@ def test_a_hunt_ends_by_isolating_its_victim_with_polluter_and_cleaner(mini) -> 
 
 
 def test_tests_that_always_fail_are_checked_without_the_sandbox(mini) -> None:
-    result = hunt(mini)
+    result = hunt_mini(mini)
     result.stdout.fnmatch_lines(
         [
             "always failing (run once with the sandbox off):",
@@ -147,7 +147,7 @@ def test_tests_that_always_fail_are_checked_without_the_sandbox(mini) -> None:
 
 
 def test_isolate_off_skips_it_and_the_isolate_command_does_it_later(mini) -> None:
-    result = hunt(mini, "--hermetic-hunt-isolate=off")
+    result = hunt_mini(mini, "--hermetic-hunt-isolate=off")
     assert "hermetic-hunt isolation" not in result.stdout.str()
     assert rows(mini.path, "SELECT count(*) FROM flakes") == [(0,)]
     outcome = CliRunner().invoke(main, ["isolate", "--db", "flakes.db"])
@@ -166,7 +166,7 @@ def test_isolate_off_skips_it_and_the_isolate_command_does_it_later(mini) -> Non
 
 
 def test_the_isolate_command_refuses_an_unknown_id_in_one_line(mini) -> None:
-    hunt(mini, "--hermetic-hunt-isolate=off")
+    hunt_mini(mini, "--hermetic-hunt-isolate=off")
     outcome = CliRunner().invoke(main, ["isolate", "--db", "flakes.db", "F9"])
     assert outcome.exit_code == 3
     assert outcome.output.strip().splitlines() == [
@@ -176,7 +176,7 @@ def test_the_isolate_command_refuses_an_unknown_id_in_one_line(mini) -> None:
 
 
 def test_a_test_renamed_since_the_hunt_is_said_not_collected(mini) -> None:
-    hunt(mini, "--hermetic-hunt-isolate=off")
+    hunt_mini(mini, "--hermetic-hunt-isolate=off")
     source = mini.path / "test_mini.py"
     source.write_text(source.read_text().replace("def test_victim", "def test_victim_renamed"))
     outcome = CliRunner().invoke(main, ["isolate", "--db", "flakes.db"])
@@ -189,7 +189,7 @@ def test_a_test_renamed_since_the_hunt_is_said_not_collected(mini) -> None:
 
 
 def test_a_search_over_its_budget_stores_a_partial_result_and_says_so(mini) -> None:
-    result = hunt(mini, "--hermetic-hunt-isolate-budget=16")
+    result = hunt_mini(mini, "--hermetic-hunt-isolate-budget=16")
     result.stdout.fnmatch_lines(
         [
             "  F1 test_mini.py::test_victim  victim · fails under shuffling or xdist [[]partial] "

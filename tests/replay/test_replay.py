@@ -91,7 +91,7 @@ def run_pytest(
     )
 
 
-def hunt(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+def hunt_output(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """Hunt in ``cwd`` (database: ``cwd/flakes.db``); returns the hunt's output."""
     result = run_pytest(
         cwd,
@@ -152,7 +152,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A seeded ``-n 0`` hunt of SUITE (its directory; flakes.db inside)."""
     where = tmp_path_factory.mktemp("seeded")
     (where / "test_suite.py").write_text(SUITE)
-    hunt(where)
+    hunt_output(where)
     return where
 
 
@@ -336,7 +336,7 @@ def test_a_record_mode_attempt_replays_the_time_and_entropy_of_its_journal(tmp_p
     where = tmp_path / "recorded"
     where.mkdir()
     (where / "test_suite.py").write_text(RECORDED.replace("COUNT", "3"))
-    hunt(where, "--hermetic-hunt-mode=record", env=clean_env(PYTHONHASHSEED="11"))
+    hunt_output(where, "--hermetic-hunt-mode=record", env=clean_env(PYTHONHASHSEED="11"))
     db = copy_db(where / "flakes.db", tmp_path / "elsewhere")
     attempt_id = attempt_of(db, "test_token")
     assert query(db, "SELECT mode, hash_seed FROM attempts WHERE id = ?", attempt_id) == [
@@ -374,7 +374,7 @@ def test_an_xdist_hunts_attempts_replay_under_their_workers_hash_seed(tmp_path):
     where = tmp_path / "distributed"
     where.mkdir()
     (where / "test_suite.py").write_text(SUITE)
-    hunt(where, "-n", "2")
+    hunt_output(where, "-n", "2")
     db = copy_db(where / "flakes.db", tmp_path / "elsewhere")
     parity = query(
         db,

@@ -259,6 +259,15 @@ class SeededClock(ClockSource):
     def peek_wall(self) -> float:
         return self._wall_now()
 
+    def peek_all(self) -> tuple[float, float, float]:
+        """``(wall, monotonic, perf_counter)`` as the next readings would be, without a tick."""
+        with self._lock:
+            return (
+                self._wall_now(),
+                _MONO_BASE + self._offset + self._ticks,
+                _PERF_BASE + self._offset + self._ticks,
+            )
+
     def end(self) -> tuple[float, float]:
         """``(wall, elapsed)`` now: where the next attempt's clock starts."""
         with self._lock:
@@ -516,21 +525,33 @@ def activate(source: ClockSource | None) -> None:
 
 
 class ShiftedClock(ClockSource):
-    """Real time moved by ``offset`` seconds on the wall clock; monotonic clocks and
-    ``sleep`` are real. The whole process of :func:`hermetic_hunt.sandbox.shift.shift_process`."""
+    """Real time moved by fixed offsets (``offset`` on the wall clock, ``mono`` and
+    ``perf`` on the monotonic ones); ``sleep`` is real.
 
-    def __init__(self, offset: float) -> None:
+    The whole process of :func:`hermetic_hunt.sandbox.shift.shift_process`, and a
+    process a test forks during a virtual-clock attempt (:func:`_follow_real_time`).
+    """
+
+    def __init__(self, offset: float, mono: float = 0.0, perf: float = 0.0) -> None:
         self.offset = offset
+        self.mono = mono
+        self.perf = perf
         self.trace = Trace(False)
+
+    @classmethod
+    def following(cls, source: SeededClock) -> ShiftedClock:
+        """Real time from now on, starting where ``source``'s readings are."""
+        wall, mono, perf = source.peek_all()
+        return cls(wall - REAL_TIME(), mono - REAL_MONOTONIC(), perf - REAL_PERF_COUNTER())
 
     def wall(self) -> float:
         return REAL_TIME() + self.offset
 
     def monotonic(self) -> float:
-        return REAL_MONOTONIC()
+        return REAL_MONOTONIC() + self.mono
 
     def perf_counter(self) -> float:
-        return REAL_PERF_COUNTER()
+        return REAL_PERF_COUNTER() + self.perf
 
     def sleep(self, seconds: float) -> None:
         REAL_SLEEP(seconds)
@@ -540,6 +561,27 @@ class ShiftedClock(ClockSource):
 
     def set_wall(self, epoch: float) -> None:
         self.offset = epoch - REAL_TIME()
+
+
+def _follow_real_time() -> None:
+    """In a process a test forked during a virtual-clock attempt (``os.fork``,
+    multiprocessing's ``fork`` start method): the clock goes on in real time from
+    the parent's virtual instant, and ``sleep`` sleeps. A child that holds a lock
+    for five seconds, or polls for a parent's signal, then behaves as in CI;
+    the virtual clock, which moves only when read or slept on, belongs to the
+    attempt's own process."""
+    global _source
+    source = _source
+    if isinstance(source, SeededClock):
+        _source = ShiftedClock.following(source)
+        for follow in _AT_FORK:
+            follow(_source)
+
+
+#: Called with the child's clock after :func:`_follow_real_time` (the datetimes patch).
+_AT_FORK: list[Callable[[ClockSource], None]] = []
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_follow_real_time)
 
 
 def rest_on(source: ClockSource | None) -> None:

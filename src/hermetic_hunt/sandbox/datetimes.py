@@ -35,6 +35,7 @@ import warnings
 from typing import Any
 
 from hermetic_hunt import _compat
+from hermetic_hunt.sandbox import clock as clock_module
 from hermetic_hunt.sandbox.clock import ClockSource
 from hermetic_hunt.sandbox.patches import Patches
 
@@ -54,6 +55,16 @@ def set_clock(source: ClockSource | None) -> None:
     """Read ``source`` (None: the resting source, else the real clock)."""
     global _active
     _active = _resting if source is None else source
+
+
+def _follow(source: ClockSource) -> None:
+    """A forked child's clock (:func:`hermetic_hunt.sandbox.clock._follow_real_time`)."""
+    global _active
+    if _active is not None and _active is not _resting:
+        _active = source
+
+
+clock_module._AT_FORK.append(_follow)
 
 
 def rest_on(source: ClockSource | None) -> None:

@@ -1,5 +1,6 @@
 """A hunt's clock behaves as a real machine's: what CI never fails, the hunt never
-reports; a TTL whose clock is bound before the attempt is caught."""
+reports (file times follow the virtual clock, a forked child lives in real time);
+a TTL whose clock is bound before the attempt is caught."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ class Cache:
 """
 
 SUITE = """
+import multiprocessing
+import os
 import threading
 import time
 
@@ -53,6 +56,27 @@ def test_sleep_with_an_exclusive_bound():
     assert time.time() - start > 0.25
 
 
+def test_a_file_just_written_is_fresh(tmp_path):
+    cache = tmp_path / "cache.json"
+    cache.write_text("{}")
+    assert time.time() - os.path.getmtime(cache) < 60
+
+
+def _hold(seconds):
+    time.sleep(seconds)
+
+
+def test_a_forked_child_still_holds_on():
+    child = multiprocessing.get_context("fork").Process(target=_hold, args=(30,))
+    child.start()
+    try:
+        time.sleep(0.2)
+        assert child.is_alive()  # its sleep is real: it has not given up yet
+    finally:
+        child.terminate()
+        child.join()
+
+
 def test_ttl_with_a_bound_clock():
     cache = Cache(ttl=0.1)
     cache.put("x")
@@ -77,5 +101,7 @@ def test_only_the_bound_clock_ttl_is_flaky(pytester: pytest.Pytester) -> None:
     assert failed["test_clocks.py::test_rate_of_two_readings"] == 0, out[-3000:]
     assert failed["test_clocks.py::test_thread_poll_with_a_deadline"] == 0, out[-3000:]
     assert failed["test_clocks.py::test_sleep_with_an_exclusive_bound"] == 0, out[-3000:]
+    assert failed["test_clocks.py::test_a_file_just_written_is_fresh"] == 0, out[-3000:]
+    assert failed["test_clocks.py::test_a_forked_child_still_holds_on"] == 0, out[-3000:]
     assert failed["test_clocks.py::test_ttl_with_a_bound_clock"] > 0, out[-3000:]
     assert "1 flaky" in out

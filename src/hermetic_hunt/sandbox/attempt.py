@@ -35,7 +35,7 @@ from hermetic_hunt import _compat
 from hermetic_hunt.environment import platform_name
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Violation
-from hermetic_hunt.sandbox import aio, datetimes, entropy, netguard, state
+from hermetic_hunt.sandbox import aio, datetimes, entropy, filetimes, netguard, state
 from hermetic_hunt.sandbox import clock as clock_patch
 from hermetic_hunt.sandbox.clock import (
     REAL_TIME,
@@ -397,6 +397,9 @@ def _enter_clock(active: _Active) -> None:
     datetimes.install(active.patches)
     if source is seeded:
         aio.install(active.patches, seeded, noisy=noise is not None)
+        # files get their times from the real clock: shown on the virtual one
+        seeded.note_file_times()
+        active.patches.update(_OS_NAMESPACE, filetimes.OS_PATCH)
 
 
 def _isolate_fs(chdir: bool, saved: state.Saved) -> FsPaths:

@@ -26,6 +26,8 @@ import time as _time_module
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from hermetic_hunt.sandbox import filetimes
+
 if TYPE_CHECKING:
     from hermetic_hunt.sandbox.profiles import Noise
 
@@ -175,8 +177,14 @@ class SeededClock(ClockSource):
             self._offset += gap
         if self._noise is not None:
             self._offset += self._noise.read()
+        filetimes.note(REAL_TIME(), self._wall_now())
         if self._spin_limit and self._reads > self._spin_limit:
             raise self._spin_error(self._reads)
+
+    def note_file_times(self) -> None:
+        """Where the virtual wall clock stands against the real one (for file times)."""
+        with self._lock:
+            filetimes.note(REAL_TIME(), self._wall_now())
 
     def _wall_now(self) -> float:
         return self._start + self._offset + (self._ticks - self._ticks0)
@@ -232,6 +240,7 @@ class SeededClock(ClockSource):
             self._offset = max(self._offset, wake - self._ticks)
             self._real = REAL_MONOTONIC()  # the real sleep is in ``wake`` already
             self._reads = 0
+            filetimes.note(REAL_TIME(), self._wall_now())
 
     def stretch(self) -> float:
         """The factor the next sleep lasts (1.0 under the exact profile)."""
@@ -249,6 +258,7 @@ class SeededClock(ClockSource):
             # has its wait in ``seconds``: not counted again as a real gap.
             self._real = REAL_MONOTONIC()
             self._reads = 0
+            filetimes.note(REAL_TIME(), self._wall_now())
 
     def set_wall(self, epoch: float) -> None:
         with self._lock:

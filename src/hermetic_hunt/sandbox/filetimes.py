@@ -1,0 +1,125 @@
+"""File times on the attempt's virtual clock.
+
+A seeded attempt's wall clock is on its start date (a month's last day, a
+coming year), while the files it writes get their times from the real
+clock. A test that compares the two -- a cache that is stale when its file
+is older than a minute, a lock broken when its file's time is in the past --
+would fail on every virtual date, and on none in CI. So, while a seeded
+attempt runs, ``os.stat``, ``os.lstat`` and ``os.fstat`` (and through them
+``os.path.getmtime``, ``pathlib.Path.stat``, ``shutil.copystat``) report
+file times as the virtual clock would have given them, and ``os.utime``
+takes virtual times.
+
+The mapping is the one the clock itself keeps (:data:`MAP`): the
+``(real, virtual)`` instants where the distance between the two clocks
+changed (a virtual sleep, a jump, the slow drift of readings), so a file
+written before a virtual ``sleep(3600)`` is an hour older after it, as it
+would be on a real machine, and a file last touched before the round began
+keeps its real age. Only paths through the ``os`` module: ``os.scandir``
+entries' ``stat()`` and C code read the real times.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from typing import Any
+
+#: ``(real, virtual)`` wall-clock instants where the two clocks' distance
+#: changed, in time order; kept by :class:`~hermetic_hunt.sandbox.clock.SeededClock`
+#: for the whole process (a round's attempts share one timeline).
+MAP: list[tuple[float, float]] = []
+_REALS: list[float] = []
+_VIRTUALS: list[float] = []
+#: Seconds the clocks' distance may move before a new point is kept.
+STEP = 0.005
+#: Points kept per process at most (then the last distance stands).
+LIMIT = 100_000
+
+REAL_STAT = os.stat
+REAL_LSTAT = os.lstat
+REAL_FSTAT = os.fstat
+REAL_UTIME = os.utime
+_SEQUENCE_TIMES = {7: "st_atime", 8: "st_mtime", 9: "st_ctime"}
+_HIDDEN = tuple(
+    name
+    for name in dir(REAL_STAT("."))
+    if name.startswith("st_") and name not in ("st_mode", "st_ino", "st_dev", "st_nlink",
+                                                "st_uid", "st_gid", "st_size")
+)  # fmt: skip
+_TIME_FIELDS = ("st_atime", "st_mtime", "st_ctime", "st_birthtime")
+
+
+def note(real: float, virtual: float) -> None:
+    """Keep ``(real, virtual)`` if the clocks' distance moved since the last point."""
+    if MAP and abs((virtual - real) - (MAP[-1][1] - MAP[-1][0])) <= STEP:
+        return
+    if len(MAP) >= LIMIT or (MAP and real < MAP[-1][0]):
+        return
+    MAP.append((real, virtual))
+    _REALS.append(real)
+    _VIRTUALS.append(virtual)
+
+
+def to_virtual(real: float) -> float:
+    """A real file time as the virtual clock would have given it."""
+    if not MAP:
+        return real
+    index = max(bisect.bisect_right(_REALS, real) - 1, 0)
+    point_real, point_virtual = MAP[index]
+    return point_virtual + (real - point_real)
+
+
+def to_real(virtual: float) -> float:
+    """A virtual time (``os.utime``'s) as the real file time it stands for."""
+    if not MAP:
+        return virtual
+    index = max(bisect.bisect_right(_VIRTUALS, virtual) - 1, 0)
+    point_real, point_virtual = MAP[index]
+    return point_real + (virtual - point_virtual)
+
+
+def _shifted(result: os.stat_result) -> os.stat_result:
+    hidden: dict[str, Any] = {}
+    for name in _HIDDEN:
+        value = getattr(result, name, None)
+        if value is None:
+            continue
+        if name in _TIME_FIELDS:
+            value = to_virtual(value)
+        elif name.endswith("_ns") and name[:-3] in _TIME_FIELDS:
+            value = int(to_virtual(value / 1e9) * 1e9)
+        hidden[name] = value
+    sequence = list(result[:10])
+    for index, name in _SEQUENCE_TIMES.items():
+        sequence[index] = int(hidden.get(name, sequence[index]))
+    return os.stat_result(sequence, hidden)
+
+
+def _stat(*args: Any, **kwargs: Any) -> os.stat_result:
+    return _shifted(REAL_STAT(*args, **kwargs))
+
+
+def _lstat(*args: Any, **kwargs: Any) -> os.stat_result:
+    return _shifted(REAL_LSTAT(*args, **kwargs))
+
+
+def _fstat(fd: int) -> os.stat_result:
+    return _shifted(REAL_FSTAT(fd))
+
+
+def _utime(path: Any, times: Any = None, *, ns: Any = None, **kwargs: Any) -> None:
+    if times is not None:
+        atime, mtime = times
+        times = (to_real(atime), to_real(mtime))
+    if ns is not None:
+        atime_ns, mtime_ns = ns
+        ns = (int(to_real(atime_ns / 1e9) * 1e9), int(to_real(mtime_ns / 1e9) * 1e9))
+    if ns is None:
+        REAL_UTIME(path, times, **kwargs)
+    else:
+        REAL_UTIME(path, times, ns=ns, **kwargs)
+
+
+#: What a seeded attempt puts into the ``os`` module.
+OS_PATCH: dict[str, Any] = {"stat": _stat, "lstat": _lstat, "fstat": _fstat, "utime": _utime}

@@ -23,12 +23,16 @@ FlakeStatus = Literal["pending", "isolated", "partial", "not-collected", "error"
 @dataclass(frozen=True)
 class Probe:
     """``collect_at``: the probe's process runs on that instant (epoch seconds)
-    from its first import on, collection included (None: collected at the real time)."""
+    from its first import on, collection included (None: collected at the real time).
+    ``unforked``: the steps run in the process that collected the suite, not in a
+    child forked from it -- as a plain ``pytest`` run does (a pid or a value taken
+    at collection is then the running process's own)."""
 
     purpose: str
     steps: tuple[Step, ...]
     hash_seed: int
     collect_at: float | None = None
+    unforked: bool = False
 
 
 @dataclass(frozen=True)

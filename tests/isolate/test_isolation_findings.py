@@ -378,6 +378,43 @@ def test_a_hunt_whose_only_failures_are_past_dates_exits_zero(here: pytest.Pytes
     assert outcome.exit_code == 0, outcome.output
 
 
+COLLECTED_PID = """
+import os
+
+PID = os.getpid()  # at collection: a plain run's tests run in this very process
+
+
+def test_runs_where_it_was_collected():
+    assert os.getpid() == PID
+
+
+def test_always_fails():
+    assert False, "always"
+"""
+
+
+def test_a_test_that_needs_the_collecting_process_is_checked_in_it_not_called_broken(
+    here: pytest.Pytester,
+) -> None:
+    # Every round forks from one collection, so the hunt always fails it; its
+    # sandbox-off check runs where a plain run would (the collecting process).
+    here.makepyfile(test_pid=COLLECTED_PID)
+    result = hunt(here, "--hermetic-hunt=2")
+    result.stdout.fnmatch_lines(
+        ["hermetic-hunt: 0 flaky · 1 broken · 1 sandbox-incompatible · 0 stable · *"]
+    )
+    checks = dict(
+        rows(
+            here.path / "flakes.db",
+            "SELECT t.nodeid, c.outcome FROM test_checks c JOIN tests t ON t.id = c.test_id",
+        )
+    )
+    assert checks == {
+        "test_pid.py::test_runs_where_it_was_collected": "passed",
+        "test_pid.py::test_always_fails": "failed",
+    }
+
+
 def test_old_stored_settings_without_a_time_budget_still_read(tmp_path: Path) -> None:
     from hermetic_hunt.models import Settings
 

@@ -286,9 +286,11 @@ class ProbeRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _start(self, hash_seed: int, collect_at: float | None = None) -> _Server:
+    def _start(
+        self, hash_seed: int, collect_at: float | None = None, unforked: bool = False
+    ) -> _Server:
         self.started_servers += 1
-        return _Server(self.target, hash_seed, self.fork, collect_at)
+        return _Server(self.target, hash_seed, self.fork and not unforked, collect_at)
 
     def _server(self, hash_seed: int) -> _Server | None:
         """A ready fork server for ``hash_seed`` (None: it could not start)."""
@@ -352,7 +354,7 @@ class ProbeRunner:
             with self._lock:
                 request_id = next(self._ids)
             message = wire.probe_request(request_id, steps, journals, self.timeout)
-            if self.fork and probe.collect_at is None:
+            if self.fork and probe.collect_at is None and not probe.unforked:
                 ready = self._server(probe.hash_seed)
                 if ready is None:
                     answer: dict[str, Any] = {
@@ -362,8 +364,9 @@ class ProbeRunner:
                 else:
                     answer = ready.request(message, self.timeout)
             else:
-                # no fork, or a process of its own on another date: a server per probe
-                server = self._start(probe.hash_seed, probe.collect_at)
+                # no fork, a process of its own on another date, or the collecting
+                # process itself: a server per probe
+                server = self._start(probe.hash_seed, probe.collect_at, probe.unforked)
                 with self._lock:
                     self._oneshots.add(server)
                 if server.wait_ready(STARTUP_TIMEOUT):

@@ -10,8 +10,10 @@ fail alike are isolated once (:mod:`.groups`); the most exposed flakes go
 first, within the probe and time budgets; :mod:`.summary` words the result.
 
 Tests that failed in every attempt are not flakes: each is run once with
-the sandbox off (``test_checks``, ``sandbox-off``): passing means
-*sandbox-incompatible*, failing means *broken*.
+the sandbox off, in the process that collected it as a plain run does (not
+a fork of it: ``test_checks``, ``sandbox-off``): passing means
+*sandbox-incompatible* (the sandbox or the hunt's forked processes break
+it), failing means *broken*.
 """
 
 from __future__ import annotations
@@ -453,7 +455,10 @@ def _sandbox_off(
         hash_seed = first.hash_seed
         if hash_seed is None:
             hash_seed = probe_hash_seed(facts.base_seed, 0)
-        probes.append(Probe(SANDBOX_OFF, (Step(nodeid, None, None, "off"),), hash_seed))
+        # In the process that collected it, as a plain run: not in a fork of it
+        # (a pid taken at collection must be the running process's).
+        step = Step(nodeid, None, None, "off")
+        probes.append(Probe(SANDBOX_OFF, (step,), hash_seed, unforked=True))
     for nodeid, result in zip(names, runner.run_many(probes), strict=True):
         outcome = result.outcome
         if outcome == "passed":

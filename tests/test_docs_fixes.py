@@ -99,7 +99,7 @@ def _id(value: object) -> str:
 
 def test_the_pages_show_the_new_commands():
     shown = {shlex.join(c) for _, c in all_commands("hermetic-hunt")}
-    assert {"hermetic-hunt fix F9", "hermetic-hunt fix F9 --apply", "hermetic-hunt report --since HEAD",
+    assert {"hermetic-hunt fix F10", "hermetic-hunt fix F10 --apply", "hermetic-hunt report --since HEAD",
             "hermetic-hunt quarantine -o quarantine.txt"} <= shown  # fmt: skip
     pytest_shown = {shlex.join(c) for _, c in all_commands("pytest")}
     assert "pytest --hermetic-quarantine=quarantine.txt" in pytest_shown
@@ -127,31 +127,31 @@ def test_every_pytest_command_shown_parses(page_command, pytester: pytest.Pytest
 
 def test_the_run_counts_and_verdicts_shown_are_what_the_code_computes():
     page = " ".join(text("fixes.md").split())
-    counts = (runs_needed(11 / 29), runs_needed(0.10), runs_needed(0.001), MIN_RUNS)
+    counts = (runs_needed(11 / 30), runs_needed(0.10), runs_needed(0.001), MIN_RUNS)
     assert (
         f"N is the number of clean runs that make 95% sure a flake failing at its hunted "
-        f"rate is gone: {counts[0]} for F9's 38%, {counts[1]} for a 10% flake, {counts[2]} "
+        f"rate is gone: {counts[0]} for F10's 37%, {counts[1]} for a 10% flake, {counts[2]} "
         f"for 1% or less, never fewer than {counts[3]}."
     ) in page
     assert Verification("verified", 7, 7).describe() in page
     cli_page = " ".join(text("cli.md").split())
     assert (
-        f"({counts[0]} at 38%, {counts[1]} at 10%, {counts[2]} at 1% or less, at least {counts[3]})"
+        f"({counts[0]} at 37%, {counts[1]} at 10%, {counts[2]} at 1% or less, at least {counts[3]})"
     ) in cli_page
 
 
 def test_the_history_lines_shown_are_what_the_history_says():
-    a, b = "c64e8a8fa2" + "0" * 30, "f275ffda2f" + "0" * 30
+    a, b = "a9630ff079" + "0" * 30, "f5f0d77f68" + "0" * 30
     runs = [
-        RunPoint(1, "2026-12-03T07:25:43+00:00", a, "main"),
-        RunPoint(2, "2026-12-03T07:26:34+00:00", b, "main"),
+        RunPoint(1, "2026-12-03T17:40:56+00:00", a, "main"),
+        RunPoint(2, "2026-12-03T17:53:02+00:00", b, "main"),
     ]
     shown = text("fixes.md")
     for nodeid, first, second in (
-        ("tests/test_catalog.py::test_catalog_lists_core_products", (29, 5), (9, 0)),
-        ("tests/test_checkout.py::test_checkout_reports_metrics", (29, 3), (9, 0)),
-        ("tests/test_labels.py::test_label_defaults_to_dollars", (29, 11), (9, 0)),
-        ("tests/test_billing.py::test_next_billing_date", (29, 15), (9, 4)),
+        ("tests/test_catalog.py::test_catalog_lists_core_products", (30, 5), (10, 0)),
+        ("tests/test_checkout.py::test_checkout_reports_metrics", (30, 3), (10, 0)),
+        ("tests/test_labels.py::test_label_defaults_to_dollars", (30, 11), (10, 0)),
+        ("tests/test_billing.py::test_next_billing_date", (30, 10), (10, 3)),
     ):
         tallies = [Tally(nodeid, 1, *first), Tally(nodeid, 2, *second)]
         for line in history(nodeid, runs, tallies).lines():

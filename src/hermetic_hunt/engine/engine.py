@@ -20,6 +20,9 @@ from hermetic_hunt.engine.executor import AttemptExecutor, RepeatGuard, Slot
 from hermetic_hunt.engine.rng import ImportSeeds
 from hermetic_hunt.engine.runner import Job, OnStep, Outcome, StepRunner
 from hermetic_hunt.models import Attempt, Settings
+from hermetic_hunt.sandbox.shift import (  # re-exported: a probe process on another date
+    shift_process as shift_process,
+)
 
 _RUNNER = "hermetic-hunt-runner"
 

@@ -57,7 +57,7 @@ def _shift_if_asked() -> None:
     except (ValueError, AttributeError):
         return
     if isinstance(at, (int, float)) and not isinstance(at, bool):
-        from hermetic_hunt.sandbox.shift import shift_process
+        from hermetic_hunt.engine.engine import shift_process
 
         shift_process(float(at))
 

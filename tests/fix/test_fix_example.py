@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import hermetic_hunt
-
 pytestmark = pytest.mark.slow
 T = "tests/"
-ARGS = ("--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7", "-p", "no:randomly")
 #: nodeid -> the line the fix must contain (every one verified).
 VERIFIED = {
     T + "test_labels.py::test_label_defaults_to_dollars": 'monkeypatch.setenv("SHOP_CURRENCY"',
@@ -69,14 +66,10 @@ def digest(root: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def hunted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("fix-example")
-    example = Path(hermetic_hunt.__file__).parent / "examples" / "shop"
-    shutil.copytree(example, root / "shop", ignore=shutil.ignore_patterns("__pycache__"))
-    done = subprocess.run([sys.executable, "-m", "pytest", *ARGS, "shop"], cwd=root, env=env(),
-                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
-    assert "hermetic-hunt isolation:" in done.stdout, done.stdout[-3000:]
-    return root
+def hunted(demo_hunt: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of the session's demo hunt (seed 7, 30 rounds, -n 2)."""
+    assert "hermetic-hunt isolation:" in demo_hunt.stdout, demo_hunt.stdout[-3000:]
+    return demo_hunt.copy(tmp_path_factory.mktemp("fix-example"))  # type: ignore[no-any-return]
 
 
 def flake_ids(root: Path) -> dict[str, str]:
@@ -89,7 +82,7 @@ def flake_ids(root: Path) -> dict[str, str]:
 
 def test_every_kind_gets_a_fix_the_patches_pass_their_reproducers_and_apply(hunted):
     ids = flake_ids(hunted)
-    before = digest(hunted / "shop")
+    before = digest(hunted)
     for nodeid, line in VERIFIED.items():
         done = cli(hunted, "fix", ids[nodeid])
         assert done.returncode == 0, (nodeid, done.stdout, done.stderr)
@@ -102,7 +95,7 @@ def test_every_kind_gets_a_fix_the_patches_pass_their_reproducers_and_apply(hunt
     for nodeid, text in ADVICE.items():
         done = cli(hunted, "fix", ids[nodeid])
         assert done.returncode == 0 and text in done.stdout, (nodeid, done.stdout)
-    assert digest(hunted / "shop") == before  # nothing written without --apply
+    assert digest(hunted) == before  # nothing written without --apply
     with closing(sqlite3.connect(hunted / "flakes.db")) as conn, conn:
         outcomes = conn.execute("SELECT outcome, count(*) FROM fixes GROUP BY outcome").fetchall()
     assert outcomes == [("verified", len(VERIFIED))]
@@ -110,12 +103,12 @@ def test_every_kind_gets_a_fix_the_patches_pass_their_reproducers_and_apply(hunt
     victim = T + "test_labels.py::test_label_defaults_to_dollars"
     polluter = T + "test_labels.py::test_checkout_in_euros"
     order = ["-p", "no:randomly", "-p", "no:cacheprovider", polluter, victim]
-    plain = subprocess.run([sys.executable, "-m", "pytest", *order], cwd=hunted / "shop",
+    plain = subprocess.run([sys.executable, "-m", "pytest", *order], cwd=hunted,
                            env=env(), capture_output=True, text=True, check=False)  # fmt: skip
     assert plain.returncode == 1  # the flake, in plain pytest: polluter first, victim fails
     done = cli(hunted, "fix", ids[victim], "--apply")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "applied to shop/tests/test_labels.py" in done.stdout
-    plain = subprocess.run([sys.executable, "-m", "pytest", *order], cwd=hunted / "shop",
+    plain = subprocess.run([sys.executable, "-m", "pytest", *order], cwd=hunted,
                            env=env(), capture_output=True, text=True, check=False)  # fmt: skip
     assert plain.returncode == 0, plain.stdout

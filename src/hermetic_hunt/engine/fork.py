@@ -61,7 +61,7 @@ from hermetic_hunt import _compat
 from hermetic_hunt.engine import leaks, rng, wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings
-from hermetic_hunt.sandbox import follow_bound_clocks
+from hermetic_hunt.sandbox import follow_bound_clocks, guard_between_attempts
 from hermetic_hunt.seeds import attempt_seed
 from hermetic_hunt.timing import profile_of
 
@@ -395,6 +395,9 @@ def _child(
         # Each job gets its own temporary folder (TMPDIR, tempfile, tmp_path & co.):
         # concurrent jobs and other processes never show up in a round's.
         leaks.private_temp(temp)
+        if engine.settings.mode != "off" and all(step.mode != "off" for step in job.steps):
+            # A thread a test leaves keeps the guard on it after the test's attempt.
+            guard_between_attempts()
         config = engine.config
 
         def serialize(report: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from hermetic_hunt.sandbox.attempt import (
     Sandbox,
     SandboxSpec,
     fingerprint,
+    guard_between_attempts,
     real_time,
     spec_from_marker,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "SandboxSpec",
     "fingerprint",
     "follow_bound_clocks",
+    "guard_between_attempts",
     "real_time",
     "spec_from_marker",
 ]

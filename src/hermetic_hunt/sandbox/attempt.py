@@ -156,6 +156,12 @@ class AttemptFacts:
 _STATIC_FINGERPRINT: dict[str, Any] = {}
 
 
+def guard_between_attempts() -> None:
+    """The network guard stays on between this process's attempts (a job's child):
+    see :func:`hermetic_hunt.sandbox.netguard.guard_between_attempts`."""
+    netguard.guard_between_attempts(NetworkBlocked)
+
+
 def fingerprint() -> dict[str, Any]:
     """Facts a replay compares to judge its faithfulness."""
     import locale
@@ -261,6 +267,8 @@ class Sandbox:
                 allowlist, spec.allow_loopback, spec.allow_unix, NetworkBlocked
             )
             netguard.install(active.patches, active.policy, spec.test_id)
+        else:
+            netguard.suspend()
         # Our clock, paths and policy have hermetic's interface (duck-typed).
         handle = hermetic.SandboxHandle(
             seed=spec.seed,

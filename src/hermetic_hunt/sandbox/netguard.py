@@ -233,6 +233,8 @@ class Policy:
         owner = _left_by.get(threading.get_ident())
         if owner is not None:
             site = f"a thread left by {owner}: {site}"
+        elif self is _between:
+            site = f"between attempts: {site}"
         violation = Violation(op=op, host=_host_text(host), port=port, detail=site)
         with self._lock:
             self.violations.append(violation)
@@ -466,6 +468,44 @@ RAW_MODULE_PATCH: dict[str, Any] = {
 }
 
 
+#: The policy between attempts (None: no guard outside attempts); see
+#: :func:`guard_between_attempts`.
+_between: Policy | None = None
+_JOB_PATCHES = Patches()
+
+
+def guard_between_attempts(blocked_error: Callable[[object, str], Exception]) -> None:
+    """Keep the guard on between the attempts of this process, for good (a job's child).
+
+    A thread an attempt left running can reach for the network while no attempt
+    is open (the runner between two tests, a round's end): the wrappers stay in
+    place (an attempt's own patches then save and restore them) and a policy
+    that allows loopback and unix sockets only judges those calls. What it blocks
+    is named ``a thread left by TEST`` when the thread is known, else ``between
+    attempts``, and is handed to the next guarded attempt's violations.
+    """
+    global _active, _between
+    if _between is not None:
+        return
+    _between = Policy((), True, True, blocked_error)
+    sock = _socket_module.socket
+    for name, wrapper in _SOCKET_METHODS.items():
+        _JOB_PATCHES.setattr(sock, name, wrapper)
+    _JOB_PATCHES.update(vars(_socket_module), SOCKET_MODULE_PATCH)
+    _JOB_PATCHES.update(vars(_socket), RAW_MODULE_PATCH)
+    loop = asyncio.base_events.BaseEventLoop
+    _JOB_PATCHES.setattr(loop, "getaddrinfo", _loop_getaddrinfo)
+    _JOB_PATCHES.setattr(loop, "getnameinfo", _loop_getnameinfo)
+    ensure_audit_hook()
+    _active = _between
+
+
+def suspend() -> None:
+    """No guard for an attempt whose network is ``off`` (until :func:`uninstall`)."""
+    global _active
+    _active = None
+
+
 def install(patches: Patches, policy: Policy, test_id: str = "") -> None:
     """Guard the socket modules for one attempt of ``test_id`` (undone with ``patches``)."""
     global _active, _attempt_test
@@ -483,12 +523,16 @@ def install(patches: Patches, policy: Policy, test_id: str = "") -> None:
     loop = asyncio.base_events.BaseEventLoop
     patches.setattr(loop, "getaddrinfo", _loop_getaddrinfo)
     patches.setattr(loop, "getnameinfo", _loop_getnameinfo)
+    if _between is not None and _between.violations:
+        with _between._lock:
+            policy.violations.extend(_between.violations)
+            _between.violations.clear()
     _active = policy
 
 
 def uninstall() -> None:
     global _active
-    _active = None
+    _active = _between
     if _attempt_test:
         for thread in threading.enumerate():
             if thread.ident is not None and thread.ident not in _attempt_threads:

@@ -108,7 +108,7 @@ def test_every_kind_gets_a_fix_the_patches_pass_their_reproducers_and_apply(hunt
     assert plain.returncode == 1  # the flake, in plain pytest: polluter first, victim fails
     done = cli(hunted, "fix", ids[victim], "--apply")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "applied to shop/tests/test_labels.py" in done.stdout
+    assert "applied to tests/test_labels.py" in done.stdout
     plain = subprocess.run([sys.executable, "-m", "pytest", *order], cwd=hunted,
                            env=env(), capture_output=True, text=True, check=False)  # fmt: skip
     assert plain.returncode == 0, plain.stdout

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 from helpers import one
-from hermetic_hunt.controller.controller import HuntController
 
 from hermetic_hunt.engine import wire
+from hermetic_hunt.hunt.controller import HuntController
 from hermetic_hunt.models import Attempt, RunInfo, Settings
 from hermetic_hunt.store import Store
 

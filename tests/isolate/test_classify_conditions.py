@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from test_classify import BEHAVIOURS, History, World, boom, check_evidence, classify, hunt, ok
+from test_classify import (
+    BEHAVIOURS,
+    History,
+    World,
+    boom,
+    check_evidence,
+    classify,
+    ok,
+    simulated_hunt,
+)
 
 from hermetic_hunt.models import Attempt, Step
 
@@ -57,7 +66,9 @@ def runs(nodeid: str, count: int) -> list[tuple[str, int, float]]:
 
 def test_a_failure_under_a_noisy_clock_that_the_exact_clock_fixes_is_time() -> None:
     world = World()
-    history = with_conditions(hunt(world, {"gw0": (5, runs("ttl", 6))}), "ttl", profile="jitter")
+    history = with_conditions(
+        simulated_hunt(world, {"gw0": (5, runs("ttl", 6))}), "ttl", profile="jitter"
+    )
     verdict = classify(world, history, "ttl")
     assert verdict.kinds == ["time"]
     (claim,) = verdict.evidence["verdicts"]
@@ -73,7 +84,7 @@ def test_a_failure_under_a_noisy_clock_that_the_exact_clock_fixes_is_time() -> N
 def test_a_failure_under_a_tiny_switch_interval_is_concurrency() -> None:
     world = World()
     history = with_conditions(
-        hunt(world, {"gw0": (5, runs("lazy", 6))}), "lazy", switch_interval=2e-6
+        simulated_hunt(world, {"gw0": (5, runs("lazy", 6))}), "lazy", switch_interval=2e-6
     )
     verdict = classify(world, history, "lazy")
     assert verdict.kinds == ["concurrency"]
@@ -89,7 +100,7 @@ def test_a_failure_under_a_tiny_switch_interval_is_concurrency() -> None:
 def test_a_race_that_shows_sometimes_under_its_switch_interval_is_concurrency() -> None:
     world = World()
     history = with_conditions(
-        hunt(world, {"gw0": (5, runs("lazy_sometimes", 6))}), "lazy_sometimes",
+        simulated_hunt(world, {"gw0": (5, runs("lazy_sometimes", 6))}), "lazy_sometimes",
         switch_interval=1e-5,
     )  # fmt: skip
     verdict = classify(world, history, "lazy_sometimes")
@@ -103,7 +114,7 @@ def test_a_race_that_shows_sometimes_under_its_switch_interval_is_concurrency() 
 def test_a_calm_failure_that_passes_alone_is_retried_under_its_other_failures_conditions() -> None:
     world = World()
     history = with_conditions(
-        hunt(world, {"gw0": (5, runs("lazy", 6))}), "lazy", switch_interval=3e-6
+        simulated_hunt(world, {"gw0": (5, runs("lazy", 6))}), "lazy", switch_interval=3e-6
     )
     # its first failure came in a calm round (a rare real race)
     first = replace(history.attempts[1], outcome="failed", failure=history.attempts[0].failure)
@@ -116,7 +127,7 @@ def test_a_calm_failure_that_passes_alone_is_retried_under_its_other_failures_co
 
 def test_a_record_mode_failure_under_cpu_stress_only_is_time_with_its_evidence() -> None:
     world = World()
-    history = hunt(world, {"gw0": (5, runs("loaded", 6))})
+    history = simulated_hunt(world, {"gw0": (5, runs("loaded", 6))})
     history.attempts = [
         replace(a, mode="record", has_journal=True) if a.nodeid == "loaded" else a
         for a in history.attempts

@@ -217,7 +217,7 @@ def test_a_probe_that_hangs_is_stopped_and_recorded(mini) -> None:
             assert not state.POLLUTED
         """
     )
-    result = hunt(
+    result = hunt_mini(
         mini,
         "--hermetic-hunt-probe-timeout=1s",
         "--hermetic-hunt-isolate-budget=18",

@@ -18,7 +18,7 @@ from test_replay import (
     RECORDED,
     clean_env,
     copy_db,
-    hunt,
+    hunt_output,
     message,
     output,
     query,
@@ -129,7 +129,7 @@ def hunted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("flaky")
     (where / "conftest.py").write_text(EXAMPLE_CONFTEST.read_text())
     (where / "test_suite.py").write_text(SUITE)
-    hunt(where)
+    hunt_output(where)
     return where
 
 
@@ -286,7 +286,7 @@ def test_a_record_mode_flake_replays_the_journal_of_its_failing_step(tmp_path):
     where.mkdir()
     (where / "conftest.py").write_text(EXAMPLE_CONFTEST.read_text())
     (where / "test_suite.py").write_text(SUITE + RECORDED.replace("COUNT", "1"))
-    hunt(where, "--hermetic-hunt-mode=record")
+    hunt_output(where, "--hermetic-hunt-mode=record")
     db = copy_db(where / "flakes.db", tmp_path / "elsewhere")
     # as isolation stores it: every step in record mode, journals where kept
     steps = [step(db, "test_pollute", mode="record"),

@@ -16,7 +16,7 @@ from test_replay import (
     attempt_of,
     clean_env,
     copy_db,
-    hunt,
+    hunt_output,
     output,
     query,
     replays,
@@ -76,7 +76,7 @@ def nested(tmp_path_factory: pytest.TempPathFactory) -> Path:
     app.mkdir()
     (app / "pytest.ini").write_text("[pytest]\n")
     (app / "test_suite.py").write_text(SUITE)
-    (top / "hunt.txt").write_text(hunt(top, "app"))
+    (top / "hunt.txt").write_text(hunt_output(top, "app"))
     return top
 
 
@@ -142,7 +142,7 @@ def test_awkward_nodeids_round_trip_through_the_printed_command_and_a_shell(tmp_
     project.mkdir()
     (project / "conftest.py").write_text(EXAMPLE_CONFTEST.read_text())
     (project / "test_awkward.py").write_text(AWKWARD)
-    hunt(project, "--hermetic-hunt=16")
+    hunt_output(project, "--hermetic-hunt=16")
     artifacts = tmp_path / 'CI "artifacts" ü'
     db = copy_db(project / "flakes.db", artifacts)
     nodeids = [nodeid for (nodeid,) in query(db, "SELECT nodeid FROM flaky_tests ORDER BY nodeid")]

@@ -53,7 +53,8 @@ def test_marker_turns_the_clock_and_urandom_off():
 
 @pytest.mark.hermetic(network="off")
 def test_marker_turns_the_guard_off():
-    assert socket.getaddrinfo is netguard.REAL["getaddrinfo"]
+    # the wrappers may stay in place (the guard between attempts): nothing judges
+    assert netguard._active is None
 
 
 @pytest.mark.hermetic(off=True)

@@ -198,7 +198,10 @@ def test_the_json_report_keeps_the_documented_keys(db):
     assert data["format"] == "hermetic-hunt-report"
     assert data["version"] == 1
     assert {"runs", "tests", "flakes"} <= set(data)
-    assert data["runs"][0]["id"] == 1
+    run = data["runs"][0]
+    assert run["id"] == 1
+    # one count everywhere: the run's attempts split as the text says them
+    assert run["plain_attempts"] + run["repeated"] == run["attempts"] and run["repeated"] >= 0
     tests = {t["nodeid"]: t for t in data["tests"]}
     victim = tests[VICTIM]
     assert {"nodeid", "attempts", "failures", "rate", "interval", "status"} <= set(victim)

@@ -329,6 +329,8 @@ def test_shards_hunt_distinct_reproducible_rounds_and_merge_cleanly(pytester, mo
     report = CliRunner().invoke(main, ["report", "--db", "all.db", "--format", "json"])
     data = json.loads(report.stdout)
     assert [r["shard"] for r in data["runs"]] == ["1/2", "2/2"]
+    # the twice round's second runs counted apart, as every output counts them
+    assert [(r["plain_attempts"], r["repeated"]) for r in data["runs"]] == [(20, 0), (20, 5)]
     random_test = next(t for t in data["tests"] if t["nodeid"] == "test_suite.py::test_random")
     assert random_test["attempts"] == 8  # 8 rounds: a twice round's first run is plain too
     assert random_test["status"] == "flaky"

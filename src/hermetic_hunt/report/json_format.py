@@ -36,6 +36,8 @@ def run_json(run: RunRow) -> dict[str, Any]:
         "budget_seconds": run.budget_seconds,
         "rounds_done": run.rounds_done,
         "attempts": run.attempts,
+        "plain_attempts": run.attempts - run.repeated,
+        "repeated": run.repeated,
         "tests": run.tests,
         "workers": run.workers,
         "mode": run.mode,

@@ -89,6 +89,13 @@ class Store:
         self._write = True
         #: (device, inode) of the file this connection writes (None: not watched).
         self._identity: tuple[int, int] | None = None
+        #: A descriptor of that file, open as long as the connection is, to read its
+        #: header through: opening and closing another one would drop the POSIX
+        #: locks SQLite holds on the file for this process (every descriptor's
+        #: close releases them all), and another process's connection -- a test
+        #: reading the database -- could then checkpoint and delete the log
+        #: under the hunt's feet.
+        self._header_fd: int | None = None
 
     # -- opening ---------------------------------------------------------
 
@@ -137,7 +144,7 @@ class Store:
             store._prepare()
             store.check()
             if not read_only:
-                store._identity = _identity(resolved)
+                store._watch(resolved)
         except BadDatabase:
             conn.close()
             raise
@@ -225,8 +232,9 @@ class Store:
             return None
         try:
             same = _identity(self.path) == self._identity
-            with self.path.open("rb") as handle:
-                header = handle.read(len(_SQLITE_HEADER))
+            header = b""
+            if same and self._header_fd is not None:
+                header = os.pread(self._header_fd, len(_SQLITE_HEADER), 0)
         except FileNotFoundError:
             how = "removed"
         except OSError:
@@ -250,10 +258,11 @@ class Store:
             ) from None
         with contextlib.suppress(sqlite3.Error):
             self.conn.close()  # folds its log into the file it had open, not into the path
+        self._unwatch()
         self._release_reserve()
         self.path, self.conn, self.db = target, conn, sqlite_utils.Database(conn)
         self._prepare()
-        self._identity = _identity(target)
+        self._watch(target)
         self.keep_reserve()
         return how, target
 
@@ -263,7 +272,20 @@ class Store:
         with contextlib.suppress(sqlite3.Error):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.conn.close()
+        self._unwatch()  # after the connection: its locks are gone with it
         self._release_reserve()
+
+    def _watch(self, path: Path) -> None:
+        """Watch ``path`` (the file this connection writes) for removal or replacement."""
+        self._identity = _identity(path)
+        with contextlib.suppress(OSError):
+            self._header_fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+
+    def _unwatch(self) -> None:
+        fd, self._header_fd = self._header_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def __enter__(self) -> Store:
         return self

@@ -61,22 +61,23 @@ def note(real: float, virtual: float) -> None:
     _VIRTUALS.append(virtual)
 
 
+def _through(value: float, keys: list[float], side: int) -> float:
+    """``value`` on one clock (``keys``: its points, ``side``: 0 real, 1 virtual)
+    as the other one's, from the last point at or before it."""
+    if not MAP:
+        return value
+    point = MAP[max(bisect.bisect_right(keys, value) - 1, 0)]
+    return point[1 - side] + (value - point[side])
+
+
 def to_virtual(real: float) -> float:
     """A real file time as the virtual clock would have given it."""
-    if not MAP:
-        return real
-    index = max(bisect.bisect_right(_REALS, real) - 1, 0)
-    point_real, point_virtual = MAP[index]
-    return point_virtual + (real - point_real)
+    return _through(real, _REALS, 0)
 
 
 def to_real(virtual: float) -> float:
     """A virtual time (``os.utime``'s) as the real file time it stands for."""
-    if not MAP:
-        return virtual
-    index = max(bisect.bisect_right(_VIRTUALS, virtual) - 1, 0)
-    point_real, point_virtual = MAP[index]
-    return point_real + (virtual - point_virtual)
+    return _through(virtual, _VIRTUALS, 1)
 
 
 def _shifted(result: os.stat_result) -> os.stat_result:

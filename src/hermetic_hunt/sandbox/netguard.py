@@ -468,6 +468,18 @@ RAW_MODULE_PATCH: dict[str, Any] = {
 }
 
 
+def _wrap(patches: Patches) -> None:
+    """Put every wrapper in place (undone with ``patches``)."""
+    sock = _socket_module.socket
+    for name, wrapper in _SOCKET_METHODS.items():
+        patches.setattr(sock, name, wrapper)
+    patches.update(vars(_socket_module), SOCKET_MODULE_PATCH)
+    patches.update(vars(_socket), RAW_MODULE_PATCH)
+    loop = asyncio.base_events.BaseEventLoop
+    patches.setattr(loop, "getaddrinfo", _loop_getaddrinfo)
+    patches.setattr(loop, "getnameinfo", _loop_getnameinfo)
+
+
 #: The policy between attempts (None: no guard outside attempts); see
 #: :func:`guard_between_attempts`.
 _between: Policy | None = None
@@ -488,14 +500,7 @@ def guard_between_attempts(blocked_error: Callable[[object, str], Exception]) ->
     if _between is not None:
         return
     _between = Policy((), True, True, blocked_error)
-    sock = _socket_module.socket
-    for name, wrapper in _SOCKET_METHODS.items():
-        _JOB_PATCHES.setattr(sock, name, wrapper)
-    _JOB_PATCHES.update(vars(_socket_module), SOCKET_MODULE_PATCH)
-    _JOB_PATCHES.update(vars(_socket), RAW_MODULE_PATCH)
-    loop = asyncio.base_events.BaseEventLoop
-    _JOB_PATCHES.setattr(loop, "getaddrinfo", _loop_getaddrinfo)
-    _JOB_PATCHES.setattr(loop, "getnameinfo", _loop_getnameinfo)
+    _wrap(_JOB_PATCHES)
     ensure_audit_hook()
     _active = _between
 
@@ -515,14 +520,7 @@ def install(patches: Patches, policy: Policy, test_id: str = "") -> None:
     _attempt_threads.clear()
     _attempt_threads.update(alive)
     _attempt_test = test_id
-    sock = _socket_module.socket
-    for name, wrapper in _SOCKET_METHODS.items():
-        patches.setattr(sock, name, wrapper)
-    patches.update(vars(_socket_module), SOCKET_MODULE_PATCH)
-    patches.update(vars(_socket), RAW_MODULE_PATCH)
-    loop = asyncio.base_events.BaseEventLoop
-    patches.setattr(loop, "getaddrinfo", _loop_getaddrinfo)
-    patches.setattr(loop, "getnameinfo", _loop_getnameinfo)
+    _wrap(patches)
     if _between is not None and _between.violations:
         with _between._lock:
             policy.violations.extend(_between.violations)

@@ -73,3 +73,20 @@ def test_a_left_threads_call_between_attempts_is_blocked_and_named_in_the_next_a
     assert out["outside"] == "blocked"
     assert out["next"] == [["192.0.2.2", 443, "a thread left by t.py"]]
     assert out["reached"] == [["192.0.2.3", 80]]  # only the network="off" attempt's
+
+
+@pytest.mark.process
+def test_the_processes_an_attempt_starts_are_counted_the_guard_not_reaching_them() -> None:
+    import subprocess
+    import sys
+
+    engine = Sandbox()
+    engine.enter(SandboxSpec(seed=4, now=NOW, test_id="t.py::test_runs_a_program"))
+    try:
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    finally:
+        facts = engine.exit()
+    assert facts.counts.get("processes") == 2
+    engine.enter(SandboxSpec(seed=5, now=NOW, test_id="t.py::test_quiet"))
+    assert "processes" not in engine.exit().counts

@@ -292,6 +292,8 @@ class Sandbox:
         facts = AttemptFacts(counts=dict(trace.counts))
         if active.policy is not None:
             facts.violations = list(active.policy.violations)
+            if active.policy.processes:
+                facts.counts["processes"] = active.policy.processes
         if len(trace.threads) > 1:
             facts.counts["threads"] = len(trace.threads)
         facts.warnings = _replay_warnings(active)

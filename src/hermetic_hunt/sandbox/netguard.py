@@ -195,6 +195,8 @@ class Policy:
         self._blocked_error = blocked_error
         self._lock = threading.Lock()
         self.violations: list[Violation] = []
+        #: Processes the attempt started (``PROCESS_EVENTS``): unguarded, only counted.
+        self.processes = 0
         for entry in allowlist:
             self.allow(entry)
 
@@ -274,9 +276,23 @@ _attempt_threads: set[int] = set()
 _attempt_test = ""
 
 
+#: Audit events that start another program or process: the guard does not
+#: reach into it; each is counted in the attempt (``counts["processes"]``).
+PROCESS_EVENTS = frozenset(
+    {"subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.fork",
+     "os.forkpty", "pty.spawn"}
+)  # fmt: skip
+
+
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     policy = _active
-    if policy is None or not event.startswith("socket."):
+    if policy is None:
+        return
+    if event in PROCESS_EVENTS:
+        if policy is not _between:
+            policy.processes += 1
+        return
+    if not event.startswith("socket."):
         return
     if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
         policy.check_address(event[7:], args[1])

@@ -158,3 +158,18 @@ def test_writes_from_python_are_noted_under_the_rootdir_and_the_temp_dir(tmp_pat
     assert first == [f"{real}/out.txt", f"{real}/moved.txt", temp]
     assert second == [f"{real}/again.txt"]
     assert watch.take() == []  # stopped: nothing is noted
+
+
+def test_pytest_moving_the_projects_folders_in_sys_path_is_no_ones_leak(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    root, src = str(tmp_path), str(tmp_path / "src")
+    outside = ["/hh/site-packages", "/hh/lib"]
+    monkeypatch.setattr(sys, "path", [root, src, root, *outside])
+    before = Snapshot.take()
+    # pytest's prepend import mode put the project's src first: the same entries
+    monkeypatch.setattr(sys, "path", [src, root, src, root, *outside])
+    assert [x for x in diff(before, Snapshot.take(), root) if x.resource == "sys.path"] == []
+    # a test that swaps what is searched first outside the project: its leak
+    monkeypatch.setattr(sys, "path", [root, src, root, *reversed(outside)])
+    assert ("sys.path", "order", "changed") in names(diff(before, Snapshot.take(), root))

@@ -315,15 +315,28 @@ def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
         yield Leak("cwd", "cwd", "changed", bounded(shown(new)))
 
 
-def _sys_path(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
+def _sys_path(before: Any, after: Any, root: str | None) -> Iterator[Leak]:
     added = [p for p in after if p not in before]
     removed = [p for p in before if p not in after]
     for entry in added[:3]:
         yield Leak("sys.path", bounded(entry), "added")
     for entry in removed[:3]:
         yield Leak("sys.path", bounded(entry), "removed")
-    if not added and not removed:
+    if not added and not removed and _effective(before, root) != _effective(after, root):
         yield Leak("sys.path", "order", "changed")
+
+
+def _effective(path: list[str], root: str | None) -> list[str]:
+    """The order imports search ``path`` in (first occurrences), without the project's
+    own folders: pytest's ``prepend`` import mode moves the rootdir and its ``src`` to
+    the front as it imports test modules and doctests, whichever test is running."""
+    inside = (root.rstrip(os.sep) + os.sep) if root else None
+    seen: dict[str, None] = {}
+    for entry in path:
+        if inside is not None and (entry + os.sep).startswith(inside):
+            continue
+        seen.setdefault(entry, None)
+    return list(seen)
 
 
 def _modules(before: Any, after: Any, rootdir: str | None) -> Iterable[Leak]:

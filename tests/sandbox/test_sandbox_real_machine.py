@@ -226,3 +226,18 @@ def test_modules_outside_the_rootdir_keep_their_real_clock(
     follow_bound_clocks(str(elsewhere))
     assert bound.replaced == before
     assert bound_module.monotonic is REAL_FUNCTIONS["monotonic"]  # type: ignore[attr-defined]
+
+
+def test_a_module_imported_again_under_its_name_is_looked_at_again(
+    bound_module: object, tmp_path: Path
+) -> None:
+    # pytester's in-process runs (and a test's own importlib.reload-like
+    # juggling) drop a module and import it again: sys.modules keeps its size
+    # and its newest name, yet the module object is new and holds real clocks.
+    assert follow_bound_clocks(str(tmp_path)) >= 9
+    sys.modules.pop("hh_bound_clocks")
+    again = importlib.import_module("hh_bound_clocks")
+    assert again is not bound_module
+    assert again.monotonic is REAL_FUNCTIONS["monotonic"]  # type: ignore[attr-defined]
+    assert follow_bound_clocks(str(tmp_path)) >= 9
+    assert again.monotonic is TIME_PATCH["monotonic"]  # type: ignore[attr-defined]

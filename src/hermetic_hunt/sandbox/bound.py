@@ -52,11 +52,14 @@ _SWAP: dict[int, Any] = {id(REAL_FUNCTIONS[name]): TIME_PATCH[name] for name in 
 #: Top-level packages never touched: the test machinery keeps its real clock.
 _SKIP = frozenset({"hermetic_hunt", "hermetic", "_pytest", "pytest", "pluggy", "xdist",
                    "execnet", "_hypothesis_pytestplugin"})  # fmt: skip
-#: Modules looked at: name -> id of the module object (a module imported again
-#: under the same name, as pytester's in-process runs do, is looked at again).
-_seen: dict[str, int] = {}
-#: ``sys.modules`` when :func:`follow` last looked: its size and newest entry.
-_mark: tuple[int, str | None] = (0, None)
+#: Modules looked at: name -> the module object (a module imported again under
+#: the same name, as pytester's in-process runs do, is looked at again). The
+#: object is kept, not its id: a dropped module's id can be reused by the next.
+_seen: dict[str, object] = {}
+#: ``sys.modules`` when :func:`follow` last looked: its size and newest entry
+#: (name and object: a module dropped and imported again leaves both the size
+#: and the newest name as they were).
+_mark: tuple[int, str | None, object] = (0, None, None)
 _roots: dict[str, tuple[str, ...]] = {}
 #: References replaced so far in this process (for tests and the benchmark).
 replaced = 0
@@ -76,16 +79,17 @@ def follow(rootdir: str) -> int:
     """Swap bound references in modules not seen yet; how many were swapped."""
     global _mark, replaced
     modules = sys.modules
-    mark = (len(modules), next(reversed(modules), None))
-    if mark == _mark:
+    newest = next(reversed(modules), None)
+    mark = (len(modules), newest, modules.get(newest) if newest is not None else None)
+    if mark[0] == _mark[0] and mark[1] == _mark[1] and mark[2] is _mark[2]:
         return 0
     _mark = mark
     roots = _roots_of(rootdir)
     swapped = 0
     for name, module in list(modules.items()):
-        if _seen.get(name) == id(module):
+        if _seen.get(name) is module:
             continue
-        _seen[name] = id(module)
+        _seen[name] = module
         if name.partition(".")[0] in _SKIP or not isinstance(module, ModuleType):
             continue
         path = getattr(module, "__file__", None)

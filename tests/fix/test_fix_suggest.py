@@ -280,3 +280,16 @@ def test_tests_sharing_a_stream_seeded_at_import_are_told_to_seed_per_test(tmp_p
     assert [c.where for c in s.changes] == ["tests/test_rng.py:3"]
     assert "random.Random(seed)" in s.changes[0].fix and "random.seed(N)" in s.changes[0].fix
     assert s.patch is None
+
+
+def test_describe_shows_control_characters_from_the_database_escaped(tmp_path):
+    forged = "\n# forged\x07\u2028\x1b]0;t\x07"
+    s = suggest(FixFacts(
+        flake_id="F1", nodeid="tests/t.py::test_v" + forged, kinds=("victim",),
+        polluters=(("tests/t.py::test_p" + forged,),), rootdir=str(tmp_path / "gone"),
+        leaks={"tests/t.py::test_p" + forged: (Leak("env", "X" + forged, "added"),)},
+    ))  # fmt: skip
+    lines = describe(s)
+    assert len("\n".join(lines).splitlines()) == len(lines)
+    assert not any(c in "\n".join(lines) for c in "\x07\x1b\u2028")
+    assert lines[0].startswith(r"F1 tests/t.py::test_v\x0a# forged\x07\u2028\x1b]0;t\x07: victim")

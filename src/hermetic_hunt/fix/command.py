@@ -27,6 +27,7 @@ from hermetic_hunt.store import Store
 from hermetic_hunt.store import fixes as db
 from hermetic_hunt.store.core import real_now_iso
 from hermetic_hunt.store.isolation import RunHistory, run_facts
+from hermetic_hunt.untrusted import clean
 
 EXIT_OK = 0
 #: The patch did not pass its verification (or --apply was refused because of it).
@@ -68,7 +69,7 @@ def fix(
         out.lines = describe(suggestion)
         patch = suggestion.patch
         if patch is None:
-            out.lines.append(f"  {suggestion.reason}")
+            out.lines.append(f"  {clean(suggestion.reason)}")
             if apply:
                 out.lines.append("nothing to apply")
                 out.exit_status = EXIT_NOT_VERIFIED
@@ -160,7 +161,7 @@ def _apply(
         written = patch.apply_to(facts.rootdir)
     except PatchConflict as exc:
         raise BadOption(str(exc)) from None
-    shown = ", ".join(pasteable.display_path(p, cwd) for p in written)
+    shown = ", ".join(clean(pasteable.display_path(p, cwd)) for p in written)
     out.lines.append(f"applied to {shown}")
     return True
 

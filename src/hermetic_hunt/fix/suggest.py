@@ -42,6 +42,7 @@ from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project
 from hermetic_hunt.kinds import Kind, primary_kind
 from hermetic_hunt.kinds import info as kind_info
 from hermetic_hunt.models import Leak
+from hermetic_hunt.untrusted import clean
 
 _SUFFIX = "(suggested by hermetic-hunt)"
 
@@ -1090,10 +1091,11 @@ def _unexplained(plan: _Plan) -> None:
 
 def describe(suggestion: Suggestion, *, indent: str = "  ") -> list[str]:
     """The suggestion as text lines (without the diff): summary, changes, advice."""
-    out = [f"{suggestion.flake_id} {suggestion.nodeid}: {suggestion.kind}: {suggestion.summary}"]
-    for change in suggestion.changes:
-        where = f"{change.where}: " if change.where else ""
-        out.append(f"{indent}{where}{change.what}")
-        out.append(f"{indent}  fix: {change.fix}")
-    out.extend(f"{indent}- {line}" for line in suggestion.advice)
+    s = suggestion  # every word may come from a database: control characters shown escaped
+    out = [f"{clean(s.flake_id)} {clean(s.nodeid)}: {clean(s.kind)}: {clean(s.summary)}"]
+    for change in s.changes:
+        where = f"{clean(change.where)}: " if change.where else ""
+        out.append(f"{indent}{where}{clean(change.what)}")
+        out.append(f"{indent}  fix: {clean(change.fix)}")
+    out.extend(f"{indent}- {clean(line)}" for line in s.advice)
     return out

@@ -12,6 +12,7 @@ through the format's escaping.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -74,7 +75,7 @@ def fix_views(
     facts: Sequence[FixFacts], stored: Mapping[str, Sequence[StoredFix]], db_arg: str
 ) -> dict[str, FixView]:
     """``{flake id: view}``: ``db_arg`` is how the commands name the database."""
-    where = "" if db_arg in ("", DEFAULT_DB) else f" --db {db_arg}"
+    where = [] if db_arg in ("", DEFAULT_DB) else ["--db", db_arg]
     out = {}
     for fact in facts:
         suggestion = suggest(fact)
@@ -85,7 +86,7 @@ def fix_views(
                 (f for f in stored.get(fact.flake_id, ()) if f.patch_sha == sha), None
             )
         out[fact.flake_id] = FixView(
-            suggestion, verification, f"hermetic-hunt fix {fact.flake_id}{where}"
+            suggestion, verification, shlex.join(["hermetic-hunt", "fix", fact.flake_id, *where])
         )
     return out
 

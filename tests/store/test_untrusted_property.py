@@ -174,6 +174,7 @@ def test_isolate_fix_and_replay_run_on_the_most_hostile_database_change_nothing_
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
     assert run_in(project, monkeypatch, "isolate", "--budget", "12") == 0
     no_trace(decoy, before, project)
+    assert not (project / ".pytest_cache").exists()  # the probe servers' cache is their own
     assert run_in(project, monkeypatch, "fix", "F1", "--runs", "5") in (0, 1)
     no_trace(decoy, before, project)
     assert tree_digest(project / "tests") == project_before  # verified on a copy only

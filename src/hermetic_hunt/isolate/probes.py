@@ -96,7 +96,14 @@ class _Server:
         addopts = os.environ.get("PYTEST_ADDOPTS")
         if addopts:
             env["PYTEST_ADDOPTS"] = shlex.join(wire.probe_args(shlex.split(addopts)))
-        argv = [sys.executable, "-m", "pytest", *target.args, "-p", "hermetic_hunt.isolate.server"]
+        # pytest's cache (last failures, pytest-randomly's seed) goes to a folder of the
+        # server's own: a probe never writes into the checkout or changes what --lf reruns.
+        self._cache = tempfile.TemporaryDirectory(prefix="hermetic-hunt-probe-cache-")
+        argv = [
+            sys.executable, "-m", "pytest", *target.args,
+            *wire.cache_args(target.args, env.get("PYTEST_ADDOPTS", ""), self._cache.name),
+            "-p", "hermetic_hunt.isolate.server",
+        ]  # fmt: skip
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -230,6 +237,7 @@ class _Server:
         if not self._reader.is_alive():
             self._responses.close()
         self._stderr.close()
+        self._cache.cleanup()
 
     def terminate(self) -> None:
         """Ask the server to stop now: it kills its probes and exits."""

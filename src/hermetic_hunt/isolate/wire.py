@@ -33,6 +33,7 @@ shown to the user, never executed: see ``docs/guarantees.md``).
 from __future__ import annotations
 
 import base64
+import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,15 @@ def probe_args(argv: Sequence[str]) -> list[str]:
             continue  # -n2, -nauto
         out.append(arg)
     return out
+
+
+def cache_args(args: Sequence[str], addopts: str, cache_dir: str) -> list[str]:
+    """``-o cache_dir=DIR`` for a probe server, unless its session has no cache plugin."""
+    words = [*args, *shlex.split(addopts)]
+    pairs = zip(words, [*words[1:], ""], strict=True)
+    if any(f"{a} {b}" == "-p no:cacheprovider" or a == "-pno:cacheprovider" for a, b in pairs):
+        return []
+    return ["-o", f"cache_dir={cache_dir}"]
 
 
 def stored_run_args(root: Path, nodeids: Iterable[str]) -> list[str]:

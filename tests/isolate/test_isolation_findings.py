@@ -166,7 +166,7 @@ import state
 
 
 def busy():
-    end = time.process_time() + 0.3
+    end = time.process_time() + 0.1
     while time.process_time() < end:
         pass
 

@@ -110,8 +110,8 @@ def probe_args(argv: Sequence[str]) -> list[str]:
 def cache_args(args: Sequence[str], addopts: str, cache_dir: str) -> list[str]:
     """``-o cache_dir=DIR`` for a probe server, unless its session has no cache plugin."""
     words = [*args, *shlex.split(addopts)]
-    pairs = zip(words, [*words[1:], ""], strict=True)
-    if any(f"{a} {b}" == "-p no:cacheprovider" or a == "-pno:cacheprovider" for a, b in pairs):
+    pairs = (" ".join(words[i : i + 2]) for i in range(len(words)))
+    if any(pair.startswith(("-p no:cacheprovider", "-pno:cacheprovider")) for pair in pairs):
         return []
     return ["-o", f"cache_dir={cache_dir}"]
 

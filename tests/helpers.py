@@ -40,15 +40,19 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.store import Store, real_now_iso
 
-#: What the pytest sessions a test starts get in PYTEST_ADDOPTS: pytest-asyncio
+#: What the pytest sessions a test starts get in PYTEST_ADDOPTS. pytest-asyncio
 #: (a test dependency, for the virtual loop clock's tests) warns in every
 #: session whose ini leaves its loop scope unset; those sessions must look as
-#: they would without it.
-QUIET_PLUGINS = (
-    {"PYTEST_ADDOPTS": "-o asyncio_default_fixture_loop_scope=function"}
-    if importlib.util.find_spec("pytest_asyncio") is not None
-    else {}
-)
+#: they would without it. Hypothesis's plugin (a test dependency, for the
+#: property tests) imports all of Hypothesis at every session's end, about a
+#: second per session: no generated suite uses it.
+_QUIET_ADDOPTS = [
+    *(["-o", "asyncio_default_fixture_loop_scope=function"]
+      if importlib.util.find_spec("pytest_asyncio") is not None else []),
+    *(["-p", "no:hypothesispytest"]
+      if importlib.util.find_spec("_hypothesis_pytestplugin") is not None else []),
+]  # fmt: skip
+QUIET_PLUGINS = {"PYTEST_ADDOPTS": " ".join(_QUIET_ADDOPTS)} if _QUIET_ADDOPTS else {}
 
 
 def hunt(

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermetic_hunt.errors import BadOption
-from hermetic_hunt.isolate.dates import candidate_instants
+from hermetic_hunt.isolate.dates import candidate_instants, every_day
 from hermetic_hunt.isolate.groups import group, sample, substitute
 from hermetic_hunt.models import (
     CI_EXPOSURES,
@@ -22,6 +22,7 @@ from hermetic_hunt.models import (
     function_of,
 )
 from hermetic_hunt.options import parse_isolate_budget
+from hermetic_hunt.report.words import dates_text
 
 
 @pytest.mark.parametrize(
@@ -187,3 +188,23 @@ def test_each_exposure_says_when_ci_sees_it(level: str, dates: object, words: st
 def test_past_dates_only_is_never_what_ci_will_see() -> None:
     assert "past" not in CI_EXPOSURES
     assert set(EXPOSURES) - CI_EXPOSURES == {"past"}
+
+
+def test_a_failure_at_the_same_time_of_day_tomorrow_fails_every_day() -> None:
+    now = datetime(2026, 12, 4, 16, 0, tzinfo=timezone.utc).timestamp()
+    failing = datetime(2027, 3, 26, 16, 59, 27, 250000, tzinfo=timezone.utc).timestamp()
+    tomorrow = datetime(2026, 12, 5, 16, 59, 27, 250000, tzinfo=timezone.utc).timestamp()
+    today = datetime(2026, 12, 4, 16, 59, 27, 250000, tzinfo=timezone.utc).timestamp()
+    month_end = datetime(2026, 12, 31, 16, 59, 27, 250000, tzinfo=timezone.utc).timestamp()
+    assert every_day(today, now, failing)
+    assert not every_day(tomorrow, now, failing)  # today's instant passed: not the first
+    assert not every_day(month_end, now, failing)  # a date decides
+    midnight = datetime(2026, 12, 5, 0, 0, 0, 250000, tzinfo=timezone.utc).timestamp()
+    assert not every_day(midnight, now, failing)  # another time of day: a calendar edge
+    late = datetime(2026, 12, 4, 18, 0, tzinfo=timezone.utc).timestamp()
+    assert every_day(tomorrow, late, failing)
+
+
+def test_a_daily_failure_reads_as_its_time_of_day() -> None:
+    dates = {"next_failure": "2026-12-05T16:59:27.250+00:00", "daily": True, "fails_now": True}
+    assert dates_text(dates) == "fails every day at 16:59:27.250 UTC (replayed at the coming dates)"

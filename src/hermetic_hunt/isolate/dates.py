@@ -3,10 +3,12 @@
 A ``time`` flake fails at some virtual instants (a month's last day, Feb 29,
 a second before midnight...). What a CI run sees depends on the real
 calendar, and time only moves forward: the flake *fails in normal runs* if
-it fails today, *fails on DATE* when a coming date within the horizon fails
-it, and is *past dates only* when every failure the hunt saw was before
-today and no coming date fails it (a hard-coded 2019 instant asserted to be
-in the past): no CI run will ever see it.
+it fails today or at its time of day on any day (a race with a second's
+boundary fails tomorrow at the same millisecond), *fails on DATE* when a
+coming date within the horizon fails it, and is *past dates only* when
+every failure the hunt saw was before today and no coming date fails it
+(a hard-coded 2019 instant asserted to be in the past): no CI run will
+ever see it.
 
 "Today" is the run's (:attr:`~hermetic_hunt.models.Settings.today`: fixed
 when the run started and stored), so isolating a stored run again replays
@@ -79,6 +81,14 @@ def candidate_instants(
     return sorted(t for t in out if now <= t <= limit)
 
 
+def every_day(found: float, now: float, failing_now: float) -> bool:
+    """The first failure from ``now`` on is the failing attempt's time of day
+    (to the millisecond), less than a day ahead: the time of day decides, not
+    the date (a race with a second's or a minute's boundary)."""
+    same_time = round(found % _DAY, 3) == round(failing_now % _DAY, 3)
+    return same_time and now <= found < now + _DAY
+
+
 def check(case: Case) -> None:
     """Replay a ``time`` flake at the coming dates; the finding's ``dates`` fact."""
     target = case.target
@@ -112,11 +122,15 @@ def check(case: Case) -> None:
         if result.status != "completed":
             break
     checked_until = instants[min(tried, len(instants)) - 1] if tried else now
+    daily = found is not None and every_day(found, now, target.now)
     case.facts["dates"] = {
         "checked_from": iso(now),
         "checked_until": iso(checked_until),
         "instants": tried,
-        "fails_now": found == now,
+        # A failure at the failing attempt's time of day, within a day from now,
+        # comes back every day: a run at that time on any day sees it.
+        "fails_now": found == now or daily,
+        "daily": daily,
         "next_failure": iso(found) if found is not None else None,
         # Every failure the hunt saw was before today, and no coming date
         # fails it: CI will never see it.

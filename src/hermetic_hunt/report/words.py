@@ -107,6 +107,8 @@ def dates_text(dates: Any) -> str:
         return ""
     until = _day(dates.get("checked_until"))
     found = dates.get("next_failure")
+    if dates.get("daily") is True and isinstance(found, str) and found:
+        return f"fails every day at {_moment(found)[11:]} UTC (replayed at the coming dates)"
     if dates.get("fails_now"):
         return "fails at today's date (replayed now)"
     if isinstance(found, str) and found:

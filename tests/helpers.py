@@ -169,10 +169,12 @@ class Rows:
         pass_counts: dict[str, int] | None = None,
         journal: bool = False,
         first_round: int = 0,
+        repeat: int = 0,
     ) -> list[int]:
         """One attempt per letter of ``outcomes`` (P passed, F failed, S skipped,
         C crashed), round after round; failing ones get ``failure``, ``counts``
-        and (with ``journal``) a journal; passing ones ``pass_counts``."""
+        and (with ``journal``) a journal; passing ones ``pass_counts``;
+        ``repeat``: the run of a twice round (2: the repeated one)."""
         records = []
         for offset, letter in enumerate(outcomes):
             outcome = OUTCOMES[letter]
@@ -185,6 +187,7 @@ class Rows:
                     position=self.positions + offset,
                     nodeid=nodeid,
                     execution=1,
+                    repeat=repeat,
                     outcome=outcome,
                     phase="call" if failing else None,
                     duration=0.01,

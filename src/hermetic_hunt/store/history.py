@@ -32,7 +32,7 @@ class RunPoint:
 
 @dataclass(frozen=True)
 class Tally:
-    """One test's plain attempts in one run."""
+    """One test's plain attempts in one run, and its repeated runs that failed."""
 
     nodeid: str
     run_id: int
@@ -66,15 +66,18 @@ def runs(store: Store) -> list[RunPoint]:
 
 
 def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
-    """Per run, the plain attempts of each of ``nodeids`` that counted (passed or failed)."""
+    """Per run, the plain attempts of each of ``nodeids`` that counted (passed or
+    failed), and the repeated runs that failed: a run where the test failed in any
+    attempt is no clean run."""
     out: list[Tally] = []
     wanted = list(dict.fromkeys(nodeids))
+    counted = f"a.outcome IN {_FAIL} OR ({PLAIN_SQL} AND a.outcome IN {_PASS})"
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
         rows = store.conn.execute(
-            f"SELECT t.nodeid, a.run_id, sum(a.outcome IN {_PASS} OR a.outcome IN {_FAIL}), "  # noqa: S608
+            f"SELECT t.nodeid, a.run_id, sum({counted}), "  # noqa: S608
             f"sum(a.outcome IN {_FAIL}) FROM attempts a JOIN tests t ON t.id = a.test_id "
-            f"WHERE {PLAIN_SQL} AND t.nodeid IN ({','.join('?' * len(chunk))}) "
+            f"WHERE t.nodeid IN ({','.join('?' * len(chunk))}) "
             "GROUP BY t.nodeid, a.run_id ORDER BY t.nodeid, a.run_id",
             chunk,
         ).fetchall()

@@ -74,7 +74,7 @@ def user_errors(func: F) -> F:
 def main() -> None:
     """Hunt flaky tests and hand back a reproducer.
 
-    Hunts run inside pytest (``pytest --hermetic-hunt=N``); these commands
+    Hunts run inside pytest ('pytest --hermetic-hunt=N'); these commands
     read, explain and replay what a hunt stored in its database.
     """
 
@@ -359,9 +359,9 @@ def fix_flake(
 )
 @user_errors
 def quarantine(db: str, output: str | None, confirmed_only: bool) -> None:
-    """Write every test the hunt saw fail as a quarantine list for --hermetic-quarantine.
+    """Write every test the hunt saw fail as a quarantine list.
 
-    One test per line, with its flake id, kinds, fail rate, why it flakes
+    pytest reads it with --hermetic-quarantine=FILE. One test per line, with its flake id, kinds, fail rate, why it flakes
     and whether its reproducer was confirmed in a comment: a plain file to
     review and commit. Flakes whose history says they are fixed are left
     out (named in the header).

@@ -173,13 +173,44 @@ def _evidence_lines(evidence: Any) -> list[str]:
         return []
     if not isinstance(evidence, dict):
         evidence = {"evidence": evidence}
-    out = ["evidence:"]
-    for key in sorted(evidence, key=str):
-        value = json.dumps(evidence[key], sort_keys=True, ensure_ascii=True)
-        wrapped = textwrap.wrap(value, width=96, subsequent_indent="      ") or [""]
-        out.append(f"  {clean(key)}: {clean(wrapped[0])}")
-        out.extend(clean(line) for line in wrapped[1:])
+    return ["evidence:", *_nested(evidence, "  ")]
+
+
+def _nested(value: Any, indent: str, depth: int = 0) -> list[str]:
+    """A mapping as ``key: value`` lines, a list as ``- item`` lines, nested by
+    indentation; scalars (and what lies deeper than three levels) as compact JSON."""
+    out: list[str] = []
+    items = (
+        [(f"{clean(k)}:", value[k]) for k in sorted(value, key=str)]
+        if isinstance(value, dict)
+        else [("-", item) for item in value]
+    )
+    for label, item in items:
+        if isinstance(item, (dict, list)) and item and depth < 3:
+            if (
+                isinstance(item, dict)
+                and label == "-"
+                and not any(isinstance(v, (dict, list)) and v for v in item.values())
+            ):  # a flat mapping in a list: one line
+                pairs = ", ".join(f"{clean(k)}: {_scalar(item[k])}" for k in sorted(item, key=str))
+                out.extend(_wrap(f"{label} {pairs}", indent))
+                continue
+            out.append(f"{indent}{label}")
+            out.extend(_nested(item, indent + "  ", depth + 1))
+        else:
+            out.extend(_wrap(f"{label} {_scalar(item)}", indent))
     return out
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return clean(value)
+    return clean(json.dumps(value, sort_keys=True, ensure_ascii=True))
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(text, width=100, initial_indent=indent,
+                         subsequent_indent=indent + "    ") or [indent]  # fmt: skip
 
 
 def render_flake(

@@ -361,10 +361,10 @@ def fix_flake(
 def quarantine(db: str, output: str | None, confirmed_only: bool) -> None:
     """Write every test the hunt saw fail as a quarantine list.
 
-    pytest reads it with --hermetic-quarantine=FILE. One test per line, with its flake id, kinds, fail rate, why it flakes
-    and whether its reproducer was confirmed in a comment: a plain file to
-    review and commit. Flakes whose history says they are fixed are left
-    out (named in the header).
+    pytest reads it with --hermetic-quarantine=FILE. One test per line, with
+    its flake id, kinds, fail rate, why it flakes and whether its reproducer
+    was confirmed in a comment: a plain file to review and commit. Flakes
+    whose history says they are fixed are left out (named in the header).
     """
     import os
     from pathlib import Path

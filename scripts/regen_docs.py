@@ -105,6 +105,7 @@ def normalise(text: str) -> str:
     """What may differ between two honest runs, replaced by placeholders."""
     text = re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?( UTC|\+00:00)?", "<when>", text)
     text = re.sub(re.escape(tempfile.gettempdir()) + r"/[\w./-]+", "<tmp>", text)
+    text = re.sub(r"\((in \d+ days?|today)\)", "(<ahead>)", text)
     text = re.sub(r"\b\d+(\.\d+)?(ms|s)\b|\b\d+m\d+s\b|\b\d+:\d\d(:\d\d)?\b", "<time>", text)
     text = re.sub(r"\b([FA])\d+\b", r"\1#", text)
     text = re.sub(r"\d[\d,.]*", "#", text)

@@ -43,11 +43,13 @@ def test_the_comparison_forgives_times_ids_counts_and_paths():
         "hermetic-hunt report · flakes.db · 1 run · 1,827 plain attempts + 126 repeated of 63 tests\n"
         "  run 1 · 2026-12-03 14:41:38 UTC · complete · 30/30 rounds · seed 7\n"
         "  F21 tests/test_tags.py::test_tags_are_listed_in_order (25 probes, 3.8s) in /tmp/x_1\n"
+        "  1 fails on 2026-12-31 (in 27 days)\n"
     )
     two = (
         "hermetic-hunt report · flakes.db · 1 run · 1,890 plain attempts + 63 repeated of 64 tests\n"
         "  run 1 · 2027-01-01 00:00:00 UTC · complete · 30/30 rounds · seed 7\n"
         "  F3 tests/test_tags.py::test_tags_are_listed_in_order (2 probes, 1m5s) in /tmp/y\n"
+        "  1 fails on 2027-01-31 (in 1 day)\n"
     )
     assert regen.normalise(one) == regen.normalise(two)
 

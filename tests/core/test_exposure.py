@@ -190,19 +190,22 @@ def test_past_dates_only_is_never_what_ci_will_see() -> None:
     assert set(EXPOSURES) - CI_EXPOSURES == {"past"}
 
 
-def test_a_failure_at_the_same_time_of_day_tomorrow_fails_every_day() -> None:
-    now = datetime(2026, 12, 4, 16, 0, tzinfo=timezone.utc).timestamp()
+def test_a_failure_at_the_same_time_of_day_on_the_next_days_fails_every_day() -> None:
+    def at(day: int, hour: int, minute: int, second: int, ms: int = 250) -> float:
+        return datetime(2026, 12, day, hour, minute, second, ms * 1000,
+                        tzinfo=timezone.utc).timestamp()  # fmt: skip
+
+    now = at(4, 16, 0, 0, 0)
     failing = datetime(2027, 3, 26, 16, 59, 27, 250000, tzinfo=timezone.utc).timestamp()
-    tomorrow = datetime(2026, 12, 5, 16, 59, 27, 250000, tzinfo=timezone.utc).timestamp()
-    today = datetime(2026, 12, 4, 16, 59, 27, 250000, tzinfo=timezone.utc).timestamp()
-    month_end = datetime(2026, 12, 31, 16, 59, 27, 250000, tzinfo=timezone.utc).timestamp()
-    assert every_day(today, now, failing)
-    assert not every_day(tomorrow, now, failing)  # today's instant passed: not the first
-    assert not every_day(month_end, now, failing)  # a date decides
-    midnight = datetime(2026, 12, 5, 0, 0, 0, 250000, tzinfo=timezone.utc).timestamp()
-    assert not every_day(midnight, now, failing)  # another time of day: a calendar edge
-    late = datetime(2026, 12, 4, 18, 0, tzinfo=timezone.utc).timestamp()
-    assert every_day(tomorrow, late, failing)
+    race = [at(4, 16, 59, 27), at(5, 16, 59, 27), at(6, 16, 59, 27), at(7, 16, 59, 27)]
+    assert every_day(race, now, failing)
+    assert not every_day(race[:2], now, failing)  # one more day: not yet every day
+    assert not every_day(race[1:], now, failing)  # its first failure is over a day ahead
+    # a month-end flake whose own failing instant is tomorrow: that date decides
+    month_end = at(31, 0, 0, 0)
+    assert not every_day([month_end], at(30, 17, 0, 0), month_end)
+    # another time of day than the failing attempt's: a calendar edge
+    assert not every_day([at(5, 0, 0, 0), at(6, 0, 0, 0), at(7, 0, 0, 0)], now, failing)
 
 
 def test_a_daily_failure_reads_as_its_time_of_day() -> None:

@@ -4,7 +4,7 @@ A ``time`` flake fails at some virtual instants (a month's last day, Feb 29,
 a second before midnight...). What a CI run sees depends on the real
 calendar, and time only moves forward: the flake *fails in normal runs* if
 it fails today or at its time of day on any day (a race with a second's
-boundary fails tomorrow at the same millisecond), *fails on DATE* when a
+boundary fails at the same millisecond tomorrow and the days after), *fails on DATE* when a
 coming date within the horizon fails it, and is *past dates only* when
 every failure the hunt saw was before today and no coming date fails it
 (a hard-coded 2019 instant asserted to be in the past): no CI run will
@@ -36,7 +36,7 @@ confirmed alone in a fresh process of its own.
 from __future__ import annotations
 
 import calendar
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
@@ -81,12 +81,20 @@ def candidate_instants(
     return sorted(t for t in out if now <= t <= limit)
 
 
-def every_day(found: float, now: float, failing_now: float) -> bool:
-    """The first failure from ``now`` on is the failing attempt's time of day
-    (to the millisecond), less than a day ahead: the time of day decides, not
-    the date (a race with a second's or a minute's boundary)."""
-    same_time = round(found % _DAY, 3) == round(failing_now % _DAY, 3)
-    return same_time and now <= found < now + _DAY
+def every_day(hits: Sequence[float], now: float, failing_now: float) -> bool:
+    """The first failure from ``now`` on is less than a day ahead, and the failing
+    attempt's time of day (to the millisecond) failed on the two days that follow
+    it too: the time of day decides, not the date (a race with a second's or a
+    minute's boundary)."""
+
+    def at(t: float) -> float:
+        return round(t % _DAY, 3)
+
+    if not hits or not now <= hits[0] < now + _DAY or at(hits[0]) != at(failing_now):
+        return False
+    days = {int(t // _DAY) for t in hits if at(t) == at(failing_now)}
+    first = int(hits[0] // _DAY)
+    return {first + 1, first + 2} <= days
 
 
 def check(case: Case) -> None:
@@ -101,6 +109,7 @@ def check(case: Case) -> None:
     failed_at = sorted({a.now for a in case.failing if a.now is not None})
     instants = candidate_instants(now, target.now, window.days, failed_at)
     found: float | None = None
+    daily = False
     imported_apart: float | None = None
     tried = 0
     for start in range(0, len(instants), BATCH):
@@ -116,19 +125,19 @@ def check(case: Case) -> None:
             whole = case.probe("at the coming dates (alone)", alone, hash_seed, hits[0])
             if case.same(whole):
                 found = hits[0]
+                daily = every_day(hits, now, target.now)
                 break
             if whole.status == "completed" and imported_apart is None:
                 imported_apart = hits[0]
         if result.status != "completed":
             break
     checked_until = instants[min(tried, len(instants)) - 1] if tried else now
-    daily = found is not None and every_day(found, now, target.now)
     case.facts["dates"] = {
         "checked_from": iso(now),
         "checked_until": iso(checked_until),
         "instants": tried,
-        # A failure at the failing attempt's time of day, within a day from now,
-        # comes back every day: a run at that time on any day sees it.
+        # A failure at the failing attempt's time of day, within a day from now
+        # and on the days after it: a run at that time on any day sees it.
         "fails_now": found == now or daily,
         "daily": daily,
         "next_failure": iso(found) if found is not None else None,

@@ -82,6 +82,19 @@ def hunt(
     )
 
 
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without anything of the pytest session running these tests
+    (its ``PYTEST_*``, ``HERMETIC_HUNT*`` and hash seed), with :data:`QUIET_PLUGINS`."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTEST_", "HERMETIC_HUNT")) and key != "PYTHONHASHSEED"
+    }
+    env.update(QUIET_PLUGINS)
+    env.update(extra)
+    return env
+
+
 def unset(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
     """Remove ``names`` from the environment for this test, and remove them again after it.
 

@@ -11,7 +11,6 @@ output the page shows.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -19,10 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import clean_env
 
 from hermetic_hunt import options
 from hermetic_hunt.cli import main
-from hermetic_hunt.demo import prepare
+from hermetic_hunt.demo import DEFAULT_ROUNDS, DEFAULT_SEED, hunt_argv
 from hermetic_hunt.fix.verify import MIN_RUNS, Verification, runs_needed
 from hermetic_hunt.quarantine.listfile import DEFAULT_RELEASE, Entry, parse
 from hermetic_hunt.report.history import history
@@ -193,7 +193,7 @@ def test_links_to_a_heading_find_it(page):
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
+    return clean_env()
 
 
 def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -215,15 +215,18 @@ def _shown_output(first_line: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_the_walkthrough_hunt_and_fix_print_what_the_page_shows(tmp_path):
-    root = prepare(tmp_path / "shop-demo")
+def test_the_walkthrough_hunt_and_fix_print_what_the_page_shows(demo_hunt, tmp_path):
+    # The page's hunt is the demo's (30 rounds, -n 2, seed 7): the session's shared
+    # demo hunt, on a private copy in a git checkout as on the page.
+    (hunt,) = [c for c in commands("fixes.md") if c[:2] == ["pytest", "--hermetic-hunt=30"]]
+    demo_args = hunt_argv(DEFAULT_ROUNDS, DEFAULT_SEED, "2")[3:]
+    assert set(hunt[1:]) <= set(demo_args), (hunt, demo_args)
+    assert "hermetic-hunt isolation:" in demo_hunt.stdout, demo_hunt.stdout[-3000:]
+    root = demo_hunt.copy(tmp_path)
     git = ("git", "-c", "user.name=docs", "-c", "user.email=docs@example.invalid")
     (root / ".gitignore").write_text("flakes.db*\n__pycache__/\n.pytest_cache/\nreports/\n")
     for step in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-qm", "example")):
         assert _run(root, *git, *step).returncode == 0
-    (hunt,) = [c for c in commands("fixes.md") if c[:2] == ["pytest", "--hermetic-hunt=30"]]
-    done = _run(root, sys.executable, "-m", *hunt)
-    assert "hermetic-hunt isolation:" in done.stdout, done.stdout[-3000:]
     fixed = _cli(root, "fix", "F10")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     shown = _shown_output("F10 tests/test_labels.py::test_label_defaults_to_dollars: victim")

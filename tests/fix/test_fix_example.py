@@ -11,7 +11,6 @@ untouched until ``--apply``, after which plain pytest confirms the fix.
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import clean_env
 
 pytestmark = pytest.mark.slow
 T = "tests/"
@@ -48,7 +48,7 @@ ADVICE = {
 
 
 def env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
+    return clean_env()
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

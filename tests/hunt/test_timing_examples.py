@@ -11,7 +11,6 @@ under which conditions each failed, and the timing ones replay by seed.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import QUIET_PLUGINS, rows
+from helpers import clean_env, rows
 
 import hermetic_hunt
 from hermetic_hunt.cli import main
@@ -36,8 +35,7 @@ STABLE = 7
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
-    env.update(QUIET_PLUGINS)
+    env = clean_env()
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False,

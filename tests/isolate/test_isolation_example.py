@@ -9,7 +9,6 @@ every reproducer fails again when run by hand.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import clean_env
 
 from hermetic_hunt.demo import DEFAULT_ROUNDS, DEFAULT_SEED, hunt_argv
 from hermetic_hunt.findings import Probe
@@ -176,7 +176,7 @@ def every_reproducer_fails_again_when_run_by_hand(root: Path) -> None:
 
 def plain(root: Path, *nodeids: str) -> dict[str, str]:
     """Plain ``pytest NODEID...`` in a fresh process (in that order): outcome per test."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
+    env = clean_env()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-rA",
          "-q", *nodeids],

@@ -8,7 +8,6 @@ The helpers at the top are shared by the other ``test_replay_*`` modules.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import sqlite3
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import QUIET_PLUGINS
+from helpers import clean_env
 
 #: Every test here reads a hunt of a module-scoped fixture (a pytest process).
 pytestmark = pytest.mark.process
@@ -56,18 +55,6 @@ def test_stable():
     pass
 """
 NODE = "test_suite.py::{}"
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without anything of the pytest session running these tests."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("PYTEST_", "HERMETIC_HUNT")) and key != "PYTHONHASHSEED"
-    }
-    env.update(QUIET_PLUGINS)
-    env.update(extra)
-    return env
 
 
 def run_pytest(

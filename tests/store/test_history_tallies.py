@@ -18,5 +18,10 @@ def test_a_run_whose_repeated_run_failed_is_no_clean_run(tmp_path):
     counted = tallies(rows.store, ["t.py::test_a"])
     points = runs(rows.store)
     rows.close()
-    assert counted == [Tally("t.py::test_a", first, 4, 1), Tally("t.py::test_a", second, 6, 1)]
-    assert history("t.py::test_a", points, counted).last.run_id == second
+    assert counted == [
+        Tally("t.py::test_a", first, 4, 1),
+        Tally("t.py::test_a", second, 5, 0, repeated_failed=1),
+    ]
+    seen = history("t.py::test_a", points, counted)
+    assert seen.last.run_id == second and seen.rate == 1 / 9  # the rate is the plain runs'
+    assert seen.status == "flaky"

@@ -134,32 +134,39 @@ def history(
 ) -> History:
     """The history of ``nodeid`` (its ``tallies`` and its flake's ``replays``)."""
     by_run = {r.run_id: r for r in runs}
+    mine = [
+        t for t in sorted(tallies, key=lambda t: t.run_id)
+        if t.nodeid == nodeid and t.run_id in by_run and (t.attempts or t.repeated_failed)
+    ]  # fmt: skip
     trend = tuple(
         TrendPoint(
             t.run_id, by_run[t.run_id].started_at, by_run[t.run_id].git_sha, t.attempts, t.failed
         )
-        for t in sorted(tallies, key=lambda t: t.run_id)
-        if t.nodeid == nodeid and t.run_id in by_run and t.attempts
+        for t in mine
+        if t.attempts
     )
-    # Events in time: (started_at, order, seen, attempts, failed)
-    events: list[tuple[str, int, Seen, int, int]] = []
-    for point in trend:
-        run = by_run[point.run_id]
+    # Events in time: (started_at, order, seen, attempts, failed, failed in a repeated run)
+    events: list[tuple[str, int, Seen, int, int, int]] = []
+    for tally in mine:
+        run = by_run[tally.run_id]
         seen = Seen(run.run_id, run.started_at, run.git_sha, run.git_branch)
-        events.append((run.started_at, run.run_id, seen, point.attempts, point.failed))
+        point = (tally.attempts, tally.failed, tally.repeated_failed)
+        events.append((run.started_at, run.run_id, seen, *point))
     for replay in replays:
         if replay.outcome not in ("reproduced", "not-reproduced"):
             continue
         seen = Seen(None, replay.started_at, replay.git_sha)
-        events.append((replay.started_at, 1 << 40, seen, 1, int(replay.outcome == "reproduced")))
+        events.append((replay.started_at, 1 << 40, seen, 1, int(replay.outcome == "reproduced"), 0))
     events.sort(key=lambda e: (e[0], e[1]))
-    failing = [e for e in events if e[4]]
+    failing = [e for e in events if e[4] or e[5]]  # a failed repeated run is no clean run
     if not failing:
         return History(nodeid, None, None, trend, "", 0.0, 0, 0, ())
     first, last = failing[0], failing[-1]
     until = [e for e in events if (e[0], e[1]) <= (last[0], last[1]) and e[2].run_id is not None]
-    attempts = sum(e[3] for e in until)
-    rate = sum(e[4] for e in until) / attempts if attempts else 1.0
+    attempts, failed = sum(e[3] for e in until), sum(e[4] for e in until)
+    if not failed:  # it failed only when repeated: the rate of those runs
+        attempts, failed = attempts + sum(e[5] for e in until), sum(e[5] for e in until)
+    rate = failed / attempts if attempts else 1.0
     after = [e for e in events if (e[0], e[1]) > (last[0], last[1])]
     sha = last[2].git_sha
     later = [e for e in after if sha is not None and e[2].git_sha not in (None, sha)]

@@ -38,6 +38,8 @@ class Tally:
     run_id: int
     attempts: int
     failed: int
+    #: Failures of a twice round's repeated run: not in the rate, but such a run is no clean run.
+    repeated_failed: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,22 +69,23 @@ def runs(store: Store) -> list[RunPoint]:
 
 def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
     """Per run, the plain attempts of each of ``nodeids`` that counted (passed or
-    failed), and the repeated runs that failed: a run where the test failed in any
-    attempt is no clean run."""
+    failed), and its repeated runs that failed."""
     out: list[Tally] = []
     wanted = list(dict.fromkeys(nodeids))
-    counted = f"a.outcome IN {_FAIL} OR ({PLAIN_SQL} AND a.outcome IN {_PASS})"
+    plain = f"({PLAIN_SQL})"
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
         rows = store.conn.execute(
-            f"SELECT t.nodeid, a.run_id, sum({counted}), "  # noqa: S608
-            f"sum(a.outcome IN {_FAIL}) FROM attempts a JOIN tests t ON t.id = a.test_id "
+            f"SELECT t.nodeid, a.run_id, sum({plain} AND (a.outcome IN {_PASS} "  # noqa: S608
+            f"OR a.outcome IN {_FAIL})), sum({plain} AND a.outcome IN {_FAIL}), "
+            f"sum(NOT {plain} AND a.outcome IN {_FAIL}) "
+            "FROM attempts a JOIN tests t ON t.id = a.test_id "
             f"WHERE t.nodeid IN ({','.join('?' * len(chunk))}) "
             "GROUP BY t.nodeid, a.run_id ORDER BY t.nodeid, a.run_id",
             chunk,
         ).fetchall()
         out.extend(
-            Tally(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0))
+            Tally(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), int(r[4] or 0))
             for r in rows
             if isinstance(r[1], int)
         )

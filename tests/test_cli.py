@@ -278,6 +278,7 @@ def test_network():
 """
 
 
+@pytest.mark.slow
 def test_the_commands_read_what_a_real_hunt_stored(pytester, monkeypatch, safety_net):
     pytester.makepyfile(test_mini=MINI)
     result = pytester.runpytest_subprocess(
@@ -322,6 +323,7 @@ def test_the_commands_read_what_a_real_hunt_stored(pytester, monkeypatch, safety
     assert safety_net == []
 
 
+@pytest.mark.slow
 def test_the_report_of_a_hunt_with_isolation_has_flakes_and_sandbox_off_checks(
     pytester, monkeypatch
 ):

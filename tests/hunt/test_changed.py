@@ -14,6 +14,9 @@ from helpers import hunt, rows
 
 from hermetic_hunt import vcs
 
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = pytest.mark.slow
+
 FILES = {
     "pkg/__init__.py": "",
     "pkg/util.py": "VALUE = 1\n",

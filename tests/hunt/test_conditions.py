@@ -141,6 +141,7 @@ def test_the_time_mix_is_stored_with_the_settings_and_old_settings_ran_exact() -
 # -- switch-interval rounds ---------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_switch_rounds_run_each_attempt_with_a_tiny_stored_switch_interval(
     pytester: pytest.Pytester, workers: str
@@ -169,6 +170,7 @@ def test_switch_rounds_run_each_attempt_with_a_tiny_stored_switch_interval(
     result.stdout.fnmatch_lines(["hermetic-hunt: round 5/7 [[]* · switch[]] *"])
 
 
+@pytest.mark.slow
 def test_a_switch_interval_flake_is_concurrency_and_its_replay_sets_the_interval(
     pytester: pytest.Pytester,
 ) -> None:
@@ -190,6 +192,7 @@ def test_a_switch_interval_flake_is_concurrency_and_its_replay_sets_the_interval
     replayed.stdout.fnmatch_lines([f"reproduced {flake}: *"])
 
 
+@pytest.mark.slow
 def test_a_test_that_changes_the_switch_interval_itself_still_leaks_it(
     pytester: pytest.Pytester,
 ) -> None:
@@ -210,6 +213,7 @@ def test_a_test_that_changes_the_switch_interval_itself_still_leaks_it(
 # -- stress rounds ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
 @pytest.mark.parametrize("workers, busy", [("0", 1), ("2", 2)])
 def test_stress_rounds_run_beside_busy_processes_and_record_how_many(
@@ -234,6 +238,7 @@ def test_stress_rounds_run_beside_busy_processes_and_record_how_many(
     }
 
 
+@pytest.mark.slow
 def test_a_seeded_hunt_adds_no_stress(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_loaded=LOADED)
     result = hunt(pytester, "--hermetic-hunt=6", "--hermetic-hunt-time=stress=100",

@@ -23,6 +23,9 @@ from pathlib import Path
 import pytest
 from helpers import one, rows
 
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = pytest.mark.slow
+
 WORKERS = pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
 
 LOGGED = """

@@ -10,6 +10,9 @@ from helpers import hunt, one, rows
 
 from hermetic_hunt.cli import main
 
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = pytest.mark.slow
+
 WORKERS = [[], ["-n", "2"]]
 IDS = ["n0", "n2"]
 

@@ -8,6 +8,9 @@ from contextlib import closing
 import pytest
 from helpers import hunt, one, rows, sequences
 
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = pytest.mark.slow
+
 SUITE = """
 import random
 import pytest

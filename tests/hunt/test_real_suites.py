@@ -9,6 +9,9 @@ from helpers import hunt, one, rows
 
 from hermetic_hunt.cli import main
 
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = pytest.mark.slow
+
 #: Eight names in a set: their order follows PYTHONHASHSEED.
 SAME_TESTS = """
 import pytest

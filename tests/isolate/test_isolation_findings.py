@@ -15,6 +15,9 @@ from helpers import hunt, one, rows
 
 from hermetic_hunt.cli import main
 
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = pytest.mark.slow
+
 
 def glob(text: str) -> str:
     """``text`` as a literal inside an fnmatch pattern."""
@@ -324,7 +327,6 @@ def test_lucky():
 }
 
 
-@pytest.mark.slow
 def test_a_failure_only_before_today_is_past_dates_only_and_a_stream_seeded_at_import_is_order(
     here: pytest.Pytester,
 ) -> None:
@@ -363,7 +365,6 @@ def test_a_failure_only_before_today_is_past_dates_only_and_a_stream_seeded_at_i
     assert "test_stream.py::test_lucky  #" in listed
 
 
-@pytest.mark.slow
 def test_a_hunt_whose_only_failures_are_past_dates_exits_zero(here: pytest.Pytester) -> None:
     here.makepyfile(test_release=PAST_AND_STREAM["test_release"])
     result = hunt(

@@ -13,6 +13,9 @@ from helpers import hunt
 
 from hermetic_hunt.cli import main
 
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = pytest.mark.slow
+
 MINI = {
     "state": "POLLUTED = []\n",
     "test_mini": """

@@ -31,7 +31,8 @@ from test_replay_nodeids import EXAMPLE_CONFTEST
 from hermetic_hunt.models import Reproducer, Step
 
 #: Every test here reads a hunt of a module-scoped fixture (a pytest process).
-pytestmark = pytest.mark.process
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 SUITE = """
 import random
@@ -280,7 +281,6 @@ def test_last_failed_does_not_change_what_a_replay_runs(hunted, db, tmp_path):
     assert [row[3] for row in replays(db)] == ["reproduced", "reproduced"]
 
 
-@pytest.mark.slow
 def test_a_record_mode_flake_replays_the_journal_of_its_failing_step(tmp_path):
     where = tmp_path / "recorded"
     where.mkdir()

@@ -102,6 +102,7 @@ def test_printed_from_the_hunts_directory_the_command_finds_the_rootdir_again(ne
     assert len(replays(nested / "flakes.db")) == before + 1
 
 
+@pytest.mark.slow
 def test_run_runs_the_command_with_extra_pytest_arguments(nested, tmp_path):
     db = copy_db(nested / "flakes.db", tmp_path / "elsewhere")
     # other tests of this module replay against the same hunt: count from here

@@ -22,6 +22,9 @@ from hermetic_hunt.cli import main
 from hermetic_hunt.report.history import history, needed_for
 from hermetic_hunt.store.history import ReplayPoint, RunPoint, Tally
 
+#: Every test here hunts, isolates or replays in fresh pytest processes.
+pytestmark = pytest.mark.slow
+
 POLLUTED = """
 STATE = []
 

@@ -269,6 +269,7 @@ def _hunted(pytester: pytest.Pytester) -> Path:
     return artifact
 
 
+@pytest.mark.slow
 def test_a_database_on_a_read_only_mount_is_read_and_reported(pytester):
     artifact = _hunted(pytester)
     db = str(artifact / "flakes.db")

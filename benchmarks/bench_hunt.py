@@ -5,7 +5,8 @@ Prints, for generated suites:
 * hunt wall time / ``pytest-repeat --count=N`` wall time, same ``-n``
   (2,000 trivial tests with ~1,500 modules imported; 200 CPU-bound tests of
   ~5 ms: busy loops, since sleeps are virtual in seeded mode);
-* the ``-n 2`` vs ``-n 0`` speed-up of a hunt of the 5 ms suite;
+* the ``-n 2`` vs ``-n 0`` speed-up of a hunt of the 5 ms suite, and the
+  same hunt over two ``--tx socket=`` gateways on loopback vs ``-n 2``;
 * the controller's CPU per attempt (``resource.getrusage`` of the process
   that owns the session: xdist's controller, or the ``-n 0`` process whose
   forked rounds are its children), from the difference between a long and a
@@ -23,13 +24,16 @@ controller CPU <= 50 us per attempt, -n 2 >= 1.8x faster than -n 0 on the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 PLAIN = ["-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-p", "no:rerunfailures"]
@@ -141,6 +145,34 @@ def paired(times: int, cwd: Path, first: list[str], second: list[str]) -> tuple[
     return statistics.median(a), statistics.median(b)
 
 
+@contextlib.contextmanager
+def socket_gateways(where: Path, count: int) -> Iterator[list[str]]:
+    """``count`` execnet socket servers on 127.0.0.1 (loopback only); their ``--tx`` specs."""
+    import execnet
+
+    script = Path(execnet.__file__).parent / "script" / "socketserver.py"
+    servers, specs = [], []
+    try:
+        for _ in range(count):
+            with socket.socket() as free:
+                free.bind(("127.0.0.1", 0))
+                port = free.getsockname()[1]
+            servers.append(subprocess.Popen([sys.executable, str(script), f"127.0.0.1:{port}"],
+                                            cwd=where, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL))  # fmt: skip
+            specs.append(f"socket=127.0.0.1:{port}//chdir={where}")
+            for _ in range(600):  # up to 30 s for the server to listen
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                time.sleep(0.05)
+        yield specs
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
+
+
 def db_bytes_per_attempt(db: Path) -> tuple[float, int]:
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -193,6 +225,16 @@ def main() -> None:
             f"5 ms suite: hunt -n 2 is {hunt_n0 / hunt_n2:.2f}x faster than -n 0 "
             f"(pytest-repeat: {repeat_n0 / repeat_n2:.2f}x)"
         )
+        # Remote workers: two execnet socket servers on loopback against -n 2.
+        with socket_gateways(slow, 2) as specs:
+            tx = [arg for spec in specs for arg in ("--tx", spec)]
+            local_s, remote_s = paired(
+                opts.repeat, slow,
+                ["-n", "2", *hunt, f"--hermetic-hunt-db={slow / 'local.db'}"],
+                [*tx, "--dist", "load", *hunt, f"--hermetic-hunt-db={slow / 'remote.db'}"],
+            )  # fmt: skip
+        print(f"5 ms suite: --tx socket x2 {remote_s:7.2f}s vs -n 2 {local_s:7.2f}s: "
+              f"{remote_s / local_s:.2f}x per attempt")  # fmt: skip
         # The controller's CPU per attempt: a long hunt minus a short one.
         short, long = 2, rounds * 2
         for workers in ("0", "2"):

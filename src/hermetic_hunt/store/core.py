@@ -40,9 +40,9 @@ def _check_file(path: Path, *, create: bool) -> None:
         with path.open("rb") as handle:
             header = handle.read(len(_SQLITE_HEADER))
         if header and header != _SQLITE_HEADER:
+            what = "a new path or " if create else ""
             raise BadDatabase(
-                f"{path} is not an SQLite database: pass a new path or a flakes.db "
-                "written by hermetic-hunt"
+                f"{path} is not an SQLite database: pass {what}a flakes.db written by hermetic-hunt"
             )
         if create and not os.access(path, os.W_OK):
             raise BadDatabase(f"{path} is not writable: check its permissions")

@@ -293,3 +293,33 @@ def test_describe_shows_control_characters_from_the_database_escaped(tmp_path):
     assert len("\n".join(lines).splitlines()) == len(lines)
     assert not any(c in "\n".join(lines) for c in "\x07\x1b\u2028")
     assert lines[0].startswith(r"F1 tests/t.py::test_v\x0a# forged\x07\u2028\x1b]0;t\x07: victim")
+
+
+ONE_SHOT = """\
+import pytest
+
+
+@pytest.mark.parametrize(
+    "words, expected",
+    [
+        (["a", "b"], "a, b"),
+        ((w for w in ("a", "b")), "a, b"),
+    ],
+)
+def test_join(words, expected):
+    assert ", ".join(words) == expected
+"""
+
+
+def test_a_parametrize_value_that_is_an_iterator_is_named_with_its_line(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_join.py").write_text(ONE_SHOT)
+    s = suggest(FixFacts(
+        flake_id="F1", nodeid="tests/test_join.py::test_join[words1-a, b]",
+        kinds=("self-polluting",), rootdir=str(tmp_path),
+    ))  # fmt: skip
+    assert s.summary.endswith(": give it a parametrize value that lasts")
+    assert s.patch is None
+    (change,) = s.changes
+    assert change.where == "tests/test_join.py:8"
+    assert "(w for w in ('a', 'b')) is an iterator" in change.what

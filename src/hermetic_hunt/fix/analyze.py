@@ -188,6 +188,31 @@ def mutated_arguments(test: TestEffects) -> list[tuple[str, int, str]]:
     return list(found.values())
 
 
+#: Calls whose value is an iterator: a parametrize value made by one is used up by
+#: the first run that iterates it.
+_ONE_SHOT_CALLS = frozenset({"iter", "map", "filter", "zip", "reversed", "enumerate"})
+
+
+def one_shot_values(test: TestEffects) -> list[tuple[int, str]]:
+    """``(line, source)`` of each iterator among ``test``'s parametrize values (a
+    generator expression, ``iter(...)``, ``map(...)``...): one object for every run
+    of the parametrization, empty after the first run iterated it."""
+    found: list[tuple[int, str]] = []
+    for deco in test.function.decorator_list:
+        if not (isinstance(deco, ast.Call) and ast.unparse(deco.func).endswith("parametrize")):
+            continue
+        values = [*deco.args[1:2], *(k.value for k in deco.keywords if k.arg == "argvalues")]
+        for node in (n for value in values for n in ast.walk(value)):
+            one_shot = isinstance(node, ast.GeneratorExp) or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in _ONE_SHOT_CALLS
+            )
+            if one_shot:
+                found.append((getattr(node, "lineno", test.function.lineno), ast.unparse(node)))
+    return found
+
+
 def _parametrize_names(function: FunctionNode) -> set[str]:
     """The argument names of ``function``'s ``@pytest.mark.parametrize`` decorators."""
     out: set[str] = set()

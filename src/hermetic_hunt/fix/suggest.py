@@ -36,7 +36,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hermetic_hunt.findings import FixFacts
-from hermetic_hunt.fix.analyze import Analyzer, Effect, Holder, TestEffects, mutated_arguments
+from hermetic_hunt.fix.analyze import (
+    Analyzer,
+    Effect,
+    Holder,
+    TestEffects,
+    mutated_arguments,
+    one_shot_values,
+)
 from hermetic_hunt.fix.patch import Draft, Patch, build
 from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project
 from hermetic_hunt.kinds import Kind, primary_kind
@@ -728,6 +735,9 @@ def _self_polluting(plan: _Plan) -> None:
     if _copy_arguments(plan, me, _short(facts.nodeid)):
         plan.summary += ": work on a copy of its parametrize value"
         return
+    if _one_shot_values(plan, me):
+        plan.summary += ": give it a parametrize value that lasts"
+        return
     if not restore_state(plan, me, facts.leaks.get(facts.nodeid, ()), _short(facts.nodeid)):
         plan.advice.append(
             "the source does not show what it leaves behind: look for module globals, caches "
@@ -759,6 +769,22 @@ def _copy_arguments(plan: _Plan, test: TestEffects, who: str) -> bool:
             )
         )
     return True
+
+
+def _one_shot_values(plan: _Plan, test: TestEffects) -> bool:
+    """A parametrize value that is an iterator, used up by the first run: advice (a
+    list instead changes what the test passes, so it is not patched)."""
+    for line, source in one_shot_values(test):
+        shown = source if len(source) <= 60 else source[:57] + "..."
+        plan.changes.append(
+            Change(
+                _where(test, line),
+                f"its parametrize value {shown} is an iterator: one object for every run, "
+                "empty once the first run has iterated it",
+                "pass a list or a tuple, or build the iterator inside the test from one",
+            )
+        )
+    return bool(plan.changes)
 
 
 @suggests("network")

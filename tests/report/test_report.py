@@ -125,6 +125,17 @@ def test_the_bound_of_fifty_clean_attempts_is_six_percent(tmp_path):
     )
 
 
+def test_the_html_table_rounds_a_bound_up_as_its_sentence_does(tmp_path):
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run(rounds=50)
+    rows.attempts(run, STABLE, "P" * 50)
+    rows.close()
+    html = render(report_of(tmp_path / "flakes.db"), "html")
+    assert "flake rate &lt; 6% at 95%" in html  # the sentence above the table
+    cells = re.findall(r'<td class="num" data-sort="[0-9.e-]+">&lt; ([^<]+)</td>', html)
+    assert cells == ["6%"], cells
+
+
 def test_findings_are_flaky_broken_or_incompatible_tests_or_violations(tmp_path):
     rows = Rows(tmp_path / "flakes.db")
     run = rows.run()

@@ -254,6 +254,7 @@ def _environment() -> jinja2.Environment:
         attempts_text=attempts_text,
         anchor_of=anchor_of,
         percent=stats.percent,
+        percent_ceiling=stats.percent_ceiling,
         kinds_text=kinds_text,
         flake_state=flake_state,
         sets_text=sets_text,

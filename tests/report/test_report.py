@@ -454,3 +454,17 @@ def test_76_parametrizations_give_one_suggested_fix_and_a_report_as_long_as_two(
     assert "### Suggested fixes (1)" in markdown
     assert markdown.count("<summary>patch</summary>") <= 1
     assert "Suggested fixes (1)</h2>" in render(many, "html")
+
+
+def test_the_round_grid_numbers_its_rounds_and_a_failed_repeated_run_makes_a_cell_both(tmp_path):
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run(rounds=10)
+    rows.attempts(run, LONELY, "PFPPPPPPPP")
+    rows.attempts(run, LONELY, "F", repeat=2, first_round=3)  # round 4's repeated run failed
+    rows.close()
+    html = render(report_of(tmp_path / "flakes.db"), "html")
+    start = html.index('<table class="strips">')
+    grid = html[start : html.index("</table>", start)]
+    assert re.findall(r'<text class="tick"[^>]*>(\d+)</text>', grid) == ["1", "5", "10"]
+    cells = re.findall(r'<rect class="(pass|fail|mixed|skip)"', grid)
+    assert cells == ["pass", "fail", "pass", "mixed", *["pass"] * 6]

@@ -148,7 +148,7 @@ def strips(
         css = "mixed" if c.passed and c.failed else ("fail" if c.failed else "pass")
         if not c.passed and not c.failed:
             css = "skip"
-        title = f"run {c.run_id} round {c.round_no}: {c.passed} passed, {c.failed} failed"
+        title = f"run {c.run_id} round {c.round_no + 1}: {c.passed} passed, {c.failed} failed"
         by_test.setdefault(c.nodeid, []).append(
             Cell(x=round(where[(c.run_id, c.round_no)] * width, 2), css=css, title=title)
         )

@@ -307,10 +307,11 @@ def violation_rows(store: Store, runs: Sequence[int] | None) -> list[ViolationRo
 def round_cells(
     store: Store, runs: Sequence[int] | None, nodeids: Sequence[str]
 ) -> list[RoundCell]:
-    """Outcomes by (run, round) of ``nodeids``: the outcome-by-round view."""
+    """Outcomes by (run, round) of ``nodeids``: the outcome-by-round view (every
+    attempt: a twice round's repeated run and reruns make a round's cell "both")."""
     if not nodeids:
         return []
-    clause, params = _plain_clause(runs)
+    clause, params = _runs_clause(runs, "a.run_id")
     out: list[RoundCell] = []
     wanted = list(nodeids)
     for start in range(0, len(wanted), 500):

@@ -468,3 +468,12 @@ def test_the_round_grid_numbers_its_rounds_and_a_failed_repeated_run_makes_a_cel
     assert re.findall(r'<text class="tick"[^>]*>(\d+)</text>', grid) == ["1", "5", "10"]
     cells = re.findall(r'<rect class="(pass|fail|mixed|skip)"', grid)
     assert cells == ["pass", "fail", "pass", "mixed", *["pass"] * 6]
+
+
+def test_a_passing_test_whose_finding_is_a_blocked_call_has_its_flake_in_the_violations(tmp_path):
+    rows = sample(tmp_path / "flakes.db")
+    rows.flake(VIOLATOR, "F9", kinds=["network"])
+    rows.close()
+    html = render(report_of(tmp_path / "flakes.db"), "html")
+    section = html[html.index('<h2 id="violations">') : html.index('<h2 id="tests">')]
+    assert "flake <strong>F9</strong>: network" in section

@@ -283,6 +283,7 @@ def render_html(report: Report) -> str:
     gridded = {strip.anchor for strip in rows}
     return template.render(
         report=report,
+        tests_by_nodeid={t.nodeid: t for t in report.tests},
         version=__version__,
         headline=headline(report),
         summary=summary_line(report),

@@ -24,17 +24,17 @@ controller CPU <= 50 us per attempt, -n 2 >= 1.8x faster than -n 0 on the
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import socket
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from helpers import socket_servers
 
 PLAIN = ["-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-p", "no:rerunfailures"]
 
@@ -145,34 +145,6 @@ def paired(times: int, cwd: Path, first: list[str], second: list[str]) -> tuple[
     return statistics.median(a), statistics.median(b)
 
 
-@contextlib.contextmanager
-def socket_gateways(where: Path, count: int) -> Iterator[list[str]]:
-    """``count`` execnet socket servers on 127.0.0.1 (loopback only); their ``--tx`` specs."""
-    import execnet
-
-    script = Path(execnet.__file__).parent / "script" / "socketserver.py"
-    servers, specs = [], []
-    try:
-        for _ in range(count):
-            with socket.socket() as free:
-                free.bind(("127.0.0.1", 0))
-                port = free.getsockname()[1]
-            servers.append(subprocess.Popen([sys.executable, str(script), f"127.0.0.1:{port}"],
-                                            cwd=where, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL))  # fmt: skip
-            specs.append(f"socket=127.0.0.1:{port}//chdir={where}")
-            for _ in range(600):  # up to 30 s for the server to listen
-                with socket.socket() as probe:
-                    if probe.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                time.sleep(0.05)
-        yield specs
-    finally:
-        for server in servers:
-            server.kill()
-            server.wait()
-
-
 def db_bytes_per_attempt(db: Path) -> tuple[float, int]:
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -226,7 +198,7 @@ def main() -> None:
             f"(pytest-repeat: {repeat_n0 / repeat_n2:.2f}x)"
         )
         # Remote workers: two execnet socket servers on loopback against -n 2.
-        with socket_gateways(slow, 2) as specs:
+        with socket_servers(slow, 2) as specs:
             tx = [arg for spec in specs for arg in ("--tx", spec)]
             local_s, remote_s = paired(
                 opts.repeat, slow,

@@ -11,15 +11,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -468,3 +472,46 @@ def tree_digest(*folders: Path) -> dict[str, str]:
             elif path.is_file():
                 out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+# -- remote xdist workers (tests/hunt/test_transports.py, benchmarks/bench_hunt.py) ------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def socket_servers(where: Path, count: int) -> Iterator[list[str]]:
+    """``count`` execnet socket servers on 127.0.0.1; their ``--tx`` specs."""
+    import execnet
+
+    script = Path(execnet.__file__).parent / "script" / "socketserver.py"
+    servers, specs = [], []
+    try:
+        for _ in range(count):
+            port = free_port()
+            servers.append(
+                subprocess.Popen(
+                    [sys.executable, str(script), f"127.0.0.1:{port}"],
+                    cwd=where,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            specs.append(f"socket=127.0.0.1:{port}//chdir={where}")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", port)) == 0:
+                        break
+                time.sleep(0.05)
+        # (each probe connection above was one the server then served and
+        # dropped: it loops back to accept the hunt's)
+        yield specs
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()

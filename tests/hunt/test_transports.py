@@ -10,18 +10,11 @@ attempt's seed alone, wherever it runs.
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import execnet
 import pytest
 from click.testing import CliRunner
-from helpers import hunt, rows
+from helpers import hunt, rows, socket_servers
 
 from hermetic_hunt.cli import main
 
@@ -51,44 +44,6 @@ ATTEMPTS = (
     "SELECT a.worker, a.round, a.position, t.nodeid, a.seed, a.outcome "
     "FROM attempts a JOIN tests t ON t.id = a.test_id ORDER BY a.worker, a.round, a.position"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def socket_servers(where: Path, count: int) -> Iterator[list[str]]:
-    """``count`` execnet socket servers on 127.0.0.1; their ``--tx`` specs."""
-    script = Path(execnet.__file__).parent / "script" / "socketserver.py"
-    servers, specs = [], []
-    try:
-        for _ in range(count):
-            port = _free_port()
-            servers.append(
-                subprocess.Popen(
-                    [sys.executable, str(script), f"127.0.0.1:{port}"],
-                    cwd=where,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-            specs.append(f"socket=127.0.0.1:{port}//chdir={where}")
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                with socket.socket() as probe:
-                    if probe.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                time.sleep(0.05)
-        # (each probe connection above was one the server then served and
-        # dropped: it loops back to accept the hunt's)
-        yield specs
-    finally:
-        for server in servers:
-            server.kill()
-            server.wait()
 
 
 def _attempts(db: Path) -> list[tuple[object, ...]]:

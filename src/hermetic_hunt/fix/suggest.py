@@ -774,7 +774,8 @@ def _copy_arguments(plan: _Plan, test: TestEffects, who: str) -> bool:
 def _one_shot_values(plan: _Plan, test: TestEffects) -> bool:
     """A parametrize value that is an iterator, used up by the first run: advice (a
     list instead changes what the test passes, so it is not patched)."""
-    for line, source in one_shot_values(test):
+    found = one_shot_values(test)
+    for line, source in found:
         shown = source if len(source) <= 60 else source[:57] + "..."
         plan.changes.append(
             Change(
@@ -784,7 +785,7 @@ def _one_shot_values(plan: _Plan, test: TestEffects) -> bool:
                 "pass a list or a tuple, or build the iterator inside the test from one",
             )
         )
-    return bool(plan.changes)
+    return bool(found)
 
 
 @suggests("network")

@@ -4,11 +4,11 @@ A ``time`` flake fails at some virtual instants (a month's last day, Feb 29,
 a second before midnight...). What a CI run sees depends on the real
 calendar, and time only moves forward: the flake *fails in normal runs* if
 it fails today or at its time of day on any day (a race with a second's
-boundary fails at the same millisecond tomorrow and the days after), *fails on DATE* when a
-coming date within the horizon fails it, and is *past dates only* when
-every failure the hunt saw was before today and no coming date fails it
-(a hard-coded 2019 instant asserted to be in the past): no CI run will
-ever see it.
+boundary fails at the same millisecond tomorrow and the days after),
+*fails on DATE* when a coming date within the horizon fails it, and is
+*past dates only* when every failure the hunt saw was before today and no
+coming date fails it (a hard-coded 2019 instant asserted to be in the
+past): no CI run will ever see it.
 
 "Today" is the run's (:attr:`~hermetic_hunt.models.Settings.today`: fixed
 when the run started and stored), so isolating a stored run again replays

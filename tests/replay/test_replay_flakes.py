@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import clean_env
 from test_replay import (
     RECORDED,
-    clean_env,
     copy_db,
     hunt_output,
     message,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import clean_env
 from test_replay import (
     NODE,
     SUITE,
     attempt_of,
-    clean_env,
     copy_db,
     hunt_output,
     output,

@@ -10,6 +10,8 @@ import os
 import shlex
 from pathlib import Path
 
+from hermetic_hunt.models import DEFAULT_DB
+
 
 def display_path(path: str | os.PathLike[str], cwd: str | os.PathLike[str] | None = None) -> str:
     """``path`` relative to ``cwd`` when it is inside it, else absolute."""
@@ -57,5 +59,5 @@ def replay_command(
 def cli_command(words: list[str], db_path: str | os.PathLike[str], cwd: str | None = None) -> str:
     """``hermetic-hunt fix F3``, with ``--db PATH`` unless the database is ``./flakes.db``."""
     where = display_path(db_path, cwd)
-    db = [] if where == "flakes.db" else ["--db", where]
+    db = [] if where == DEFAULT_DB else ["--db", where]
     return shlex.join(["hermetic-hunt", *words, *db])

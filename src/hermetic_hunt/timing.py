@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from hermetic_hunt.untrusted import is_whole
+from hermetic_hunt.untrusted import is_number, is_whole
 
 Profile = Literal["exact", "jitter", "slow"]
 #: Clock profiles of a seeded attempt (see ``docs/sandbox.md``): ``exact``
@@ -112,7 +112,7 @@ MAX_SWITCH_INTERVAL = 1.0
 
 def switch_interval(value: object) -> float | None:
     """A stored switch interval (untrusted): seconds in (0, 1], else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return None
     return float(value) if 0 < value <= MAX_SWITCH_INTERVAL else None
 
@@ -130,18 +130,14 @@ def step_conditions(raw: dict[str, Any]) -> dict[str, Any]:
         out["profile"] = profile
     interval = raw.get("switch_interval")
     if interval is not None:
-        if (
-            isinstance(interval, bool)
-            or not isinstance(interval, (int, float))
-            or not (0 < interval <= MAX_SWITCH_INTERVAL)
-        ):
+        if not is_number(interval) or not 0 < interval <= MAX_SWITCH_INTERVAL:
             raise ValueError(
                 f"switch_interval must be a number of seconds in (0, {MAX_SWITCH_INTERVAL:g}], "
                 f"got {interval!r}"
             )
         out["switch_interval"] = float(interval)
     stress = raw.get("stress", 0)
-    if isinstance(stress, bool) or not isinstance(stress, int) or not 0 <= stress <= 1024:
+    if not is_whole(stress) or not 0 <= stress <= 1024:
         raise ValueError(f"stress must be a number of busy processes (0-1024), got {stress!r}")
     if stress:
         out["stress"] = stress

@@ -48,6 +48,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.seeds import round_now
 from hermetic_hunt.store import Store
+from hermetic_hunt.untrusted import is_whole
 
 _PERF = time.perf_counter
 FLUSH_EVERY = 500
@@ -341,7 +342,7 @@ class HuntController:
         if status != "completed":
             self._cut_short.add(round_no)
         rejected = message.get("rejected")
-        if isinstance(rejected, int) and not isinstance(rejected, bool) and rejected > 0:
+        if is_whole(rejected) and rejected > 0:
             self.rejected += rejected
         kept = wire.round_leaks(message)
         if kept:

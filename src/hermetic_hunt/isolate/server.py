@@ -43,6 +43,7 @@ from hermetic_hunt.errors import HuntError
 from hermetic_hunt.isolate import wire
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Attempt, Settings
+from hermetic_hunt.untrusted import is_number
 
 _PERF = time.perf_counter
 _READ = 65536
@@ -56,7 +57,7 @@ def _shift_if_asked() -> None:
         at = json.loads(os.environ.get(wire.ENV, "{}")).get("collect_at")
     except (ValueError, AttributeError):
         return
-    if isinstance(at, (int, float)) and not isinstance(at, bool):
+    if is_number(at):
         from hermetic_hunt.engine.engine import shift_process
 
         shift_process(float(at))

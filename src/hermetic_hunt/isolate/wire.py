@@ -43,6 +43,7 @@ from hermetic_hunt.findings import ProbeResult
 from hermetic_hunt.models import Attempt, Step, as_mode
 from hermetic_hunt.project import files_of
 from hermetic_hunt.timing import step_conditions
+from hermetic_hunt.untrusted import is_number, whole_or
 
 #: Environment variable that hands a probe server its settings (JSON).
 ENV = "HERMETIC_HUNT_PROBE"
@@ -197,11 +198,10 @@ def steps_of(message: dict[str, Any]) -> list[Step]:
         steps.append(
             Step(
                 nodeid=raw["nodeid"],
-                seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
-                now=float(now) if isinstance(now, (int, float)) and not isinstance(now, bool)
-                else None,
+                seed=whole_or(seed),
+                now=float(now) if is_number(now) else None,
                 mode=mode,
-                attempt_id=attempt_id if isinstance(attempt_id, int) else None,
+                attempt_id=whole_or(attempt_id),
                 **step_conditions(raw),
             )
         )  # fmt: skip

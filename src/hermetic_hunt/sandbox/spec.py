@@ -15,7 +15,7 @@ from typing import Any
 
 from hermetic_hunt.errors import BadOption
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.untrusted import is_number
+from hermetic_hunt.untrusted import is_number, is_whole
 
 DEFAULT_TICK = 1e-6
 DEFAULT_SPIN_LIMIT = 1_000_000
@@ -114,7 +114,7 @@ def _env(value: Any) -> tuple[tuple[str, str | None], ...]:
 
 def _value(key: str, value: Any) -> Any:
     if key == "seed":
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if not is_whole(value) or value < 0:
             raise _bad(key, "a non-negative int", value)
         return value & ((1 << 63) - 1)
     if key == "now":
@@ -124,11 +124,11 @@ def _value(key: str, value: Any) -> Any:
     if key == "env":
         return _env(value)
     if key == "tick":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        if not is_number(value) or value < 0:
             raise _bad(key, "a non-negative number of seconds", value)
         return float(value)
     if key == "spin_limit":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not is_whole(value) or value < 0:
             raise _bad(key, "a non-negative int (0 disables the spin detector)", value)
         return value
     if key in _BOOL_KEYS:

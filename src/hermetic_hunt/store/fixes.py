@@ -26,7 +26,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.store import cells
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.untrusted import is_whole
+from hermetic_hunt.untrusted import is_number, is_whole
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)
@@ -99,7 +99,7 @@ def _facts(store: Store, row: Sequence[Any]) -> FixFacts:
 def _stretch(evidence: Any) -> float | None:
     """The ``stretch`` fact of a flake's evidence (untrusted: a number > 1, else None)."""
     value = evidence.get("stretch") if isinstance(evidence, dict) else None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 1 < value < 1e6:
+    if is_number(value) and 1 < value < 1e6:
         return float(value)
     return None
 

@@ -34,7 +34,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.timing import as_profile, switch_interval
-from hermetic_hunt.untrusted import json_or, whole_or
+from hermetic_hunt.untrusted import is_number, json_or, whole_or
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)
@@ -79,9 +79,7 @@ def _int(value: Any) -> int | None:
 
 
 def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+    return float(value) if is_number(value) else None
 
 
 def _text(value: Any) -> str:

@@ -10,8 +10,10 @@ suite may send a packet or a DNS query.
 from __future__ import annotations
 
 import ipaddress
+import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,33 @@ def _safety_net(event: str, args: tuple) -> None:
 
 
 sys.addaudithook(_safety_net)
+
+
+def _keep_bytecode() -> None:
+    """One bytecode folder, outside the checkout, for every process the suite starts.
+
+    With ``PYTHONDONTWRITEBYTECODE`` set (CI's machine sets it) each of the
+    suite's thousands of Python processes -- pytest sessions, xdist workers,
+    probe servers, replays -- would compile hermetic-hunt, hermetic-sandbox
+    (assertion-rewritten: both are pytest plugins) and the test files again:
+    about 0.6 s of CPU a process. ``PYTHONPYCACHEPREFIX`` keeps the bytecode in
+    a private folder of the temporary directory instead of ``__pycache__``
+    folders in the trees under test.
+    """
+    if os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    folder = Path(tempfile.gettempdir()) / f"hermetic-hunt-tests-bytecode-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+            return  # not ours: compile as before
+    except OSError:
+        return
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+_keep_bytecode()
 
 #: Audit events that start a process: a test that raises one must be marked ``process``.
 _PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "subprocess.Popen", "os.posix_spawn",

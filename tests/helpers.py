@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import shutil
+import site
 import socket
 import sqlite3
 import subprocess
@@ -44,18 +45,27 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.store import Store, real_now_iso
 
-#: What the pytest sessions a test starts get in PYTEST_ADDOPTS. pytest-asyncio
-#: (a test dependency, for the virtual loop clock's tests) warns in every
-#: session whose ini leaves its loop scope unset; those sessions must look as
-#: they would without it. Hypothesis's plugin (a test dependency, for the
-#: property tests) imports all of Hypothesis at every session's end, about a
-#: second per session: no generated suite uses it.
+#: What the pytest sessions a test starts get in PYTEST_ADDOPTS: the test
+#: dependencies' pytest plugins are off, so a generated session loads what a
+#: project with only hermetic-hunt installed loads. Each costs every session
+#: (and every worker and probe server it starts) its import: pytest-asyncio and
+#: anyio's together about half a second, Hypothesis's about a second at the
+#: session's end, pytest-randomly would shuffle a plain session's order. A test
+#: that needs one turns it back on with ``-p NAME`` (pytest unblocks it; with
+#: pytest-asyncio back, the session's ini sets its loop scope, or it warns).
+_TEST_PLUGINS = {
+    "hypothesispytest": "_hypothesis_pytestplugin",
+    "asyncio": "pytest_asyncio",
+    "anyio": "anyio",
+    "randomly": "pytest_randomly",
+    "repeat": "pytest_repeat",
+    "rerunfailures": "pytest_rerunfailures",
+}
 _QUIET_ADDOPTS = [
-    *(["-o", "asyncio_default_fixture_loop_scope=function"]
-      if importlib.util.find_spec("pytest_asyncio") is not None else []),
-    *(["-p", "no:hypothesispytest"]
-      if importlib.util.find_spec("_hypothesis_pytestplugin") is not None else []),
-]  # fmt: skip
+    f"-p no:{name}"
+    for name, module in _TEST_PLUGINS.items()
+    if importlib.util.find_spec(module) is not None
+]
 QUIET_PLUGINS = {"PYTEST_ADDOPTS": " ".join(_QUIET_ADDOPTS)} if _QUIET_ADDOPTS else {}
 
 
@@ -394,6 +404,8 @@ class DemoHunt:
         self.returncode: int = result["returncode"]
         self.stdout: str = result["stdout"]
         self.stderr: str = result["stderr"]
+        #: The folder the demo's ``hermetic_hunt`` was imported from (helpers.run_demo_hunt).
+        self.installed: str = result["installed"]
 
     @property
     def db(self) -> Path:
@@ -412,15 +424,81 @@ class DemoHunt:
         return target
 
 
+#: The machine's local package index: with setuptools in it, the demo hunt runs
+#: from a fresh venv (``pip install -e .`` offline), as the README's first command.
+LOCAL_INDEX = Path("/opt/pypi/simple")
+
+
 def run_demo_hunt(where: Path) -> dict[str, Any]:
-    """Run ``hermetic-hunt demo -n 2 --dir WHERE`` in a fresh process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
+    """``hermetic-hunt demo -n 2 --dir WHERE`` in a fresh process, started in another folder.
+
+    As the README's first command runs it: from a fresh venv with this checkout
+    ``pip install -e``-ed into it, where the machine has the local package index
+    (:func:`fresh_venv`); else with this environment's interpreter. ``installed``
+    in the result is the folder the command's ``hermetic_hunt`` came from.
+    """
+    home = where.parent / f"{where.name}-install"
+    elsewhere = home / "elsewhere"
+    elsewhere.mkdir(parents=True)
+    env = clean_env()
+    if (LOCAL_INDEX / "setuptools").is_dir():
+        venv = fresh_venv(home)
+        for name in ("VIRTUAL_ENV", "PYTHONPATH"):
+            env.pop(name, None)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        python = str(venv / "bin" / "python")
+        command = [str(venv / "bin" / "hermetic-hunt")]
+    else:
+        python = sys.executable
+        command = [python, "-c", "from hermetic_hunt.cli import main; main()"]
     done = subprocess.run(
-        [sys.executable, "-c", "from hermetic_hunt.cli import main; main()",
-         "demo", "-n", "2", "--dir", str(where)],
-        capture_output=True, text=True, timeout=1200, check=False, env=env,
+        [*command, "demo", "-n", "2", "--dir", str(where)],
+        cwd=elsewhere, capture_output=True, text=True, timeout=1200, check=False, env=env,
     )  # fmt: skip
-    return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+    installed = subprocess.run(
+        [python, "-c", "import hermetic_hunt, os; print(os.path.dirname(hermetic_hunt.__file__))"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    return {
+        "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr,
+        "installed": installed,
+    }  # fmt: skip
+
+
+def fresh_venv(root: Path) -> Path:
+    """A new venv in ``root`` with hermetic-hunt installed from a copy of this checkout.
+
+    ``pip install -e .`` as the README says, but offline: dependencies come
+    from this environment (a .pth file points at a directory of links to its
+    site-packages, hermetic-hunt itself excluded), the build backend from the
+    machine's local package index (:data:`LOCAL_INDEX`).
+    """
+    project = Path(__file__).resolve().parent.parent
+    copy = root / "project"
+    copy.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        (copy / name).write_bytes((project / name).read_bytes())
+    shutil.copytree(
+        project / "src", copy / "src",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache"),
+    )  # fmt: skip
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    deps = root / "deps"
+    deps.mkdir()
+    for entry in Path(site.getsitepackages()[0]).iterdir():
+        if "hermetic_hunt" not in entry.name:
+            (deps / entry.name).symlink_to(entry)
+    (site_packages,) = (venv / "lib").glob("python3*/site-packages")
+    (site_packages / "zz-test-dependencies.pth").write_text(f"{deps}\n")
+    # --isolated: no pip configuration or PIP_* variable may add a remote index;
+    # the build backend (setuptools) comes from the local index, nothing else is fetched.
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "--isolated", "--disable-pip-version-check",
+         "install", "--quiet", "--no-deps", "--index-url", LOCAL_INDEX.as_uri(), "-e", str(copy)],
+        check=True, timeout=600,
+    )  # fmt: skip
+    return venv
 
 
 def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Any) -> tuple[Path, Any]:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import site
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import LOCAL_INDEX
 
 from hermetic_hunt.cli import main
 from hermetic_hunt.demo import hunt_argv, prepare
@@ -146,68 +144,15 @@ def test_the_demo_finds_and_classifies_every_flake_of_the_example_suite(demo_hun
     check_demo_database(demo_hunt.db)
 
 
-def _fresh_venv(root: Path) -> Path:
-    """A new venv with hermetic-hunt installed from a copy of this checkout.
-
-    ``pip install -e .`` as the README says, but offline: dependencies come
-    from this environment (a .pth file points at a directory of links to its
-    site-packages, hermetic-hunt itself excluded), the build backend from the
-    machine's local package index.
-    """
-    project = Path(__file__).resolve().parent.parent
-    copy = root / "project"
-    copy.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        (copy / name).write_bytes((project / name).read_bytes())
-    import shutil
-
-    shutil.copytree(
-        project / "src", copy / "src",
-        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache"),
-    )  # fmt: skip
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    deps = root / "deps"
-    deps.mkdir()
-    for entry in Path(site.getsitepackages()[0]).iterdir():
-        if "hermetic_hunt" not in entry.name:
-            (deps / entry.name).symlink_to(entry)
-    (site_packages,) = (venv / "lib").glob("python3*/site-packages")
-    (site_packages / "zz-test-dependencies.pth").write_text(f"{deps}\n")
-    # --isolated: no pip configuration or PIP_* variable may add a remote index;
-    # the build backend (setuptools) comes from the local index, nothing else is fetched.
-    subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "--isolated", "--disable-pip-version-check",
-         "install", "--quiet", "--no-deps", "--index-url", LOCAL_INDEX.as_uri(), "-e", str(copy)],
-        check=True, timeout=600,
-    )  # fmt: skip
-    return venv
-
-
-LOCAL_INDEX = Path("/opt/pypi/simple")
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not (LOCAL_INDEX / "setuptools").is_dir(),
-    reason="needs a local package index with setuptools to build offline",
-)
-def test_pip_install_and_hermetic_hunt_demo_work_in_a_fresh_venv(tmp_path):
-    venv = _fresh_venv(tmp_path)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    result = subprocess.run(
-        [str(venv / "bin" / "hermetic-hunt"), "demo", "-n", "2", "--dir", str(tmp_path / "demo")],
-        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert f"hermetic-hunt demo: hunting the example suite in {tmp_path / 'demo'}" in result.stdout
+def test_pip_install_and_hermetic_hunt_demo_work_in_a_fresh_venv(demo_hunt):
+    # The README's first command: the session's demo hunt ran from a fresh venv
+    # (helpers.run_demo_hunt), started in another folder.
+    if not (LOCAL_INDEX / "setuptools").is_dir():
+        pytest.skip("needs a local package index with setuptools to build offline")
+    assert demo_hunt.returncode == 0, demo_hunt.stdout[-3000:] + demo_hunt.stderr[-3000:]
+    assert f"hermetic-hunt demo: hunting the example suite in {demo_hunt.root}" in demo_hunt.stdout
     # The command and the example suite came from the fresh install.
-    where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import hermetic_hunt; print(hermetic_hunt.__file__)"],
-        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert where.stdout.startswith(str(tmp_path / "project" / "src"))
-    check_demo_database(tmp_path / "demo" / "flakes.db")
+    install = demo_hunt.root.parent / f"{demo_hunt.root.name}-install"
+    assert Path(demo_hunt.installed).is_relative_to(install / "project" / "src")
+    check_demo_database(demo_hunt.db)

@@ -318,7 +318,14 @@ def test_fails_every_other_time():
 def test_with_rerunfailures_every_rerun_is_an_attempt_and_failures_are_kept(pytester):
     pytest.importorskip("pytest_rerunfailures")
     counted(pytester, "test_rerun", RERUN)
-    hunt(pytester, "--hermetic-hunt=3", "--reruns=1", "--hermetic-hunt-isolate=off")
+    hunt(
+        pytester,
+        "--hermetic-hunt=3",
+        "-p",
+        "rerunfailures",
+        "--reruns=1",
+        "--hermetic-hunt-isolate=off",
+    )
     db = pytester.path / "flakes.db"
     attempts = rows(db, "SELECT round, execution, outcome, seed FROM attempts ORDER BY id")
     # every round: the first execution fails, its rerun passes; both are stored
@@ -336,7 +343,16 @@ def test_with_rerunfailures_every_rerun_is_an_attempt_and_failures_are_kept(pyte
 def test_with_rerunfailures_under_xdist_reruns_are_attempts_too(pytester):
     pytest.importorskip("pytest_rerunfailures")
     counted(pytester, "test_rerun", RERUN)
-    hunt(pytester, "--hermetic-hunt=4", "--reruns=1", "-n", "2", "--hermetic-hunt-isolate=off")
+    hunt(
+        pytester,
+        "--hermetic-hunt=4",
+        "-p",
+        "rerunfailures",
+        "--reruns=1",
+        "-n",
+        "2",
+        "--hermetic-hunt-isolate=off",
+    )
     db = pytester.path / "flakes.db"
     assert one(db, "SELECT count(*) FROM attempts WHERE execution = 1 AND repeat < 2") == 4
     assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'failed'") >= 2

@@ -228,7 +228,7 @@ def test_async_tests_run_on_the_virtual_loop_clock_in_a_hunt(
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_async=source)
     result = pytester.runpytest_subprocess(
-        "-p", "no:randomly", "--hermetic-hunt=6", "--hermetic-seed=3",
+        "-p", plugin, "--hermetic-hunt=6", "--hermetic-seed=3",
         "--hermetic-hunt-time=jitter=50,slow=50", "--hermetic-hunt-isolate=off",
         timeout=300,
     )  # fmt: skip

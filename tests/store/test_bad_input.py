@@ -172,7 +172,10 @@ def test_a_directory_as_database_is_refused(suite):
             ["--hermetic-record=journals"],
             "--hermetic-hunt cannot be combined with --hermetic-record: use --hermetic-hunt-mode=record instead",
         ),
-        (["--count=3"], "--hermetic-hunt cannot be combined with --count (pytest-repeat)*"),
+        (
+            ["-p", "repeat", "--count=3"],
+            "--hermetic-hunt cannot be combined with --count (pytest-repeat)*",
+        ),
         (
             ["-n", "2", "--dist=each"],
             "--hermetic-hunt cannot be combined with --dist=each*",

@@ -275,10 +275,10 @@ class _Work:
                 continue  # the reproducer is not exactly a polluter set
             _, shown_by = self.rows[f.nodeid]
             key = tuple(s.nodeid for s in steps)
-            hs = repro.hash_seed
-            if hs is None:
-                hs = probe_hash_seed(self.settings.base_seed, 0)
-            sets.setdefault(key, Polluters(steps, hs, shown_by, repro.run_id))
+            hash_seed = repro.hash_seed
+            if hash_seed is None:
+                hash_seed = probe_hash_seed(self.settings.base_seed, 0)
+            sets.setdefault(key, Polluters(steps, hash_seed, shown_by, repro.run_id))
         if not sets:
             return
         known = set(self.flaky) | set(self.rows)

@@ -183,7 +183,7 @@ def test_victim_{i}():
     busy()
     assert not state.POLLUTED, "polluted"
 """
-    for i in range(5)
+    for i in range(3)
 )
 
 

@@ -1,8 +1,10 @@
 """Done means: every flake a hunt of the example suite finds replays from a copy of its database.
 
-The demo's seeded ``-n 2`` hunt and a record-mode ``-n 2`` hunt. Each replay is
-the command ``hermetic-hunt replay`` prints for a copy of the database in
-another directory, run through bash in a fresh process.
+The demo's seeded ``-n 2`` hunt (every flake replayed) and a record-mode ``-n 2``
+hunt of one example file per kind (every flake's command checked, one flake of
+each kind replayed). Each replay is the command ``hermetic-hunt replay`` prints
+for a copy of the database in another directory, run through bash in a fresh
+process.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from test_replay import copy_db, output, query, replays, run_pytest
 from test_replay_nodeids import shell
 
 from hermetic_hunt.cli import main
+
+
+#: victim, brittle, random, time (the date and the sleep), hash-order, network,
+#: concurrency, self-polluting: the example files of each kind.
+ONE_FILE_PER_KIND = {
+    "test_settings", "test_pricing", "test_orders", "test_billing", "test_session_cache",
+    "test_tags", "test_checkout", "test_health", "test_registry", "test_plugins",
+}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -32,6 +42,11 @@ def test_every_flake_of_the_example_suite_replays_from_a_copied_database(
 ):
     where = example_suite.parent
     monkeypatch.chdir(where)
+    # One example file per kind (record mode's journals are what this adds to the
+    # demo's seeded replays): a quarter of the suite, so a quarter of the hunt.
+    for path in (example_suite / "tests").glob("test_*.py"):
+        if path.stem not in ONE_FILE_PER_KIND:
+            path.unlink()
     hunted = run_pytest(
         where, "--hermetic-hunt=12", "--hermetic-seed=7", f"--hermetic-hunt-mode={mode}",
         "-n", workers, "shop",

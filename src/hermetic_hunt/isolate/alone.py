@@ -17,8 +17,10 @@ varied, since a new seed also draws new clock noise.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from hermetic_hunt import stats
 from hermetic_hunt.findings import Probe, ProbeResult
@@ -33,6 +35,8 @@ from hermetic_hunt.seeds import (
     probe_hash_seed,
 )
 from hermetic_hunt.untrusted import is_whole
+
+_T = TypeVar("_T", int, float)
 
 #: Runs a reproducer of an order-dependent kind must fail in, in a row (a
 #: test that fails at random now and then must not pass for a victim).
@@ -328,57 +332,58 @@ def alternative_seeds(case: Case, count: int) -> list[int]:
     """Seeds of passing attempts first (they passed), then derived ones."""
     target = case.target
     assert target is not None
-    seen = {target.seed}
-    out: list[int] = []
-    for a in case.passing:
-        if a.seed is not None and a.seed not in seen:
-            seen.add(a.seed)
-            out.append(a.seed)
-    index = 0
-    while len(out) < count:
-        seed = digest_int("probe-seed", case.settings.base_seed, target.nodeid, index)
-        index += 1
-        if seed & MAX_SEED not in seen:
-            out.append(seed & MAX_SEED)
-    return out[:count]
+
+    def derived(_: int) -> Iterator[int]:
+        for index in itertools.count():
+            yield digest_int("probe-seed", case.settings.base_seed, target.nodeid, index) & MAX_SEED
+
+    return _passing_first(count, target.seed, (a.seed for a in case.passing), derived)
 
 
 def alternative_nows(case: Case, count: int) -> list[float]:
-    """Start times of passing attempts first, then drawn ones."""
+    """Start times of passing attempts first, then those of the alternative seeds."""
     target = case.target
     assert target is not None
-    seen = {target.now}
-    out: list[float] = []
-    for a in case.passing:
-        if a.now is not None and a.now not in seen:
-            seen.add(a.now)
-            out.append(a.now)
-    for seed in alternative_seeds(case, count + len(out)):
-        if len(out) >= count:
-            break
-        now = attempt_now(seed, case.settings.dates)
-        if now not in seen:
-            seen.add(now)
-            out.append(now)
-    return out[:count]
+
+    def drawn(found: int) -> Iterator[float]:
+        for seed in alternative_seeds(case, count + found):
+            yield attempt_now(seed, case.settings.dates)
+
+    return _passing_first(count, target.now, (a.now for a in case.passing), drawn)
 
 
 def alternative_hash_seeds(case: Case, count: int) -> list[int]:
     """Hash seeds of passing attempts' processes first, then derived ones."""
     target = case.target
     assert target is not None
-    own = case.hash_seed_of(target)
+
+    def derived(_: int) -> Iterator[int]:
+        for index in itertools.count(1):
+            yield probe_hash_seed(case.settings.base_seed, index)
+
+    passing = (a.hash_seed for a in case.passing)
+    return _passing_first(count, case.hash_seed_of(target), passing, derived)
+
+
+def _passing_first(
+    count: int,
+    own: _T | None,
+    passing: Iterable[_T | None],
+    more: Callable[[int], Iterable[_T]],
+) -> list[_T]:
+    """``count`` values to vary one input with: the passing attempts' (they passed),
+    in order, then ``more(found so far)``; never the target's ``own``, none twice."""
     seen = {own}
-    out: list[int] = []
-    for a in case.passing:
-        if a.hash_seed is not None and a.hash_seed not in seen:
-            seen.add(a.hash_seed)
-            out.append(a.hash_seed)
-    index = 1
-    while len(out) < count:
-        value = probe_hash_seed(case.settings.base_seed, index)
-        index += 1
-        if value not in seen:
-            seen.add(value)
-            out.append(value)
-    return out[:count]
+    out: list[_T] = []
+
+    def take(values: Iterable[_T | None]) -> None:
+        for value in values:
+            if len(out) >= count:
+                return
+            if value is not None and value not in seen:
+                seen.add(value)
+                out.append(value)
+
+    take(passing)
+    take(more(len(out)))
+    return out

@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -519,6 +520,37 @@ def shared_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Any) 
         if not result.exists():
             result.write_text(json.dumps(make(where)))
     return where, json.loads(result.read_text())
+
+
+# -- crafted replay databases (tests/replay, tests/engine) --------------------------
+
+
+def record(nodeid: str, outcome: str = "failed", **changes: Any) -> Attempt:
+    """An attempt of round 0 on worker ``main``, failing by default (``changes``: other fields)."""
+    values: dict[str, Any] = dict(
+        run_id=0, round_no=0, worker="main", position=0, nodeid=nodeid, execution=1,
+        outcome=outcome, phase="call" if outcome == "failed" else None, duration=0.01, seed=7,
+        now=1.0e9, mode="seeded", hash_seed=None,
+        failure=Failure("AssertionError", "boom", "test_suite.py:2", "E boom")
+        if outcome == "failed" else None,
+    )  # fmt: skip
+    values.update(changes)
+    return Attempt(**values)
+
+
+def build_db(path: Path, records: list[Attempt]) -> list[int]:
+    """A hermetic-hunt database with one run holding ``records`` (their attempt ids):
+    what a replay reads, without a hunt."""
+    info = RunInfo(
+        uuid=uuid.uuid4().hex, argv=[], invocation_dir=str(path.parent),
+        rootdir=str(path.parent), settings=Settings(rounds=1, budget_seconds=None, base_seed=1),
+        workers=1, worker_spec=["main"], environment={},
+    )  # fmt: skip
+    with Store.open(path) as store:
+        run_id = store.start_run(info)
+        records = [replace(r, run_id=run_id) for r in records]
+        ids = store.test_ids(r.nodeid for r in records)
+        return store.add_attempts(records, ids)
 
 
 # -- crafted databases (tests/store/test_untrusted*.py) ---------------------------

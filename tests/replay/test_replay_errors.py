@@ -4,45 +4,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
 from contextlib import closing
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlite_utils
-
-from hermetic_hunt.models import Attempt, Failure, RunInfo, Settings
-from hermetic_hunt.store import Store
+from helpers import build_db, record
 
 SUITE = "def test_one():\n    assert False, 'boom'\n\ndef test_two():\n    pass\n"
-
-
-def record(nodeid: str, outcome: str = "failed", **changes: Any) -> Attempt:
-    values: dict[str, Any] = dict(
-        run_id=0, round_no=0, worker="main", position=0, nodeid=nodeid, execution=1,
-        outcome=outcome, phase="call" if outcome == "failed" else None, duration=0.01, seed=7,
-        now=1.0e9, mode="seeded", hash_seed=None,
-        failure=Failure("AssertionError", "boom", "test_suite.py:2", "E boom")
-        if outcome == "failed" else None,
-    )  # fmt: skip
-    values.update(changes)
-    return Attempt(**values)
-
-
-def build_db(path: Path, records: list[Attempt]) -> list[int]:
-    """A hermetic-hunt database with one run holding ``records`` (their attempt ids)."""
-    info = RunInfo(
-        uuid=uuid.uuid4().hex, argv=[], invocation_dir=str(path.parent),
-        rootdir=str(path.parent), settings=Settings(rounds=1, budget_seconds=None, base_seed=1),
-        workers=1, worker_spec=["main"], environment={},
-    )  # fmt: skip
-    with Store.open(path) as store:
-        run_id = store.start_run(info)
-        records = [replace(r, run_id=run_id) for r in records]
-        ids = store.test_ids(r.nodeid for r in records)
-        return store.add_attempts(records, ids)
 
 
 def insert_flake(path: Path, flake_id: str, nodeid: str, reproducer: Any, **columns: Any) -> None:

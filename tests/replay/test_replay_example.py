@@ -19,7 +19,6 @@ from test_replay_nodeids import shell
 
 from hermetic_hunt.cli import main
 
-
 #: victim, brittle, random, time (the date and the sleep), hash-order, network,
 #: concurrency, self-polluting: the example files of each kind.
 ONE_FILE_PER_KIND = {

@@ -6,7 +6,8 @@ import sqlite3
 from contextlib import closing
 
 import pytest
-from test_replay_errors import build_db, insert_flake, record, usage_error
+from helpers import build_db, record
+from test_replay_errors import insert_flake, usage_error
 
 from hermetic_hunt.models import MAX_HASH_SEED, Reproducer
 

@@ -137,6 +137,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         names = set(getattr(item, "fixturenames", ()))
         if names & _PROCESS_FIXTURES or item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.process)
+    # The tests of the session's demo hunt first (in pytest-randomly's order: it
+    # shuffles before this hook): the ~90 s hunt starts at once, and xdist's first
+    # batch of consecutive tests gives them all to one worker, so the other never
+    # waits on the hunt's lock and the hunt never starts last. (Only these: sending
+    # all slow tests first fills both workers' first batches with minutes of work
+    # that xdist cannot hand over when one worker runs dry.)
+    items.sort(key=lambda item: "demo_hunt" not in getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture(autouse=True)

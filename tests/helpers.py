@@ -430,6 +430,11 @@ class DemoHunt:
 LOCAL_INDEX = Path("/opt/pypi/simple")
 
 
+def demo_install(where: Path) -> Path:
+    """The folder beside the demo's ``where`` that holds its fresh venv and project copy."""
+    return where.parent / f"{where.name}-install"
+
+
 def run_demo_hunt(where: Path) -> dict[str, Any]:
     """``hermetic-hunt demo -n 2 --dir WHERE`` in a fresh process, started in another folder.
 
@@ -438,7 +443,7 @@ def run_demo_hunt(where: Path) -> dict[str, Any]:
     (:func:`fresh_venv`); else with this environment's interpreter. ``installed``
     in the result is the folder the command's ``hermetic_hunt`` came from.
     """
-    home = where.parent / f"{where.name}-install"
+    home = demo_install(where)
     elsewhere = home / "elsewhere"
     elsewhere.mkdir(parents=True)
     env = clean_env()

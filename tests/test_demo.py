@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import LOCAL_INDEX
+from helpers import LOCAL_INDEX, demo_install
 
 from hermetic_hunt.cli import main
 from hermetic_hunt.demo import hunt_argv, prepare
@@ -153,6 +153,6 @@ def test_pip_install_and_hermetic_hunt_demo_work_in_a_fresh_venv(demo_hunt):
     assert demo_hunt.returncode == 0, demo_hunt.stdout[-3000:] + demo_hunt.stderr[-3000:]
     assert f"hermetic-hunt demo: hunting the example suite in {demo_hunt.root}" in demo_hunt.stdout
     # The command and the example suite came from the fresh install.
-    install = demo_hunt.root.parent / f"{demo_hunt.root.name}-install"
-    assert Path(demo_hunt.installed).is_relative_to(install / "project" / "src")
+    project = demo_install(demo_hunt.root) / "project" / "src"
+    assert Path(demo_hunt.installed).is_relative_to(project)
     check_demo_database(demo_hunt.db)

@@ -192,12 +192,8 @@ def test_links_to_a_heading_find_it(page):
 # -- the walkthrough itself ---------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    return clean_env()
-
-
 def _run(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), cwd=cwd, env=_env(), capture_output=True, text=True,
+    return subprocess.run(list(argv), cwd=cwd, env=clean_env(), capture_output=True, text=True,
                           timeout=900, check=False)  # fmt: skip
 
 

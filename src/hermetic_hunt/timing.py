@@ -130,12 +130,13 @@ def step_conditions(raw: dict[str, Any]) -> dict[str, Any]:
         out["profile"] = profile
     interval = raw.get("switch_interval")
     if interval is not None:
-        if not is_number(interval) or not 0 < interval <= MAX_SWITCH_INTERVAL:
+        seconds = switch_interval(interval)
+        if seconds is None:
             raise ValueError(
                 f"switch_interval must be a number of seconds in (0, {MAX_SWITCH_INTERVAL:g}], "
                 f"got {interval!r}"
             )
-        out["switch_interval"] = float(interval)
+        out["switch_interval"] = seconds
     stress = raw.get("stress", 0)
     if not is_whole(stress) or not 0 <= stress <= 1024:
         raise ValueError(f"stress must be a number of busy processes (0-1024), got {stress!r}")

@@ -47,13 +47,9 @@ ADVICE = {
 }
 
 
-def env() -> dict[str, str]:
-    return clean_env()
-
-
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     code = "import sys; from hermetic_hunt.cli import main; sys.exit(main())"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env(),
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=clean_env(),
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
 
 
@@ -104,11 +100,11 @@ def test_every_kind_gets_a_fix_the_patches_pass_their_reproducers_and_apply(hunt
     polluter = T + "test_labels.py::test_checkout_in_euros"
     order = ["-p", "no:randomly", "-p", "no:cacheprovider", polluter, victim]
     plain = subprocess.run([sys.executable, "-m", "pytest", *order], cwd=hunted,
-                           env=env(), capture_output=True, text=True, check=False)  # fmt: skip
+                           env=clean_env(), capture_output=True, text=True, check=False)  # fmt: skip
     assert plain.returncode == 1  # the flake, in plain pytest: polluter first, victim fails
     done = cli(hunted, "fix", ids[victim], "--apply")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "applied to tests/test_labels.py" in done.stdout
     plain = subprocess.run([sys.executable, "-m", "pytest", *order], cwd=hunted,
-                           env=env(), capture_output=True, text=True, check=False)  # fmt: skip
+                           env=clean_env(), capture_output=True, text=True, check=False)  # fmt: skip
     assert plain.returncode == 0, plain.stdout

@@ -39,11 +39,34 @@ def _lazy_sometimes(state: dict, step: Step, hs: int, world: World) -> Attempt:
     return ok(step.nodeid)
 
 
+def _lazy_busy(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    # a busy machine: the race shows at the interpreter's interval too, one run in two
+    world.counter += 1
+    if step.switch_interval is not None or world.counter % 2:
+        return boom(step.nodeid)
+    return ok(step.nodeid)
+
+
+def _ttl_busy(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    # fails under the noisy clock; with the exact one, one run in two (a thread it starts)
+    world.counter += 1
+    if step.profile in ("jitter", "slow") or world.counter % 2:
+        return boom(step.nodeid)
+    return ok(step.nodeid)
+
+
 def _loaded(state: dict, step: Step, hs: int, world: World) -> Attempt:
     return boom(step.nodeid) if step.stress else ok(step.nodeid)
 
 
-BEHAVIOURS.update(ttl=_ttl, lazy=_lazy, lazy_sometimes=_lazy_sometimes, loaded=_loaded)
+BEHAVIOURS.update(
+    ttl=_ttl,
+    lazy=_lazy,
+    lazy_sometimes=_lazy_sometimes,
+    lazy_busy=_lazy_busy,
+    ttl_busy=_ttl_busy,
+    loaded=_loaded,
+)
 
 
 def with_conditions(history: History, nodeid: str, **changes: object) -> History:
@@ -109,6 +132,37 @@ def test_a_race_that_shows_sometimes_under_its_switch_interval_is_concurrency() 
     assert "(sys.setswitchinterval(1e-05))" in claim["why"]
     reruns = [p for p, _ in verdict.probes if p.purpose.startswith("rerun")]
     assert reruns and {s.switch_interval for p in reruns for s in p.steps} == {1e-5}
+
+
+def test_a_race_that_also_shows_at_the_interpreters_interval_is_concurrency_not_the_seed() -> None:
+    # Without its tiny interval it passes and fails, everything else the same:
+    # varying the seed next (with no interval) would pass and blame the seed.
+    world = World()
+    history = with_conditions(
+        simulated_hunt(world, {"gw0": (5, runs("lazy_busy", 6))}), "lazy_busy",
+        switch_interval=2e-6,
+    )  # fmt: skip
+    verdict = classify(world, history, "lazy_busy")
+    assert verdict.kinds == ["concurrency"]
+    (claim,) = verdict.evidence["verdicts"]
+    assert "with sys.setswitchinterval(2e-06); with the interpreter's" in claim["why"]
+    assert "identical inputs, different outcomes" in claim["why"]
+    assert not any(p.purpose.startswith("vary") for p, _ in verdict.probes)
+    assert verdict.reproducer is not None and verdict.reproducer.steps[0].switch_interval == 2e-6
+    check_evidence(verdict)
+
+
+def test_a_noisy_clock_failure_that_the_exact_clock_only_sometimes_fixes_is_concurrency() -> None:
+    world = World()
+    history = with_conditions(
+        simulated_hunt(world, {"gw0": (5, runs("ttl_busy", 6))}), "ttl_busy", profile="slow"
+    )
+    verdict = classify(world, history, "ttl_busy")
+    assert verdict.kinds == ["concurrency"]
+    (claim,) = verdict.evidence["verdicts"]
+    assert "under the slow clock profile; with the exact clock" in claim["why"]
+    assert "passes in 1 of 2, not in the other 1" in claim["why"]
+    check_evidence(verdict)
 
 
 def test_a_calm_failure_that_passes_alone_is_retried_under_its_other_failures_conditions() -> None:

@@ -200,11 +200,10 @@ def conditions(case: Case, step: Step, hash_seed: int) -> bool:
                 [*case.alone_numbers, *numbers(case, 2)],
             )
             return True
-        if any(shows_pass(r) for r in calm):
-            case.finding.notes.append(
-                f"the exact clock passed once, then failed: the {step.profile} profile is "
-                "not decisive"
-            )
+        if any(shows_pass(r) for r in calm) and _races(
+            case, f"under the {step.profile} clock profile", "the exact clock", calm
+        ):
+            return True
     if step.switch_interval is not None:
         default = replace(step, switch_interval=None)
         tries = [
@@ -219,9 +218,36 @@ def conditions(case: Case, step: Step, hash_seed: int) -> bool:
                 [*case.alone_numbers, *numbers(case, CONFIRM)],
             )
             return True
+        if any(shows_pass(r) for r in tries) and _races(
+            case,
+            f"with sys.setswitchinterval({step.switch_interval:g})",
+            "the interpreter's",
+            tries,
+        ):
+            return True
     if step.stress and step.mode == "record":
         return _stress(case, step, hash_seed)
     return False
+
+
+def _races(case: Case, condition: str, calm: str, results: list[ProbeResult]) -> bool:
+    """Without its condition the test both passed and failed, everything else the
+    same: identical inputs, different outcomes -- ``concurrency`` (a busy machine
+    lets threads race at the interpreter's own switch interval too). Varying the
+    seed or the start time next would change two things at once. False (and a
+    note) when the sandbox was off: then the inputs were not identical."""
+    runs = len(case.alone_numbers)
+    passed = sum(shows_pass(r) for r in results)
+    if uncontrolled(case, f"with {calm} it passed {passed} of {len(results)} runs"):
+        return False
+    case.claim(
+        "concurrency",
+        f"fails alone in {runs} of {runs} runs {condition}; with {calm}, "
+        f"everything else the same, passes in {passed} of {len(results)}, not in the other "
+        f"{len(results) - passed}: identical inputs, different outcomes",
+        [*case.alone_numbers, *numbers(case, len(results))],
+    )
+    return True
 
 
 def _stretch_text(case: Case, probes: Sequence[int]) -> str:

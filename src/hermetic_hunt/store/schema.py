@@ -11,6 +11,7 @@ Never edit a released migration: add a new one.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from sqlite_utils import Migrations
@@ -21,6 +22,24 @@ migrations = Migrations(MIGRATION_SET)
 NAMES: list[str] = []
 
 
+def _script(db: Any, sql: str) -> None:
+    """Run ``sql``'s statements in the migration's transaction, one at a time.
+
+    (sqlite-utils' ``executescript`` inside a transaction finds the statements'
+    ends by testing every prefix of the script, character by character: a
+    tenth of a second per database, for every hunt and every reader that opens
+    one. These scripts are ours; a statement ends on a line that completes it.)
+    """
+    statement = ""
+    for line in sql.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    if statement.strip():
+        db.execute(statement)
+
+
 def _migration(name: str) -> Any:
     NAMES.append(name)
     return migrations(name=name)
@@ -28,7 +47,8 @@ def _migration(name: str) -> Any:
 
 @_migration("0001_initial")  # type: ignore[untyped-decorator]
 def _initial(db: Any) -> None:
-    db.executescript(
+    _script(
+        db,
         """
         CREATE TABLE runs (
             id INTEGER PRIMARY KEY,
@@ -197,14 +217,15 @@ def _initial(db: Any) -> None:
                fl.cleaners, fl.state_setters, fl.reproducer, fl.probes, fl.probe_seconds,
                fl.first_run_id, fl.last_run_id, fl.note
         FROM flakes fl JOIN tests t ON t.id = fl.test_id;
-        """
+        """,
     )
 
 
 @_migration("0002_fresh_rounds")  # type: ignore[untyped-decorator]
 def _fresh_rounds(db: Any) -> None:
     """Rounds in fresh processes: settings, leaks, twice rounds, timing conditions."""
-    db.executescript(
+    _script(
+        db,
         """
         ALTER TABLE runs ADD COLUMN settings TEXT;     -- JSON: the resolved hunt settings
         ALTER TABLE attempts ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;
@@ -279,14 +300,15 @@ def _fresh_rounds(db: Any) -> None:
                l.detail, l.persisted
         FROM leaks l LEFT JOIN attempts a ON a.id = l.attempt_id
         LEFT JOIN tests t ON t.id = a.test_id;
-        """
+        """,
     )
 
 
 @_migration("0003_history_fixes")  # type: ignore[untyped-decorator]
 def _history_fixes(db: Any) -> None:
     """Flake history across commits (each run's git commit and branch) and verified fixes."""
-    db.executescript(
+    _script(
+        db,
         """
         ALTER TABLE runs ADD COLUMN git_sha TEXT;      -- commit the hunt ran on (NULL: no git)
         ALTER TABLE runs ADD COLUMN git_branch TEXT;   -- its branch (NULL: detached, unknown)
@@ -320,29 +342,31 @@ def _history_fixes(db: Any) -> None:
         JOIN attempts a ON a.test_id = t.id AND a.repeat = 0
         JOIN runs r ON r.id = a.run_id
         GROUP BY fl.id, a.run_id;
-        """
+        """,
     )
 
 
 @_migration("0004_incomplete_rounds")  # type: ignore[untyped-decorator]
 def _incomplete_rounds(db: Any) -> None:
     """Rounds whose attempts did not add up to the plan (status ``incomplete``)."""
-    db.executescript(
+    _script(
+        db,
         """
         -- '' or one line per round: what was planned, what came, lines rejected
         ALTER TABLE runs ADD COLUMN incomplete TEXT NOT NULL DEFAULT '';
-        """
+        """,
     )
 
 
 @_migration("0005_collisions")  # type: ignore[untyped-decorator]
 def _collisions(db: Any) -> None:
     """The paths each attempt wrote: what names the resource two workers collide over."""
-    db.executescript(
+    _script(
+        db,
         """
         ALTER TABLE attempts ADD COLUMN writes TEXT;  -- JSON list of paths written (NULL: none)
         CREATE INDEX attempts_round ON attempts(run_id, round);
-        """
+        """,
     )
 
 
@@ -350,7 +374,8 @@ def _collisions(db: Any) -> None:
 def _plain_first_runs(db: Any) -> None:
     """A twice round's first run is a plain attempt: the views count every
     attempt but a twice round's second run (``repeat`` 2)."""
-    db.executescript(
+    _script(
+        db,
         """
         DROP VIEW flaky_tests;
         DROP VIEW test_stats;
@@ -396,7 +421,7 @@ def _plain_first_runs(db: Any) -> None:
         JOIN attempts a ON a.test_id = t.id AND a.repeat != 2
         JOIN runs r ON r.id = a.run_id
         GROUP BY fl.id, a.run_id;
-        """
+        """,
     )
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +119,21 @@ def test_a_process_the_child_forks_has_no_channel() -> None:
     os.close(read_fd)
     os.waitpid(pid, 0)
     assert data == wire.seal("tok", pid, wire.encode({"grandchild": 0}))
+
+
+def test_the_parent_maps_module_files_so_a_childs_first_failure_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A module imported after the last map: pytest's failure report in a child
+    # would stat every component of its path (and of every other module's).
+    (tmp_path / "freshly_imported.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "freshly_imported", raising=False)
+    module = __import__("freshly_imported")
+    try:
+        absfile = inspect.getabsfile(module)
+        assert absfile not in inspect.modulesbyfile
+        fork.warm_module_map()
+        assert inspect.modulesbyfile[absfile] == "freshly_imported"
+    finally:
+        sys.modules.pop("freshly_imported", None)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import inspect
 import os
 import random
 import resource
@@ -277,12 +278,31 @@ class _Channel:
         _write(self.fd, wire.seal(self.token, self.pid, line))
 
 
+#: A code object of no module's file: looking its module up fills inspect's map.
+_NO_MODULE = compile("", "<hermetic-hunt: no module>", "exec")
+
+
+def warm_module_map() -> None:
+    """Fill inspect's map of module files here, before the fork.
+
+    pytest's report of a failure looks up the module of each traceback entry's
+    code (``inspect.getmodule``): the first lookup in a process maps every
+    imported module's file, one ``os.lstat`` per path component (the sandbox's
+    file-time ``lstat`` in an attempt). A plain run pays that once; every child
+    would pay it again on its first failure -- most of a failing probe's time.
+    Mapped in the parent, a child maps only what it imported since; later
+    calls here only look at modules imported since the last.
+    """
+    inspect.getmodule(_NO_MODULE)
+
+
 def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) -> Child:
     """Fork a child that runs ``job``; the parent gets a :class:`Child` to read."""
     # Clock references the project bound at import follow the virtual clock
     # (hermetic_hunt.sandbox.bound): scanned here, once per process, not in
     # every child.
     follow_bound_clocks(str(engine.config.rootpath))
+    warm_module_map()
     temp = tempfile.mkdtemp(prefix="hermetic-hunt-job-")
     stream = rng.stream_state() if engine.import_seeds.where is not None else None
     read_fd, write_fd = os.pipe()

@@ -280,6 +280,8 @@ class _Channel:
 
 #: A code object of no module's file: looking its module up fills inspect's map.
 _NO_MODULE = compile("", "<hermetic-hunt: no module>", "exec")
+#: How many modules were imported when the map was last filled.
+_MAPPED = [0]
 
 
 def warm_module_map() -> None:
@@ -290,10 +292,13 @@ def warm_module_map() -> None:
     imported module's file, one ``os.lstat`` per path component (the sandbox's
     file-time ``lstat`` in an attempt). A plain run pays that once; every child
     would pay it again on its first failure -- most of a failing probe's time.
-    Mapped in the parent, a child maps only what it imported since; later
-    calls here only look at modules imported since the last.
+    Mapped in the parent, a child maps only what it imported since. Mapped
+    again only when modules were imported since the last call (a look at each
+    of them costs about a microsecond, and a parent forks hundreds of times).
     """
-    inspect.getmodule(_NO_MODULE)
+    if len(sys.modules) != _MAPPED[0]:
+        inspect.getmodule(_NO_MODULE)
+        _MAPPED[0] = len(sys.modules)
 
 
 def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) -> Child:

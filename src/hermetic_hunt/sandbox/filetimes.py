@@ -80,15 +80,24 @@ def to_real(virtual: float) -> float:
     return _through(virtual, _VIRTUALS, 1)
 
 
+#: How each hidden field is carried over: 0 as it is, 1 a time in seconds, 2 in ns.
+_PLAN = tuple(
+    (name, 1 if name in _TIME_FIELDS else 2 if name[:-3] in _TIME_FIELDS else 0)
+    for name in _HIDDEN
+)
+
+
 def _shifted(result: os.stat_result) -> os.stat_result:
+    if not MAP:
+        return result
     hidden: dict[str, Any] = {}
-    for name in _HIDDEN:
+    for name, how in _PLAN:
         value = getattr(result, name, None)
         if value is None:
             continue
-        if name in _TIME_FIELDS:
+        if how == 1:
             value = to_virtual(value)
-        elif name.endswith("_ns") and name[:-3] in _TIME_FIELDS:
+        elif how == 2:
             value = int(to_virtual(value / 1e9) * 1e9)
         hidden[name] = value
     sequence = list(result[:10])

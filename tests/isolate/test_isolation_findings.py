@@ -160,8 +160,9 @@ def test_a_flake_with_fifty_cleaners_shows_a_few_and_the_count_and_show_lists_al
     assert "<details><summary>50 cleaners</summary>" in page
 
 
-#: Five victims of one polluter, each failing only after it; every run of a
-#: test costs real CPU time, so their isolation cannot fit in one second.
+#: Two victims of one polluter, each failing only after it; every run of a
+#: test costs 50 ms of CPU time, so their isolation (about 20 probes each)
+#: cannot fit in one second.
 BUSY = """
 import time
 
@@ -169,7 +170,7 @@ import state
 
 
 def busy():
-    end = time.process_time() + 0.1
+    end = time.process_time() + 0.05
     while time.process_time() < end:
         pass
 
@@ -183,7 +184,7 @@ def test_victim_{i}():
     busy()
     assert not state.POLLUTED, "polluted"
 """
-    for i in range(3)
+    for i in range(2)
 )
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import hunt, rows
+from helpers import clean_env, rows
 
 from hermetic_hunt import stats
 from hermetic_hunt.cli import main
@@ -53,36 +55,51 @@ def cli(where: Path, *args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-@pytest.fixture
-def three_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    root = pytester.path
-    monkeypatch.chdir(root)
-    pytester.makeini("[pytest]\n")
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The three hunts and the merged all.db, once for this module's tests (they only read)."""
+    root = tmp_path_factory.mktemp("history")
+    (root / "pytest.ini").write_text("[pytest]\n")
     (root / ".gitignore").write_text("*.db*\n__pycache__/\n")
     (root / "test_state.py").write_text(POLLUTED)
+
+    def hunt(*args: str, seed: int = 2) -> None:
+        argv = ["-p", "no:randomly", f"--hermetic-seed={seed}", *args]
+        subprocess.run([sys.executable, "-m", "pytest", *argv], cwd=root, env=clean_env(),
+                       capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "A")
     sha_a = git(root, "rev-parse", "HEAD")
     for seed in (1, 2):
-        hunt(pytester, "--hermetic-hunt=8", "--hermetic-hunt-db=a.db", seed=seed)
+        hunt("--hermetic-hunt=8", "--hermetic-hunt-db=a.db", seed=seed)
     (root / "test_state.py").write_text(FIXED)
     git(root, "commit", "-qam", "B: the polluter cleans up")
     sha_b = git(root, "rev-parse", "HEAD")
     hunt(
-        pytester,
         "--hermetic-hunt=2",
         "--hermetic-hunt-db=b.db",
         "--hermetic-hunt-shard=2/2",
         "--hermetic-hunt-order=shuffle",
     )
-    code, out = cli(root, "merge", "a.db", "b.db", "-o", "all.db")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(root)
+        code, out = cli(root, "merge", "a.db", "b.db", "-o", "all.db")
     assert code == 0, out
-    return {"a": sha_a, "b": sha_b}
+    return {"a": sha_a, "b": sha_b, "root": root}
 
 
-def test_a_flake_that_stops_failing_on_a_later_commit_is_probably_fixed(three_runs, pytester):
-    db = pytester.path / "all.db"
+@pytest.fixture
+def history_root(three_runs: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The module's hunts' folder, as the working directory of the test."""
+    root: Path = three_runs["root"]
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_a_flake_that_stops_failing_on_a_later_commit_is_probably_fixed(three_runs, history_root):
+    db = history_root / "all.db"
     assert rows(db, "SELECT id, git_sha, git_branch FROM runs ORDER BY id") == [
         (1, three_runs["a"], "main"), (2, three_runs["a"], "main"), (3, three_runs["b"], "main"),
     ]  # fmt: skip
@@ -97,7 +114,7 @@ def test_a_flake_that_stops_failing_on_a_later_commit_is_probably_fixed(three_ru
     more = stats.attempts_for_bound(rate) - 2
     assert more > 0
     last_run = max(r for (r,) in rows(db, "SELECT run_id FROM flake_history WHERE failed > 0"))
-    code, out = cli(pytester.path, "report", "--db", "all.db")
+    code, out = cli(history_root, "report", "--db", "all.db")
     assert code == 1
     lines = out[out.index("history across runs and commits:") :].splitlines()
     assert lines[1] == f"  F1 {VICTIM}"
@@ -109,32 +126,32 @@ def test_a_flake_that_stops_failing_on_a_later_commit_is_probably_fixed(three_ru
         f"attempts to be 95% sure a {stats.percent(rate)} flake is gone"
     )
     assert lines[4].startswith("      fail rate by run: run 1 ")
-    code, out = cli(pytester.path, "report", "--db", "all.db", "--format", "json")
+    code, out = cli(history_root, "report", "--db", "all.db", "--format", "json")
     flake = json.loads(out)["flakes"][0]
     assert flake["history"]["fixed"] == "probably-fixed"
     assert flake["history"]["more_clean_attempts_needed"] == more
     assert [p["run"] for p in flake["history"]["trend"]] == [1, 2, 3]
-    code, out = cli(pytester.path, "report", "--db", "all.db", "--format", "html", "-o", "r.html")
-    page = (pytester.path / "r.html").read_text()
+    code, out = cli(history_root, "report", "--db", "all.db", "--format", "html", "-o", "r.html")
+    page = (history_root / "r.html").read_text()
     assert 'id="history-table"' in page and "probably fixed: 0 failures in 2 attempts" in page
 
 
-def test_report_since_a_revision_or_a_date_selects_runs(three_runs, pytester):
-    code, out = cli(pytester.path, "report", "--db", "all.db", "--since", three_runs["b"][:12])
+def test_report_since_a_revision_or_a_date_selects_runs(three_runs, history_root):
+    code, out = cli(history_root, "report", "--db", "all.db", "--since", three_runs["b"][:12])
     assert code == 0, out
     assert out.splitlines()[0].startswith(
         f"hermetic-hunt report · all.db · 1 run since {three_runs['b'][:12]} · 4 attempts"
     )
     assert "0 flaky" in out
-    code, out = cli(pytester.path, "report", "--db", "all.db", "--since", "2000-01-01")
+    code, out = cli(history_root, "report", "--db", "all.db", "--since", "2000-01-01")
     assert code == 1 and "3 runs since 2000-01-01" in out.splitlines()[0]
-    code, out = cli(pytester.path, "report", "--db", "all.db", "--since", "no-such-rev")
+    code, out = cli(history_root, "report", "--db", "all.db", "--since", "no-such-rev")
     assert code == 3
     assert out.strip() == (
         "Error: --since: expected a date such as 2025-01-31 or a git revision, got "
         "'no-such-rev' (not a commit in this repository)"
     )
-    code, out = cli(pytester.path, "report", "--db", "all.db", "--since", "2999-01-01")
+    code, out = cli(history_root, "report", "--db", "all.db", "--since", "2999-01-01")
     assert code == 3 and "no run started since then" in out
 
 

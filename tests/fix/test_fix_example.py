@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from helpers import clean_env
+
+from hermetic_hunt.cli import main
 
 pytestmark = pytest.mark.slow
 T = "tests/"
@@ -48,9 +51,12 @@ ADVICE = {
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from hermetic_hunt.cli import main; sys.exit(main())"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=clean_env(),
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    """``hermetic-hunt ARGS`` typed in ``cwd``, run in this process (its verifications
+    start their own pytest processes)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(cwd)
+        result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def digest(root: Path) -> str:

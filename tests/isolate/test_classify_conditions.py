@@ -47,6 +47,14 @@ def _lazy_busy(state: dict, step: Step, hs: int, world: World) -> Attempt:
     return ok(step.nodeid)
 
 
+def _lazy_late(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    # A race the interpreter's interval shows only now and then: here it shows in the
+    # condition's own three checks (the recorded attempt without its interval) and
+    # not in the calm runs after them (no attempt to replay, no condition).
+    failing = step.switch_interval is not None or step.attempt_id is not None
+    return boom(step.nodeid) if failing else ok(step.nodeid)
+
+
 def _ttl_busy(state: dict, step: Step, hs: int, world: World) -> Attempt:
     # fails under the noisy clock; with the exact one, one run in two (a thread it starts)
     world.counter += 1
@@ -64,6 +72,7 @@ BEHAVIOURS.update(
     lazy=_lazy,
     lazy_sometimes=_lazy_sometimes,
     lazy_busy=_lazy_busy,
+    lazy_late=_lazy_late,
     ttl_busy=_ttl_busy,
     loaded=_loaded,
 )
@@ -149,6 +158,28 @@ def test_a_race_that_also_shows_at_the_interpreters_interval_is_concurrency_not_
     assert "identical inputs, different outcomes" in claim["why"]
     assert not any(p.purpose.startswith("vary") for p, _ in verdict.probes)
     assert verdict.reproducer is not None and verdict.reproducer.steps[0].switch_interval == 2e-6
+    check_evidence(verdict)
+
+
+def test_before_the_seed_is_varied_without_the_condition_the_same_inputs_must_fail_every_time() -> (
+    None
+):
+    # The interpreter's interval failed three times: not decided by the interval.
+    # Varying the seed with no interval would pass; the same seed with no interval
+    # passes too, so it is a race, not the seed.
+    world = World()
+    history = with_conditions(
+        simulated_hunt(world, {"gw0": (5, runs("lazy_late", 6))}), "lazy_late",
+        switch_interval=2e-6,
+    )  # fmt: skip
+    verdict = classify(world, history, "lazy_late")
+    assert verdict.kinds == ["concurrency"]
+    (claim,) = verdict.evidence["verdicts"]
+    assert "with sys.setswitchinterval(2e-06); with no timing condition" in claim["why"]
+    purposes = [p.purpose for p, _ in verdict.probes]
+    assert purposes.count("default switch interval") == 3
+    assert purposes.count("no timing condition") == 3
+    assert not any(p.startswith("vary") for p in purposes)
     check_evidence(verdict)
 
 

@@ -122,7 +122,8 @@ def _under_conditions(case: Case, target: Attempt) -> Attempt | None:
     )
 
 
-def _conditioned(attempt: Attempt) -> bool:
+def _conditioned(attempt: Attempt | Step) -> bool:
+    """Did it run under a timing condition (a noisy clock, a switch interval, CPU stress)?"""
     noisy = attempt.profile is not None and attempt.profile != "exact"
     return noisy or attempt.switch_interval is not None or attempt.stress > 0
 
@@ -142,6 +143,8 @@ def sandbox_factors(case: Case, step: Step, hash_seed: int) -> None:
         case.finding.notes.append(
             "the attempt ran with the sandbox off: its seed and start time cannot be varied"
         )
+    elif _conditioned(step) and _races_calm(case, step, varied, hash_seed):
+        return
     else:
         seeds = alternative_seeds(case, case.settings.variations)
         probes = [Probe("vary seed", (replace(varied, seed=s),), hash_seed) for s in seeds]
@@ -155,6 +158,28 @@ def sandbox_factors(case: Case, step: Step, hash_seed: int) -> None:
         found = _varied(case, "hash-order", "PYTHONHASHSEED", probes, [str(h) for h in hash_seeds])
     if not found:
         case.needs.add("brittle")
+
+
+def _races_calm(case: Case, step: Step, calm: Step, hash_seed: int) -> bool:
+    """The attempt ran under a timing condition that did not decide it: before one
+    input at a time is varied without it, the same inputs without it must fail
+    every time (else threads race: :func:`_races`)."""
+    results = [case.probe("no timing condition", [calm], hash_seed) for _ in range(CONFIRM)]
+    if all(not shows_pass(r) for r in results):
+        return False
+    _races(case, _condition_text(step), "no timing condition", results)
+    return True
+
+
+def _condition_text(step: Step) -> str:
+    parts = []
+    if step.profile is not None and step.profile != "exact":
+        parts.append(f"under the {step.profile} clock profile")
+    if step.switch_interval is not None:
+        parts.append(f"with sys.setswitchinterval({step.switch_interval:g})")
+    if step.stress:
+        parts.append(f"under CPU stress ({step.stress} busy processes)")
+    return " and ".join(parts)
 
 
 def _varied(case: Case, kind: str, label: str, probes: list[Probe], shown: list[str]) -> bool:

@@ -82,8 +82,7 @@ def to_real(virtual: float) -> float:
 
 #: How each hidden field is carried over: 0 as it is, 1 a time in seconds, 2 in ns.
 _PLAN = tuple(
-    (name, 1 if name in _TIME_FIELDS else 2 if name[:-3] in _TIME_FIELDS else 0)
-    for name in _HIDDEN
+    (name, 1 if name in _TIME_FIELDS else 2 if name[:-3] in _TIME_FIELDS else 0) for name in _HIDDEN
 )
 
 

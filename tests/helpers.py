@@ -474,7 +474,8 @@ def run_demo_hunt(where: Path) -> dict[str, Any]:
 def fresh_venv(root: Path) -> Path:
     """A new venv in ``root`` with hermetic-hunt installed from a copy of this checkout.
 
-    ``pip install -e .`` as the README says, but offline: dependencies come
+    ``pip install -e .`` as the README says (this environment's pip, pointed at
+    the venv's interpreter with ``--python``), but offline: dependencies come
     from this environment (a .pth file points at a directory of links to its
     site-packages, hermetic-hunt itself excluded), the build backend from the
     machine's local package index (:data:`LOCAL_INDEX`).
@@ -489,7 +490,10 @@ def fresh_venv(root: Path) -> Path:
         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache"),
     )  # fmt: skip
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # Without pip of its own (ensurepip costs ~6 s of CPU): this environment's pip
+    # installs into it (``pip --python``).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=300)  # fmt: skip
     deps = root / "deps"
     deps.mkdir()
     for entry in Path(site.getsitepackages()[0]).iterdir():
@@ -500,8 +504,9 @@ def fresh_venv(root: Path) -> Path:
     # --isolated: no pip configuration or PIP_* variable may add a remote index;
     # the build backend (setuptools) comes from the local index, nothing else is fetched.
     subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "--isolated", "--disable-pip-version-check",
-         "install", "--quiet", "--no-deps", "--index-url", LOCAL_INDEX.as_uri(), "-e", str(copy)],
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "--isolated",
+         "--disable-pip-version-check", "install", "--quiet", "--no-deps", "--index-url",
+         LOCAL_INDEX.as_uri(), "-e", str(copy)],
         check=True, timeout=600,
     )  # fmt: skip
     return venv

@@ -19,6 +19,7 @@ from test_classify import (
     simulated_hunt,
 )
 
+from hermetic_hunt.findings import Finding
 from hermetic_hunt.models import Attempt, Step
 
 
@@ -96,12 +97,18 @@ def runs(nodeid: str, count: int) -> list[tuple[str, int, float]]:
     return [(nodeid, 2 * i + 2, 1e9 + i) for i in range(count)]
 
 
-def test_a_failure_under_a_noisy_clock_that_the_exact_clock_fixes_is_time() -> None:
+def conditioned(nodeid: str, **changes: object) -> Finding:
+    """The verdict on ``nodeid`` from a simulated hunt of six runs, every other one
+    under ``changes`` (a clock profile, a switch interval, CPU stress)."""
     world = World()
     history = with_conditions(
-        simulated_hunt(world, {"gw0": (5, runs("ttl", 6))}), "ttl", profile="jitter"
+        simulated_hunt(world, {"gw0": (5, runs(nodeid, 6))}), nodeid, **changes
     )
-    verdict = classify(world, history, "ttl")
+    return classify(world, history, nodeid)
+
+
+def test_a_failure_under_a_noisy_clock_that_the_exact_clock_fixes_is_time() -> None:
+    verdict = conditioned("ttl", profile="jitter")
     assert verdict.kinds == ["time"]
     (claim,) = verdict.evidence["verdicts"]
     assert "under the jitter clock profile" in claim["why"]
@@ -114,11 +121,7 @@ def test_a_failure_under_a_noisy_clock_that_the_exact_clock_fixes_is_time() -> N
 
 
 def test_a_failure_under_a_tiny_switch_interval_is_concurrency() -> None:
-    world = World()
-    history = with_conditions(
-        simulated_hunt(world, {"gw0": (5, runs("lazy", 6))}), "lazy", switch_interval=2e-6
-    )
-    verdict = classify(world, history, "lazy")
+    verdict = conditioned("lazy", switch_interval=2e-6)
     assert verdict.kinds == ["concurrency"]
     (claim,) = verdict.evidence["verdicts"]
     assert "with sys.setswitchinterval(2e-06)" in claim["why"]
@@ -130,12 +133,7 @@ def test_a_failure_under_a_tiny_switch_interval_is_concurrency() -> None:
 
 
 def test_a_race_that_shows_sometimes_under_its_switch_interval_is_concurrency() -> None:
-    world = World()
-    history = with_conditions(
-        simulated_hunt(world, {"gw0": (5, runs("lazy_sometimes", 6))}), "lazy_sometimes",
-        switch_interval=1e-5,
-    )  # fmt: skip
-    verdict = classify(world, history, "lazy_sometimes")
+    verdict = conditioned("lazy_sometimes", switch_interval=1e-5)
     assert verdict.kinds == ["concurrency"]
     (claim,) = verdict.evidence["verdicts"]
     assert "(sys.setswitchinterval(1e-05))" in claim["why"]
@@ -146,12 +144,7 @@ def test_a_race_that_shows_sometimes_under_its_switch_interval_is_concurrency() 
 def test_a_race_that_also_shows_at_the_interpreters_interval_is_concurrency_not_the_seed() -> None:
     # Without its tiny interval it passes and fails, everything else the same:
     # varying the seed next (with no interval) would pass and blame the seed.
-    world = World()
-    history = with_conditions(
-        simulated_hunt(world, {"gw0": (5, runs("lazy_busy", 6))}), "lazy_busy",
-        switch_interval=2e-6,
-    )  # fmt: skip
-    verdict = classify(world, history, "lazy_busy")
+    verdict = conditioned("lazy_busy", switch_interval=2e-6)
     assert verdict.kinds == ["concurrency"]
     (claim,) = verdict.evidence["verdicts"]
     assert "with sys.setswitchinterval(2e-06); with the interpreter's" in claim["why"]
@@ -167,12 +160,7 @@ def test_before_the_seed_is_varied_without_the_condition_the_same_inputs_must_fa
     # The interpreter's interval failed three times: not decided by the interval.
     # Varying the seed with no interval would pass; the same seed with no interval
     # passes too, so it is a race, not the seed.
-    world = World()
-    history = with_conditions(
-        simulated_hunt(world, {"gw0": (5, runs("lazy_late", 6))}), "lazy_late",
-        switch_interval=2e-6,
-    )  # fmt: skip
-    verdict = classify(world, history, "lazy_late")
+    verdict = conditioned("lazy_late", switch_interval=2e-6)
     assert verdict.kinds == ["concurrency"]
     (claim,) = verdict.evidence["verdicts"]
     assert "with sys.setswitchinterval(2e-06); with no timing condition" in claim["why"]
@@ -184,11 +172,7 @@ def test_before_the_seed_is_varied_without_the_condition_the_same_inputs_must_fa
 
 
 def test_a_noisy_clock_failure_that_the_exact_clock_only_sometimes_fixes_is_concurrency() -> None:
-    world = World()
-    history = with_conditions(
-        simulated_hunt(world, {"gw0": (5, runs("ttl_busy", 6))}), "ttl_busy", profile="slow"
-    )
-    verdict = classify(world, history, "ttl_busy")
+    verdict = conditioned("ttl_busy", profile="slow")
     assert verdict.kinds == ["concurrency"]
     (claim,) = verdict.evidence["verdicts"]
     assert "under the slow clock profile; with the exact clock" in claim["why"]

@@ -163,7 +163,9 @@ def sandbox_factors(case: Case, step: Step, hash_seed: int) -> None:
 def _races_calm(case: Case, step: Step, calm: Step, hash_seed: int) -> bool:
     """The attempt ran under a timing condition that did not decide it: before one
     input at a time is varied without it, the same inputs without it must fail
-    every time (else threads race: :func:`_races`)."""
+    every time (else threads race: :func:`_races`). For a seeded attempt these
+    repeat the inputs of :func:`conditions`' calm runs (the interpreter's interval,
+    the exact clock): three more runs in which a race on a busy machine can show."""
     results = [case.probe("no timing condition", [calm], hash_seed) for _ in range(CONFIRM)]
     if all(not shows_pass(r) for r in results):
         return False
@@ -171,12 +173,21 @@ def _races_calm(case: Case, step: Step, calm: Step, hash_seed: int) -> bool:
     return True
 
 
+def _under_profile(step: Step) -> str:
+    return f"under the {step.profile} clock profile"
+
+
+def _with_interval(step: Step) -> str:
+    return f"with sys.setswitchinterval({step.switch_interval:g})"
+
+
 def _condition_text(step: Step) -> str:
+    """Every timing condition ``step`` ran under, in words."""
     parts = []
     if step.profile is not None and step.profile != "exact":
-        parts.append(f"under the {step.profile} clock profile")
+        parts.append(_under_profile(step))
     if step.switch_interval is not None:
-        parts.append(f"with sys.setswitchinterval({step.switch_interval:g})")
+        parts.append(_with_interval(step))
     if step.stress:
         parts.append(f"under CPU stress ({step.stress} busy processes)")
     return " and ".join(parts)
@@ -219,14 +230,14 @@ def conditions(case: Case, step: Step, hash_seed: int) -> bool:
         if all(shows_pass(r) for r in calm):
             case.claim(
                 "time",
-                f"fails alone in {runs} of {runs} runs under the {step.profile} clock profile"
+                f"fails alone in {runs} of {runs} runs {_under_profile(step)}"
                 f"{_stretch_text(case, case.alone_numbers)}; passes twice with the exact clock, "
                 "same seed and start time",
                 [*case.alone_numbers, *numbers(case, 2)],
             )
             return True
         if any(shows_pass(r) for r in calm) and _races(
-            case, f"under the {step.profile} clock profile", "the exact clock", calm
+            case, _under_profile(step), "the exact clock", calm
         ):
             return True
     if step.switch_interval is not None:
@@ -237,17 +248,14 @@ def conditions(case: Case, step: Step, hash_seed: int) -> bool:
         if all(shows_pass(r) for r in tries):
             case.claim(
                 "concurrency",
-                f"fails alone in {runs} of {runs} runs with sys.setswitchinterval"
-                f"({step.switch_interval:g}); passes in {CONFIRM} of {CONFIRM} with the "
+                f"fails alone in {runs} of {runs} runs {_with_interval(step)}; passes in "
+                f"{CONFIRM} of {CONFIRM} with the "
                 "interpreter's, everything else the same: threads race",
                 [*case.alone_numbers, *numbers(case, CONFIRM)],
             )
             return True
         if any(shows_pass(r) for r in tries) and _races(
-            case,
-            f"with sys.setswitchinterval({step.switch_interval:g})",
-            "the interpreter's",
-            tries,
+            case, _with_interval(step), "the interpreter's", tries
         ):
             return True
     if step.stress and step.mode == "record":

@@ -80,12 +80,14 @@ def hunt(
     """``pytest --hermetic-seed=SEED ARGS`` in a fresh process, pytest-randomly off.
 
     With a :class:`pytest.Pytester`, its ``RunResult``; with a directory, the
-    ``subprocess.CompletedProcess`` (text, ``returncode``, ``stdout``).
+    ``subprocess.CompletedProcess`` (text, ``returncode``, ``stdout``), started
+    with :func:`clean_env` plus ``env`` (so a module- or session-scoped fixture
+    may call it too: nothing of this session's environment leaks in).
     """
     argv = ["-p", "no:randomly", *([f"--hermetic-seed={seed}"] if seed is not None else []), *args]
     if isinstance(where, pytest.Pytester):
         return where.runpytest_subprocess(*argv, timeout=timeout)
-    full_env = dict(os.environ, **(env or {}))
+    full_env = clean_env(**(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "pytest", *argv],
         cwd=where,

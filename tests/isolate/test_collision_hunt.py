@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import QUIET_PLUGINS, hunt, one, rows
+from helpers import hunt, one, rows
 
 from hermetic_hunt.cli import main
 
@@ -73,7 +73,7 @@ STRICT, TOLERANT = "test_writer.py::test_strict", "test_tolerant.py::test_tolera
 def collided(pytester_module: Path) -> tuple[Path, str]:
     done = hunt(
         pytester_module, "--hermetic-hunt=8", "-n", "2", "--hermetic-hunt-isolate-budget=200,5m",
-        "-p", "no:cacheprovider", seed=3, env=QUIET_PLUGINS,
+        "-p", "no:cacheprovider", seed=3,
     )  # fmt: skip
     return pytester_module, done.stdout + done.stderr
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import clean_env, rows
+from helpers import hunt, rows
 
 from hermetic_hunt import stats
 from hermetic_hunt.cli import main
@@ -63,21 +62,17 @@ def three_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / ".gitignore").write_text("*.db*\n__pycache__/\n")
     (root / "test_state.py").write_text(POLLUTED)
 
-    def hunt(*args: str, seed: int = 2) -> None:
-        argv = ["-p", "no:randomly", f"--hermetic-seed={seed}", *args]
-        subprocess.run([sys.executable, "-m", "pytest", *argv], cwd=root, env=clean_env(),
-                       capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "A")
     sha_a = git(root, "rev-parse", "HEAD")
     for seed in (1, 2):
-        hunt("--hermetic-hunt=8", "--hermetic-hunt-db=a.db", seed=seed)
+        hunt(root, "--hermetic-hunt=8", "--hermetic-hunt-db=a.db", seed=seed)
     (root / "test_state.py").write_text(FIXED)
     git(root, "commit", "-qam", "B: the polluter cleans up")
     sha_b = git(root, "rev-parse", "HEAD")
     hunt(
+        root,
         "--hermetic-hunt=2",
         "--hermetic-hunt-db=b.db",
         "--hermetic-hunt-shard=2/2",

@@ -342,9 +342,6 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
         config.pluginmanager.register(
             xdist.XdistWorker(config, Engine(config, settings)), "hermetic-hunt-worker"
         )
-        from hermetic_hunt.hunt.signals import Interrupts
-
-        config.add_cleanup(Interrupts(controller=False).install().uninstall)
         return
 
     _check_conflicts(config)

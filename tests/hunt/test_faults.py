@@ -4,7 +4,7 @@ A test that kills its own process (``os._exit``, SIGKILL, a segfault) is in
 ``test_hunt.py`` (``test_a_test_that_kills_its_process_costs_only_its_attempt``);
 here: a full disk (a real one on a small tmpfs when the tests run as root,
 else a simulated ``sqlite3.OperationalError``), ``kill -9`` of an xdist
-worker, and Ctrl-C (SIGINT to the hunt's process group), SIGTERM and SIGHUP. Every test that
+worker, another signal to one worker, and Ctrl-C (SIGINT to the hunt's process group), SIGTERM and SIGHUP. Every test that
 can, runs at ``-n 0`` and ``-n 2``.
 
 "Finished" is counted by the suites themselves: each test appends a line to
@@ -181,6 +181,62 @@ def test_kill_9_of_a_worker_costs_only_the_attempt_it_ran(pytester):
     ]
     assert finished(pytester) == 11  # every other attempt finished, and is stored as passed
     assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'passed'") == 11
+
+
+# -- a signal to one xdist worker ------------------------------------------------
+
+SIGNAL_WORKER = """
+import select
+
+def test_a():
+    finished("a")
+
+def test_b():
+    finished("b")
+
+def test_c():
+    finished("c")
+
+def test_signals_its_worker_on_its_third_run():
+    if third_run():
+        # The worker is the parent of the process running this round; it ends
+        # this process too (the select waits for that, in real time).
+        os.kill(os.getppid(), signal.{signal})
+        select.select([], [], [])
+    finished("signaller")
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP", "SIGUSR1"])
+def test_a_signal_to_one_worker_ends_that_worker_not_the_hunt(pytester, name):
+    """The worker hands on what its round finished, dies of the signal, and is replaced."""
+    logged_suite(pytester, SIGNAL_WORKER.replace("{signal}", name))
+    # four tests, two workers: each worker runs two tests a round, so the
+    # signalled worker may have finished a step of the round it loses
+    result = hunt_in_group(pytester.path, "--hermetic-hunt=6", "--hermetic-hunt-order=shuffle",
+                           "-n", "2")  # fmt: skip
+    output = result.stdout + result.stderr
+    db = pytester.path / "flakes.db"
+    assert result.returncode == 1, output
+    clean_output(output)
+    assert "replacing crashed worker" in output
+    assert one(db, "SELECT status, rounds_done FROM runs") == ("complete", 6)
+    assert one(db, "SELECT attempts FROM runs") == one(db, "SELECT count(*) FROM attempts") == 24
+    crashed = rows(
+        db,
+        "SELECT t.nodeid, a.round, f.exc_type FROM attempts a JOIN tests t ON t.id = a.test_id "
+        "JOIN failures f ON f.attempt_id = a.id WHERE a.outcome = 'crashed'",
+    )
+    assert crashed == [
+        ("test_suite.py::test_signals_its_worker_on_its_third_run", 2, "WorkerCrashed")
+    ]
+    # every other attempt finished once, and is stored as passed: none was lost
+    # or run twice by the replacement
+    assert finished(pytester) == 23
+    assert one(db, "SELECT count(*) FROM attempts WHERE outcome = 'passed'") == 23
+    per_round = rows(db, "SELECT round, count(*), count(DISTINCT test_id) FROM attempts "
+                         "GROUP BY round")  # fmt: skip
+    assert per_round == [(r, 4, 4) for r in range(6)]
 
 
 # -- a full disk ------------------------------------------------------------------

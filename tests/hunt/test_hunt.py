@@ -279,6 +279,48 @@ def test_a_test_that_kills_its_process_costs_only_its_attempt(pytester, workers,
     assert result.ret == 1
 
 
+OPTIONAL = """
+import module_that_is_not_installed
+
+def test_needs_it():
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
+def test_a_module_that_cannot_be_imported_stops_the_hunt_at_once_and_is_named(suite, workers):
+    suite.makepyfile(test_optional=OPTIONAL)
+    result = hunt(suite, "--hermetic-hunt=3", *workers, timeout=120)
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, output
+    result.stdout.fnmatch_lines([
+        "*hermetic-hunt: the hunt stopped early: test_optional.py could not be collected "
+        "(1 error during collection), so no round ran: fix it, leave it out (--ignore=PATH, "
+        "--deselect=ID), or hunt the rest with --continue-on-collection-errors",
+        "*ERROR test_optional.py*",
+        "*Interrupted: 1 error during collection*",
+    ])  # fmt: skip
+    db = suite.path / "flakes.db"
+    assert one(db, "SELECT status, rounds_done FROM runs") == ("interrupted", 0)
+    assert one(db, "SELECT count(*) FROM attempts") == 0
+
+
+def test_with_continue_on_collection_errors_every_worker_count_hunts_the_rest_alike(suite):
+    suite.makepyfile(test_optional=OPTIONAL)
+    seen = []
+    for workers in ([], ["-n", "2"]):
+        db = suite.path / f"flakes{len(workers)}.db"
+        result = hunt(suite, "--hermetic-hunt=3", "--continue-on-collection-errors",
+                      "--hermetic-hunt-isolate=off", f"--hermetic-hunt-db={db}", *workers)  # fmt: skip
+        assert result.ret == 1, result.stdout.str()
+        result.stdout.fnmatch_lines(["*ERROR test_optional.py*"])
+        assert one(db, "SELECT status, rounds_done FROM runs") == ("complete", 3)
+        seen.append(rows(db, "SELECT a.round, t.nodeid, a.seed, a.outcome FROM attempts a "
+                             "JOIN tests t ON t.id = a.test_id ORDER BY a.round, t.nodeid"))  # fmt: skip
+    assert seen[0] == seen[1]
+    assert len(seen[0]) == 3 * TESTS
+
+
 INTERRUPTED = """
 def test_a():
     pass

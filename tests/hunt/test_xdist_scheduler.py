@@ -46,6 +46,7 @@ class FakeHunt:
         self.ingested: list[tuple[str, int, list[bytes]]] = []
         self.crashes: list[Attempt] = []
         self.began = False
+        self.uncollectable = False
 
     def set_tests(self, nodeids: Sequence[str]) -> None:
         self.tests = list(nodeids)
@@ -72,6 +73,9 @@ class FakeHunt:
     def stopping(self) -> bool:
         return False
 
+    def collection_stops(self) -> bool:
+        return self.uncollectable
+
 
 def finish(sched: HuntScheduling, node: FakeNode, *, steps: int | None = None) -> None:
     """The node reports its current job's steps and its end, in one batch."""
@@ -91,6 +95,15 @@ def started(hunt: FakeHunt, nodes: list[FakeNode], collections: list[list[str]] 
     assert sched.collection_is_completed
     sched.schedule()
     return sched
+
+
+def test_a_collection_error_ends_the_schedule_before_anything_is_sent() -> None:
+    hunt = FakeHunt(rounds=3)
+    hunt.uncollectable = True
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    sched = started(hunt, [gw0, gw1])
+    assert gw0.sent == gw1.sent == []
+    assert not hunt.began and sched.tests_finished
 
 
 def test_each_slot_gets_its_share_of_one_round_at_a_time() -> None:

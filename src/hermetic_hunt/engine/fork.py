@@ -74,8 +74,13 @@ if TYPE_CHECKING:
 _PERF = time.perf_counter
 _SLEEP = time.sleep  # real: captured before any sandbox patches time
 _READ = 65536
-#: Signals :func:`interrupts_deferred` holds back while finished attempts are handed on.
-DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Signals :func:`interrupts_deferred` holds back while finished attempts are handed on:
+#: Ctrl-C and every signal a hunt's process handles (hermetic_hunt.hunt.signals).
+DEFERRED = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM")
+    if hasattr(signal, name)
+)
 #: Characters of a dead child's standard error kept in its crashed attempt.
 STDERR_TAIL = 2000
 

@@ -27,6 +27,7 @@ import pytest
 
 from hermetic_hunt import _compat, environment, pasteable
 from hermetic_hunt.engine import wire
+from hermetic_hunt.engine.engine import collection_failed
 from hermetic_hunt.engine.fork import interrupts_deferred
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
@@ -106,6 +107,10 @@ class HuntController:
         self._shown: set[int] = set()
         #: How long the rounds took (set when they end; isolation not included).
         self.rounds_seconds = 0.0
+        #: Nodeids of the files (or classes) that could not be collected.
+        self.uncollected: list[str] = []
+        #: Collection failed: no round ran (see :meth:`collection_stops`).
+        self.stopped_at_collection = False
 
     # -- set-up -------------------------------------------------------------
 
@@ -176,6 +181,29 @@ class HuntController:
         if writer.width_of_current_line:
             writer.line()
         terminal.write_line(text)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # On xdist's controller too: it replays the workers' failed reports (once each).
+        if report.failed and report.nodeid not in self.uncollected:
+            self.uncollected.append(report.nodeid)
+
+    def collection_stops(self) -> bool:
+        """Collection failed and ``--continue-on-collection-errors`` is not given:
+        no round runs, at any ``-n``, as a plain ``pytest -n 0`` stops (the caller
+        raises pytest's own ``Interrupted``); :attr:`error` names what failed."""
+        session = self.session
+        if session is None or not collection_failed(session):
+            return False
+        self.stopped_at_collection = True
+        names = self.uncollected or ["a collector"]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        count = session.testsfailed
+        self.error = self.error or (
+            f"{shown} could not be collected ({count} error{'s' if count != 1 else ''} during "
+            "collection), so no round ran: fix it, leave it out (--ignore=PATH, --deselect=ID), "
+            "or hunt the rest with --continue-on-collection-errors"
+        )
+        return True
 
     # -- rounds ------------------------------------------------------------------
 

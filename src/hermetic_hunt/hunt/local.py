@@ -32,9 +32,10 @@ class LocalLoop:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        hunt = self.hunt
+        hunt.collection_stops()  # names what failed; the next line raises
         if not stop_on_collection_errors(session) or not session.items:
             return True
-        hunt = self.hunt
         hunt.set_tests([item.nodeid for item in session.items])
         hunt.begin()
         setup = ChildSetup(worker=WORKER, protect=hunt.store.own_files(), new_group=True)

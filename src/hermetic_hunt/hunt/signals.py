@@ -1,15 +1,25 @@
-"""SIGTERM and SIGHUP end a hunt the way Ctrl-C does.
+"""SIGTERM and SIGHUP end a hunt the way Ctrl-C does; on one xdist worker, only that worker.
 
 What ``timeout``, ``docker stop``, a closed terminal and a cancelled CI job
 send: by default they kill the process on the spot, the run stays
-``running`` and the batch in hand is lost. During a hunt the controller and
-its xdist workers turn them into ``KeyboardInterrupt``, so they take the
-Ctrl-C path (every finished attempt stored, the run ``interrupted``, exit
-status 2). The first signal interrupts; any later one -- SIGINT too, on the
-controller -- is noted and ignored until the controller has stored what
-finished (:meth:`Interrupts.stored`), so pressing Ctrl-C again or a second
-``docker stop`` never cuts the final write short. A round's child keeps the
-default (it dies; its parent hands on what it had finished).
+``running`` and the batch in hand is lost. During a hunt the controller
+turns them into ``KeyboardInterrupt``, so they take the Ctrl-C path (every
+finished attempt stored, the run ``interrupted``, exit status 2). The first
+signal interrupts; any later one -- SIGINT too -- is noted and ignored until
+the controller has stored what finished (:meth:`Interrupts.stored`), so
+pressing Ctrl-C again or a second ``docker stop`` never cuts the final write
+short.
+
+An xdist worker is one process of many: a SIGTERM, SIGHUP or another signal
+that ends a process by default (:data:`WORKER_ENDING`) and reaches it (alone,
+from a user's ``kill`` or a supervisor, or with its whole group) ends that
+worker, not the hunt. While it runs a job it hands on the
+lines of the steps that finished (:class:`Terminated`), then dies of the
+signal as if it had no handler: the controller sees a worker that went down,
+stores the step it was running as ``crashed`` and starts a replacement for the
+rest of its share, as after ``kill -9``. When the whole group is signalled the
+controller's own handler ends the hunt. A round's child keeps the default (it
+dies; its parent hands on what it had finished).
 
 Only the main thread may set handlers, and a handler someone else installed
 (a test framework, the user's conftest) is left alone.
@@ -17,17 +27,53 @@ Only the main thread may set handlers, and a handler someone else installed
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 #: The signals that take the Ctrl-C path during a hunt.
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+#: The signals an xdist worker hands on its finished steps for before it dies of
+#: them: every one whose default is to end the process and that a handler can catch
+#: (SIGKILL cannot be: what the worker had not yet sent is lost with it).
+WORKER_ENDING = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGALRM")
+    if hasattr(signal, name)
+)
+
+
+class Terminated(BaseException):
+    """A signal of :data:`WORKER_ENDING` reached an xdist worker while it ran a job.
+
+    Raised by the worker's handler so that the job's finished steps are handed
+    on (the code between here and the worker's loop only cleans up); the loop
+    then calls :meth:`die`. A ``BaseException``: no ``except Exception`` of a
+    plugin keeps the worker alive.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    def die(self) -> NoReturn:
+        """End this process by the signal, as if no handler had caught it."""
+        signal.signal(self.signum, signal.SIG_DFL)
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {self.signum})
+        os.kill(os.getpid(), self.signum)
+        os._exit(128 + self.signum)  # only if the signal could not end it
 
 
 class Interrupts:
-    """The hunt's handlers for :data:`TERMINATING` (and, on the controller, SIGINT)."""
+    """The hunt's handlers for :data:`TERMINATING` (and, on the controller, SIGINT).
+
+    On the controller (``controller=True``) they raise ``KeyboardInterrupt``;
+    on an xdist worker, installed for as long as its job loop runs, they
+    raise :class:`Terminated`.
+    """
 
     def __init__(self, *, controller: bool) -> None:
         self.controller = controller
@@ -38,7 +84,7 @@ class Interrupts:
     def install(self) -> Interrupts:
         if threading.current_thread() is not threading.main_thread():
             return self
-        for signum in TERMINATING:
+        for signum in TERMINATING if self.controller else WORKER_ENDING:
             if signal.getsignal(signum) in (signal.SIG_DFL, None):
                 self._previous[signum] = signal.signal(signum, self._handle)
         if self.controller and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -47,6 +93,10 @@ class Interrupts:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
+        if not self.controller:
+            if len(self.received) == 1:
+                raise Terminated(signum)
+            return  # the worker is handing on what finished, then dies of the first
         if len(self.received) == 1 or self._stored:
             raise KeyboardInterrupt(signal.Signals(signum).name)
         # A second signal while the first is being handled: what finished

@@ -28,7 +28,7 @@ import queue
 import re
 import shlex
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +36,11 @@ import pytest
 
 from hermetic_hunt import _compat
 from hermetic_hunt.engine import wire
-from hermetic_hunt.engine.engine import collection_failed
+from hermetic_hunt.engine.engine import collection_failed, stop_on_collection_errors
 from hermetic_hunt.engine.executor import process_hash_seed
-from hermetic_hunt.engine.fork import ChildSetup, run_job
+from hermetic_hunt.engine.fork import ChildSetup, interrupts_deferred, run_job
 from hermetic_hunt.engine.runner import Job
+from hermetic_hunt.hunt.signals import Interrupts, Terminated
 from hermetic_hunt.models import Attempt, Failure, Settings, Step
 from hermetic_hunt.seeds import attempt_seed, worker_hash_seed
 from hermetic_hunt.timing import as_condition, profile_of
@@ -219,6 +220,12 @@ class HuntScheduling:
         if self.collection is not None:
             self._send_backlog()
             return
+        if self.hunt.collection_stops():
+            # A plain ``pytest -n N`` would run the rest; a hunt stops as ``-n 0``
+            # does, so that every worker count hunts the same tests (the
+            # controller's run loop raises pytest's Interrupted when it ends).
+            self._done = True
+            return
         self.reference, first = next(iter(self.node2collection.items()))
         self.collection = list(first)
         for node in list(self.node2collection):
@@ -374,6 +381,13 @@ class XdistController:
         self._interrupted = False
         self.hash_seeds: dict[str, str] = {}
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        if self.hunt.stopped_at_collection:  # as -n 0 stops (a plain -n N runs the rest)
+            stop_on_collection_errors(session)
+        return result
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> HuntScheduling:
         self.scheduler = HuntScheduling(config, self.hunt, self.numnodes, self.hash_seeds)
@@ -468,7 +482,10 @@ class _Forwarder:
     def flush(self) -> None:
         if self.lines:
             payload, self.lines = b"".join(self.lines), []
-            self.interactor.sendevent("runtest_protocol_complete", item_index=payload, duration=0.0)
+            with interrupts_deferred():  # a message cut in half would lose the worker's batch
+                self.interactor.sendevent(
+                    "runtest_protocol_complete", item_index=payload, duration=0.0
+                )
         self.last = _PERF()
 
 
@@ -494,14 +511,26 @@ class XdistWorker:
             return None  # xdist's own loop reports the collection errors
         commands: queue.Queue[Any] = queue.Queue()
         interactor.channel.setcallback(commands.put, endmarker=_CLOSED)
-        items = session.items
-        settings = self.engine.settings
         setup = ChildSetup(
             close_fds=tuple(_compat.gateway_fds(interactor)),
             new_group=True,
             worker=str(self.config.workerinput.get("workerid", "gw?")),  # type: ignore[attr-defined]
         )
         hash_seed = process_hash_seed()
+        # SIGTERM/SIGHUP end this worker, not the hunt (hunt/signals.py).
+        interrupts = Interrupts(controller=False).install()
+        try:
+            self._loop(session, commands, interactor, setup, hash_seed)
+        except Terminated as signalled:
+            signalled.die()
+        finally:
+            interrupts.uninstall()
+        return True
+
+    def _loop(self, session: pytest.Session, commands: queue.Queue[Any], interactor: Any,
+              setup: ChildSetup, hash_seed: int | None) -> None:  # fmt: skip
+        items = session.items
+        settings = self.engine.settings
         while True:
             command = commands.get()
             if command is _CLOSED:
@@ -527,4 +556,3 @@ class XdistWorker:
                         tick=forward.tick)  # fmt: skip
             finally:
                 forward.flush()
-        return True

@@ -157,7 +157,7 @@ _BUDGET_HELP = (
 )
 _TIME_USAGE = (
     "--hermetic-hunt-time: expected default, exact, or percents of rounds like "
-    "jitter=20,slow=10,stress=10,switch=10 (at most 100 in all)"
+    "jitter=20,slow=10,stress=10,switch=10,edge=10 (at most 100 in all)"
 )
 
 

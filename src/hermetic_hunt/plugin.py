@@ -118,7 +118,8 @@ HUNT_OPTIONS: tuple[HuntOption, ...] = (
     HuntOption(
         "--hermetic-hunt-time",
         "Timing conditions of the rounds: default (most rounds exact; jitter 20%, slow 10%, "
-        "stress 10%, switch 10% of rounds), exact (none), or percents like jitter=30,switch=10.",
+        "stress 10%, switch 10%, edge 10% of rounds), exact (none), or percents like "
+        "jitter=30,switch=10.",
         lambda text: {"time": options.parse_time(text)},
     ),
     HuntOption(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import calendar
 import hashlib
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -257,6 +258,24 @@ def now_for(seed: int, dates: Dates | None = None) -> tuple[str, float]:
     # (the second edge can move an instant of the window's first or last
     # second out of it)
     return kind, min(max(epoch, window.start), window.end)
+
+
+def second_edge(wall: float, seed: int) -> float:
+    """Where the attempt with ``seed`` starts in an ``edge`` round: 1-20 ms
+    (whole milliseconds, drawn from the seed) before the first whole second
+    after ``wall``. Never before ``wall``: the round's clock only moves on.
+
+    Code that compares ``int(time.time())`` (or a timestamp's second) before
+    and after a short call breaks there; a round's first attempt alone gets
+    such a start by chance (:data:`SECOND_EDGE`), every attempt of an edge
+    round gets one.
+    """
+    before = 1 + Stream("edge", seed).below(20)
+    millis = math.ceil(round(wall * 1000, 6))  # the first whole millisecond not before it
+    edge = (millis // 1000 + 1) * 1000 - before
+    if edge < millis:
+        edge += 1000
+    return edge / 1000.0
 
 
 #: Switch intervals a ``switch`` round draws from (log-uniform), in seconds:

@@ -22,10 +22,14 @@ Profile = Literal["exact", "jitter", "slow"]
 #: by about a millisecond, as on an overloaded CI runner).
 PROFILES: tuple[Profile, ...] = get_args(Profile)
 
-Condition = Literal["exact", "jitter", "slow", "stress", "switch"]
+Condition = Literal["exact", "jitter", "slow", "stress", "switch", "edge"]
 #: What a round runs under (``--hermetic-hunt-time``): a clock profile
-#: (seeded mode), CPU stress (record and off modes) or a tiny switch interval.
+#: (seeded mode), CPU stress (record and off modes), a tiny switch interval,
+#: or second edges (seeded mode: every attempt starts 1-20 ms before a whole
+#: second of the virtual clock, :func:`hermetic_hunt.seeds.second_edge`).
 CONDITIONS: tuple[Condition, ...] = get_args(Condition)
+#: Conditions that need the virtual clock: other modes run them exact.
+VIRTUAL_CLOCK: frozenset[Condition] = frozenset({"jitter", "slow", "edge"})
 
 
 @dataclass(frozen=True)
@@ -43,10 +47,11 @@ class TimeMix:
     slow: int = 10
     stress: int = 10
     switch: int = 10
+    edge: int = 10
 
     def shares(self) -> tuple[tuple[Condition, int], ...]:
         return (("jitter", self.jitter), ("slow", self.slow), ("stress", self.stress),
-                ("switch", self.switch))  # fmt: skip
+                ("switch", self.switch), ("edge", self.edge))  # fmt: skip
 
     @property
     def exact(self) -> int:
@@ -60,7 +65,7 @@ class TimeMix:
         return ",".join(parts) if parts else "exact"
 
     def describe(self) -> str:
-        """``jitter 20% · slow 10% · stress 10% · switch 10%`` (``exact``: none)."""
+        """``jitter 20% · slow 10% · stress 10% · switch 10% · edge 10%`` (``exact``: none)."""
         parts = [f"{name} {share}%" for name, share in self.shares() if share]
         return " · ".join(parts) if parts else "exact"
 
@@ -69,7 +74,8 @@ class TimeMix:
 
     @classmethod
     def from_json(cls, data: Any) -> TimeMix:
-        """Stored shares (untrusted); a run from before mixes existed ran all exact."""
+        """Stored shares (untrusted); a run from before mixes existed ran all exact, and
+        a condition a run's version did not have (``edge``) ran in none of its rounds."""
         if not isinstance(data, dict):
             return EXACT_MIX
         values = {}
@@ -85,7 +91,7 @@ class TimeMix:
 #: The default mix: most rounds exact, a share of each condition (docs/sandbox.md).
 DEFAULT_TIME_MIX = TimeMix()
 #: No timing condition: every round exact (as before timing conditions existed).
-EXACT_MIX = TimeMix(0, 0, 0, 0)
+EXACT_MIX = TimeMix(0, 0, 0, 0, 0)
 
 
 def as_condition(value: object) -> Condition:

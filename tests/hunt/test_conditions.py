@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from hermetic_hunt.engine.stress import BUSY_LOOP, CpuStress
 from hermetic_hunt.hunt.schedule import CALM_ROUNDS, condition_for, plan_round
 from hermetic_hunt.models import Settings
 from hermetic_hunt.options import parse_time
+from hermetic_hunt.seeds import second_edge
 from hermetic_hunt.timing import DEFAULT_TIME_MIX, EXACT_MIX, TimeMix
 
 SWITCHY = """
@@ -87,28 +89,30 @@ def test_round_conditions_are_a_pure_function_of_seed_round_mix_and_mode() -> No
 
 
 def test_the_first_rounds_and_twice_rounds_run_exact() -> None:
-    everything = TimeMix(jitter=100, slow=0, stress=0, switch=0)
+    everything = TimeMix(jitter=100, slow=0, stress=0, switch=0, edge=0)
     assert {condition_for(1, r, everything, "seeded") for r in range(CALM_ROUNDS)} == {"exact"}
     assert condition_for(1, 9, everything, "seeded", "twice") == "exact"
     assert condition_for(1, CALM_ROUNDS, everything, "seeded") == "jitter"
 
 
 def test_each_condition_gets_its_share_of_rounds() -> None:
-    conditions = [condition_for(3, r, TimeMix(20, 10, 10, 10), "seeded") for r in range(4, 1004)]
+    mix = TimeMix(20, 10, 10, 10, 10)
+    conditions = [condition_for(3, r, mix, "seeded") for r in range(4, 1004)]
     assert conditions.count("jitter") == pytest.approx(200, abs=3)
     assert conditions.count("slow") == pytest.approx(100, abs=3)
     assert conditions.count("switch") == pytest.approx(100, abs=3)
+    assert conditions.count("edge") == pytest.approx(100, abs=3)
     # stress needs real time: in seeded mode those rounds run exact
     assert "stress" not in conditions
-    assert conditions.count("exact") == pytest.approx(600, abs=5)
+    assert conditions.count("exact") == pytest.approx(500, abs=5)
 
 
 def test_a_mode_runs_only_the_conditions_it_can_honour() -> None:
-    mix = TimeMix(25, 25, 25, 25)
+    mix = TimeMix(20, 20, 20, 20, 20)
     seen = {mode: {condition_for(5, r, mix, mode) for r in range(4, 200)} for mode in
             ("seeded", "record", "off")}  # fmt: skip
     assert seen == {
-        "seeded": {"exact", "jitter", "slow", "switch"},
+        "seeded": {"exact", "jitter", "slow", "switch", "edge"},
         "record": {"exact", "stress", "switch"},
         "off": {"exact", "stress", "switch"},
     }
@@ -120,8 +124,9 @@ def test_a_mode_runs_only_the_conditions_it_can_honour() -> None:
     [
         ("default", DEFAULT_TIME_MIX),
         ("exact", EXACT_MIX),
-        ("jitter=30,switch=10", TimeMix(30, 0, 0, 10)),
-        (" Stress = 50% , slow=5 ", TimeMix(0, 5, 50, 0)),
+        ("jitter=30,switch=10", TimeMix(30, 0, 0, 10, 0)),
+        (" Stress = 50% , slow=5 ", TimeMix(0, 5, 50, 0, 0)),
+        ("edge=25", TimeMix(0, 0, 0, 0, 25)),
     ],
 )
 def test_the_time_option_takes_default_exact_or_shares(text: str, mix: TimeMix) -> None:
@@ -129,13 +134,16 @@ def test_the_time_option_takes_default_exact_or_shares(text: str, mix: TimeMix) 
 
 
 def test_the_time_mix_is_stored_with_the_settings_and_old_settings_ran_exact() -> None:
-    settings = Settings(rounds=3, budget_seconds=None, base_seed=1, time=TimeMix(30, 0, 5, 10))
-    assert Settings.from_json(settings.to_json()).time == TimeMix(30, 0, 5, 10)
+    settings = Settings(rounds=3, budget_seconds=None, base_seed=1, time=TimeMix(30, 0, 5, 10, 15))
+    assert Settings.from_json(settings.to_json()).time == TimeMix(30, 0, 5, 10, 15)
     old = {k: v for k, v in settings.to_json().items() if k != "time"}
     assert Settings.from_json(old).time == EXACT_MIX
     assert Settings.from_json({**old, "time": {"jitter": 90, "slow": 90}}).time == EXACT_MIX
     assert Settings.from_json({**old, "time": {"jitter": "lots"}}).time == EXACT_MIX
-    assert DEFAULT_TIME_MIX.spec() == "default" and TimeMix(30, 0, 0, 0).spec() == "jitter=30"
+    # a run from before edge rounds: its stored mix has no edge share, and none ran
+    before_edges = {"jitter": 20, "slow": 10, "stress": 10, "switch": 10}
+    assert Settings.from_json({**old, "time": before_edges}).time == TimeMix(20, 10, 10, 10, 0)
+    assert DEFAULT_TIME_MIX.spec() == "default" and TimeMix(30, 0, 0, 0, 0).spec() == "jitter=30"
 
 
 # -- switch-interval rounds ---------------------------------------------------------
@@ -208,6 +216,60 @@ def test_a_test_that_changes_the_switch_interval_itself_still_leaks_it(
         "WHERE l.resource = 'switch-interval' ORDER BY a.round",
     )
     assert {0, 4} <= {r for (r,) in leaked}  # a calm round and a switch round
+
+
+# -- second-edge rounds ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wall", [100.0, 100.5, 100.981, 100.99649, 100.999, 1.7e9 + 0.0004])
+def test_an_edge_start_is_1_to_20_ms_before_the_next_whole_second_and_never_earlier(
+    wall: float,
+) -> None:
+    starts = {second_edge(wall, seed) for seed in range(200)}
+    for start in starts:
+        assert wall <= start < wall + 1
+        before = round((math.floor(start) + 1 - start) * 1000)
+        assert 1 <= before <= 20, (wall, start)
+    assert len(starts) > 10  # drawn from the seed
+    assert second_edge(wall, 7) == second_edge(wall, 7)
+
+
+SECOND_BOUNDARY = """
+import time
+
+def test_stamped_in_the_second_it_was_ordered():
+    ordered = int(time.time())
+    time.sleep(0.02)
+    assert int(time.time()) == ordered
+
+def test_steady():
+    time.sleep(0.3)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_edge_rounds_start_every_attempt_just_before_a_second_and_show_second_flakes(
+    pytester: pytest.Pytester, workers: str
+) -> None:
+    pytester.makepyfile(test_stamps=SECOND_BOUNDARY)
+    result = hunt(pytester, "--hermetic-hunt=7", "-n", workers, "--hermetic-hunt-time=edge=100",
+                  "--hermetic-hunt-isolate=off", "--hermetic-hunt-order=shuffle")  # fmt: skip
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    db = pytester.path / "flakes.db"
+    attempts = rows(
+        db,
+        "SELECT a.round, t.nodeid, a.now, a.outcome, a.profile FROM attempts a "
+        "JOIN tests t ON t.id = a.test_id ORDER BY a.round, t.nodeid",
+    )
+    for round_no, nodeid, now, outcome, profile in attempts:
+        if round_no < CALM_ROUNDS:
+            continue
+        assert 980 <= round(now * 1000) % 1000 <= 999, (round_no, nodeid, now)
+        assert profile == "exact"
+        # whatever ran before it on its worker: the second-boundary flake fails every time
+        assert outcome == ("failed" if "stamped" in nodeid else "passed")
+    result.stdout.fnmatch_lines(["hermetic-hunt: round 5/7 [[]* · edge[]] *"])
 
 
 # -- stress rounds ------------------------------------------------------------------

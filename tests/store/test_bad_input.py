@@ -80,7 +80,7 @@ def test_a_bad_hunt_value_is_a_usage_error(suite, value, message):
         (
             "--hermetic-hunt-time=chaos",
             "--hermetic-hunt-time: expected default, exact, or percents of rounds like "
-            "jitter=20,slow=10,stress=10,switch=10 (at most 100 in all), got 'chaos'",
+            "jitter=20,slow=10,stress=10,switch=10,edge=10 (at most 100 in all), got 'chaos'",
         ),
         (
             "--hermetic-hunt-time=jitter=80,switch=30",

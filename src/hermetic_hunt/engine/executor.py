@@ -50,7 +50,7 @@ from hermetic_hunt.sandbox import (
     real_time,
     spec_from_marker,
 )
-from hermetic_hunt.seeds import attempt_seed, switch_interval_for
+from hermetic_hunt.seeds import attempt_seed, second_edge, switch_interval_for
 from hermetic_hunt.timing import PROFILES, Condition
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
@@ -262,6 +262,8 @@ class AttemptExecutor:
             seed = attempt_seed(base, item.nodeid, slot.round_no, self._execution)
         if step.now is not None and first:
             timeline.wall = step.now
+        elif slot.condition == "edge" and first and step.mode == "seeded":
+            timeline.wall = second_edge(timeline.wall, seed)
         now = timeline.wall
         mode = step.mode
         self._seed, self._now, self._mode = seed, now, mode

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hermetic_hunt.seeds import digest_int, round_key
-from hermetic_hunt.timing import DEFAULT_TIME_MIX, Condition, TimeMix
+from hermetic_hunt.timing import DEFAULT_TIME_MIX, VIRTUAL_CLOCK, Condition, TimeMix
 
 #: What ``auto`` cycles through: a test-level shuffle, the exact reverse of
 #: that shuffle (every pair of tests met in both orders), then a grouped
@@ -70,7 +70,7 @@ def condition_for(
     mix's shares, so any stretch of rounds gets close to each share: 30
     rounds of the default mix have about five jitter, three slow, three
     stress and three switch rounds. A condition the mode cannot honour runs
-    exact: ``jitter``/``slow`` need the virtual clock (``seeded``),
+    exact: ``jitter``/``slow``/``edge`` need the virtual clock (``seeded``),
     ``stress`` needs real time (``record``, ``off``).
     """
     if round_no < CALM_ROUNDS or strategy == "twice":
@@ -83,7 +83,7 @@ def condition_for(
             chosen = name
             break
         pick -= share
-    if chosen in ("jitter", "slow") and mode != "seeded":
+    if chosen in VIRTUAL_CLOCK and mode != "seeded":
         return "exact"
     if chosen == "stress" and mode == "seeded":
         return "exact"

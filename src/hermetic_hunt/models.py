@@ -303,6 +303,10 @@ class Settings:
     #: How many days ahead of ``dates_from`` (or ``today``) start times reach
     #: (``--hermetic-hunt-horizon``).
     horizon_days: int = DEFAULT_HORIZON_DAYS
+    #: Round 0 is the default round (collection order, one process: a plain
+    #: ``pytest`` run; :mod:`hermetic_hunt.hunt.schedule`). False: a run from
+    #: before the default round, whose round 0 was shuffled like the others.
+    default_round: bool = True
 
     @property
     def dates(self) -> Dates:
@@ -343,6 +347,7 @@ class Settings:
             "today": self.today,
             "dates_from": self.dates_from,
             "horizon_days": self.horizon_days,
+            "default_round": self.default_round,
         }
 
     @classmethod
@@ -394,6 +399,7 @@ class Settings:
                 lambda v: whole(v) and 0 < v <= MAX_HORIZON_DAYS,
                 DEFAULT_HORIZON_DAYS,
             ),
+            default_round=pick("default_round", lambda v: isinstance(v, bool), False),
         )
 
 

@@ -137,7 +137,7 @@ def test_the_terminal_shows_the_header_progress_and_a_summary_with_replay_comman
         [
             "hermetic-hunt: run 1 · 3 rounds · mode seeded · order auto · time default · base seed 2 "
             "(--hermetic-seed=2) · database flakes.db",
-            "hermetic-hunt: round 1/3 [[]shuffle[]] · 7 attempts · * failed · * flaky so far · ETA *",
+            "hermetic-hunt: round 1/3 [[]default[]] · 7 attempts · * failed · * flaky so far · ETA *",
             "hermetic-hunt: round 2/3 [[]reversed[]] · 14 attempts*",
             "hermetic-hunt: round 3/3 [[]grouped[]] · 21 attempts*",
         ]

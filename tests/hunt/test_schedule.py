@@ -53,7 +53,7 @@ def test_rounds_differ_in_order():
 
 def test_auto_cycles_shuffle_reversed_grouped_with_one_twice_round():
     assert [strategy_for("auto", r) for r in range(7)] == [
-        "shuffle", "reversed", "grouped", "twice", "reversed", "grouped", "shuffle",
+        "default", "reversed", "grouped", "twice", "reversed", "grouped", "shuffle",
     ]  # fmt: skip
     assert [strategy_for("auto", r) for r in range(30)].count("twice") == 1
     assert set(AUTO_CYCLE) == {"shuffle", "reversed", "grouped"}
@@ -71,8 +71,43 @@ def test_a_reversed_round_is_the_exact_reverse_of_the_round_before():
 
 
 def test_reversed_order_alternates_collection_order_and_its_reverse():
-    assert round_order(5, 0, TESTS, "reversed") == list(range(len(TESTS)))[::-1]
-    assert round_order(5, 1, TESTS, "reversed") == list(range(len(TESTS)))
+    collection = list(range(len(TESTS)))
+    assert [round_order(5, r, TESTS, "reversed") for r in range(4)] == [
+        collection,
+        collection[::-1],
+        collection,
+        collection[::-1],
+    ]
+
+
+@pytest.mark.parametrize("order", ["auto", "shuffle", "grouped", "reversed", "twice"])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_round_0_of_every_hunt_is_a_plain_run_in_collection_order_in_one_process(
+    order: str, workers: int
+) -> None:
+    plan = plan_round(5, 0, TESTS, workers, order)
+    assert plan.strategy == "default" and not plan.twice
+    assert plan.order == tuple(range(len(TESTS)))
+    assert plan.slices[0] == plan.order and all(not part for part in plan.slices[1:])
+    assert plan.condition == "exact"
+    # only round 0: of the other rounds none is a default round
+    assert all(plan_round(5, r, TESTS, workers, order).strategy != "default" for r in range(1, 9))
+
+
+def test_only_the_first_shard_runs_the_default_round():
+    assert [Shard(k, 3).global_round(0) for k in (1, 2, 3)] == [0, 1, 2]
+
+
+def test_a_suite_with_fewer_than_two_tests_per_worker_runs_its_odd_rounds_on_one_worker():
+    small = TESTS[:3]
+    packed = [plan_round(5, r, small, 2, "auto") for r in range(1, 9, 2)]
+    assert all(p.packed and sorted(p.order) == [0, 1, 2] for p in packed)
+    # each worker gets packed rounds in turn; the even rounds spread the tests
+    assert {next(w for w, part in enumerate(p.slices) if part) for p in packed} == {0, 1}
+    spread = [plan_round(5, r, small, 2, "auto") for r in range(2, 10, 2)]
+    assert all(not p.packed for p in spread)
+    # a suite with two tests per worker is always spread (but for round 0)
+    assert not any(plan_round(5, r, TESTS[:4], 2, "auto").packed for r in range(1, 9))
 
 
 def test_a_grouped_round_keeps_modules_and_classes_together():

@@ -39,7 +39,9 @@ class FakeNode:
 class FakeHunt:
     """The part of HuntController the scheduler uses."""
 
-    def __init__(self, rounds: int = 3, order: str = "shuffle") -> None:
+    def __init__(self, rounds: int = 3, order: str = "shuffle", first: int = 1) -> None:
+        # ``first``: the first round (round 0 is the default round: gw0 runs it alone)
+        self.first = first
         self.settings = Settings(rounds=rounds, budget_seconds=None, base_seed=9, order=order)  # type: ignore[arg-type]
         self.tests: list[str] = []
         self.error: str | None = None
@@ -55,7 +57,7 @@ class FakeHunt:
         self.began = True
 
     def rounds(self) -> Iterator[int]:
-        yield from range(self.settings.rounds or 0)
+        yield from range(self.first, self.first + (self.settings.rounds or 0))
 
     def plan(self, round_no: int, workers: int) -> RoundPlan:
         return plan_round(9, round_no, self.tests, workers, self.settings.order)
@@ -111,28 +113,38 @@ def test_each_slot_gets_its_share_of_one_round_at_a_time() -> None:
     gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
     sched = started(hunt, [gw1, gw0])  # ready in another order: slots follow gw numbers
     assert hunt.began and hunt.tests == TESTS
-    first = plan_round(9, 0, TESTS, 2, "shuffle")
+    first = plan_round(9, 1, TESTS, 2, "shuffle")
     assert [c["indices"] for c in gw0.sent] == [list(first.slices[0])]
     assert [c["indices"] for c in gw1.sent] == [list(first.slices[1])]
     assert sched.has_pending and not sched.tests_finished
     finish(sched, gw0)
     assert len(gw0.sent) == 1  # the next round waits for every worker (the barrier)
     finish(sched, gw1)
-    assert [c["round"] for c in gw0.sent] == [0, 1] and [c["round"] for c in gw1.sent] == [0, 1]
+    assert [c["round"] for c in gw0.sent] == [1, 2] and [c["round"] for c in gw1.sent] == [1, 2]
     for _ in range(2):
         finish(sched, gw0)
         finish(sched, gw1)
     assert sched.tests_finished and not sched.has_pending
     assert {(w, r) for w, r, _ in hunt.ingested} == {
-        (w, r) for w in ("gw0", "gw1") for r in range(3)
+        (w, r) for w in ("gw0", "gw1") for r in range(1, 4)
     }
+
+
+def test_the_default_round_runs_on_one_worker_and_ends_when_it_is_done() -> None:
+    hunt = FakeHunt(rounds=2, first=0)
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    sched = started(hunt, [gw0, gw1])
+    assert [c["indices"] for c in gw0.sent] == [list(range(len(TESTS)))]
+    assert gw1.sent == []  # nothing to do in round 0
+    finish(sched, gw0)
+    assert [c["round"] for c in gw0.sent] == [0, 1] and [c["round"] for c in gw1.sent] == [1]
 
 
 def test_the_same_tests_collected_in_another_order_are_sent_by_each_nodes_own_index() -> None:
     hunt = FakeHunt(rounds=1)
     gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
     started(hunt, [gw0, gw1], [TESTS, TESTS[::-1]])
-    plan = plan_round(9, 0, TESTS, 2, "shuffle")
+    plan = plan_round(9, 1, TESTS, 2, "shuffle")
     assert gw0.sent[0]["indices"] == list(plan.slices[0])
     reversed_index = {n: i for i, n in enumerate(TESTS[::-1])}
     assert gw1.sent[0]["indices"] == [reversed_index[TESTS[i]] for i in plan.slices[1]]
@@ -148,11 +160,11 @@ def test_truly_different_collections_stop_the_hunt_with_one_line_naming_the_caus
 
 
 def test_a_dead_worker_costs_its_current_step_and_its_replacement_runs_the_rest() -> None:
-    hunt = FakeHunt(rounds=2)
+    hunt = FakeHunt(rounds=2, first=2)  # round 2: gw0 has four of the seven tests
     gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
     sched = started(hunt, [gw0, gw1])
     part = sched.running[gw0]
-    assert part is not None and len(part.tests) >= 3
+    assert part is not None and len(part.tests) >= 4
     # two steps reported, then the worker process dies in the third
     sched.mark_test_complete(gw0, b"".join(wire.step_line(i, [], []) for i in range(2)), 0.0)
     crashed = sched.remove_node(gw0)
@@ -164,21 +176,21 @@ def test_a_dead_worker_costs_its_current_step_and_its_replacement_runs_the_rest(
     assert sched.node2slot[gw2] == 0  # the slot whose work is waiting
     sched.add_node_collection(gw2, TESTS)
     rest = gw2.sent[0]
-    assert rest["round"] == 0 and rest["first_position"] == 3
+    assert rest["round"] == 2 and rest["first_position"] == 3
     assert [TESTS[i] for i in rest["indices"]] == part.tests[3:]
     finish(sched, gw2)
     finish(sched, gw1)
-    assert {c["round"] for c in gw2.sent} == {0, 1}  # the hunt goes on
+    assert {c["round"] for c in gw2.sent} == {2, 3}  # the hunt goes on
 
 
 def test_a_twice_round_sends_every_test_twice_in_a_row_with_its_repeat_numbers() -> None:
-    hunt = FakeHunt(rounds=4, order="auto")
+    hunt = FakeHunt(rounds=3, order="auto")
     gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
     sched = started(hunt, [gw0, gw1])
-    for _ in range(3):
+    for _ in range(2):
         finish(sched, gw0)
         finish(sched, gw1)
-    twice = gw0.sent[3]
+    twice = gw0.sent[2]
     assert twice["round"] == 3
     indices, repeats = twice["indices"], twice["repeats"]
     assert indices[0::2] == indices[1::2] and repeats == [1, 2] * (len(indices) // 2)

@@ -153,11 +153,25 @@ class World:
 
 
 class History:
-    """A fake :class:`~hermetic_hunt.isolate.classifier.History` over a simulated hunt."""
+    """A fake :class:`~hermetic_hunt.isolate.classifier.History` over a simulated hunt.
 
-    def __init__(self, attempts: list[Attempt], leaks: dict[str, list[Leak]] | None = None) -> None:
+    ``default``: the worker whose sequence was the hunt's default round (a
+    plain run in collection order); None: the hunt had none.
+    """
+
+    def __init__(
+        self,
+        attempts: list[Attempt],
+        leaks: dict[str, list[Leak]] | None = None,
+        default: str | None = None,
+    ) -> None:
         self.attempts = attempts
         self.left = leaks or {}
+        self.default = default
+
+    def in_default_round(self, nodeid: str) -> Attempt | None:
+        found = [a for a in self.attempts if a.worker == self.default and a.nodeid == nodeid]
+        return found[0] if found else None
 
     def leaks(self) -> dict[str, list[Leak]]:
         return self.left
@@ -267,6 +281,62 @@ def test_a_victim_gets_its_polluter_and_its_cleaner() -> None:
     assert verdict.confirmed is True
     assert verdict.status == "isolated"
     check_evidence(verdict)
+
+
+def careless(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    """Pollutes, and puts things back only when it succeeds: with ``prep`` run first."""
+    if state.get("prepared"):
+        return ok(step.nodeid)
+    state["polluted"] = True
+    return boom(step.nodeid, "KeyError")
+
+
+BEHAVIOURS["prep"] = sets("prepared")
+BEHAVIOURS["careless"] = careless
+
+
+@pytest.mark.parametrize("default_round", [False, True], ids=["probed", "default-round"])
+def test_a_victim_fails_in_normal_runs_only_when_the_default_order_really_fails_it(
+    default_round: bool,
+) -> None:
+    """Issue 29: the default order is every test before the victim, in collection
+    order -- not the tests from its first polluter on (here, without ``prep``
+    first, ``careless`` pollutes and the victim fails: a plain run never does)."""
+    world = World()
+    plain = [("prep", 1, 1e9), ("careless", 2, 1e9), ("victim", 3, 1e9)]
+    history = simulated_hunt(
+        world,
+        {
+            "gw0": (5, plain),  # collection order: the first appearances
+            "gw1": (5, [("careless", 4, 1e9), ("victim", 5, 1e9)]),
+        },
+    )
+    if default_round:
+        history.default = "gw0"
+    verdict = classify(world, history, "victim")
+    assert verdict.kinds == ["victim"]
+    assert verdict.polluters == [["careless"]]
+    assert verdict.evidence["default_order"] is False
+    assert verdict.evidence["exposure"] == "order"
+    probes = [p.purpose for p, _ in verdict.probes]
+    if default_round:  # read from the record: no probe
+        assert "in pytest's default order" not in probes
+        assert verdict.evidence["default_order_attempt"] == 3
+    else:
+        default = [p for p, _ in verdict.probes if p.purpose == "in pytest's default order"]
+        assert [[s.nodeid for s in p.steps] for p in default] == [["prep", "careless", "victim"]]
+
+
+def test_a_victim_that_a_plain_run_fails_fails_in_normal_runs() -> None:
+    world = World()
+    history = simulated_hunt(
+        world,
+        {"gw0": (5, [("careless", 2, 1e9), ("victim", 3, 1e9)]), "gw1": (5, [("victim", 5, 1e9)])},
+    )
+    history.default = "gw0"
+    verdict = classify(world, history, "victim")
+    assert verdict.evidence["default_order"] is True
+    assert verdict.evidence["exposure"] == "normal"
 
 
 def test_a_victim_of_two_polluters_gets_them_as_one_set() -> None:

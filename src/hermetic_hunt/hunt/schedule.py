@@ -7,11 +7,25 @@ of ``(base_seed, tests, workers, round, strategy)``: timing never changes what
 a worker runs, so two hunts with the same base seed produce the same
 per-worker sequences.
 
+Two kinds of round keep tests that belong together in one process, whatever
+the worker count:
+
+* Round 0 of every hunt is the **default** round: the tests in collection
+  order, all in one process -- exactly a plain ``pytest`` run. A test that
+  passes there is not broken, and whether a victim fails in a normal run is
+  read from it.
+* A suite with fewer than two tests per worker would otherwise never run two
+  of its tests in one process (a brittle test would always run alone): its
+  odd rounds are **packed**, every test on one worker (which one turns with
+  the round).
+
 Attributes of a :class:`RoundPlan` (its invariants):
 
 * ``order`` is a permutation of ``range(len(tests))``.
 * ``slices`` partitions ``order`` into ``workers`` contiguous runs whose sizes
-  differ by at most one (the earlier slices get the extra test).
+  differ by at most one (the earlier slices get the extra test) -- or, in a
+  default or packed round, puts all of ``order`` in one slice and leaves the
+  others empty.
 * ``round_no`` is the *global* round: shard K of M runs rounds
   K-1, K-1+M, K-1+2M, ... so shards never repeat each other's rounds.
 * ``twice``: each worker runs every test of its slice twice in a row (the
@@ -59,6 +73,11 @@ class RoundPlan:
     def twice(self) -> bool:
         return self.strategy == "twice"
 
+    @property
+    def packed(self) -> bool:
+        """Every test of the round runs on one worker."""
+        return sum(1 for part in self.slices if part) <= 1 < len(self.slices)
+
 
 def condition_for(
     base_seed: int, round_no: int, mix: TimeMix, mode: str, strategy: str = "shuffle"
@@ -90,8 +109,15 @@ def condition_for(
     return chosen
 
 
+#: The strategy of round 0 of every hunt: collection order, in one process.
+DEFAULT_ROUND = "default"
+
+
 def strategy_for(order: str, round_no: int) -> str:
-    """The concrete strategy of ``round_no`` under ``--hermetic-hunt-order``."""
+    """The concrete strategy of ``round_no`` under ``--hermetic-hunt-order``
+    (round 0 is always the :data:`DEFAULT_ROUND`)."""
+    if round_no == 0:
+        return DEFAULT_ROUND
     if order == "auto":
         if round_no == AUTO_TWICE_ROUND:
             return "twice"
@@ -140,13 +166,15 @@ def round_order(base_seed: int, round_no: int, tests: Sequence[str], order: str)
     tests the other way round.
     """
     strategy = strategy_for(order, round_no)
+    if strategy == DEFAULT_ROUND:
+        return list(range(len(tests)))
     if strategy in ("shuffle", "twice"):
         return shuffled(base_seed, round_no, tests)
     if strategy == "grouped":
         return grouped(base_seed, round_no, tests)
     if strategy == "reversed":
         # Walk back to the nearest non-reversed round (bounded: under "auto"
-        # it is the previous round; under "reversed" it is the collection).
+        # it is the previous round; under "reversed" it is the default round).
         depth = 0
         earlier = round_no - 1
         while earlier >= 0 and strategy_for(order, earlier) == "reversed":
@@ -196,10 +224,21 @@ def plan_round(
         raise ValueError("workers must be >= 1")
     ordering = round_order(base_seed, round_no, tests, order)
     strategy = strategy_for(order, round_no)
+    if strategy == DEFAULT_ROUND or (len(tests) < 2 * workers and round_no % 2 == 1):
+        slices = pack(ordering, workers, round_no)
+    else:
+        slices = rotate(split(ordering, workers), round_no)
     return RoundPlan(
         round_no=round_no,
         strategy=strategy,
         order=tuple(ordering),
-        slices=rotate(split(ordering, workers), round_no),
+        slices=slices,
         condition=condition_for(base_seed, round_no, mix, mode, strategy),
     )
+
+
+def pack(order: Sequence[int], workers: int, round_no: int) -> tuple[tuple[int, ...], ...]:
+    """All of ``order`` on one worker: the first in the default round (round 0),
+    else the one the round turns to (each worker gets packed rounds in turn)."""
+    slot = (round_no // 2) % workers
+    return tuple(tuple(order) if w == slot else () for w in range(workers))

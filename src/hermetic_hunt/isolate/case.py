@@ -91,6 +91,10 @@ class History(Protocol):
         """Attempts on other workers that ran at the same real time and wrote paths."""
         ...
 
+    def in_default_round(self, nodeid: str) -> Attempt | None:
+        """``nodeid``'s attempt in the run's default round (a plain run), if it had one."""
+        ...
+
 
 class TimeBudgetExceeded(BudgetExceeded):
     """Isolation's overall time budget ran out (no new probe starts)."""

@@ -31,7 +31,7 @@ from hermetic_hunt.seeds import Dates, attempt_now, attempt_seed
 
 #: Sequences this long are replayed half by half before they are replayed whole.
 HALVES_FROM = 64
-#: Longest collection-order prefix replayed to check a brittle test's default order.
+#: Longest collection-order prefix replayed to check a test's default order.
 DEFAULT_ORDER_LIMIT = 5000
 
 
@@ -399,12 +399,21 @@ def brittle(case: Case) -> None:
 
 
 def default_order(case: Case) -> None:
-    """Does a plain ``pytest`` run -- the collection order -- fail it? The
-    ``default_order`` fact, shown by a probe: the tests from its first
-    polluter to it, in collection order (a victim); every test before it (a
-    brittle test, when no state-setter set comes first). What CI sees."""
+    """Does a plain ``pytest`` run -- the collection order -- fail it? What CI sees.
+
+    The ``default_order`` fact. Read from the hunt's default round when it had
+    one (round 0 ran every test in collection order in one process: exactly a
+    plain run); else shown by a probe of every test before it, in collection
+    order -- all of them, not only from its first polluter on: an earlier test
+    can decide whether the polluter pollutes at all.
+    """
     v, target = case.finding, case.target
     if target is None or not (v.polluters or v.state_setters):
+        return
+    plain = case.history.in_default_round(case.nodeid)
+    if plain is not None:
+        case.facts["default_order"] = case.same_attempt(plain)
+        case.facts["default_order_attempt"] = plain.attempt_id
         return
     tests = [n for n in case.history.tests() if n in case.collected]
     where = {nodeid: i for i, nodeid in enumerate(tests)}
@@ -415,19 +424,15 @@ def default_order(case: Case) -> None:
     def before(members: Sequence[str]) -> bool:
         return all(where.get(m, me) < me for m in members)
 
-    if v.polluters:
-        firsts = [min(where[m] for m in s) for s in v.polluters if before(s)]
-        if not firsts:
-            case.facts["default_order"] = False  # no polluter set runs before it
-            return
-        run = tests[max(firsts) : me]
-    else:
-        if any(before(s) for s in v.state_setters):
-            case.facts["default_order"] = False  # a state-setter runs before it
-            return
-        if me > DEFAULT_ORDER_LIMIT:
-            return
-        run = tests[:me]
+    if v.polluters and not any(before(s) for s in v.polluters):
+        case.facts["default_order"] = False  # no polluter set runs before it
+        return
+    if not v.polluters and any(before(s) for s in v.state_setters):
+        case.facts["default_order"] = False  # a state-setter runs before it
+        return
+    if me > DEFAULT_ORDER_LIMIT:
+        return
+    run = tests[:me]
     steps = [_step_for(case, n) for n in run]
     result = case.probe(
         "in pytest's default order", [*steps, Step.of(target)], case.hash_seed_of(target)

@@ -136,7 +136,7 @@ def isolate(
                              parallel=opts.parallel, time_budget=opts.time_budget)  # fmt: skip
     if not found.flaky and not found.always_failing and not found.not_idempotent:
         return report
-    history = db.RunHistory(store, facts.run_id)
+    history = db.RunHistory(store, facts.run_id, default_round=facts.settings.default_round)
     try:
         args = invocation.args
         if args is None:

@@ -248,9 +248,11 @@ class RunHistory:
     connection, one query at a time.
     """
 
-    def __init__(self, store: Store, run_id: int) -> None:
+    def __init__(self, store: Store, run_id: int, *, default_round: bool = False) -> None:
         self.path = store.path
         self.run_id = run_id
+        #: The run's round 0 was the default round (a plain run: collection order).
+        self.default_round = default_round
         self._conn = sqlite3.connect(
             f"{self.path.as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=30.0
         )
@@ -279,6 +281,18 @@ class RunHistory:
         before = [_attempt(row) for row in rows]
         crashes = [i for i, a in enumerate(before) if a.outcome == "crashed"]
         return before[crashes[-1] + 1 :] if crashes else before
+
+    def in_default_round(self, nodeid: str) -> Attempt | None:
+        """``nodeid``'s attempt in the run's default round -- what a plain ``pytest``
+        run did to it (None: the run had no default round, or not this test)."""
+        if not self.default_round:
+            return None
+        rows = self._rows(
+            _ATTEMPT + " WHERE a.run_id = ? AND a.round = 0 AND t.nodeid = ? AND "
+            "a.repeat = 0 AND a.execution = 1 ORDER BY a.id LIMIT 1",
+            (self.run_id, nodeid),
+        )
+        return _attempt(rows[0]) if rows else None
 
     def overlapping(self, attempt: Attempt) -> list[Attempt]:
         """Attempts on other workers of ``attempt``'s round that ran at the same real

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -158,6 +159,24 @@ def test_writes_from_python_are_noted_under_the_rootdir_and_the_temp_dir(tmp_pat
     assert first == [f"{real}/out.txt", f"{real}/moved.txt", temp]
     assert second == [f"{real}/again.txt"]
     assert watch.take() == []  # stopped: nothing is noted
+
+
+def test_an_sqlite_database_a_test_connects_to_is_a_write(tmp_path: Path) -> None:
+    """SQLite writes its file from C: the connect is what the hook sees (issue 29)."""
+    watch = Writes.install()
+    root = tmp_path / "project"
+    root.mkdir()
+    watch.start(str(root))
+    try:
+        sqlite3.connect(root / "codes.sqlite").close()
+        sqlite3.connect(f"file:{root / 'uri.sqlite'}?mode=rwc", uri=True).close()
+        sqlite3.connect(":memory:").close()
+        sqlite3.connect(tmp_path / "outside.sqlite").close()
+        noted = watch.take()
+    finally:
+        watch.stop()
+    real = os.path.realpath(root)
+    assert noted == [f"{real}/codes.sqlite", f"{real}/uri.sqlite"]
 
 
 def test_pytest_moving_the_projects_folders_in_sys_path_is_no_ones_leak(

@@ -52,6 +52,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -522,8 +523,24 @@ _PATH_EVENTS = frozenset(
 )  # fmt: skip
 
 
+def _sqlite_path(database: Any) -> Any:
+    """The file of ``sqlite3.connect(database)``: a path, or a ``file:`` URI's path
+    (None for an in-memory database)."""
+    if isinstance(database, (bytes, os.PathLike)):
+        database = os.fsdecode(database)
+    if not isinstance(database, str) or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        path = database[5:].split("?", 1)[0]
+        if path.startswith("//"):  # file://host/path
+            path = "/" + path[2:].split("/", 1)[-1]
+        return urllib.parse.unquote(path) or None
+    return database
+
+
 class Writes:
-    """The paths each attempt wrote from Python, by an audit hook (one per process).
+    """The paths each attempt wrote from Python, by an audit hook (one per process);
+    an SQLite database counts as written when a test connects to it.
 
     Audit hooks cannot be removed: :meth:`install` adds one hook for the
     process's lifetime, which does nothing (one attribute check) unless an
@@ -582,9 +599,13 @@ class Writes:
             self._note(args[0])
             if event in ("os.rename", "shutil.copyfile", "os.symlink", "os.link", "shutil.move"):
                 self._note(args[1])
+        elif event == "sqlite3.connect":
+            # SQLite opens and writes its file from C (no "open" event): the
+            # database a test connects to is a path it may write.
+            self._note(_sqlite_path(args[0]))
 
     def _note(self, path: Any) -> None:
-        if isinstance(path, int):
+        if path is None or isinstance(path, int):
             return
         try:
             text = os.fsdecode(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -159,6 +160,34 @@ def test_writes_from_python_are_noted_under_the_rootdir_and_the_temp_dir(tmp_pat
     assert first == [f"{real}/out.txt", f"{real}/moved.txt", temp]
     assert second == [f"{real}/again.txt"]
     assert watch.take() == []  # stopped: nothing is noted
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_a_path_relative_to_a_folders_descriptor_is_taken_from_that_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """shutil.rmtree removes what is inside its folder by name and dir_fd: those
+    names are not the working directory's (issue 29: phantom paths at the rootdir)."""
+    watch = Writes.install()
+    root = tmp_path / "project"
+    (root / "shared" / "inner").mkdir(parents=True)
+    (root / "shared" / "file.txt").write_text("x")
+    monkeypatch.chdir(root)
+    watch.start(str(root))
+    try:
+        shutil.rmtree(root / "shared")
+        folder = os.open(root, os.O_RDONLY)
+        try:
+            os.mkdir("made", dir_fd=folder)
+        finally:
+            os.close(folder)
+        noted = watch.take()
+    finally:
+        watch.stop()
+    real = os.path.realpath(root)
+    assert f"{real}/shared" in noted and f"{real}/made" in noted
+    assert f"{real}/shared/inner" in noted and f"{real}/shared/file.txt" in noted
+    assert f"{real}/inner" not in noted and f"{real}/file.txt" not in noted
 
 
 def test_an_sqlite_database_a_test_connects_to_is_a_write(tmp_path: Path) -> None:

@@ -169,6 +169,9 @@ class History:
         self.left = leaks or {}
         self.default = default
 
+    def round_attempts(self, attempt: Attempt) -> list[Attempt]:
+        return [a for a in self.attempts if a.round_no == attempt.round_no]
+
     def in_default_round(self, nodeid: str) -> Attempt | None:
         found = [a for a in self.attempts if a.worker == self.default and a.nodeid == nodeid]
         return found[0] if found else None

@@ -15,7 +15,7 @@ handlers, threads and child processes still running, open file descriptors,
 ``sys.getswitchinterval()``, ``tempfile.tempdir``, the asyncio event
 loop policy, and the entries of the round's private temporary folder.
 Files in the rootdir (and in the system's temporary directory, for paths a
-test named outright) are compared at round boundaries (``hunt/files.py``:
+test named outright) are compared at round boundaries (``engine/files.py``:
 a tree walk per attempt would cost more than the attempt).
 
 **A private temporary folder per round.** Each process that runs a round's
@@ -538,6 +538,32 @@ def _sqlite_path(database: Any) -> Any:
     return database
 
 
+#: Where an event's ``dir_fd`` arguments are: (first path's, second path's, both's).
+#: A relative path with a ``dir_fd`` is relative to that folder, not to the
+#: working directory (``shutil.rmtree`` removes what is inside its folder so).
+_DIR_FDS: dict[str, tuple[int | None, int | None, int | None]] = {
+    "os.remove": (1, None, None),
+    "os.rmdir": (1, None, None),
+    "os.mkdir": (2, None, None),
+    "os.rename": (2, 3, None),
+    "os.link": (2, 3, None),
+    "os.symlink": (None, None, 2),
+    "shutil.rmtree": (1, None, None),
+}
+
+
+def _arg(args: tuple[Any, ...], index: int | None) -> Any:
+    return args[index] if index is not None and index < len(args) else None
+
+
+def _folder_of(dir_fd: Any) -> str:
+    """The folder a relative path is taken from: ``dir_fd``'s (Linux), else the working
+    directory (OSError: a ``dir_fd`` whose folder cannot be known)."""
+    if not isinstance(dir_fd, int) or dir_fd < 0:  # None, or AT_FDCWD
+        return os.getcwd()
+    return os.readlink(f"/proc/self/fd/{dir_fd}")
+
+
 class Writes:
     """The paths each attempt wrote from Python, by an audit hook (one per process);
     an SQLite database counts as written when a test connects to it.
@@ -596,21 +622,22 @@ class Writes:
                 return
             self._note(path)
         elif event in _PATH_EVENTS:
-            self._note(args[0])
+            first, second, folder = _DIR_FDS.get(event, (None, None, None))
+            self._note(args[0], _arg(args, first))
             if event in ("os.rename", "shutil.copyfile", "os.symlink", "os.link", "shutil.move"):
-                self._note(args[1])
+                self._note(args[1], _arg(args, second if second is not None else folder))
         elif event == "sqlite3.connect":
             # SQLite opens and writes its file from C (no "open" event): the
             # database a test connects to is a path it may write.
             self._note(_sqlite_path(args[0]))
 
-    def _note(self, path: Any) -> None:
+    def _note(self, path: Any, dir_fd: Any = None) -> None:
         if path is None or isinstance(path, int):
             return
         try:
             text = os.fsdecode(path)
             if not os.path.isabs(text):
-                text = os.path.join(os.getcwd(), text)
+                text = os.path.join(_folder_of(dir_fd), text)
         except (OSError, TypeError, ValueError):
             return
         text = os.path.normpath(text)

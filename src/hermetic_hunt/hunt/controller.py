@@ -28,12 +28,12 @@ import pytest
 from hermetic_hunt import _compat, environment, pasteable
 from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.engine import collection_failed
+from hermetic_hunt.engine.files import FileWatch, attribute
 from hermetic_hunt.engine.fork import interrupts_deferred
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.findings import IsolationReport
-from hermetic_hunt.hunt.files import FileWatch, attribute
 from hermetic_hunt.hunt.progress import Progress, line
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
 from hermetic_hunt.hunt.signals import Interrupts
@@ -508,7 +508,7 @@ class HuntController:
         for change in self.files.check():
             attempt, fits = attribute(change, attempts)
             if change.temp and attempt is None:
-                continue  # another process's, not the round's (hunt/files.py)
+                continue  # another process's, not the round's (engine/files.py)
             leak = self.files.leak(change)
             if fits > 1:
                 # Not one attempt's: the report says so rather than guess.

@@ -91,6 +91,10 @@ class History(Protocol):
         """Attempts on other workers that ran at the same real time and wrote paths."""
         ...
 
+    def round_attempts(self, attempt: Attempt) -> list[Attempt]:
+        """Every attempt of ``attempt``'s round, on every worker (its run's)."""
+        ...
+
     def in_default_round(self, nodeid: str) -> Attempt | None:
         """``nodeid``'s attempt in the run's default round (a plain run), if it had one."""
         ...
@@ -139,6 +143,10 @@ class ClassifySettings:
     dates: Dates = field(default_factory=Dates.from_now)
     today_window: Dates = field(default_factory=Dates.from_now)
 
+    @property
+    def deadline_passed(self) -> bool:
+        return self.deadline is not None and self.deadline.passed
+
 
 class Case:
     """One test under isolation: its attempts, its probes so far, what they showed.
@@ -161,18 +169,19 @@ class Case:
         self.prober = prober
         self.settings = settings
         self.budget = Budget(settings.budget)
-        plain = [a for a in attempts if is_plain(a.repeat)]
-        self.failing = [a for a in plain if a.failed]
-        self.passing = [a for a in plain if a.outcome in PASSING]
-        #: It never failed in a plain run: only as a twice round's second run.
-        repeated = [a for a in attempts if a.repeat == REPEATED_RUN and a.failed]
-        self.repeated_only = not self.failing and bool(repeated)
-        if not self.failing:
-            # Only a twice round's second run failed: explain that run.
-            self.failing = repeated
-        self.violating = [a for a in plain if a.violations]
+        self.attempts = list(attempts)
+        #: Failures explained before this case is isolated: what other workers did
+        #: to it (:mod:`.shared`); the case isolates the rest.
+        self.explained: list[Attempt] = []
+        #: The shared resources its failures crossed (:class:`.shared.Crossed`).
+        self.crossings: list[Any] = []
+        self.failing: list[Attempt] = []
+        self.passing: list[Attempt] = []
+        self.violating: list[Attempt] = []
+        self.repeated_only = False
+        self.target: Attempt | None = None
+        self._sort()
         self.finding = Finding(nodeid)
-        self.target = choose_target(self.failing) if self.failing else None
         self.needs: set[str] = set()  # work left for phase 2: "order", "brittle"
         self.alone_numbers: list[int] = []  # steps of the target's alone runs
         self.collected: frozenset[str] = frozenset()
@@ -184,6 +193,28 @@ class Case:
         #: Polluter sets and search repeats, for the cleaner search (phase 3).
         self.cleaner_work: tuple[list[list[Step]], Step, int, int] | None = None
         self._done = False
+
+    def _sort(self) -> None:
+        """Failing, passing and violating attempts; the target (what is left to explain)."""
+        gone = {id(a) for a in self.explained}
+        attempts = [a for a in self.attempts if id(a) not in gone]
+        plain = [a for a in attempts if is_plain(a.repeat)]
+        self.failing = [a for a in plain if a.failed]
+        self.passing = [a for a in plain if a.outcome in PASSING]
+        #: It never failed in a plain run: only as a twice round's second run.
+        repeated = [a for a in attempts if a.repeat == REPEATED_RUN and a.failed]
+        self.repeated_only = not self.failing and bool(repeated)
+        if not self.failing:
+            # Only a twice round's second run failed: explain that run.
+            self.failing = repeated
+        self.violating = [a for a in plain if a.violations]
+        self.target = choose_target(self.failing) if self.failing else None
+
+    def set_aside(self, explained: Sequence[Attempt]) -> None:
+        """These failures are explained already (:mod:`.shared`): the case isolates
+        the others (none left: nothing more to do)."""
+        self.explained.extend(explained)
+        self._sort()
 
     # -- probing -------------------------------------------------------------
 
@@ -299,4 +330,4 @@ class Case:
         self.finding.confirmed = confirmed
 
     def _any_attempt(self) -> Attempt:
-        return (self.failing or self.violating or self.passing)[0]
+        return (self.failing or self.explained or self.violating or self.passing)[0]

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hermetic_hunt.findings import Finding
-from hermetic_hunt.isolate import alone, collision, dates, order
+from hermetic_hunt.isolate import alone, collision, dates, order, shared
 from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, TimeBudgetExceeded
 from hermetic_hunt.isolate.search import BudgetExceeded
 from hermetic_hunt.kinds import KINDS
@@ -141,12 +141,17 @@ class Classifier(Case):
         )
 
     def _order(self) -> None:
-        if "order" in self.needs and collision.check(self):
+        # (a collision over a path several workers share is claimed already, or the
+        # target crossed one: .shared; no pair of single tests needed)
+        pair = "order" in self.needs and "collision" not in self.finding.kinds
+        pair = pair and not any(any(a is self.target for a in c.left) for c in self.crossings)
+        if pair and collision.check(self):
             self.needs.discard("order")  # another worker's test, not this process's order
         if "brittle" in self.needs:
             order.brittle(self)
         if "order" in self.needs:
             order.order_dependent(self)
+        order.not_idempotent(self)
         self._network()
         if self.finding.kinds and {"victim", "brittle"} & set(self.finding.kinds):
             order.default_order(self)
@@ -196,6 +201,8 @@ class Classifier(Case):
 
     def result(self) -> Finding:
         v = self.finding
+        if not v.kinds and v.status == "isolated" and self.crossings:
+            shared.crossed_only(self)
         if not v.kinds and v.status in ("isolated", "partial") and self.target is not None:
             tried = sorted({p.purpose for p, _ in v.probes})
             why = f"no probe reproduced a cause (tried: {', '.join(tried)})"
@@ -209,15 +216,16 @@ class Classifier(Case):
 
     def _evidence(self) -> dict[str, Any]:
         target = self.target
-        runs = sorted({a.run_id for a in (*self.failing, *self.passing, *self.violating)})
+        failing = [*self.failing, *self.explained]
+        runs = sorted({a.run_id for a in (*failing, *self.passing, *self.violating)})
         calls = sorted({v.describe() for a in self.violating for v in a.violations})
         return {
             "runs": runs,
             "target_attempt": target.attempt_id if target else None,
             "signature": f"{target.exc_type} at {target.location}" if target else None,
-            "failed": len(self.failing),
+            "failed": len(failing),
             "passed": len(self.passing),
-            "failing_attempts": [a.attempt_id for a in self.failing[:EVIDENCE_IDS]],
+            "failing_attempts": [a.attempt_id for a in failing[:EVIDENCE_IDS]],
             "passing_attempts": [a.attempt_id for a in self.passing[:EVIDENCE_IDS]],
             "hash_seed_known": bool(target and target.hash_seed is not None),
             "blocked_calls": calls,
@@ -234,7 +242,7 @@ class Classifier(Case):
                 fails_now=(self.facts.get("dates") or {}).get("fails_now"),
                 past_only=(self.facts.get("dates") or {}).get("past_only") is True,
             )
-            if self.failing
+            if failing
             else None,
             **self.facts,
         }

@@ -6,6 +6,7 @@ and the last resorts for a flake that reproduced neither alone nor in order.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -20,13 +21,15 @@ from hermetic_hunt.isolate.alone import (
     uncontrolled,
 )
 from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, History, dedupe
+from hermetic_hunt.isolate.collision import shared_path
 from hermetic_hunt.isolate.search import (
     BudgetExceeded,
     find_cleaners,
     find_culprits,
     repeats_for,
 )
-from hermetic_hunt.models import Attempt, Step
+from hermetic_hunt.isolate.shared import touched
+from hermetic_hunt.models import REPEATED_RUN, Attempt, Step
 from hermetic_hunt.seeds import Dates, attempt_now, attempt_seed
 
 #: Sequences this long are replayed half by half before they are replayed whole.
@@ -85,8 +88,113 @@ def order_dependent(case: Case) -> None:
         victim(case, preceding, as_run, step, hash_seed)
     elif not self_polluting:
         case.finding.notes.append("nothing ran before the failing attempt on its worker")
+    if "victim" not in case.finding.kinds:
+        crossed_victim(case, step, hash_seed)
     if not case.finding.kinds:
         last_resorts(case, step, hash_seed)
+
+
+def not_idempotent(case: Case) -> None:
+    """A twice round's second run failed, its own way (the target was another
+    failure): twice in one process with that round's inputs, ``CONFIRM`` times.
+    A finding is whole: a victim (or a collision) can also be self-polluting."""
+    if "self-polluting" in case.finding.kinds or case.target is None:
+        return
+    firsts = {(a.round_no, a.worker): a for a in case.attempts if a.repeat == 1 and a.passed}
+    seconds = [
+        a
+        for a in case.attempts
+        if a.repeat == REPEATED_RUN and a.failed and (a.round_no, a.worker) in firsts
+        and a.signature != case.target.signature
+    ]  # fmt: skip
+    if not seconds:
+        return
+    second = seconds[0]
+    steps = [Step.of(firsts[(second.round_no, second.worker)]), Step.of(second)]
+    hash_seed = case.hash_seed_of(second)
+    alone = case.probe("its second run's inputs alone", steps[1:], hash_seed)
+    if alone.status != "completed" or (alone.last is not None and alone.last.failed):
+        return  # its inputs (a seed, a start time) decide, not the run before it
+    for purpose in ("its second run in one process", *["again"] * (CONFIRM - 1)):
+        result = case.probe(purpose, steps, hash_seed)
+        last = result.last
+        if not (_first_passed(result) and last is not None and last.failed
+                and last.signature == second.signature):  # fmt: skip
+            return
+    case.claim(
+        "self-polluting",
+        f"fails on its second run in one process ({second.exc_type} at {second.location}), "
+        f"as in round {second.round_no}'s twice run, {CONFIRM} out of {CONFIRM}; its first "
+        "run passes",
+        numbers(case, CONFIRM),
+    )
+    current = case.finding.reproducer
+    if current is None or current.together:  # deterministic: it beats a collision's pair
+        case.reproduce(steps, hash_seed, confirmed=True)
+
+
+#: Most tests of other workers tried as a victim's polluters that ran elsewhere.
+MAX_CROSSED = 50
+
+
+def crossed_before(case: Case, attempt: Attempt) -> list[Step]:
+    """What other workers ran before ``attempt`` in its round and that wrote a
+    file (state that outlives its process), in the order they ended: a polluter
+    that ran on another worker left its state there."""
+    others = [
+        a
+        for a in case.history.round_attempts(attempt)
+        if a.worker != attempt.worker
+        and a.writes
+        and a.execution == 1
+        and a.started is not None
+        and attempt.started is not None
+        and a.started + a.duration <= attempt.started
+        and a.nodeid in case.collected
+    ]
+    others.sort(key=lambda a: (a.started or 0.0) + a.duration)
+    return dedupe([Step.of(a) for a in others])[-MAX_CROSSED:]
+
+
+def crossed_victim(case: Case, step: Step, hash_seed: int) -> None:
+    """Passes alone and after what its own worker ran: what other workers ran before
+    it left state in a file (a database, a folder) that it then read. The same
+    search as for a victim, over those tests, in one process: the state crosses
+    there as it crossed between the workers."""
+    target = case.target
+    if target is None:
+        return
+    candidates = crossed_before(case, target)
+    if not candidates:
+        return
+    before = len(case.finding.kinds)
+    victim(case, candidates, candidates, step, hash_seed, label="tests other workers ran before it")
+    if len(case.finding.kinds) == before or not case.finding.polluters:
+        return
+    ran = {a.nodeid: a for a in case.history.round_attempts(target) if a.worker != target.worker}
+    mine = touched(target)
+    crossed = []
+    for nodeid in case.finding.polluters[0]:
+        polluter = ran.get(nodeid)
+        if polluter is None:
+            continue
+        path = shared_path(mine, polluter.writes) or (polluter.writes[0] if polluter.writes else "")
+        crossed.append({"polluter": nodeid, "worker": polluter.worker, "path": path})
+    if crossed:
+        case.facts["crossed_workers"] = crossed
+        where = ", ".join(
+            f"{c['polluter']} ({c['worker']}, {_relative(c['path'], case.settings.rootdir)})"
+            for c in crossed
+        )
+        case.finding.notes.append(
+            f"its polluter ran on another worker before it in the hunt, and the state it left "
+            f"crossed through a file: {where}"
+        )
+
+
+def _relative(path: str, rootdir: str) -> str:
+    root = os.path.join(rootdir, "") if rootdir else ""
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def suspects(case: Case, preceding: list[Step], shown: Sequence[Attempt],
@@ -183,8 +291,9 @@ def polluter_leaks(case: Case, sets: Sequence[Sequence[Step]]) -> dict[str, list
 
 
 def victim(
-    case: Case, preceding: list[Step], as_run: list[Step], step: Step, hash_seed: int
-) -> None:
+    case: Case, preceding: list[Step], as_run: list[Step], step: Step, hash_seed: int,
+    label: str = "preceding sequence",
+) -> None:  # fmt: skip
     """The preceding sequence fails: shrink it to minimal polluter sets.
 
     Cheapest first: tests that left a thread running (repeated probes: a
@@ -205,13 +314,17 @@ def victim(
                 suspects(case, preceding, case.failing, case.passing),
             ),
         ]
-        tries = _tries(case, "preceding sequence", preceding, as_run, narrowed)
+        tries = _tries(case, label, preceding, as_run, narrowed)
         candidates, repeats = (
             _reproducing_sequence(case, tries, step, hash_seed, case.same) or [],
             1,
         )
     if not candidates:
-        case.finding.notes.append("the sequence that preceded the failure passes when replayed")
+        case.finding.notes.append(
+            "the sequence that preceded the failure passes when replayed"
+            if label == "preceding sequence"
+            else f"the {label} do not make it fail"
+        )
         return
     full_no = case.step_no()
 

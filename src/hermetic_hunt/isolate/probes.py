@@ -17,7 +17,10 @@ At most ``parallel`` probes run at a time (the hunt's worker count); each is
 stopped after ``timeout`` seconds and reported as ``timeout``. Two probes
 whose tests write the same path (in the hunt, or in an earlier probe) never
 run at the same time: they would collide (:mod:`.collision`); only a probe
-pair (:meth:`ProbeRunner.run_together`) runs them at once, on purpose. A probe whose
+pair (:meth:`ProbeRunner.run_together`) runs them at once, on purpose. What a
+probe creates in the checkout (a folder, a database file its tests leave) is
+removed after it, as the hunt removes what a round created: the next probe
+finds the checkout as isolation found it. A probe whose
 steps ran under CPU stress (``Step.stress``) runs alone, with that many busy
 processes beside it (:mod:`hermetic_hunt.engine.stress`): its stress must
 not spill over into other probes.
@@ -41,12 +44,13 @@ from concurrent.futures import TimeoutError as FutureTimeout  # not builtin befo
 from dataclasses import dataclass
 from typing import IO, Any
 
+from hermetic_hunt.engine.files import FileWatch
 from hermetic_hunt.engine.fork import fork_available
 from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate import wire
 from hermetic_hunt.isolate.collision import shared_path
-from hermetic_hunt.models import DEFAULT_PROBE_TIMEOUT, Settings
+from hermetic_hunt.models import DEFAULT_PROBE_TIMEOUT, Settings, Step
 
 _PERF = time.perf_counter
 #: Seconds the client waits beyond a probe's timeout before it gives up on a server.
@@ -265,8 +269,13 @@ class ProbeRunner:
         fork: bool | None = None,
         journals: Callable[[int], bytes | None] | None = None,
         writes: Mapping[str, Iterable[str]] | None = None,
+        checkout: FileWatch | None = None,
     ) -> None:
         self.target = target
+        #: The checkout as isolation found it: what a probe creates there is removed
+        #: after it (a probe runs in a fresh process on a clean checkout, as a round does).
+        self.checkout = checkout
+        self._tidying = threading.Lock()
         self.parallel = max(1, parallel)
         self.timeout = timeout
         self.fork = fork_available() if fork is None else (fork and fork_available())
@@ -385,7 +394,21 @@ class ProbeRunner:
                 with self._lock:
                     self._oneshots.discard(server)
             answer.setdefault("duration", _PERF() - started)
-        return self._learn(wire.result_from(answer))
+            result = self._learn(wire.result_from(answer))
+            self._tidy(probe.steps, [result])
+        return result
+
+    def _tidy(self, steps: Sequence[Step], results: Sequence[ProbeResult]) -> None:
+        """Remove what the probe created in the checkout: the paths its tests wrote,
+        in the hunt and in it (only those: other probes may be running)."""
+        if self.checkout is None:
+            return
+        with self._lock:
+            paths = {p for s in steps for p in self._writes.get(s.nodeid, ())}
+        paths.update(p for result in results for a in result.steps for p in a.writes)
+        if paths:
+            with self._tidying:
+                self.checkout.tidy(sorted(paths))
 
     @contextlib.contextmanager
     def _paths(self, probe: Probe) -> Iterator[None]:
@@ -451,7 +474,9 @@ class ProbeRunner:
         answers = ready.request_all(messages, self.timeout)
         for answer in answers:
             answer.setdefault("duration", _PERF() - started)
-        return [self._learn(wire.result_from(answer)) for answer in answers]
+        results = [self._learn(wire.result_from(answer)) for answer in answers]
+        self._tidy([s for probe in probes for s in probe.steps], results)
+        return results
 
     def _journals_of(self, probe: Probe) -> dict[int, bytes]:
         return {

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hermetic_hunt.findings import Finding, IsolationReport, Probe
-from hermetic_hunt.isolate import wire
+from hermetic_hunt.engine.files import FileWatch
+from hermetic_hunt.findings import Finding, IsolationReport, Probe, ProbeResult
+from hermetic_hunt.isolate import shared, wire
 from hermetic_hunt.isolate.blast import Polluters, victims_of
 from hermetic_hunt.isolate.case import ClassifySettings, Deadline
 from hermetic_hunt.isolate.classifier import Classifier
@@ -151,6 +153,7 @@ def isolate(
     )
     flaky = {**found.flaky, **found.not_idempotent}
     rows = db.ensure_flakes(store, list(flaky), facts.run_id)
+    crossing = facts.workers > 1
     deadline = Deadline(started + opts.time_budget, opts.time_budget)
     settings = ClassifySettings(
         budget=opts.budget, base_seed=facts.base_seed, deadline=deadline, rootdir=facts.rootdir,
@@ -159,12 +162,15 @@ def isolate(
     runner = ProbeRunner(
         target, parallel=opts.parallel, timeout=opts.timeout, fork=opts.fork,
         journals=history.journal, writes=history.writes(),
+        checkout=FileWatch(facts.rootdir, own=store.own_files()) if facts.rootdir else None,
     )  # fmt: skip
     report.fork = runner.fork
     work = _Work(store, flaky, history, runner, settings, rows, report, say, opts.extras_budget)
     try:
         _sandbox_off(store, found.always_failing, runner, facts, report)
         if flaky:
+            if crossing:
+                work.shared_resources()
             work.run(db.known_verdicts(store, list(flaky)))
     except KeyboardInterrupt:
         runner.abort()
@@ -209,9 +215,107 @@ class _Work:
         self.saved: dict[str, int] = {}  # nodeid -> probes already stored
         self.done = 0
         self.total = 0
+        #: Failures explained by a path another worker used at the same time
+        #: (:mod:`.shared`), by nodeid: each classifier of the test starts with them.
+        self.crossed: dict[str, list[shared.Crossed]] = {}
 
     def classifier(self, nodeid: str) -> Classifier:
-        return Classifier(nodeid, self.flaky[nodeid], self.history, self.runner, self.settings)
+        case = Classifier(nodeid, self.flaky[nodeid], self.history, self.runner, self.settings)
+        for crossed in self.crossed.get(nodeid, ()):
+            crossed.apply(case)
+        return case
+
+    # -- causes that cross workers (before the tests are isolated one by one) -----
+
+    def shared_resources(self) -> None:
+        """Paths that tests on several workers used at once: each probed once
+        (:func:`.shared.confirm`, through its lead test's case), the failures it
+        explains set aside for every test (:func:`.shared.explained`)."""
+        found = shared.resources(self.flaky, self.history.round_attempts)
+        if not found:
+            return
+        if self.say is not None:
+            self.say(
+                f"hermetic-hunt: {len(found)} path(s) that tests on several workers used at "
+                "once: probing each with two processes"
+            )
+        taken: dict[str, set[int]] = {}
+        for resource in found:
+            try:
+                self._probe_resource(resource, taken)
+            except BudgetExceeded:
+                return  # the time is up: what is left is isolated as usual (or pending)
+            except Exception as exc:  # a bug must not cost the isolation of every test
+                if self.say is not None:
+                    self.say(f"hermetic-hunt: the probe of {resource.path} failed: {exc!r}")
+
+    def _probe_resource(self, resource: shared.Resource, taken: dict[str, set[int]]) -> None:
+        tests = resource.tests()
+        lead = next((n for n in tests if n in self.flaky), None)
+        if lead is None:
+            return
+        order = {nodeid: i for i, nodeid in enumerate(self.history.tests())}
+
+        def duration(nodeid: str) -> float:
+            attempt = self.history.representative(nodeid)
+            return attempt.duration if attempt is not None else 0.0
+
+        chosen = sorted(shared.sample(resource, duration), key=lambda n: order.get(n, 1 << 30))
+        probe_case = Classifier(lead, self.flaky[lead], self.history, self.runner, self.settings)
+        first = next(a for a in resource.failures()[lead])
+        rel = _relative(resource.path, self.settings.rootdir)
+        verdict = shared.confirm(probe_case, resource, chosen, self._step_for,
+                                 probe_case.hash_seed_of(first), f"shared {rel}")  # fmt: skip
+        probes = list(probe_case.finding.probes)
+        if verdict is None:
+            self._keep_probes(lead, probes)
+            return
+        explained: dict[str, list[Attempt]] = {}
+        left: dict[str, list[Attempt]] = {}
+        own_probes: dict[str, list[tuple[Probe, ProbeResult]]] = {}
+        rounds = self.history.round_attempts
+        for nodeid, crossing in resource.failures().items():
+            if nodeid not in self.flaky:
+                continue
+            attempts = self.flaky[nodeid]
+            found = shared.explained(nodeid, attempts, resource, verdict, rounds)
+            own = shared.own_ways(attempts, rounds)
+            rest = [a for a in crossing if a not in found and a.signature not in own]
+            if rest and not self.settings.deadline_passed:
+                # It failed its own way over the resource: its own probe beside the others.
+                case = Classifier(nodeid, attempts, self.history, self.runner, self.settings)
+                also = shared.confirm_member(case, verdict, self._step_for, f"shared {rel}")
+                own_probes[nodeid] = list(case.finding.probes)
+                found = shared.explained(nodeid, attempts, resource, verdict, rounds, also)
+            # (an attempt a resource probed before explains stays that one's)
+            earlier = taken.setdefault(nodeid, set())
+            explained[nodeid] = [a for a in found if id(a) not in earlier]
+            earlier.update(id(a) for a in explained[nodeid])
+            left[nodeid] = [a for a in crossing if a not in found and a.signature not in own]
+        members = [nodeid for nodeid, found in explained.items() if found]
+        files = {nodeid.split("::", 1)[0] for nodeid in members}
+        locations = Counter(a.location for n in members for a in explained[n] if a.location)
+        group = {
+            "resource": rel,
+            "tests": len(members),
+            "files": len(files),
+            "locations": [where for where, _ in locations.most_common(3)],
+            "lead": lead,
+            "representative": self.rows[lead][1] if lead in members else None,
+        }
+        lead_id = self.rows[lead][1] if lead in members else ""
+        for nodeid in explained:
+            mine = probes if nodeid == lead else own_probes.get(nodeid, [])
+            crossed = shared.Crossed(resource, verdict, explained[nodeid], rel, group, mine,
+                                     "" if nodeid == lead else lead_id, left[nodeid])  # fmt: skip
+            self.crossed.setdefault(nodeid, []).append(crossed)
+        if lead not in explained:
+            self._keep_probes(lead, probes)
+
+    def _keep_probes(self, nodeid: str, probes: list[tuple[Probe, ProbeResult]]) -> None:
+        """Probes that showed no shared cause are still the lead's evidence."""
+        if probes:
+            self.crossed.setdefault(nodeid, []).append(shared.Crossed.probes_only(probes))
 
     def priority(self, known: dict[str, tuple[str, list[str]]]) -> Callable[[Group], Any]:
         """Most valuable first: what CI sees, then fail rate, then not yet explained."""
@@ -397,6 +501,12 @@ class _Work:
         self.report.sampled[lead_id] = sampled
         self.total += len(again)
         return again
+
+
+def _relative(path: str, rootdir: str) -> str:
+    """``path`` relative to the rootdir when it is inside it."""
+    root = os.path.join(rootdir, "") if rootdir else ""
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:

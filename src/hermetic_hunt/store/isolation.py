@@ -260,6 +260,7 @@ class RunHistory:
         self._tests: list[str] | None = None
         self._representatives: dict[str, Attempt | None] = {}
         self._leaks: dict[str, list[Leak]] | None = None
+        self._rounds: dict[int, list[Attempt]] = {}
 
     def close(self) -> None:
         self._conn.close()
@@ -281,6 +282,19 @@ class RunHistory:
         before = [_attempt(row) for row in rows]
         crashes = [i for i, a in enumerate(before) if a.outcome == "crashed"]
         return before[crashes[-1] + 1 :] if crashes else before
+
+    def round_attempts(self, attempt: Attempt) -> list[Attempt]:
+        """Every attempt of ``attempt``'s round (of this run), on every worker, in order."""
+        key = attempt.round_no
+        cached = self._rounds.get(key)
+        if cached is None:
+            rows = self._rows(
+                _ATTEMPT + " WHERE a.run_id = ? AND a.round = ? ORDER BY a.worker, a.position, "
+                "a.execution",
+                (self.run_id, key),
+            )
+            cached = self._rounds[key] = [_attempt(row) for row in rows]
+        return cached
 
     def in_default_round(self, nodeid: str) -> Attempt | None:
         """``nodeid``'s attempt in the run's default round -- what a plain ``pytest``

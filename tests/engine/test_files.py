@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hermetic_hunt.hunt.files import FileWatch, attribute
+from hermetic_hunt.engine.files import FileWatch, attribute
 from hermetic_hunt.models import Attempt
 
 
@@ -68,7 +68,7 @@ def test_caches_virtualenvs_and_the_database_are_not_watched(checkout: Path) -> 
 
 
 def test_a_file_is_attributed_to_the_attempt_that_wrote_it_else_by_its_time() -> None:
-    from hermetic_hunt.hunt.files import Change
+    from hermetic_hunt.engine.files import Change
 
     writer = Attempt("t.py::writer", "passed", position=3, started=100.0, duration=0.001,
                      writes=["/r/out.txt"])  # fmt: skip

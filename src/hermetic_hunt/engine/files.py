@@ -1,4 +1,4 @@
-"""Files a round leaves in the checkout and in the temporary directory.
+"""Files a round (or an isolation probe) leaves in the checkout and in the temporary directory.
 
 A CI run starts from a clean checkout; a round that writes into the working
 tree leaves files the next round would find. At every round boundary (all
@@ -184,6 +184,35 @@ class FileWatch:
         self._temp = temp
         changes.sort(key=lambda c: (c.temp, c.path))
         return changes[:MAX_PER_ROUND]
+
+    def tidy(self, paths: Iterable[str]) -> list[str]:
+        """Remove what of ``paths`` (written since the snapshot) the checkout did not
+        have then: for each, the outermost folder or file under the rootdir that is
+        new. Only these paths are touched (others' work may be under way). Returns
+        what was removed."""
+        if self.too_large:
+            return []
+        removed: list[str] = []
+        for path in paths:
+            path = os.path.normpath(path)
+            if not path.startswith(self.rootdir + os.sep) or path in self.own:
+                continue
+            relative = os.path.relpath(path, self.rootdir).split(os.sep)
+            if any(part in _SKIP_DIRS for part in relative):
+                continue
+            new = next(
+                (
+                    os.path.join(self.rootdir, *relative[: depth + 1])
+                    for depth in range(len(relative))
+                    if os.path.join(self.rootdir, *relative[: depth + 1]) not in self._tree
+                ),
+                None,
+            )
+            if new is None or new in removed or not os.path.lexists(new):
+                continue
+            _remove(new)
+            removed.append(new)
+        return removed
 
     def leak(self, change: Change) -> Leak:
         if change.temp:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -188,6 +190,25 @@ def test_a_path_relative_to_a_folders_descriptor_is_taken_from_that_folder(
     assert f"{real}/shared" in noted and f"{real}/made" in noted
     assert f"{real}/shared/inner" in noted and f"{real}/shared/file.txt" in noted
     assert f"{real}/inner" not in noted and f"{real}/file.txt" not in noted
+
+
+def test_a_fixed_port_a_test_binds_is_noted_like_a_path(tmp_path: Path) -> None:
+    """Two workers cannot both hold one port: it is a resource they can collide over."""
+    watch = Writes.install()
+    watch.start(str(tmp_path))
+    try:
+        with socket.socket() as fixed, socket.socket() as free:
+            fixed.bind(("127.0.0.1", 0))
+            port = fixed.getsockname()[1]
+            free.bind(("127.0.0.1", 0))  # an ephemeral port: nobody else's
+            with socket.socket() as again:
+                again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                with contextlib.suppress(OSError):
+                    again.bind(("127.0.0.1", port))  # taken: still noted, as tried
+        noted = watch.take()
+    finally:
+        watch.stop()
+    assert noted == [f"port:{port}"]
 
 
 def test_an_sqlite_database_a_test_connects_to_is_a_write(tmp_path: Path) -> None:

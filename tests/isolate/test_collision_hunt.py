@@ -1,4 +1,4 @@
-"""A collision end to end: a ``-n 2`` hunt of a generated pair, its probe pair, its replay.
+"""A collision end to end: a ``-n 2`` hunt of a generated pair, the probe of its folder, its replay.
 
 ``test_writer.py::test_strict`` creates ``shared_out`` with a strict
 ``mkdir`` and removes it; ``test_tolerant.py::test_tolerant`` uses the same
@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from helpers import hunt, one, rows
 
 from hermetic_hunt.cli import main
+from hermetic_hunt.isolate.shared import TOGETHER_RUNS
 
 PAIR = {
     "test_writer": """
@@ -109,21 +110,22 @@ def test_the_hunt_names_the_collision_its_partner_and_the_folder(collided):
 
 
 @pytest.mark.slow
-def test_the_probe_pair_confirmed_it_and_each_passed_alone(collided):
+def test_the_probe_of_the_folder_confirmed_it_and_each_side_passed_alone(collided):
     root, _ = collided
     steps = rows(
         root / "flakes.db", "SELECT purpose, sequence, outcome FROM isolation_steps ORDER BY step"
     )
-    pair = [(json.loads(seq), outcome) for purpose, seq, outcome in steps
-            if purpose == f"collision: with {TOLERANT} at the same time"]  # fmt: skip
-    # Runs of the pair, one probe per process: two of them failed one of the two.
-    mine = [o for seq, o in pair if seq == [STRICT]]
-    assert [seq for seq, _ in pair] == [[STRICT], [TOLERANT]] * len(mine)
-    assert mine.count("failed") == 2 and mine[-1] == "failed"
-    alone = [o for purpose, _, o in steps if purpose == f"collision: {TOLERANT} alone"]
-    assert alone == ["passed"]
-    assert "passed" in [o for purpose, seq, o in steps if json.loads(seq) == [STRICT]
-                        and purpose.startswith("alone")]  # fmt: skip
+    sides = [TOLERANT, STRICT]  # the tests that use the folder, in collection order
+    alone = [(json.loads(seq), outcome) for purpose, seq, outcome in steps
+             if purpose == "shared shared_out: one side alone"]  # fmt: skip
+    assert alone == [(sides, "passed"), (sides[::-1], "passed")]
+    both = [(json.loads(seq), outcome) for purpose, seq, outcome in steps
+            if purpose == "shared shared_out: both sides at the same time"]  # fmt: skip
+    # Each run: one probe per process, the two sides started at the same moment.
+    assert [seq for seq, _ in both] == [sides, sides[::-1]] * TOGETHER_RUNS
+    assert "failed" in [outcome for _, outcome in both]
+    # The single-test pair probe is not needed: the folder was shown shared.
+    assert not [p for p, _, _ in steps if p.startswith("collision:")]
 
 
 @pytest.mark.slow

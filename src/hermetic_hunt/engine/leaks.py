@@ -564,9 +564,14 @@ def _folder_of(dir_fd: Any) -> str:
     return os.readlink(f"/proc/self/fd/{dir_fd}")
 
 
+#: How a fixed port a test bound is named among the paths it wrote (``port:8000``).
+PORT_PREFIX = "port:"
+
+
 class Writes:
     """The paths each attempt wrote from Python, by an audit hook (one per process);
-    an SQLite database counts as written when a test connects to it.
+    an SQLite database counts as written when a test connects to it, and a
+    fixed port it binds as ``port:N`` (:data:`PORT_PREFIX`).
 
     Audit hooks cannot be removed: :meth:`install` adds one hook for the
     process's lifetime, which does nothing (one attribute check) unless an
@@ -630,6 +635,15 @@ class Writes:
             # SQLite opens and writes its file from C (no "open" event): the
             # database a test connects to is a path it may write.
             self._note(_sqlite_path(args[0]))
+        elif event == "socket.bind":
+            address = args[1] if len(args) > 1 else None
+            if isinstance(address, str):  # an AF_UNIX socket: a file
+                self._note(address)
+            elif isinstance(address, tuple) and len(address) >= 2 and address[1]:
+                # A fixed port is a resource like a path: two workers cannot both hold it.
+                port = f"{PORT_PREFIX}{address[1]}"
+                if port not in paths:
+                    paths.append(port)
 
     def _note(self, path: Any, dir_fd: Any = None) -> None:
         if path is None or isinstance(path, int):

@@ -402,7 +402,9 @@ class Crossed:
         self._facts(case, partner, len(self.explained))
         if self.lead_id:
             self._pair(case, self.explained[0], confirmed=None)
-        else:
+        elif len(v.sample) <= 2:  # the probe's sides are this pair
+            self._pair(case, self.explained[0], confirmed=True)
+        else:  # the sides the probe ran: what fails beside what, a pair need not show
             case.reproduce(list(v.sides[0]), v.hash_seed, confirmed=True,
                            together=list(v.sides[1]), resource=self.shown_as)  # fmt: skip
 

@@ -149,11 +149,19 @@ def _attempt(row: Sequence[Any], violations: Sequence[Violation] = ()) -> Attemp
 
 
 def _writes(value: Any) -> list[str]:
-    """``attempts.writes`` (untrusted JSON): the absolute paths, at most :data:`MAX_WRITES`."""
+    """``attempts.writes`` (untrusted JSON): the absolute paths (and ``port:N``), at most
+    :data:`MAX_WRITES`."""
     found = json_or(value, [])
     if not isinstance(found, list):
         return []
-    return [p for p in found if isinstance(p, str) and p.startswith("/")][:MAX_WRITES]
+    return [p for p in found if isinstance(p, str) and _written(p)][:MAX_WRITES]
+
+
+def _written(entry: str) -> bool:
+    if entry.startswith("/"):
+        return True
+    port = entry.removeprefix("port:")
+    return port != entry and port.isdigit() and 0 < int(port) < 65536
 
 
 def _violations(store: Store, attempt_ids: Sequence[int]) -> dict[int, tuple[Violation, ...]]:

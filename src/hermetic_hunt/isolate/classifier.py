@@ -104,6 +104,10 @@ class Classifier(Case):
     def _environment(self) -> None:
         anchor = self.target or (self.violating[0] if self.violating else None)
         if anchor is None:
+            if self.explained:
+                # Another worker explains every failure; it may have hidden that the
+                # test is not idempotent (a twice round's first run broken too).
+                order.twice_hidden(self)
             self._done = True
             return
         collected = self.prober.collected(self.hash_seed_of(anchor))

@@ -133,14 +133,45 @@ def not_idempotent(case: Case) -> None:
         case.reproduce(steps, hash_seed, confirmed=True)
 
 
+def twice_hidden(case: Case) -> None:
+    """Every failure of the test is explained by what other workers did: is it also
+    not idempotent, which those failures may have hidden? Twice in one process with
+    a passing attempt's inputs (one probe; ``CONFIRM`` when it shows)."""
+    passing = min(case.passing, key=lambda a: (a.round_no, a.position), default=None)
+    if passing is None:
+        return
+    step, hash_seed = Step.of(passing), case.hash_seed_of(passing)
+    second: Attempt | None = None
+    for purpose in ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1)):
+        result = case.probe(purpose, [step, step], hash_seed)
+        last = result.last
+        if not (_first_passed(result) and last is not None and last.failed):
+            return
+        if second is not None and last.signature != second.signature:
+            return
+        second = last
+    case.target = second  # what its reproducer shows
+    case.claim(
+        "self-polluting",
+        "passes on its first run in a fresh process and fails when run again in it "
+        f"({CONFIRM} out of {CONFIRM}; what other workers did hid it in the hunt)",
+        numbers(case, CONFIRM),
+    )
+    case.reproduce([step, step], hash_seed, confirmed=True)
+
+
 #: Most tests of other workers tried as a victim's polluters that ran elsewhere.
 MAX_CROSSED = 50
 
 
 def crossed_before(case: Case, attempt: Attempt) -> list[Step]:
-    """What other workers ran before ``attempt`` in its round and that wrote a
-    file (state that outlives its process), in the order they ended: a polluter
-    that ran on another worker left its state there."""
+    """What other workers started before ``attempt`` ended in its round and that
+    wrote a file (state that outlives its process: a database, a folder), in the
+    order they started: a polluter (or a state-setter) that ran on another worker
+    left its state there."""
+    if attempt.started is None:
+        return []
+    end = attempt.started + attempt.duration
     others = [
         a
         for a in case.history.round_attempts(attempt)
@@ -148,11 +179,10 @@ def crossed_before(case: Case, attempt: Attempt) -> list[Step]:
         and a.writes
         and a.execution == 1
         and a.started is not None
-        and attempt.started is not None
-        and a.started + a.duration <= attempt.started
+        and a.started < end
         and a.nodeid in case.collected
     ]
-    others.sort(key=lambda a: (a.started or 0.0) + a.duration)
+    others.sort(key=lambda a: (a.started or 0.0, a.position))
     return dedupe([Step.of(a) for a in others])[-MAX_CROSSED:]
 
 
@@ -171,25 +201,7 @@ def crossed_victim(case: Case, step: Step, hash_seed: int) -> None:
     victim(case, candidates, candidates, step, hash_seed, label="tests other workers ran before it")
     if len(case.finding.kinds) == before or not case.finding.polluters:
         return
-    ran = {a.nodeid: a for a in case.history.round_attempts(target) if a.worker != target.worker}
-    mine = touched(target)
-    crossed = []
-    for nodeid in case.finding.polluters[0]:
-        polluter = ran.get(nodeid)
-        if polluter is None:
-            continue
-        path = shared_path(mine, polluter.writes) or (polluter.writes[0] if polluter.writes else "")
-        crossed.append({"polluter": nodeid, "worker": polluter.worker, "path": path})
-    if crossed:
-        case.facts["crossed_workers"] = crossed
-        where = ", ".join(
-            f"{c['polluter']} ({c['worker']}, {_relative(c['path'], case.settings.rootdir)})"
-            for c in crossed
-        )
-        case.finding.notes.append(
-            f"its polluter ran on another worker before it in the hunt, and the state it left "
-            f"crossed through a file: {where}"
-        )
+    _crossed_facts(case, target, case.finding.polluters[0], "its polluter")
 
 
 def _relative(path: str, rootdir: str) -> str:
@@ -478,9 +490,15 @@ def brittle(case: Case) -> None:
     candidates = (
         _reproducing_sequence(case, tries, step, hash_seed, shows_pass) if preceding else None
     )
+    crossed = crossed_before(case, passing) if candidates is None else []
+    if crossed:
+        # What set the state up ran on another worker (and left it in a file).
+        label = "tests other workers ran before a pass"
+        candidates = _reproducing_sequence(case, [(label, crossed)], step, hash_seed, shows_pass)
     if candidates is None:
         case.finding.notes.append(
             f"the sequence before passing attempt A{passing.attempt_id} does not make it pass"
+            + (", nor what other workers ran before it" if crossed else "")
         )
         return
     full_no = case.step_no()
@@ -503,11 +521,40 @@ def brittle(case: Case) -> None:
     leaked = polluter_leaks(case, found_sets)
     if leaked:
         case.facts["state_setter_leaks"] = leaked
+    elsewhere = " (on another worker)" if crossed else ""
     case.claim(
         "brittle",
         f"fails alone every time; passes after {', '.join(sets[0])} (minimal state-setter "
-        f"set among {len(candidates)} tests before passing attempt A{passing.attempt_id})",
+        f"set among {len(candidates)} tests before passing attempt A{passing.attempt_id}"
+        f"{elsewhere})",
         [*case.alone_numbers, *range(full_no, case.step_no() + 1)],
+    )
+    if crossed:
+        _crossed_facts(case, passing, sets[0], "its state-setter")
+
+
+def _crossed_facts(case: Case, attempt: Attempt, culprits: Sequence[str], role: str) -> None:
+    """Name the workers and the files through which ``culprits`` (of another worker)
+    reached ``attempt``: the ``crossed_workers`` fact and a note."""
+    ran = {a.nodeid: a for a in case.history.round_attempts(attempt) if a.worker != attempt.worker}
+    mine = touched(attempt)
+    crossed = []
+    for nodeid in culprits:
+        other = ran.get(nodeid)
+        if other is None:
+            continue
+        path = shared_path(mine, other.writes) or (other.writes[0] if other.writes else "")
+        crossed.append({"polluter": nodeid, "worker": other.worker, "path": path})
+    if not crossed:
+        return
+    case.facts["crossed_workers"] = crossed
+    where = ", ".join(
+        f"{c['polluter']} ({c['worker']}, {_relative(c['path'], case.settings.rootdir)})"
+        for c in crossed
+    )
+    case.finding.notes.append(
+        f"{role} ran on another worker in the hunt, and the state it left crossed through "
+        f"a file: {where}"
     )
 
 

@@ -137,11 +137,12 @@ def resources(
     failing: Mapping[str, Sequence[Attempt]],
     round_of: Callable[[Attempt], Sequence[Attempt]],
 ) -> list[Resource]:
-    """The resources the plain failures of ``failing`` crossed, most failing tests first."""
+    """The resources the failures of ``failing`` crossed (a twice round's second runs
+    too: another worker can break those as well), most failing tests first."""
     found: list[Crossing] = []
     for nodeid in sorted(failing):
         for attempt in failing[nodeid]:
-            if attempt.failed and is_plain(attempt.repeat):
+            if attempt.failed:
                 found.extend(crossings(attempt, round_of(attempt)))
     by_path: dict[str, Resource] = {}
     # Shortest first: a path inside one already seen joins it.

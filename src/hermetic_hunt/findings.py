@@ -100,7 +100,8 @@ class IsolationReport:
 
     ``flakes`` holds every test isolated, grouped instances too; ``members``
     maps a group's representative (its flake id) to the flake ids of the
-    instances that took its verdict.
+    instances that took its verdict; ``collide`` groups the tests that only
+    collide over one path.
     """
 
     run_id: int
@@ -115,6 +116,9 @@ class IsolationReport:
     pending: int = 0
     time_budget: float = 0.0
     members: dict[str, list[str]] = field(default_factory=dict)
+    #: Tests that only collide over one path, by the flake id that leads them:
+    #: ``(the path, the other flake ids)`` (one finding, as in the reports).
+    collide: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
     sampled: dict[str, set[str]] = field(default_factory=dict)
     rates: dict[str, float] = field(default_factory=dict)
 

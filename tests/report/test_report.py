@@ -477,3 +477,50 @@ def test_a_passing_test_whose_finding_is_a_blocked_call_has_its_flake_in_the_vio
     html = render(report_of(tmp_path / "flakes.db"), "html")
     section = html[html.index('<h2 id="violations">') : html.index('<h2 id="tests">')]
     assert "flake <strong>F9</strong>: network" in section
+
+
+def _collided(tmp_path: Path, count: int) -> Path:
+    """``count`` tests that only collide over one folder (isolation probed it once,
+    through the first) and one victim that also collides over it."""
+    from helpers import Rows
+
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run()
+    failure = Failure("FileExistsError", "File exists", "tests/setup.py:27", "E FileExistsError")
+    names = [f"tests/test_{n}.py::test_uses_the_folder" for n in range(count)]
+    shared = {"resource": "tests/work", "tests": count, "files": count, "lead": names[0],
+              "locations": ["tests/setup.py:27"], "representative": "F1"}  # fmt: skip
+    for n, nodeid in enumerate(names):
+        rows.attempts(run, nodeid, "PPPFPPPFPP", failure=failure)
+        rows.flake(nodeid, f"F{n + 1}", kinds=["collision"],
+                   evidence={"shared": {**shared, "explained": 2}, "exposure": "order"})  # fmt: skip
+    rows.attempts(run, "tests/test_v.py::test_victim", "PPFPPPPPPP", failure=failure)
+    rows.flake("tests/test_v.py::test_victim", f"F{count + 1}", kinds=["victim", "collision"],
+               evidence={"shared": {**shared, "explained": 1}, "exposure": "order"})  # fmt: skip
+    rows.store.conn.commit()
+    rows.close()
+    return tmp_path / "flakes.db"
+
+
+def test_tests_that_only_collide_over_one_path_are_one_finding_with_the_fix(tmp_path):
+    """Issue 29: "46 tests collide over fs/tests/test_dir", not 46 findings."""
+    report = report_of(_collided(tmp_path, 5))
+    assert len(report.groups) == 2  # the five collisions, and the victim apart
+    group = next(g for g in report.groups if g.shared is not None)
+    assert group.nodeid == "5 tests collide over tests/work" and group.members == "tests"
+    assert group.lead.flake is not None and group.lead.flake.flake_id == "F1"
+    text = render(report, "text")
+    assert "F1  5 tests collide over tests/work" in text
+    assert "parametrizations" not in text
+    assert (
+        "failing at tests/setup.py:27 (in 5 test files): each test is fine alone; two workers "
+        "using tests/work at once break each other -- give each its own (tmp_path, or "
+        "worker_id in the name)"
+    ) in text
+    assert "tests/test_v.py::test_victim" in text  # its own finding: it is a victim too
+    markdown = render(report, "markdown")
+    assert "5 tests collide over tests/work" in markdown
+    (finding,) = [g for g in json.loads(render(report, "json"))["findings"] if g["shared"]]
+    assert finding["shared"]["resource"] == "tests/work" and len(finding["tests"]) == 5
+    html = re.sub(r"<[^>]+>", "", render(report, "html"))  # the words, not the markup
+    assert "5 tests collide over tests/work" in html and "5 parametrizations" not in html

@@ -44,7 +44,7 @@ from hermetic_hunt.isolate import alone, collision, dates, order, shared
 from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, TimeBudgetExceeded
 from hermetic_hunt.isolate.search import BudgetExceeded
 from hermetic_hunt.kinds import KINDS
-from hermetic_hunt.models import Step, exposure
+from hermetic_hunt.models import Step, exposure, is_plain
 
 
 class Classifier(Case):
@@ -221,6 +221,8 @@ class Classifier(Case):
     def _evidence(self) -> dict[str, Any]:
         target = self.target
         failing = [*self.failing, *self.explained]
+        # (a plain run that failed because of another worker still failed in a plain run)
+        repeated_only = self.repeated_only and not any(is_plain(a.repeat) for a in self.explained)
         runs = sorted({a.run_id for a in (*failing, *self.passing, *self.violating)})
         calls = sorted({v.describe() for a in self.violating for v in a.violations})
         return {
@@ -235,13 +237,13 @@ class Classifier(Case):
             "blocked_calls": calls,
             "journals": [a.attempt_id for a in self.failing if a.has_journal][:EVIDENCE_IDS],
             "verdicts": self._why,
-            "repeated_only": self.repeated_only,
+            "repeated_only": repeated_only,
             "default_order": None,
             # A test that never failed (its network calls were blocked, it
             # passed) shows CI no failure to rank.
             "exposure": exposure(
                 self.finding.kinds,
-                status="not-idempotent" if self.repeated_only else "flaky",
+                status="not-idempotent" if repeated_only else "flaky",
                 default_order=self.facts.get("default_order"),
                 fails_now=(self.facts.get("dates") or {}).get("fails_now"),
                 past_only=(self.facts.get("dates") or {}).get("past_only") is True,

@@ -365,6 +365,23 @@ class _Work:
             for case in pool.each(wanted, Classifier.extras):
                 self.store_result(case)
         self.blast_radius([case.finding for case in leads + alone], extras)
+        self.group_collisions()
+
+    def group_collisions(self) -> None:
+        """Tests that only collide over one path are one finding (as the reports show
+        them): led by the test whose probe showed the path shared."""
+        by_path: dict[str, list[tuple[str, Finding]]] = {}
+        for flake_id, finding in self.report.flakes:
+            facts = finding.evidence.get("shared") if isinstance(finding.evidence, dict) else None
+            if finding.kinds == ["collision"] and isinstance(facts, dict):
+                by_path.setdefault(str(facts.get("resource")), []).append((flake_id, finding))
+        for path, found in by_path.items():
+            if len(found) < 2:
+                continue
+            lead = next(
+                (f for f in found if f[1].evidence["shared"].get("lead") == f[1].nodeid), found[0]
+            )
+            self.report.collide[lead[0]] = (path, [f for f, _ in found if f != lead[0]])
 
     def blast_radius(self, findings: Sequence[Finding], deadline: Deadline | None) -> None:
         """Every other victim of each polluter set found: one probe per set

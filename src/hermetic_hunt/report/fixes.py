@@ -34,9 +34,10 @@ class _Code(Protocol):
 class FixView:
     """A flake's suggestion, its verification, and the command that verifies it.
 
-    ``also``: the flake ids of the other parametrizations of its test
-    function that fail the same way (one finding, one suggestion: reports
-    show it once, for the function).
+    ``also``: the flake ids of the other tests of its finding -- the
+    parametrizations of its test function that fail the same way, or the
+    tests that collide over the same path (``members`` says which): one
+    finding, one suggestion, shown once for the group (``function``: its name).
     """
 
     suggestion: Suggestion
@@ -44,15 +45,15 @@ class FixView:
     command: str
     also: tuple[str, ...] = ()
     function: str = ""
+    members: str = "parametrizations"
 
     @property
     def label(self) -> str:
         """``F3`` or ``F3 (+75 parametrizations: F4-F78)``: what a report names."""
         if not self.also:
             return self.suggestion.flake_id
-        return (
-            f"{self.suggestion.flake_id} (+{len(self.also)} parametrizations: {id_span(self.also)})"
-        )
+        flake_id, more = self.suggestion.flake_id, len(self.also)
+        return f"{flake_id} (+{more} {self.members}: {id_span(self.also)})"
 
     @property
     def nodeid(self) -> str:

@@ -39,6 +39,7 @@ def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
     how = "forked from a collected session" if report.fork else "one process each"
     plural = "s" if len(report.flakes) != 1 else ""
     grouped = {m for members in report.members.values() for m in members}
+    grouped |= {m for _, members in report.collide.values() for m in members}
     leads = [(i, v) for i, v in report.flakes if i not in grouped]
     findings = f" in {len(leads)} findings" if len(leads) != len(report.flakes) else ""
     out = [
@@ -57,7 +58,14 @@ def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
     for flake_id, verdict in sorted(leads, key=lambda item: _rank(report, *item)):
         members = report.members.get(flake_id, [])
         sampled = len(report.sampled.get(flake_id, ()))
-        out.extend(_flake_lines(flake_id, verdict, members, sampled, db_path, cwd, report.rootdir))
+        lines = _flake_lines(flake_id, verdict, members, sampled, db_path, cwd, report.rootdir)
+        if flake_id in report.collide:
+            path, others = report.collide[flake_id]
+            lines.insert(-1 if verdict.reproducer is not None else len(lines),
+                         f"      and {len(others)} more test{'s' * (len(others) != 1)} that only "
+                         f"collide over {clean(path)} ({listing(others, 'flakes')}): one finding, "
+                         f"hermetic-hunt show {flake_id} lists them")  # fmt: skip
+        out.extend(lines)
     if report.checks:
         out.append("always failing (run once with the sandbox off):")
         shown = report.checks[:LIST_LIMIT]

@@ -110,7 +110,8 @@ def flake_json(flake: Flake, replay: str, exposure: str | None = None) -> dict[s
 
 
 def group_json(group: Group) -> dict[str, Any]:
-    """One finding: a test, or parametrizations of one test function failing alike."""
+    """One finding: a test, parametrizations of one test function failing alike, or
+    tests that collide over one path (``shared``: where and how many)."""
     return {
         "exposure": group.exposure,
         "exposure_text": group.exposure_text,
@@ -123,6 +124,7 @@ def group_json(group: Group) -> dict[str, Any]:
         "attempts": group.attempts,
         "failures": group.failures,
         "rate": _round(group.rate),
+        "shared": group.shared,
     }
 
 

@@ -24,6 +24,7 @@ from hermetic_hunt.report.words import (
     relation_lines,
     run_line,
     section_title,
+    shared_text,
     stable_groups,
     status_text,
     summary_line,
@@ -82,9 +83,11 @@ def _relations(test: TestResult) -> str:
 
 
 def _test_cell(group: Group) -> str:
-    cell = code(group.nodeid)
+    cell = code(group.nodeid) if group.shared is None else text(group.nodeid)
     if group.others:
-        cell += f"<br>{len(group.tests)} parametrizations: {text(members_text(group))}"
+        cell += f"<br>{len(group.tests)} {group.members}: {text(members_text(group))}"
+    if shared_text(group):
+        cell += f"<br>{text(shared_text(group))}"
     return cell
 
 

@@ -146,7 +146,26 @@ class Group:
         return self.tests[1:]
 
     @property
+    def shared(self) -> dict[str, Any] | None:
+        """A collision group's facts (``resource``, ``locations``, ``files``...): the
+        tests collide over one path several workers use at once (None: not one)."""
+        flake = self.lead.flake
+        evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
+        facts = evidence.get("shared")
+        if not (self.others and isinstance(facts, dict) and isinstance(facts.get("resource"), str)):
+            return None
+        return facts
+
+    @property
+    def members(self) -> str:
+        """What the grouped tests are: ``tests`` over a shared path, else ``parametrizations``."""
+        return "tests" if self.shared is not None else "parametrizations"
+
+    @property
     def nodeid(self) -> str:
+        shared = self.shared
+        if shared is not None:
+            return f"{len(self.tests)} tests collide over {shared['resource']}"
         return function_of(self.lead.nodeid) if self.others else self.lead.nodeid
 
     @property
@@ -207,7 +226,7 @@ class Report:
             view = self.fixes[lead]
             also = tuple(m for m in members if m != lead)
             if also and group is not None:
-                view = replace(view, also=also, function=group.nodeid)
+                view = replace(view, also=also, function=group.nodeid, members=group.members)
             out.append(view)
         return out
 
@@ -434,23 +453,44 @@ def _signature(test: TestResult) -> tuple[str, str]:
 
 
 def _is_lead(test: TestResult) -> tuple[int, int, str]:
-    """The test isolation explained leads its group (then the lowest flake id)."""
+    """The test isolation explained leads its group (then the lowest flake id): the
+    representative of parametrizations, the test whose probe showed a shared path."""
     flake = test.flake
     evidence = flake.evidence if flake is not None else None
-    grouped = isinstance(evidence, dict) and isinstance(evidence.get("group"), dict)
+    shared = evidence.get("shared") if isinstance(evidence, dict) else None
+    grouped = isinstance(evidence, dict) and (
+        isinstance(evidence.get("group"), dict)
+        or (isinstance(shared, dict) and shared.get("lead") != test.nodeid)
+    )
     digits = flake.flake_id[1:] if flake is not None else ""
     number = int(digits) if digits.isdigit() else 1 << 62
     return (int(grouped), number, test.nodeid)
 
 
+def _shared_resource(test: TestResult) -> str | None:
+    """The path a collision-only finding shares with other workers' tests (None: not one)."""
+    flake = test.flake
+    if flake is None or list(flake.kinds) != ["collision"] or not isinstance(flake.evidence, dict):
+        return None
+    facts = flake.evidence.get("shared")
+    resource = facts.get("resource") if isinstance(facts, dict) else None
+    return resource if isinstance(resource, str) and resource else None
+
+
 def rank_groups(tests: Iterable[TestResult]) -> tuple[Group, ...]:
-    """Findings as groups (see :class:`Group`), what CI sees first."""
+    """Findings as groups (see :class:`Group`), what CI sees first: the
+    parametrizations of a test function that fail alike, and the tests that only
+    collide over one path several workers use (isolation probed it once)."""
     by_key: dict[tuple[Any, ...], list[TestResult]] = {}
     for t in tests:
         if t.status not in FINDINGS:
             continue
         kinds = t.flake.kinds if t.flake is not None else ()
-        key = (function_of(t.nodeid), t.status, kinds, _signature(t), t.exposure)
+        resource = _shared_resource(t)
+        if resource is not None:
+            key: tuple[Any, ...] = ("shared", resource, t.status, t.exposure)
+        else:
+            key = (function_of(t.nodeid), t.status, kinds, _signature(t), t.exposure)
         by_key.setdefault(key, []).append(t)
     groups = [
         Group(tuple(sorted(members, key=_is_lead)), members[0].exposure or "order")

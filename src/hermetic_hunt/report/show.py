@@ -222,10 +222,12 @@ def render_flake(
     replay: str,
     group: Sequence[tuple[str | None, str]] = (),
     leaks: Mapping[str, Sequence[Any]] | None = None,
+    grouped_as: str = "parametrizations that fail the same way",
 ) -> str:
     """``flake`` is a :class:`~hermetic_hunt.report.model.Flake`, ``test`` its
     :class:`~hermetic_hunt.report.model.TestResult` over every run (or None);
-    ``group``: ``(flake id, nodeid)`` of every parametrization in its finding;
+    ``group``: ``(flake id, nodeid)`` of every test in its finding (``grouped_as``:
+    what they are -- parametrizations, or tests that collide over one path);
     ``leaks``: :class:`~hermetic_hunt.report.model.LeakRow` lists of the test
     and its polluters and state-setters. Every list is shown whole."""
     f = flake
@@ -251,7 +253,7 @@ def render_flake(
     if isinstance(evidence.get("dates"), dict):
         out.append(_row("dates", dates_text(evidence["dates"])))
     if len(group) > 1:
-        out.append(f"parametrizations that fail the same way ({len(group)}, one finding):")
+        out.append(f"{clean(grouped_as)} ({len(group)}, one finding):")
         out.extend(f"  {clean(ref or '-'):<6}{clean(nodeid)}" for ref, nodeid in group)
     for nodeid, rows in (leaks or {}).items():
         if rows:

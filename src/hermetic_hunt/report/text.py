@@ -28,6 +28,7 @@ from hermetic_hunt.report.words import (
     members_text,
     relation_lines,
     run_line,
+    shared_text,
     stable_groups,
     status_text,
     summary_line,
@@ -40,11 +41,14 @@ def _group_block(group: Group) -> list[str]:
     flake = test.flake
     label = flake.flake_id if flake is not None else "-"
     title = clean(group.nodeid)
-    if group.others:
+    if group.others and group.shared is None:
         title += f"  ({len(group.tests)} parametrizations that fail the same way)"
     out = [f"  {label:<4}{title}", f"      {status_text(test)}", f"      {group_rate_text(group)}"]
     if group.others:
         out.append(f"      tests: {members_text(group)}")
+    where = shared_text(group)
+    if where:
+        out.append(f"      {where}")
     timing = test.timing()
     if timing is not None:
         out.append(f"      timing: {timing}")

@@ -313,12 +313,30 @@ def group_rate_text(group: Group) -> str:
 
 
 def members_text(group: Group) -> str:
-    """The parametrizations of a group, bounded: ``76 parametrizations, e.g. ...``."""
+    """The tests of a group, bounded: ``76 parametrizations, e.g. ...``."""
     names = [
         f"{t.flake.flake_id} {t.nodeid}" if t.flake is not None else t.nodeid for t in group.tests
     ]
     ref = group.lead.flake.flake_id if group.lead.flake is not None else None
-    return listing(names, "parametrizations", ref=ref)
+    return listing(names, group.members, ref=ref)
+
+
+def shared_text(group: Group) -> str:
+    """Where a collision group's tests use their shared path, and the fix:
+    ``written at fs/tests/setup.py:21, fs/tests/setup.py:27 (in 31 test files): give
+    each worker its own -- tmp_path, or worker_id in the name`` ("" for other groups)."""
+    shared = group.shared
+    if shared is None:
+        return ""
+    locations = [clean(x) for x in shared.get("locations") or [] if isinstance(x, str)]
+    files = shared.get("files")
+    where = f"failing at {', '.join(locations[:3])}" if locations else "every one uses it"
+    if isinstance(files, int) and files > 1:
+        where += f" (in {files} test files)"
+    return (
+        f"{where}: each test is fine alone; two workers using {clean(shared['resource'])} at "
+        "once break each other -- give each its own (tmp_path, or worker_id in the name)"
+    )
 
 
 def collision_text(reproducer: Reproducer | None) -> str:

@@ -664,9 +664,12 @@ def _drain(
 
     def hand_over() -> None:
         if pending:
-            batch = list(pending)
-            pending.clear()
+            # Taken out of ``pending`` only inside the deferral: an interrupt
+            # between the two would drop the batch (the caller hands over what
+            # is still pending when it is interrupted).
             with interrupts_deferred():
+                batch = list(pending)
+                pending.clear()
                 sink(batch)
 
     try:
@@ -757,12 +760,15 @@ def interrupts_deferred() -> Iterator[None]:
         signum: handler for signum in DEFERRED if callable(handler := signal.getsignal(signum))
     }
     pending: list[int] = []
-    for deferred in previous:
-        signal.signal(deferred, lambda signum, frame: pending.append(signum))
+    swapped: dict[int, Any] = {}
     try:
+        # (an interrupt that lands while the handlers are swapped restores what was)
+        for deferred, handler in previous.items():
+            swapped[deferred] = handler
+            signal.signal(deferred, lambda signum, frame: pending.append(signum))
         yield
     finally:
-        for deferred, handler in previous.items():
+        for deferred, handler in swapped.items():
             signal.signal(deferred, handler)
         for received in dict.fromkeys(pending):
             signal.raise_signal(received)

@@ -481,8 +481,10 @@ class _Forwarder:
 
     def flush(self) -> None:
         if self.lines:
-            payload, self.lines = b"".join(self.lines), []
-            with interrupts_deferred():  # a message cut in half would lose the worker's batch
+            # (taken and sent inside the deferral: an interrupt between the two, or a
+            # message cut in half, would lose the batch)
+            with interrupts_deferred():
+                payload, self.lines = b"".join(self.lines), []
                 self.interactor.sendevent(
                     "runtest_protocol_complete", item_index=payload, duration=0.0
                 )

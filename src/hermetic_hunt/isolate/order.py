@@ -95,69 +95,85 @@ def order_dependent(case: Case) -> None:
 
 
 def not_idempotent(case: Case) -> None:
-    """A twice round's second run failed, its own way (the target was another
-    failure): twice in one process with that round's inputs, ``CONFIRM`` times.
-    A finding is whole: a victim (or a collision) can also be self-polluting."""
+    """Is the test also not idempotent, when that is not what its target failure was?
+    A finding is whole: a victim (or a collision) can also be self-polluting.
+
+    From the hunt: a twice round's second run that failed its own way -- twice in
+    one process with that round's inputs (its inputs alone must pass). Else from
+    the probes: the target's own "twice in one process" passed first and failed
+    second, another way than the target.
+    """
     if "self-polluting" in case.finding.kinds or case.target is None:
         return
+    target = case.target
     firsts = {(a.round_no, a.worker): a for a in case.attempts if a.repeat == 1 and a.passed}
     seconds = [
         a
         for a in case.attempts
         if a.repeat == REPEATED_RUN and a.failed and (a.round_no, a.worker) in firsts
-        and a.signature != case.target.signature
+        and a.signature != target.signature
     ]  # fmt: skip
-    if not seconds:
+    if seconds:
+        second = seconds[0]
+        steps = [Step.of(firsts[(second.round_no, second.worker)]), Step.of(second)]
+        hash_seed = case.hash_seed_of(second)
+        alone = case.probe("its second run's inputs alone", steps[1:], hash_seed)
+        if alone.status != "completed" or (alone.last is not None and alone.last.failed):
+            return  # its inputs (a seed, a start time) decide, not the run before it
+        _twice_confirmed(case, steps, hash_seed, f"as in round {second.round_no}'s twice run")
         return
-    second = seconds[0]
-    steps = [Step.of(firsts[(second.round_no, second.worker)]), Step.of(second)]
-    hash_seed = case.hash_seed_of(second)
-    alone = case.probe("its second run's inputs alone", steps[1:], hash_seed)
-    if alone.status != "completed" or (alone.last is not None and alone.last.failed):
-        return  # its inputs (a seed, a start time) decide, not the run before it
-    for purpose in ("its second run in one process", *["again"] * (CONFIRM - 1)):
-        result = case.probe(purpose, steps, hash_seed)
-        last = result.last
-        if not (_first_passed(result) and last is not None and last.failed
-                and last.signature == second.signature):  # fmt: skip
-            return
-    case.claim(
-        "self-polluting",
-        f"fails on its second run in one process ({second.exc_type} at {second.location}), "
-        f"as in round {second.round_no}'s twice run, {CONFIRM} out of {CONFIRM}; its first "
-        "run passes",
-        numbers(case, CONFIRM),
+    shown = next(
+        (n for n, (p, _) in enumerate(case.finding.probes) if p.purpose == "twice in one process"),
+        None,
     )
-    current = case.finding.reproducer
-    if current is None or current.together:  # deterministic: it beats a collision's pair
-        case.reproduce(steps, hash_seed, confirmed=True)
+    result = case.finding.probes[shown][1] if shown is not None else None
+    last = result.last if result is not None else None
+    if result is not None and _first_passed(result) and last is not None and last.failed:
+        step = Step.of(target)
+        _twice_confirmed(case, [step, step], case.hash_seed_of(target), "with its inputs",
+                         first=last)  # fmt: skip
 
 
 def twice_hidden(case: Case) -> None:
     """Every failure of the test is explained by what other workers did: is it also
     not idempotent, which those failures may have hidden? Twice in one process with
-    a passing attempt's inputs (one probe; ``CONFIRM`` when it shows)."""
+    a passing attempt's inputs."""
     passing = min(case.passing, key=lambda a: (a.round_no, a.position), default=None)
-    if passing is None:
-        return
-    step, hash_seed = Step.of(passing), case.hash_seed_of(passing)
-    second: Attempt | None = None
-    for purpose in ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1)):
-        result = case.probe(purpose, [step, step], hash_seed)
+    if passing is not None:
+        step = Step.of(passing)
+        why = "with a passing attempt's inputs; what other workers did hid it in the hunt"
+        _twice_confirmed(case, [step, step], case.hash_seed_of(passing), why)
+
+
+def _twice_confirmed(
+    case: Case, steps: list[Step], hash_seed: int, how: str, first: Attempt | None = None
+) -> bool:
+    """Run a test's two runs in one process until ``CONFIRM`` runs (``first``: the last
+    step of one already run) passed first and failed second the same way; then claim
+    ``self-polluting``."""
+    signature = first.signature if first is not None else None
+    done = 1 if first is not None else 0
+    for purpose in ["twice in one process (again)"] * (CONFIRM - done):
+        result = case.probe(purpose, steps, hash_seed)
         last = result.last
         if not (_first_passed(result) and last is not None and last.failed):
-            return
-        if second is not None and last.signature != second.signature:
-            return
-        second = last
-    case.target = second  # what its reproducer shows
+            return False
+        if signature is not None and last.signature != signature:
+            return False
+        signature = last.signature
+    exc_type, location = signature or ("", "")
     case.claim(
         "self-polluting",
-        "passes on its first run in a fresh process and fails when run again in it "
-        f"({CONFIRM} out of {CONFIRM}; what other workers did hid it in the hunt)",
-        numbers(case, CONFIRM),
+        f"passes on its first run in a fresh process and fails when run again in it "
+        f"({exc_type} at {location}; {how}), {CONFIRM} out of {CONFIRM}",
+        numbers(case, CONFIRM - done),
     )
-    case.reproduce([step, step], hash_seed, confirmed=True)
+    current = case.finding.reproducer
+    if current is None or current.together:  # deterministic: it beats a collision's pair
+        if case.target is None:
+            case.target = last  # what the reproducer shows
+        case.reproduce(steps, hash_seed, confirmed=True)
+    return True
 
 
 #: Most tests of other workers tried as a victim's polluters that ran elsewhere.

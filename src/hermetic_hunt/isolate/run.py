@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -270,46 +269,25 @@ class _Work:
         if verdict is None:
             self._keep_probes(lead, probes)
             return
-        explained: dict[str, list[Attempt]] = {}
-        left: dict[str, list[Attempt]] = {}
-        own_probes: dict[str, list[tuple[Probe, ProbeResult]]] = {}
-        rounds = self.history.round_attempts
-        for nodeid, crossing in resource.failures().items():
-            if nodeid not in self.flaky:
-                continue
-            attempts = self.flaky[nodeid]
-            found = shared.explained(nodeid, attempts, resource, verdict, rounds)
-            own = shared.own_ways(attempts, rounds)
-            rest = [a for a in crossing if a not in found and a.signature not in own]
-            if rest and not self.settings.deadline_passed:
-                # It failed its own way over the resource: its own probe beside the others.
-                case = Classifier(nodeid, attempts, self.history, self.runner, self.settings)
-                also = shared.confirm_member(case, verdict, self._step_for, f"shared {rel}")
-                own_probes[nodeid] = list(case.finding.probes)
-                found = shared.explained(nodeid, attempts, resource, verdict, rounds, also)
-            # (an attempt a resource probed before explains stays that one's)
-            earlier = taken.setdefault(nodeid, set())
-            explained[nodeid] = [a for a in found if id(a) not in earlier]
-            earlier.update(id(a) for a in explained[nodeid])
-            left[nodeid] = [a for a in crossing if a not in found and a.signature not in own]
-        members = [nodeid for nodeid, found in explained.items() if found]
-        files = {nodeid.split("::", 1)[0] for nodeid in members}
-        locations = Counter(a.location for n in members for a in explained[n] if a.location)
-        group = {
-            "resource": rel,
-            "tests": len(members),
-            "files": len(files),
-            "locations": [where for where, _ in locations.most_common(3)],
-            "lead": lead,
-            "representative": self.rows[lead][1] if lead in members else None,
-        }
-        lead_id = self.rows[lead][1] if lead in members else ""
-        for nodeid in explained:
-            mine = probes if nodeid == lead else own_probes.get(nodeid, [])
-            crossed = shared.Crossed(resource, verdict, explained[nodeid], rel, group, mine,
-                                     "" if nodeid == lead else lead_id, left[nodeid])  # fmt: skip
+
+        def probe_member(nodeid: str) -> tuple[frozenset[shared.Shown], list[Any]]:
+            case = Classifier(nodeid, self.flaky[nodeid], self.history, self.runner, self.settings)
+            also = shared.confirm_member(case, verdict, self._step_for, f"shared {rel}")
+            return also, list(case.finding.probes)
+
+        alone = None if self.settings.deadline_passed else probe_member
+        found = shared.members(resource, verdict, self.flaky, self.history.round_attempts,
+                               alone, taken)  # fmt: skip
+        leads = bool(found.explained.get(lead))
+        lead_id = self.rows[lead][1]
+        group = found.facts(rel, lead, lead_id if leads else None)
+        for nodeid, explained in found.explained.items():
+            mine = probes if nodeid == lead else found.probes.get(nodeid, [])
+            crossed = shared.Crossed(resource, verdict, explained, rel, group, mine,
+                                     lead_id if leads and nodeid != lead else "",
+                                     found.left[nodeid])  # fmt: skip
             self.crossed.setdefault(nodeid, []).append(crossed)
-        if lead not in explained:
+        if lead not in found.explained:
             self._keep_probes(lead, probes)
 
     def _keep_probes(self, nodeid: str, probes: list[tuple[Probe, ProbeResult]]) -> None:

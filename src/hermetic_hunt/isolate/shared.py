@@ -322,6 +322,60 @@ def explained(
     return out
 
 
+@dataclass
+class Members:
+    """What a shared resource explains, test by test: ``explained`` (set aside),
+    ``left`` (failures that crossed it and are not explained: :func:`crossed_only`),
+    and the probes a test got of its own (:func:`confirm_member`)."""
+
+    explained: dict[str, list[Attempt]] = field(default_factory=dict)
+    left: dict[str, list[Attempt]] = field(default_factory=dict)
+    probes: dict[str, list[tuple[Probe, ProbeResult]]] = field(default_factory=dict)
+
+    def facts(self, shown_as: str, lead: str, representative: str | None) -> dict[str, Any]:
+        """The group's facts every member's evidence carries (``shared``)."""
+        members = [nodeid for nodeid, found in self.explained.items() if found]
+        where = Counter(a.location for n in members for a in self.explained[n] if a.location)
+        return {
+            "resource": shown_as,
+            "tests": len(members),
+            "files": len({nodeid.split("::", 1)[0] for nodeid in members}),
+            "locations": [location for location, _ in where.most_common(3)],
+            "lead": lead,
+            "representative": representative,
+        }
+
+
+def members(
+    resource: Resource,
+    verdict: Shared,
+    failing: Mapping[str, Sequence[Attempt]],
+    round_of: Callable[[Attempt], Sequence[Attempt]],
+    probe_member: Callable[[str], tuple[frozenset[Shown], list[tuple[Probe, ProbeResult]]]] | None,
+    taken: dict[str, set[int]],
+) -> Members:
+    """Attribute ``resource``'s crossings, test by test. A test that failed its own way
+    over it gets its own probe (``probe_member``; None: no time left). ``taken``:
+    the failures earlier resources explained (each is explained once)."""
+    out = Members()
+    for nodeid, crossing in resource.failures().items():
+        if nodeid not in failing:
+            continue
+        attempts = failing[nodeid]
+        found = explained(nodeid, attempts, resource, verdict, round_of)
+        own = own_ways(attempts, round_of)
+        if probe_member is not None and any(a not in found and a.signature not in own
+                                            for a in crossing):  # fmt: skip
+            also, probes = probe_member(nodeid)
+            out.probes[nodeid] = probes
+            found = explained(nodeid, attempts, resource, verdict, round_of, also)
+        earlier = taken.setdefault(nodeid, set())
+        out.explained[nodeid] = [a for a in found if id(a) not in earlier]
+        earlier.update(id(a) for a in out.explained[nodeid])
+        out.left[nodeid] = [a for a in crossing if a not in found and a.signature not in own]
+    return out
+
+
 def own_ways(
     attempts: Sequence[Attempt], round_of: Callable[[Attempt], Sequence[Attempt]]
 ) -> set[tuple[str, str]]:

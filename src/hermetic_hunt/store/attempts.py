@@ -6,8 +6,10 @@ inserts :func:`to_row` tuples (the values of :data:`COLUMNS`, in order:
 :data:`SELECT` -- an attempt's columns with its failure and whether a
 journal is kept -- and gets each row as an :class:`Attempt` from
 :func:`from_row`, by column name: a new query is ``read(conn, "WHERE ...")``.
-A database is untrusted: every value is checked for its type here, once
-(a wrong one reads as absent), and at most :data:`MAX_WRITES` paths are read.
+A new column is a name in :data:`COLUMNS`, a value in :func:`to_row`, a
+field in :func:`from_row` (and a migration). A database is untrusted:
+every value is checked for its type here, once (a wrong one reads as
+absent), and at most :data:`MAX_WRITES` paths are read.
 """
 
 from __future__ import annotations
@@ -33,15 +35,12 @@ INSERT = f"INSERT INTO attempts ({', '.join(COLUMNS)}) VALUES ({','.join('?' * l
 #: Most blocked calls read per attempt.
 MAX_VIOLATIONS = 100
 #: Every reader's query: an attempt with its test, failure and journal (add a WHERE).
-SELECT = """
-    SELECT a.id, a.run_id, a.round, a.worker, a.position, t.nodeid, a.execution, a.outcome,
-           a.phase, a.duration, a.seed, a.now, a.mode, a.hash_seed, a.counts, a.violations,
-           a.repeat, a.started, a.profile, a.switch_interval, a.stress, a.writes,
-           f.exc_type, f.message, f.location, j.attempt_id IS NOT NULL AS has_journal
-    FROM attempts a JOIN tests t ON t.id = a.test_id
-    LEFT JOIN failures f ON f.attempt_id = a.id
-    LEFT JOIN journals j ON j.attempt_id = a.id
-"""
+SELECT = (
+    f"SELECT {', '.join(f'a.{c}' for c in COLUMNS if c != 'test_id')}, t.nodeid, f.exc_type, "  # noqa: S608
+    "f.message, f.location, j.attempt_id IS NOT NULL AS has_journal "
+    "FROM attempts a JOIN tests t ON t.id = a.test_id "
+    "LEFT JOIN failures f ON f.attempt_id = a.id LEFT JOIN journals j ON j.attempt_id = a.id "
+)
 
 
 def to_row(attempt_id: int, attempt: Attempt, test_id: int) -> tuple[Any, ...]:

@@ -37,7 +37,7 @@ from hermetic_hunt.engine import wire
 from hermetic_hunt.hunt.controller import HuntController
 from hermetic_hunt.hunt.xdist import FORWARD_LINES
 from hermetic_hunt.models import Attempt, Failure, RunInfo, Settings
-from hermetic_hunt.store import Store
+from hermetic_hunt.store import Store, runs
 
 
 def worker_batches(
@@ -116,8 +116,8 @@ def main() -> None:
         config = _prepareconfig(["-q", "-p", "no:randomly", "-p", "no:cacheprovider", temp])
         spec = [f"popen-{i}" for i in range(args.workers)]
         hunt = HuntController(config, settings, store, args.workers, spec)
-        hunt.run_id = store.start_run(
-            RunInfo(uuid.uuid4().hex, [], temp, temp, settings, args.workers, spec, {})
+        hunt.run_id = runs.start_run(
+            store, RunInfo(uuid.uuid4().hex, [], temp, temp, settings, args.workers, spec, {})
         )
         hunt.set_tests([f"tests/test_m{i // 50}.py::test_{i}" for i in range(args.tests)])
         rounds = [

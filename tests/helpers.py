@@ -44,7 +44,7 @@ from hermetic_hunt.models import (
     Violation,
     as_mode,
 )
-from hermetic_hunt.store import Store, real_now_iso
+from hermetic_hunt.store import Store, real_now_iso, runs
 
 #: What the pytest sessions a test starts get in PYTEST_ADDOPTS: the test
 #: dependencies' pytest plugins are off, so a generated session loads what a
@@ -183,8 +183,8 @@ class Rows:
             worker_spec=["main"],
             environment={"python": "3.11.7"},
         )
-        run_id = self.store.start_run(info)
-        self.store.finish_run(run_id, status="complete", rounds_done=rounds, exit_status=1)
+        run_id = runs.start_run(self.store, info)
+        runs.finish_run(self.store, run_id, status="complete", rounds_done=rounds, exit_status=1)
         return run_id
 
     def attempts(
@@ -559,7 +559,7 @@ def build_db(path: Path, records: list[Attempt]) -> list[int]:
         workers=1, worker_spec=["main"], environment={},
     )  # fmt: skip
     with Store.open(path) as store:
-        run_id = store.start_run(info)
+        run_id = runs.start_run(store, info)
         records = [replace(r, run_id=run_id) for r in records]
         ids = store.test_ids(r.nodeid for r in records)
         return store.add_attempts(records, ids)

@@ -4,8 +4,8 @@ A :class:`Probe` is a short sequence of :class:`~hermetic_hunt.models.Step`
 objects to run in one fresh process under one ``PYTHONHASHSEED``; its
 :class:`ProbeResult` holds the :class:`~hermetic_hunt.models.Attempt` of
 each step. A :class:`Finding` is what isolation concluded about one test --
-one ``flakes`` row. The store reads and writes these; the isolation stage
-makes them.
+one ``flakes`` row, read back as a :class:`Flake`. The store reads and
+writes these; the isolation stage makes them.
 """
 
 from __future__ import annotations
@@ -82,16 +82,27 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class StoredFlake:
-    """One ``flakes`` row as a replay reads it; ``reproducer`` is parsed, not validated."""
+class Flake:
+    """A stored flake (a ``flakes`` row), as :mod:`hermetic_hunt.store.flakes` validates it:
+    known kinds, real lists of nodeids, a :class:`~hermetic_hunt.models.Reproducer`.
+    ``row_id`` is its row's id (what replays and verified fixes refer to)."""
 
-    row_id: int
     flake_id: str
     nodeid: str
     kinds: tuple[str, ...]
     status: str
-    reproducer: Any
+    confirmed: bool | None
+    polluters: tuple[tuple[str, ...], ...]
+    cleaners: tuple[str, ...]
+    state_setters: tuple[tuple[str, ...], ...]
+    reproducer: Reproducer | None
+    evidence: Any
+    probes: int
+    probe_seconds: float
+    note: str
+    first_run_id: int | None
     last_run_id: int | None
+    row_id: int = 0
 
 
 @dataclass

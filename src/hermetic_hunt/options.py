@@ -84,13 +84,6 @@ def parse_shard(text: str) -> Shard:
     return Shard(index, count)
 
 
-def parse_positive_int(option: str, text: str) -> int:
-    value = text.strip()
-    if not value.isdigit() or int(value) < 1:
-        raise BadOption(f"{option}: expected a positive whole number, got {text!r}")
-    return int(value)
-
-
 def parse_seconds(option: str, text: str) -> float:
     """A duration (``30s``, ``2m``) or plain seconds (``30``)."""
     value = text.strip()

@@ -8,7 +8,9 @@ A ``flakes.db`` handed over by CI is input from elsewhere (see
   :data:`MAX_JSON_DEPTH` (the structures hermetic-hunt writes are at most 4
   levels deep; a deeper one would make a recursive reader overflow);
 * :func:`is_whole`, :func:`is_number` -- the type checks of a stored value
-  (``True`` is not the number 1; ``nan`` and ``inf`` are not numbers);
+  (``True`` is not the number 1; ``nan`` and ``inf`` are not numbers), and
+  :func:`whole_or`, :func:`number_or`, :func:`text_or` -- a stored value, or
+  a default when it is not of its type;
 
 
 * :func:`whole`, :func:`number`, :func:`text`, :func:`items` -- one field of a
@@ -101,6 +103,16 @@ def is_number(value: object) -> TypeGuard[int | float]:
 def whole_or(value: object, default: int | None = None) -> int | None:
     """``value`` when :func:`is_whole`, else ``default``."""
     return value if is_whole(value) else default
+
+
+def number_or(value: object, default: float | None = None) -> float | None:
+    """``value`` as a float when :func:`is_number`, else ``default``."""
+    return float(value) if is_number(value) else default
+
+
+def text_or(value: object, default: str = "") -> str:
+    """``value`` when it is a str, else ``default``."""
+    return value if isinstance(value, str) else default
 
 
 # -- fields of decoded values (the codecs' checks) ------------------------------

@@ -13,7 +13,7 @@ from helpers import one
 from hermetic_hunt.engine import wire
 from hermetic_hunt.hunt.controller import HuntController
 from hermetic_hunt.models import Attempt, RunInfo, Settings
-from hermetic_hunt.store import Store
+from hermetic_hunt.store import Store, runs
 
 TESTS = [f"t.py::test_{i}" for i in range(4)]
 
@@ -25,8 +25,11 @@ def controller(pytester: pytest.Pytester) -> HuntController:
     settings = Settings(rounds=1, budget_seconds=None, base_seed=5, order="shuffle", db_path=db)
     spec = ["popen", "popen"]
     controller = HuntController(pytester.parseconfig(), settings, store, 2, spec)
-    controller.run_id = store.start_run(
-        RunInfo(uuid.uuid4().hex, [], str(pytester.path), str(pytester.path), settings, 2, spec, {})
+    controller.run_id = runs.start_run(
+        store,
+        RunInfo(
+            uuid.uuid4().hex, [], str(pytester.path), str(pytester.path), settings, 2, spec, {}
+        ),
     )
     controller.set_tests(TESTS)
     return controller

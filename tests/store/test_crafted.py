@@ -24,8 +24,9 @@ from helpers import BROKEN, VICTIM, Rows, one, sample
 from hermetic_hunt.cli import main
 from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.store import Store
-from hermetic_hunt.store.isolation import ensure_flakes, run_facts
+from hermetic_hunt.store.flakes import ensure_flakes
 from hermetic_hunt.store.replay import ReplaySource
+from hermetic_hunt.store.runs import run_facts
 from hermetic_hunt.store.schema import SCHEMA_VERSION
 
 FOUND, BAD_INPUT = 1, 3

@@ -27,7 +27,7 @@ process it forked). ``leaks`` names what the round left behind, by position
 On the private channel between a round's child and its parent every line is
 *sealed*: prefixed with the job's random token and the pid of the process
 that wrote it (:func:`seal`), and the parent keeps only the lines that carry
-its child's (:func:`unseal`). From the parent on, lines travel unsealed, in
+its child's (:func:`seal_prefix`). From the parent on, lines travel unsealed, in
 batches, to the hunt's controller (xdist) and are decoded once, there.
 """
 
@@ -151,10 +151,3 @@ def seal_prefix(token: str, pid: int) -> bytes:
 
 def seal(token: str, pid: int, line: bytes) -> bytes:
     return seal_prefix(token, pid) + line
-
-
-def unseal(prefix: bytes, line: bytes) -> bytes | None:
-    """``line`` without its seal, or None when it is not sealed with ``prefix``."""
-    if line.startswith(prefix):
-        return line[len(prefix) :]
-    return None

@@ -26,7 +26,8 @@ from hermetic_hunt.project import project_root
 from hermetic_hunt.store import Store
 from hermetic_hunt.store import fixes as db
 from hermetic_hunt.store.core import real_now_iso
-from hermetic_hunt.store.isolation import RunHistory, run_facts
+from hermetic_hunt.store.isolation import RunHistory
+from hermetic_hunt.store.runs import run_facts
 from hermetic_hunt.untrusted import clean
 
 EXIT_OK = 0

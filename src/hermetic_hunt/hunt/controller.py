@@ -48,7 +48,7 @@ from hermetic_hunt.models import (
     format_seconds,
 )
 from hermetic_hunt.seeds import round_now
-from hermetic_hunt.store import Store
+from hermetic_hunt.store import Store, runs
 from hermetic_hunt.untrusted import is_whole
 
 _PERF = time.perf_counter
@@ -132,7 +132,7 @@ class HuntController:
             environment=environment.collect(rootdir),
         )
         try:
-            self.run_id = self.store.start_run(info)
+            self.run_id = runs.start_run(self.store, info)
         except HuntError as exc:  # a full disk before the first round: nothing to keep
             raise pytest.UsageError(str(exc)) from None
         self.session = session
@@ -160,7 +160,7 @@ class HuntController:
         self.tests = list(nodeids)
         with self.writing():
             self.test_ids = self.store.test_ids(self.tests)
-            self.store.set_run_tests(self.run_id, len(self.tests))
+            runs.set_run_tests(self.store, self.run_id, len(self.tests))
 
     def begin(self) -> None:
         """Right before the first round: what the checkout looks like."""
@@ -443,7 +443,7 @@ class HuntController:
         self._check_files(round_no)
         self._flush_leaks(round_no)
         self._round_attempts.pop(round_no, None)
-        self.store.set_rounds_done(self.run_id, self.rounds_completed)
+        runs.set_rounds_done(self.store, self.run_id, self.rounds_completed)
         terminal = self.config.pluginmanager.getplugin("terminalreporter")
         if terminal is None or self.config.get_verbosity() < -1:
             return  # -q keeps one line per round; -qq none
@@ -480,7 +480,7 @@ class HuntController:
         if planned is None or round_no in self._cut_short or received == planned:
             return
         self.incomplete.append((round_no, planned, received))
-        self.store.set_incomplete(self.run_id, self._run_notes())
+        runs.set_incomplete(self.store, self.run_id, self._run_notes())
 
     def incomplete_text(self) -> str:
         """One line: the rounds that did not add up ('' when all did)."""
@@ -557,9 +557,10 @@ class HuntController:
         self._condense_duplicate_failures()
         if self.rejected:
             with self.writing():
-                self.store.set_incomplete(self.run_id, self._run_notes())
+                runs.set_incomplete(self.store, self.run_id, self._run_notes())
         try:
-            self.store.finish_run(
+            runs.finish_run(
+                self.store,
                 self.run_id,
                 status="interrupted"
                 if interrupted
@@ -595,8 +596,8 @@ class HuntController:
             return
         session.exitstatus = pytest.ExitCode.OK
         try:
-            self.store.finish_run(
-                self.run_id, status="complete", rounds_done=self.rounds_completed,
+            runs.finish_run(
+                self.store, self.run_id, status="complete", rounds_done=self.rounds_completed,
                 exit_status=int(session.exitstatus),
             )  # fmt: skip
         except HuntError as exc:

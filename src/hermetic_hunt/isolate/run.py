@@ -50,7 +50,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.project import project_root
 from hermetic_hunt.seeds import probe_hash_seed
-from hermetic_hunt.store import Store
+from hermetic_hunt.store import Store, flakes, runs
 from hermetic_hunt.store import isolation as db
 
 _PERF = time.perf_counter
@@ -131,7 +131,7 @@ def isolate(
     group of flaky tests, most exposed first, within the budgets.
     """
     started = _PERF()
-    facts = db.run_facts(store, run_id)
+    facts = runs.run_facts(store, run_id)
     found = db.candidates(store, facts.run_id, only)
     report = IsolationReport(facts.run_id, facts.rootdir, str(store.path),
                              parallel=opts.parallel, time_budget=opts.time_budget)  # fmt: skip
@@ -151,7 +151,7 @@ def isolate(
         settings=replace(facts.settings, integration_marker=opts.integration_marker),
     )
     flaky = {**found.flaky, **found.not_idempotent}
-    rows = db.ensure_flakes(store, list(flaky), facts.run_id)
+    rows = flakes.ensure_flakes(store, list(flaky), facts.run_id)
     crossing = facts.workers > 1
     deadline = Deadline(started + opts.time_budget, opts.time_budget)
     settings = ClassifySettings(
@@ -170,7 +170,7 @@ def isolate(
         if flaky:
             if crossing:
                 work.shared_resources()
-            work.run(db.known_verdicts(store, list(flaky)))
+            work.run(flakes.known_verdicts(store, list(flaky)))
     except KeyboardInterrupt:
         runner.abort()
         report.interrupted = True
@@ -390,10 +390,10 @@ class _Work:
                 return
             for finding in found:
                 known.add(finding.nodeid)
-                rows = db.ensure_flakes(self.store, [finding.nodeid], self.report.run_id)
+                rows = flakes.ensure_flakes(self.store, [finding.nodeid], self.report.run_id)
                 self.rows.update(rows)
                 row, flake_id = rows[finding.nodeid]
-                db.save_finding(self.store, row, self.report.run_id, finding)
+                flakes.save_finding(self.store, row, self.report.run_id, finding)
                 self.report.flakes.append((flake_id, finding))
                 if self.say is not None:
                     self.say(
@@ -419,7 +419,7 @@ class _Work:
     def store_result(self, case: Classifier) -> Finding:
         verdict = case.result()
         row, flake_id = self.rows[case.nodeid]
-        db.save_finding(self.store, row, self.report.run_id, verdict,
+        flakes.save_finding(self.store, row, self.report.run_id, verdict,
                         steps_from=self.saved.get(case.nodeid, 0) + 1)  # fmt: skip
         self.saved[case.nodeid] = len(verdict.probes)
         if all(v is not verdict for _, v in self.report.flakes):
@@ -549,7 +549,7 @@ def _sandbox_off(
     store: Store,
     broken: dict[str, list[Attempt]],
     runner: ProbeRunner,
-    facts: db.RunFacts,
+    facts: runs.RunFacts,
     report: IsolationReport,
 ) -> None:
     """Run each always-failing test once without the sandbox."""
@@ -617,10 +617,10 @@ def isolate_database(
     ``argv`` is never executed.
     """
     with Store.open(db_path, create=False, base=cwd) as store:
-        facts = db.run_facts(store, run_id)
+        facts = runs.run_facts(store, run_id)
         only = db.resolve_refs(store, refs) if refs else None
         stored = IsolationOptions.of(
-            facts.settings, workers or facts.workers, db.rounds_seconds(store, facts.run_id)
+            facts.settings, workers or facts.workers, runs.rounds_seconds(store, facts.run_id)
         )
         opts = replace(
             stored,

@@ -9,9 +9,10 @@ session, and hands what happened to
 :func:`hermetic_hunt.replay.verdict.judge` for the sentence it prints and
 stores.
 
-Everything read from the database is untrusted: reproducers go through
-:meth:`Reproducer.from_json`, journals through :func:`journal.decode`, and
-nodeids only ever select among the tests pytest collected.
+Everything read from the database is untrusted: the store validates what it
+reads (a flake's reproducer, its kinds), journals go through
+:func:`journal.decode`, and nodeids only ever select among the tests pytest
+collected.
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ from typing import Any, Protocol
 
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
-from hermetic_hunt.findings import StoredFlake
+from hermetic_hunt.findings import Flake
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import (
     FAILING,
     MODES,
     Attempt,
-    Reproducer,
     Step,
     looks_like_ref,
     parse_ref,
@@ -89,8 +89,8 @@ class Source(Protocol):
     def attempt(self, attempt_id: int) -> Attempt | None: ...
     def newest_failing_attempt(self, nodeid: str) -> Attempt | None: ...
     def test_known(self, nodeid: str) -> bool: ...
-    def flake(self, flake_id: str) -> StoredFlake | None: ...
-    def flake_of(self, nodeid: str) -> StoredFlake | None: ...
+    def flake(self, flake_id: str) -> Flake | None: ...
+    def flake_of(self, nodeid: str) -> Flake | None: ...
     def journal(self, attempt_id: int) -> bytes | None: ...
 
 
@@ -263,7 +263,7 @@ def _attempt_plan(target: Target, attempt: Attempt, source: Source) -> Plan:
     )
 
 
-def _flake_plan(target: Target, flake: StoredFlake, source: Source) -> Plan:
+def _flake_plan(target: Target, flake: Flake, source: Source) -> Plan:
     if flake.reproducer is None:
         attempt = source.newest_failing_attempt(flake.nodeid)
         if attempt is None:
@@ -279,13 +279,7 @@ def _flake_plan(target: Target, flake: StoredFlake, source: Source) -> Plan:
             f"A{attempt.attempt_id}"
         )
         return plan
-    try:
-        repro = Reproducer.from_json(flake.reproducer)
-    except ValueError as exc:
-        raise BadDatabase(
-            f"the reproducer of {flake.flake_id} is malformed ({exc}): the database is "
-            "damaged or was edited; run a new hunt"
-        ) from None
+    repro = flake.reproducer
     if not repro.steps or repro.steps[-1].nodeid != flake.nodeid:
         last_test = repro.steps[-1].nodeid if repro.steps else "nothing"
         raise BadDatabase(

@@ -21,14 +21,14 @@ from hermetic_hunt.report.fixes import fix_views
 from hermetic_hunt.report.history import history, runs_since
 from hermetic_hunt.report.model import Replay, Report, assemble, flake_run
 from hermetic_hunt.report.show import Comparison, JournalSummary, render_attempt, render_flake
-from hermetic_hunt.report.stored import parse_flake
 from hermetic_hunt.report.text import list_lines
 from hermetic_hunt.report.words import (
     summary_line,
 )
-from hermetic_hunt.store import Store, queries
+from hermetic_hunt.store import Store, flakes, queries
 from hermetic_hunt.store import fixes as fix_db
 from hermetic_hunt.store import history as history_db
+from hermetic_hunt.store import runs as run_db
 from hermetic_hunt.store.rows import AttemptDetail
 
 
@@ -44,14 +44,14 @@ def load_report(
     a git revision: only the runs since then."""
     where = os.fspath(cwd or os.getcwd())
     name = pasteable.display_path(store.path, where)
-    runs = queries.run_rows(store, run)
+    runs = run_db.run_rows(store, run)
     if not runs:
         raise BadDatabase(
             f"{name} holds no runs yet: run a hunt first (pytest --hermetic-hunt=30 -n auto)"
         )
     selection = None if run is None else [run]
     if since is not None:
-        places = [where, *dict.fromkeys(r for r, _ in queries.run_locations(store).values())]
+        places = [where, *dict.fromkeys(r for r, _ in run_db.locations(store).values())]
         points = [p for p in history_db.runs(store) if run is None or p.run_id == run]
         selection = runs_since(since, points, places)
         runs = [r for r in runs if r.id in selection]
@@ -62,7 +62,7 @@ def load_report(
         runs=runs,
         selected_run=run,
         counts=counts,
-        flakes=[parse_flake(raw, name) for raw in queries.raw_flakes(store)],
+        flakes=flakes.read(store, database=name),
         checks=queries.check_rows(store, selection),
         violations=queries.violation_rows(store, selection),
         rounds=tuple(queries.round_cells(store, selection, failing)),
@@ -92,8 +92,7 @@ def with_history_and_fixes(store: Store, report: Report, since: str | None, name
             n: history(n, points, tallies, [r for r in replays if r.flake_id == flake_of.get(n)])
             for n in nodeids
         }
-    wanted = {f.flake_id for f in report.flakes}
-    facts = [f for f in fix_db.all_fix_facts(store) if f.flake_id in wanted]
+    facts = [fix_db.facts_of(store, f) for f in sorted(report.flakes, key=lambda f: f.row_id)]
     fixes = fix_views(facts, fix_db.stored_fixes(store), name)
     return replace(report, since=since, fixes=fixes, histories=histories)
 
@@ -104,7 +103,7 @@ def replayer(store: Store, cwd: str) -> Replay:
     Like ``hermetic-hunt replay``, the command names the hunt's rootdir when
     it is a directory below ``cwd`` (nodeids are relative to it).
     """
-    locations = queries.run_locations(store)
+    locations = run_db.locations(store)
     arguments: dict[int | None, str | None] = {None: None}
     for run_id, (rootdir, invocation_dir) in locations.items():
         location = location_arg(rootdir, invocation_dir, cwd)
@@ -216,18 +215,7 @@ def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
 
 
 def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
-    name = pasteable.display_path(store.path, cwd)
-    raw = queries.raw_flake(store, flake_id)
-    if raw is None:
-        known = queries.flake_ids(store)
-        held = "no flakes yet"
-        if known:
-            held = f"only {known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
-        raise UnknownId(
-            f"flake {flake_id} is not in {name} (it holds {held}): "
-            "hermetic-hunt list shows the flake ids"
-        )
-    flake = parse_flake(raw, name)
+    flake = flakes.get(store, flake_id, pasteable.display_path(store.path, cwd))
     report = load_report(store, None, cwd)
     test = next((t for t in report.tests if t.nodeid == flake.nodeid), None)
     failing_id = None

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from hermetic_hunt import stats
+from hermetic_hunt.findings import Flake as Flake  # the report's flakes: stored ones
 from hermetic_hunt.models import (
     CI_EXPOSURES,
     EXPOSURES,
     FOUND_BY,
-    Reproducer,
     attempts_text,
     exposure,
     exposure_words,
@@ -65,27 +65,6 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 FINDINGS: tuple[Status, ...] = ("flaky", "broken", "sandbox-incompatible", "not-idempotent")
 #: ``test_checks.check_name`` of the run without the sandbox.
 SANDBOX_OFF = "sandbox-off"
-
-
-@dataclass(frozen=True)
-class Flake:
-    """A validated flake: every list is a real list of nodeids."""
-
-    flake_id: str
-    nodeid: str
-    kinds: tuple[str, ...]
-    status: str
-    confirmed: bool | None
-    polluters: tuple[tuple[str, ...], ...]
-    cleaners: tuple[str, ...]
-    state_setters: tuple[tuple[str, ...], ...]
-    reproducer: Reproducer | None
-    evidence: Any
-    probes: int
-    probe_seconds: float
-    note: str
-    first_run_id: int | None
-    last_run_id: int | None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import time
@@ -15,7 +14,8 @@ from typing import Any
 import sqlite_utils
 
 from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import MAX_WRITES, Attempt, Leak, RunInfo, database_path
+from hermetic_hunt.models import Attempt, Leak, database_path
+from hermetic_hunt.store.attempts import INSERT, to_row
 from hermetic_hunt.store.integrity import check_types, connect, writable
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
@@ -70,10 +70,6 @@ def _free_name(path: Path) -> Path:
         if not candidate.exists():
             return candidate
         number += 1
-
-
-def _text_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 class Store:
@@ -212,7 +208,7 @@ class Store:
             "WHERE migration_set = ? ORDER BY rowid",
             (MIGRATION_SET,),
         )
-        return [row[0] for row in rows]
+        return [name for (name,) in rows]
 
     # -- the file is the hunt's ------------------------------------------------------
 
@@ -259,7 +255,7 @@ class Store:
         with contextlib.suppress(sqlite3.Error):
             self.conn.close()  # folds its log into the file it had open, not into the path
         self._unwatch()
-        self._release_reserve()
+        self.release_reserve()
         self.path, self.conn, self.db = target, conn, sqlite_utils.Database(conn)
         self._prepare()
         self._watch(target)
@@ -273,7 +269,7 @@ class Store:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.conn.close()
         self._unwatch()  # after the connection: its locks are gone with it
-        self._release_reserve()
+        self.release_reserve()
 
     def _watch(self, path: Path) -> None:
         """Watch ``path`` (the file this connection writes) for removal or replacement."""
@@ -335,40 +331,6 @@ class Store:
         except sqlite3.Error as exc:
             raise self._write_error(exc) from None
 
-    def start_run(self, info: RunInfo) -> int:
-        settings = info.settings
-        row = {
-            "uuid": info.uuid,
-            "started_at": real_now_iso(),
-            "status": "running",
-            "argv": json.dumps(info.argv),
-            "invocation_dir": info.invocation_dir,
-            "rootdir": info.rootdir,
-            "base_seed": settings.base_seed,
-            "rounds_planned": settings.rounds,
-            "budget_seconds": settings.budget_seconds,
-            "workers": info.workers,
-            "worker_spec": json.dumps(info.worker_spec),
-            "mode": settings.mode,
-            "order_strategy": settings.order,
-            "shard": str(settings.shard),
-            "environment": json.dumps(info.environment, sort_keys=True),
-            "settings": json.dumps(settings.to_json(), sort_keys=True),
-            "git_sha": _text_or_none(info.environment.get("git_sha")),
-            "git_branch": _text_or_none(info.environment.get("git_branch")),
-        }
-        with self.transaction() as conn:
-            cursor = conn.execute(
-                f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",  # noqa: S608
-                list(row.values()),
-            )
-        assert cursor.lastrowid is not None
-        self.keep_reserve()
-        return cursor.lastrowid
-
-    def set_run_tests(self, run_id: int, count: int) -> None:
-        self.execute("UPDATE runs SET tests = ? WHERE id = ?", (count, run_id))
-
     def test_ids(self, nodeids: Iterable[str]) -> dict[str, int]:
         """Ids of ``nodeids`` in ``tests``, inserting the ones not seen before."""
         wanted = list(dict.fromkeys(nodeids))
@@ -403,17 +365,7 @@ class Store:
             violations: list[tuple[Any, ...]] = []
             journals: list[tuple[Any, ...]] = []
             for attempt_id, rec in zip(ids, records, strict=True):
-                attempts.append(
-                    (
-                        attempt_id, rec.run_id, rec.round_no, rec.worker, rec.position,
-                        test_ids[rec.nodeid], rec.execution, rec.outcome, rec.phase,
-                        round(rec.duration, 6), rec.seed, rec.now, rec.mode, rec.hash_seed,
-                        json.dumps(rec.counts, separators=(",", ":")) if rec.counts else None,
-                        len(rec.violations), rec.repeat, rec.started, rec.profile,
-                        rec.switch_interval, rec.stress,
-                        json.dumps(rec.writes[:MAX_WRITES]) if rec.writes else None,
-                    )
-                )  # fmt: skip
+                attempts.append(to_row(attempt_id, rec, test_ids[rec.nodeid]))
                 if rec.failure is not None:
                     f = rec.failure
                     failures.append((attempt_id, f.exc_type, f.message, f.location, f.excerpt))
@@ -423,13 +375,7 @@ class Store:
                     journals.append(
                         (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
                     )
-            conn.executemany(
-                "INSERT INTO attempts (id, run_id, round, worker, position, test_id, execution, "
-                "outcome, phase, duration, seed, now, mode, hash_seed, counts, violations, "
-                "repeat, started, profile, switch_interval, stress, writes) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                attempts,
-            )
+            conn.executemany(INSERT, attempts)
             if failures:
                 conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
             if violations:
@@ -464,20 +410,6 @@ class Store:
                 ],
             )  # fmt: skip
 
-    def finish_run(self, run_id: int, *, status: str, rounds_done: int, exit_status: int) -> None:
-        """The run's last write. On a full disk, the reserve is given back and it is tried again."""
-        params = (status, real_now_iso(), rounds_done, exit_status, run_id)
-        sql = (
-            "UPDATE runs SET status = ?, finished_at = ?, rounds_done = ?, exit_status = ? "
-            "WHERE id = ?"
-        )
-        try:
-            self.execute(sql, params)
-        except BadDatabase:
-            if not self._release_reserve():
-                raise
-            self.execute(sql, params)
-
     # -- a little disk space for the last write -------------------------------------------
 
     @property
@@ -506,17 +438,11 @@ class Store:
             return
         self._reserve = path
 
-    def _release_reserve(self) -> bool:
+    def release_reserve(self) -> bool:
+        """Give the reserve back (False: none was kept)."""
         path, self._reserve = self._reserve, None
         if path is None:
             return False
         with contextlib.suppress(OSError):
             path.unlink()
         return True
-
-    def set_incomplete(self, run_id: int, text: str) -> None:
-        """What did not add up in the run's rounds (see ``docs/guarantees.md``)."""
-        self.execute("UPDATE runs SET incomplete = ? WHERE id = ?", (text, run_id))
-
-    def set_rounds_done(self, run_id: int, rounds_done: int) -> None:
-        self.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))

@@ -57,13 +57,11 @@ def _text(value: Any) -> str | None:
 
 
 def runs(store: Store) -> list[RunPoint]:
-    rows = store.conn.execute(
-        "SELECT id, started_at, git_sha, git_branch FROM runs ORDER BY id"
-    ).fetchall()
+    rows = store.conn.execute("SELECT id, started_at, git_sha, git_branch FROM runs ORDER BY id")
     return [
-        RunPoint(int(r[0]), _text(r[1]) or "", _text(r[2]), _text(r[3]))
-        for r in rows
-        if isinstance(r[0], int)
+        RunPoint(run_id, _text(started_at) or "", _text(sha), _text(branch))
+        for run_id, started_at, sha, branch in rows
+        if isinstance(run_id, int)
     ]
 
 
@@ -85,9 +83,9 @@ def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
             chunk,
         ).fetchall()
         out.extend(
-            Tally(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), int(r[4] or 0))
-            for r in rows
-            if isinstance(r[1], int)
+            Tally(str(nodeid), run_id, int(counted or 0), int(failed or 0), int(repeated or 0))
+            for nodeid, run_id, counted, failed, repeated in rows
+            if isinstance(run_id, int)
         )
     return out
 

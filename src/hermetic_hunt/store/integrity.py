@@ -98,7 +98,7 @@ def check_types(conn: sqlite3.Connection, path: Path) -> None:
 
     :class:`BadDatabase` names the first table, column or value that is not.
     """
-    present = {str(row[0]) for row in conn.execute(
+    present = {str(name) for (name,) in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table'")}  # fmt: skip
     for table, columns in expected_columns().items():
         if table not in present:
@@ -115,7 +115,7 @@ def _quote(identifier: str) -> str:
 def _check_table(
     conn: sqlite3.Connection, path: Path, table: str, columns: list[tuple[str, tuple[str, ...]]]
 ) -> None:
-    present = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({_quote(table)})")}
+    present = {str(name) for _, name, *_ in conn.execute(f"PRAGMA table_info({_quote(table)})")}
     for name, _ in columns:
         if name not in present:
             raise BadDatabase(
@@ -133,10 +133,11 @@ def _check_table(
     ).fetchone()
     if row is None:
         return
-    for (name, allowed), kind in zip(columns, row[1:], strict=True):
+    rowid, *kinds = row
+    for (name, allowed), kind in zip(columns, kinds, strict=True):
         if kind not in allowed:
             wanted = " or ".join(a for a in allowed)
             raise BadDatabase(
-                f"{path}: {table}.{name} of row {row[0]} is {kind}, where hermetic-hunt "
+                f"{path}: {table}.{name} of row {rowid} is {kind}, where hermetic-hunt "
                 f"writes {wanted}: the database is damaged or was edited (re-run the hunt)"
             )

@@ -43,6 +43,7 @@ from hermetic_hunt.store.merge_rules import (
     renumber,
     translate_reproducer,
 )
+from hermetic_hunt.store.rows import scalar
 
 Remap = dict[str, Callable[[Any], Any]]
 
@@ -171,7 +172,7 @@ class _Merger:
     def _columns(self, table: str) -> list[str]:
         if table not in self.columns:
             rows = self.dst.execute(f"PRAGMA table_info({quote(table)})").fetchall()
-            self.columns[table] = [str(r[1]) for r in rows]
+            self.columns[table] = [str(name) for _, name, *_ in rows]
         return self.columns[table]
 
     def _rows(self, table: str, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
@@ -217,7 +218,7 @@ class _Merger:
     def _tests(self) -> None:
         rows = self.src.execute("SELECT id, nodeid FROM tests").fetchall()
         self.dst.executemany(
-            "INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", [r[1:] for r in rows]
+            "INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", [(nodeid,) for _, nodeid in rows]
         )
         ids = dict(self.dst.execute("SELECT nodeid, id FROM tests").fetchall())
         self.tests = {src_id: ids[nodeid] for src_id, nodeid in rows}
@@ -249,16 +250,18 @@ class _Merger:
             "SELECT run_id, round, worker, position, execution FROM attempts WHERE id = ?",
             (src_id,),
         ).fetchone()
-        if row is None or row[0] not in self.runs:
+        run_id, *place = row if row is not None else (None,)
+        if run_id not in self.runs:
             return None
-        found = self.dst.execute(
+        found = scalar(
+            self.dst,
             "SELECT id FROM attempts WHERE run_id = ? AND round = ? AND worker = ? "
             "AND position = ? AND execution = ?",
-            (self.runs[row[0]], *row[1:]),
-        ).fetchone()
+            (self.runs[run_id], *place),
+        )
         if found is None:
             return None
-        self.attempts[src_id] = int(found[0])
+        self.attempts[src_id] = int(found)
         return self.attempts[src_id]
 
     def run_id(self, src_id: Any) -> int | None:
@@ -273,12 +276,12 @@ class _Merger:
             src_row = flake.pop("id")
             steps = self._rows("isolation_steps", "flake_id = ?", [src_row])
             flake["test_id"] = self.tests[flake["test_id"]]
-            existing = self.dst.execute(
-                "SELECT id FROM flakes WHERE test_id = ?", (flake["test_id"],)
-            ).fetchone()
+            existing = scalar(
+                self.dst, "SELECT id FROM flakes WHERE test_id = ?", (flake["test_id"],)
+            )
             if not self._is_new(flake, steps):
-                if existing:
-                    mapping[src_row] = int(existing[0])
+                if existing is not None:
+                    mapping[src_row] = int(existing)
                 continue
             mapping[src_row] = dest_row = self._store_flake(self._translated(flake))
             for step in steps:
@@ -315,16 +318,16 @@ class _Merger:
         return flake
 
     def _store_flake(self, incoming: dict[str, Any]) -> int:
-        current = self.dst.execute(
-            "SELECT id FROM flakes WHERE test_id = ?", (incoming["test_id"],)
-        ).fetchone()
+        current = scalar(
+            self.dst, "SELECT id FROM flakes WHERE test_id = ?", (incoming["test_id"],)
+        )
         if current is None:
             incoming["flake_id"] = next_flake_id(
-                [r[0] for r in self.dst.execute("SELECT flake_id FROM flakes")]
+                [flake_id for (flake_id,) in self.dst.execute("SELECT flake_id FROM flakes")]
             )
             self.summary.new_flakes.append(incoming["flake_id"])
             return self._insert("flakes", incoming)
-        (row,) = self._dest_rows("flakes", "id = ?", [current[0]])
+        (row,) = self._dest_rows("flakes", "id = ?", [current])
         combined = combine_flakes(row, incoming)
         self.dst.execute(
             f"UPDATE flakes SET {', '.join(f'{quote(c)} = ?' for c in combined)} WHERE id = ?",  # noqa: S608

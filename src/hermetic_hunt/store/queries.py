@@ -10,10 +10,8 @@ database. All values are bound as parameters, never spliced into SQL.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, REPEATED_RUN, sql_set
 from hermetic_hunt.store.core import Store
 from hermetic_hunt.store.rows import (
@@ -22,15 +20,15 @@ from hermetic_hunt.store.rows import (
     ConditionRow,
     FailureRow,
     LeakRow,
-    RawFlake,
     RoundCell,
-    RunRow,
     StepRow,
     TestCounts,
     ViolationDetail,
     ViolationRow,
+    named,
+    scalar,
 )
-from hermetic_hunt.untrusted import is_whole, json_or
+from hermetic_hunt.untrusted import is_whole
 
 _FAILING = sql_set(FAILING)
 _PASSING = sql_set(PASSING)
@@ -48,93 +46,40 @@ def _plain_clause(runs: Sequence[int] | None) -> tuple[str, list[Any]]:
     return f"{clause} AND {PLAIN_SQL}", params
 
 
-def _repeated(store: Store, run_ids: Sequence[int]) -> dict[int, int]:
-    """``{run id: attempts that are no plain run}`` (the twice rounds' repeated runs)."""
-    clause, params = _runs_clause(run_ids, "a.run_id")
-    rows = store.conn.execute(
-        f"SELECT a.run_id, count(*) FROM attempts a WHERE {clause} AND NOT ({PLAIN_SQL}) "  # noqa: S608
-        "GROUP BY a.run_id",
-        params,
-    ).fetchall()
-    return {run_id: count for run_id, count in rows}
-
-
-def _argv(text: str) -> tuple[str, ...]:
-    value = json_or(text)
-    return tuple(str(v) for v in value) if isinstance(value, list) else ()
-
-
-def run_rows(store: Store, run_id: int | None = None) -> list[RunRow]:
-    """The runs of the database (oldest first), or the one run ``run_id``."""
-    clause, params = _runs_clause(None if run_id is None else [run_id], "id")
-    sql = (
-        "SELECT id, uuid, started_at, finished_at, status, argv, base_seed, rounds_planned, "  # noqa: S608
-        "budget_seconds, rounds_done, attempts, tests, workers, mode, order_strategy, shard, "
-        f"exit_status, git_sha, git_branch, incomplete FROM runs WHERE {clause} ORDER BY id"
-    )
-    rows = store.conn.execute(sql, params).fetchall()
-    if run_id is not None and not rows:
-        known = [r[0] for r in store.conn.execute("SELECT id FROM runs ORDER BY id")]
-        if not known:
-            held = "no runs"
-        elif len(known) == 1:
-            held = f"only run {known[0]}"
-        else:
-            held = f"runs {known[0]}-{known[-1]}"
-        raise UnknownId(
-            f"run {run_id} is not in {store.path.name} (it holds {held}): pass one of "
-            "those to --run, or leave --run out to report every run"
-        )
-    repeated = _repeated(store, [r[0] for r in rows]) if rows else {}
-    return [replace(_run(r), repeated=repeated.get(r[0], 0)) for r in rows]
-
-
-def _run(r: Any) -> RunRow:
-    return RunRow(
-        id=r[0], uuid=r[1], started_at=r[2], finished_at=r[3], status=r[4], argv=_argv(r[5]),
-        base_seed=r[6], rounds_planned=r[7], budget_seconds=r[8], rounds_done=r[9],
-        attempts=r[10], tests=r[11], workers=r[12], mode=r[13], order=r[14], shard=r[15],
-        exit_status=r[16], git_sha=r[17], git_branch=r[18],
-        incomplete=r[19] if isinstance(r[19], str) else "",
-    )  # fmt: skip
-
-
 def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
     """Per-test tallies over ``runs``, with each test's first failure (plain runs only;
     for a test that failed only as a twice round's second run, that run's failure)."""
     clause, params = _plain_clause(runs)
-    seconds = _second_runs(store, runs)
-    rows = store.conn.execute(
-        f"""
+    seconds = second_runs(store, runs)
+    sql = f"""
         SELECT t.nodeid,
-               sum(a.outcome IN {_PASSING}),
-               sum(a.outcome IN {_FAILING}),
-               sum(a.outcome = 'skipped'),
-               sum(a.outcome = 'crashed'),
-               sum(a.violations > 0),
-               min(CASE WHEN a.outcome IN {_FAILING} THEN a.id END)
+               sum(a.outcome IN {_PASSING}) AS passed,
+               sum(a.outcome IN {_FAILING}) AS failed,
+               sum(a.outcome = 'skipped') AS skipped,
+               sum(a.outcome = 'crashed') AS crashed,
+               sum(a.violations > 0) AS with_violations,
+               min(CASE WHEN a.outcome IN {_FAILING} THEN a.id END) AS first_id
         FROM attempts a JOIN tests t ON t.id = a.test_id
         WHERE {clause}
         GROUP BY t.nodeid ORDER BY t.nodeid
-        """,  # noqa: S608 - constants and placeholders only
-        params,
-    ).fetchall()
-    firsts = {r[0]: r[6] for r in rows}
+        """  # noqa: S608 - constants and placeholders only
+    rows = [dict(row) for row in named(store.conn, sql, params)]
+    firsts = {r["nodeid"]: r.pop("first_id") for r in rows}
     for nodeid, (_, first_id) in seconds.items():
         if firsts.get(nodeid) is None:
             firsts[nodeid] = first_id
     first = failure_rows(store, [v for v in firsts.values() if v is not None])
     return [
         TestCounts(
-            r[0], r[1], r[2], r[3], r[4], r[5],
-            first.get(firsts[r[0]]) if firsts.get(r[0]) else None,
-            seconds.get(r[0], (0, None))[0],
+            **r,
+            first_failure=first.get(firsts[r["nodeid"]]) if firsts.get(r["nodeid"]) else None,
+            second_run_failures=seconds.get(r["nodeid"], (0, None))[0],
         )
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
-def _second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[int, int]]:
+def second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[int, int]]:
     """``{nodeid: (count, first attempt id)}`` of twice-round second runs that
     failed after a first run (same round, same worker) that passed."""
     clause, params = _runs_clause(runs, "a.run_id")
@@ -152,7 +97,7 @@ def _second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[in
         """,  # noqa: S608 - constants and placeholders only
         params,
     ).fetchall()
-    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+    return {str(nodeid): (int(count), int(first)) for nodeid, count, first in rows}
 
 
 def leak_rows(store: Store, runs: Sequence[int] | None) -> list[LeakRow]:
@@ -160,16 +105,17 @@ def leak_rows(store: Store, runs: Sequence[int] | None) -> list[LeakRow]:
     and leak: how many attempts, and the first; unattributed ones with no test
     (counted in rounds)."""
     clause, params = _runs_clause(runs, "l.run_id")
-    rows = store.conn.execute(
-        "SELECT t.nodeid, l.resource, l.name, l.change, max(l.detail), "  # noqa: S608
-        "count(DISTINCT coalesce(l.attempt_id, l.run_id || ':' || l.round)), "
-        "min(l.attempt_id) FROM leaks l "
+    rows = named(
+        store.conn,
+        "SELECT t.nodeid, l.resource, l.name, l.change, max(l.detail) AS detail, "  # noqa: S608
+        "count(DISTINCT coalesce(l.attempt_id, l.run_id || ':' || l.round)) AS attempts, "
+        "min(l.attempt_id) AS first_attempt_id FROM leaks l "
         "LEFT JOIN attempts a ON a.id = l.attempt_id LEFT JOIN tests t ON t.id = a.test_id "
         f"WHERE {clause} AND l.persisted = 1 "
         "GROUP BY t.nodeid, l.resource, l.name, l.change ORDER BY t.nodeid, min(l.id)",
         params,
-    ).fetchall()
-    return [LeakRow(*row) for row in rows]
+    )
+    return [LeakRow(**row) for row in rows]
 
 
 def test_leaks(store: Store, nodeids: Sequence[str]) -> dict[str, list[LeakRow]]:
@@ -189,7 +135,10 @@ def attempt_leaks(store: Store, attempt_id: int) -> list[tuple[str, str, str, st
         "ORDER BY persisted DESC, id",
         (attempt_id,),
     ).fetchall()
-    return [(str(r[0]), str(r[1]), str(r[2]), str(r[3] or ""), bool(r[4])) for r in rows]
+    return [
+        (str(resource), str(name), str(change), str(detail or ""), bool(persisted))
+        for resource, name, change, detail, persisted in rows
+    ]
 
 
 def condition_rows(
@@ -242,43 +191,6 @@ def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureR
     return out
 
 
-def run_locations(store: Store) -> dict[int, tuple[str, str]]:
-    """``{run id: (rootdir, invocation_dir)}``: where each hunt collected its tests."""
-    return {
-        int(r[0]): (str(r[1]), str(r[2]))
-        for r in store.conn.execute("SELECT id, rootdir, invocation_dir FROM runs")
-    }
-
-
-_FLAKE_COLUMNS = (
-    "fl.flake_id, t.nodeid, fl.kinds, fl.status, fl.evidence, fl.reproducer, fl.polluters, "
-    "fl.cleaners, fl.state_setters, fl.confirmed, fl.probes, fl.probe_seconds, fl.note, "
-    "fl.first_run_id, fl.last_run_id"
-)
-
-
-def raw_flakes(store: Store) -> list[RawFlake]:
-    """Every flake row, as stored (validated by the report model)."""
-    rows = store.conn.execute(
-        f"SELECT {_FLAKE_COLUMNS} FROM flakes fl JOIN tests t ON t.id = fl.test_id "  # noqa: S608
-        "ORDER BY fl.id"
-    ).fetchall()
-    return [RawFlake(*row) for row in rows]
-
-
-def raw_flake(store: Store, flake_id: str) -> RawFlake | None:
-    row = store.conn.execute(
-        f"SELECT {_FLAKE_COLUMNS} FROM flakes fl JOIN tests t ON t.id = fl.test_id "  # noqa: S608
-        "WHERE fl.flake_id = ?",
-        (flake_id,),
-    ).fetchone()
-    return RawFlake(*row) if row else None
-
-
-def flake_ids(store: Store) -> list[str]:
-    return [r[0] for r in store.conn.execute("SELECT flake_id FROM flakes ORDER BY id")]
-
-
 def check_rows(store: Store, runs: Sequence[int] | None) -> list[CheckRow]:
     """``test_checks`` rows of ``runs``, oldest first."""
     clause, params = _runs_clause(runs, "c.run_id")
@@ -287,21 +199,19 @@ def check_rows(store: Store, runs: Sequence[int] | None) -> list[CheckRow]:
         "FROM test_checks c JOIN tests t ON t.id = c.test_id "
         f"WHERE {clause} ORDER BY c.id"
     )
-    rows = store.conn.execute(sql, params).fetchall()
-    return [CheckRow(*row) for row in rows]
+    return [CheckRow(**row) for row in named(store.conn, sql, params)]
 
 
 def violation_rows(store: Store, runs: Sequence[int] | None) -> list[ViolationRow]:
     """Blocked calls per test and target: how many attempts, and the first one."""
     clause, params = _plain_clause(runs)
     sql = (
-        "SELECT t.nodeid, v.op, v.host, v.port, count(DISTINCT v.attempt_id), "  # noqa: S608
-        "min(v.attempt_id) FROM violations v JOIN attempts a ON a.id = v.attempt_id "
-        f"JOIN tests t ON t.id = a.test_id WHERE {clause} "
+        "SELECT t.nodeid, v.op, v.host, v.port, count(DISTINCT v.attempt_id) AS attempts, "  # noqa: S608
+        "min(v.attempt_id) AS first_attempt_id FROM violations v "
+        f"JOIN attempts a ON a.id = v.attempt_id JOIN tests t ON t.id = a.test_id WHERE {clause} "
         "GROUP BY t.nodeid, v.op, v.host, v.port"
     )
-    rows = store.conn.execute(sql, params).fetchall()
-    return [ViolationRow(*row) for row in rows]
+    return [ViolationRow(**row) for row in named(store.conn, sql, params)]
 
 
 def round_cells(
@@ -317,51 +227,45 @@ def round_cells(
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
         sql = (
-            f"SELECT t.nodeid, a.run_id, a.round, sum(a.outcome IN {_PASSING}), "  # noqa: S608
-            f"sum(a.outcome IN {_FAILING}) FROM attempts a JOIN tests t ON t.id = a.test_id "
+            f"SELECT t.nodeid, a.run_id, a.round AS round_no, sum(a.outcome IN {_PASSING}) AS "  # noqa: S608
+            f"passed, sum(a.outcome IN {_FAILING}) AS failed FROM attempts a "
+            "JOIN tests t ON t.id = a.test_id "
             f"WHERE {clause} AND t.nodeid IN ({','.join('?' * len(chunk))}) "
             "GROUP BY t.nodeid, a.run_id, a.round ORDER BY t.nodeid, a.run_id, a.round"
         )
-        rows = store.conn.execute(sql, [*params, *chunk]).fetchall()
-        out.extend(RoundCell(*row) for row in rows)
+        out.extend(RoundCell(**row) for row in named(store.conn, sql, [*params, *chunk]))
     return out
 
 
 # -- show ------------------------------------------------------------------------
 
-_ATTEMPT_COLUMNS = (
-    "a.id, a.run_id, a.round, a.worker, a.position, t.nodeid, a.execution, a.outcome, "
-    "a.phase, a.duration, a.seed, a.now, a.mode, a.hash_seed, a.counts, "
-    "f.exc_type, f.message, f.location, f.excerpt, j.format, j.size"
-)
-
 
 def attempt_detail(store: Store, attempt_id: int) -> AttemptDetail | None:
-    row = store.conn.execute(
-        f"SELECT {_ATTEMPT_COLUMNS} FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
+    """Attempt ``attempt_id`` as ``show`` prints it: every stored value, as stored."""
+    for row in named(
+        store.conn,
+        "SELECT a.id, a.run_id, a.round AS round_no, a.worker, a.position, t.nodeid, "
+        "a.execution, a.outcome, a.phase, a.duration, a.seed, a.now, a.mode, a.hash_seed, "
+        "a.counts, f.exc_type, f.message, f.location, f.excerpt, j.format AS journal_format, "
+        "j.size AS journal_size FROM attempts a JOIN tests t ON t.id = a.test_id "
         "LEFT JOIN failures f ON f.attempt_id = a.id "
         "LEFT JOIN journals j ON j.attempt_id = a.id WHERE a.id = ?",
         (attempt_id,),
-    ).fetchone()
-    if row is None:
-        return None
-    violations = [
-        ViolationDetail(*v)
-        for v in store.conn.execute(
+    ):
+        violations = named(
+            store.conn,
             "SELECT op, host, port, detail FROM violations WHERE attempt_id = ? ORDER BY id",
             (attempt_id,),
         )
-    ]
-    return AttemptDetail(*row, violations=tuple(violations))  # type: ignore[misc]
+        return AttemptDetail(**row, violations=tuple(ViolationDetail(**v) for v in violations))
+    return None
 
 
 def journal_data(store: Store, attempt_id: int) -> bytes | None:
-    row = store.conn.execute(
-        "SELECT data FROM journals WHERE attempt_id = ?", (attempt_id,)
-    ).fetchone()
-    if row is None or not isinstance(row[0], (bytes, str)):
+    data = scalar(store.conn, "SELECT data FROM journals WHERE attempt_id = ?", (attempt_id,))
+    if not isinstance(data, (bytes, str)):
         return None
-    return row[0] if isinstance(row[0], bytes) else row[0].encode()
+    return data if isinstance(data, bytes) else data.encode()
 
 
 def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int | None:
@@ -371,7 +275,8 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
     a failing and a passing attempt of the same test.
     """
     outcomes = _FAILING if failing else _PASSING
-    row = store.conn.execute(
+    found = scalar(
+        store.conn,
         f"""
         SELECT a.id FROM attempts a JOIN tests t ON t.id = a.test_id
         WHERE t.nodeid = ? AND a.outcome IN {outcomes} AND a.id != ? AND {PLAIN_SQL}
@@ -379,27 +284,29 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
         LIMIT 1
         """,  # noqa: S608 - constants and placeholders only
         (nodeid, near, near, near),
-    ).fetchone()
-    return int(row[0]) if row else None
+    )
+    return int(found) if found is not None else None
 
 
 def first_failing_attempt(store: Store, nodeid: str) -> int | None:
-    row = store.conn.execute(
+    found = scalar(
+        store.conn,
         f"SELECT min(a.id) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
         f"WHERE t.nodeid = ? AND a.outcome IN {_FAILING} AND {PLAIN_SQL}",
         (nodeid,),
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else None
+    )
+    return int(found) if found is not None else None
 
 
 def isolation_steps(store: Store, flake_id: str) -> list[StepRow]:
-    rows = store.conn.execute(
+    rows = named(
+        store.conn,
         "SELECT s.step, s.run_id, s.purpose, s.sequence, s.environment, s.outcome, s.detail, "
         "s.duration FROM isolation_steps s JOIN flakes fl ON fl.id = s.flake_id "
         "WHERE fl.flake_id = ? ORDER BY s.step, s.id",
         (flake_id,),
-    ).fetchall()
-    return [StepRow(*row) for row in rows]
+    )
+    return [StepRow(**row) for row in rows]
 
 
 def attempt_range(store: Store) -> tuple[int, int]:

@@ -1,4 +1,5 @@
-"""The rows :mod:`hermetic_hunt.store.queries` returns: plain frozen values.
+"""How the store reads rows (by column name: :func:`named`; one value: :func:`scalar`),
+and the rows :mod:`hermetic_hunt.store.queries` returns: plain frozen values.
 
 The store reads them (and validates what it can: a database is untrusted);
 the report stage (:mod:`hermetic_hunt.report`) turns them into verdicts and
@@ -7,10 +8,27 @@ text. They live here, below both, so the store never imports a stage.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hermetic_hunt.models import FAILING, describe_leak
 from hermetic_hunt.untrusted import is_whole, json_or
+
+
+def named(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    """The rows of ``sql``, each read by column name (``row["nodeid"]``, ``Row(**row)``)."""
+    cursor = conn.cursor()
+    cursor.row_factory = sqlite3.Row
+    return cursor.execute(sql, params).fetchall()
+
+
+def scalar(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The value of a one-column query's first row (None: no row)."""
+    for (value,) in conn.execute(sql, params):
+        return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,27 +82,6 @@ class TestCounts:
     first_failure: FailureRow | None = None
     #: Twice rounds whose second run of the test failed after a first that passed.
     second_run_failures: int = 0
-
-
-@dataclass(frozen=True)
-class RawFlake:
-    """A ``flakes`` row as stored (JSON columns still text, unvalidated)."""
-
-    flake_id: str
-    nodeid: str
-    kinds: str
-    status: str
-    evidence: str
-    reproducer: str | None
-    polluters: str
-    cleaners: str
-    state_setters: str
-    confirmed: int | None
-    probes: int
-    probe_seconds: float
-    note: str
-    first_run_id: int | None
-    last_run_id: int | None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from hermetic_hunt.report.words import (
     section_title,
     set_texts,
     sets_text,
+    shared_text,
     stable_groups,
     status_text,
     summary_line,
@@ -263,6 +264,7 @@ def _environment() -> jinja2.Environment:
         run_line=run_line,
         status_text=status_text,
         relations=relations,
+        shared_text=shared_text,
         dates=_dates,
         leak_count_text=leak_count_text,
     )

@@ -20,12 +20,17 @@ two workers overlap; nothing is left to luck but the order a seed draws):
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import hunt, rows
+from click.testing import CliRunner
+from helpers import clean_env, hunt, rows
+
+from hermetic_hunt.cli import main
 
 #: Every test here hunts and isolates in fresh pytest processes.
 pytestmark = pytest.mark.slow
@@ -234,3 +239,19 @@ def test_two_tests_that_serve_on_one_fixed_port_collide_over_it(hunted):
         assert kinds == ["collision"]
         assert evidence["collision"]["resource"] == "port:47613"
     assert "over port:47613" in out
+
+
+def test_the_folder_groups_replay_runs_its_two_sides_and_brings_the_collision_back(hunted):
+    db, _ = hunted[("folder", "2")]
+    report = CliRunner().invoke(main, ["report", "--db", str(db), "--format", "json"])
+    (group,) = [f for f in json.loads(report.stdout)["findings"] if f["shared"]]
+    assert group["nodeid"] == f"{len(group['tests'])} tests collide over work"
+    flake_id = group["flakes"][0]  # the finding's lead: its replay is the finding's
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider",
+         f"--hermetic-replay-db={db}::{flake_id}", "--hermetic-replay-runs=20"],
+        cwd=db.parent, capture_output=True, text=True, timeout=300, check=False,
+        env=clean_env(),
+    )  # fmt: skip
+    assert f"reproduced {flake_id}" in done.stdout, done.stdout[-3000:]
+    assert "the collision over work" in done.stdout

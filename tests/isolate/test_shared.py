@@ -191,7 +191,7 @@ def test_a_resource_two_processes_break_when_they_use_it_at_once_is_confirmed():
     verdict = shared.confirm(case, resource, ["t.py::user_a", "t.py::user_b"], step_for, 7,
                              "shared tests/test_dir")  # fmt: skip
     assert verdict is not None
-    assert ("t.py::user_b", "FileExistsError", SETUP) in verdict.shown
+    assert ("t.py::user_a", "FileExistsError", SETUP) in verdict.shown
     assert verdict.locations == {SETUP}
     assert verdict.failed_runs == shared.TOGETHER_RUNS
     # each side alone, then both at once, stored as the lead's probes

@@ -231,9 +231,12 @@ def confirm(
     :data:`TOGETHER_RUNS` times. None: no failure came from running both.
 
     ``tests`` is the sample in collection order; ``shown_as`` names the resource
-    in the probes' purposes (relative to the rootdir).
+    in the probes' purposes (relative to the rootdir). The lead runs last on the
+    first side (first on the other): the sides are its reproducer, which ends
+    with its own test.
     """
-    steps = [step_for(nodeid) for nodeid in tests]
+    ordered = [n for n in tests if n != case.nodeid] + [case.nodeid]
+    steps = [step_for(nodeid) for nodeid in ordered]
     # The first step starts where its attempt started; the rest follow on its timeline.
     side_a = tuple([steps[0], *(Step(s.nodeid, s.seed, None, s.mode) for s in steps[1:])])
     reverse = steps[::-1]
@@ -261,7 +264,7 @@ def confirm(
     return Shared(
         path=resource.path,
         lead=case.nodeid,
-        sample=tuple(tests),
+        sample=tuple(ordered),
         shown=frozenset(shown),
         sides=(side_a, side_b),
         hash_seed=hash_seed,
@@ -455,13 +458,21 @@ class Crossed:
             )
         case.claim("collision", how, numbers)
         self._facts(case, partner, len(self.explained))
-        if self.lead_id:
-            self._pair(case, self.explained[0], confirmed=None)
-        elif len(v.sample) <= 2:  # the probe's sides are this pair
-            self._pair(case, self.explained[0], confirmed=True)
-        else:  # the sides the probe ran: what fails beside what, a pair need not show
-            case.reproduce(list(v.sides[0]), v.hash_seed, confirmed=True,
-                           together=list(v.sides[1]), resource=self.shown_as)  # fmt: skip
+        if len(v.sample) <= 2:  # the probe's sides are this pair
+            self._pair(case, self.explained[0], confirmed=not self.lead_id or None)
+        else:
+            self._sides(case, self.explained[0])
+
+    def _sides(self, case: Case, attempt: Attempt) -> None:
+        """The reproducer: the sides the resource's probe ran, this test last on the
+        first (a narrow race a single pair seldom shows; the sides do). Confirmed
+        when they are the probe's own (this test leads)."""
+        v = self.verdict
+        assert v is not None
+        mine = [s for s in v.sides[0] if s.nodeid != case.nodeid]
+        steps = [*mine, Step.of(attempt, now=None) if mine else Step.of(attempt)]
+        case.reproduce(steps, v.hash_seed, confirmed=True if not self.lead_id else None,
+                       together=list(v.sides[1]), resource=self.shown_as)  # fmt: skip
 
     def _facts(self, case: Case, partner: str, explained: int) -> None:
         case.facts["collision"] = {

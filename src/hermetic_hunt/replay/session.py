@@ -284,8 +284,9 @@ class ReplayRunner:
             steps = [m for m in map(_message, lines) if isinstance(m.get("step"), int)]
             records = [a for m in steps for a in map(wire.attempt_from, m.get("attempts") or [])
                        if a is not None]  # fmt: skip
-            partner = _observed(reporter.partner[-1]) if reporter.partner else None
-            verdict = judge(plan, reporter.observed_in(records), partner=partner)
+            partner, beside = reporter.partner_in(records)
+            verdict = judge(plan, reporter.observed_in(records), partner=partner,
+                            partner_test=beside)  # fmt: skip
             reporter.verdicts.append(verdict)
             done.append((verdict, steps, records))
             if verdict.outcome == "reproduced":
@@ -517,11 +518,11 @@ class ReplayReporter:
             self.warnings.extend(f"{record.nodeid}: {text}" for text in record.warnings)
         if not self._stopped and (session.shouldfail or session.shouldstop):
             self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
-        partner = _observed(self.partner[-1]) if self.partner else None
         if self.verdicts:
             self.verdict = over_runs(self.plan, self.verdicts, self.runs)
         else:
-            self.verdict = judge(self.plan, self._observed(), self._stopped, partner)
+            partner, beside = self.partner_in(self._records())
+            self.verdict = judge(self.plan, self._observed(), self._stopped, partner, beside)
         notes = earlier_failures(self._before())
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
         violated = blocked_calls([(r.nodeid, r.violations) for r in self._records()])
@@ -538,6 +539,16 @@ class ReplayReporter:
 
     def _records(self) -> list[Attempt]:
         return self.records if self.records is not None else list(self.runner.records)
+
+    def partner_in(self, records: list[Attempt]) -> tuple[Observed | None, str]:
+        """A collision's other side: the first of its attempts that failed -- or of the
+        plan's own steps but the last, when the sides hold several tests -- else its
+        last attempt; with the test it is of ("": no partner ran)."""
+        last = len(self.plan.steps) - 1
+        mine = [r for r in records if r.position < last and r.execution == 1]
+        failing = [a for a in (*self.partner, *mine) if a.failed and a.execution == 1]
+        chosen = failing[0] if failing else (self.partner[-1] if self.partner else None)
+        return (_observed(chosen), chosen.nodeid) if chosen is not None else (None, "")
 
     def observed_in(self, records: list[Attempt]) -> Observed | None:
         last = len(self.plan.steps) - 1

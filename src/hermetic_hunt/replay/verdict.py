@@ -123,11 +123,14 @@ def _got(observed: Observed) -> str:
     return f"{text} at {observed.location}" if observed.location else text
 
 
-def _collided(plan: Plan, observed: Observed | None, partner: Observed | None) -> str:
+def _collided(
+    plan: Plan, observed: Observed | None, partner: Observed | None, partner_test: str = ""
+) -> str:
     """A collision's pair failed (either side, any signature: who came first decides
-    which): the verdict's line; "" when neither failed."""
+    which): the verdict's line; "" when neither failed. ``partner_test``: the test
+    ``partner`` is of (a side of several tests: the one that failed)."""
     over = f" over {plan.resource}" if plan.resource else ""
-    other = plan.together[-1].nodeid
+    other = partner_test or plan.together[-1].nodeid
     if observed is not None and observed.outcome in FAILING:
         return (
             f"reproduced {plan.label}: {plan.test} got {_got(observed)} while {other} ran at "
@@ -142,16 +145,22 @@ def _collided(plan: Plan, observed: Observed | None, partner: Observed | None) -
 
 
 def judge(
-    plan: Plan, observed: Observed | None, stopped: str = "", partner: Observed | None = None
+    plan: Plan,
+    observed: Observed | None,
+    stopped: str = "",
+    partner: Observed | None = None,
+    partner_test: str = "",
 ) -> ReplayVerdict:
     """Whether the replay showed the recorded behaviour again, as one sentence.
 
     ``partner``: a collision's partner, run at the same time in another process;
     the collision is back when either of the two failed (whichever came second).
+    With sides of several tests (tests that collide over one path) ``partner`` is
+    the first test that failed on either side but the plan's last (``partner_test``).
     """
     label, test, expected = plan.label, plan.test, plan.expected
     if plan.together:
-        collided = _collided(plan, observed, partner)
+        collided = _collided(plan, observed, partner, partner_test)
         if collided:
             return ReplayVerdict("reproduced", collided)
     if observed is None:

@@ -47,6 +47,8 @@ def worker_batches(
     plan = hunt.plan(round_no, workers)
     per_worker: list[list[tuple[str, bytes]]] = []
     for slot in range(workers):
+        if not plan.slices[slot]:
+            continue  # (round 0 runs on one worker: the others are sent nothing)
         job = hunt.job(plan, slot)
         lines = []
         for index, step in enumerate(job.steps):

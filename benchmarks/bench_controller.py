@@ -44,12 +44,12 @@ def worker_batches(
     hunt: HuntController, round_no: int, workers: int, failing: float, rng: random.Random
 ) -> list[tuple[str, bytes]]:
     """Each worker's lines for ``round_no``, in forwarded batches, interleaved."""
-    plan = hunt.plan(round_no, workers)
+    plan = hunt.rounds.plan(round_no, workers)
     per_worker: list[list[tuple[str, bytes]]] = []
     for slot in range(workers):
         if not plan.slices[slot]:
             continue  # (round 0 runs on one worker: the others are sent nothing)
-        job = hunt.job(plan, slot)
+        job = hunt.rounds.job(plan, slot)
         lines = []
         for index, step in enumerate(job.steps):
             failed = rng.random() < failing
@@ -133,14 +133,14 @@ def main() -> None:
         for round_no, batches in rounds:  # (planned above, as the rounds start)
             for worker, payload in batches:
                 hunt.ingest(payload.splitlines(keepends=True), worker, round_no)
-        hunt.flush()
+        hunt.intake.flush()
         if profiler is not None:
             profiler.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        attempts = hunt.tallies.attempts
+        attempts = hunt.intake.tallies.attempts
         stored = store.conn.execute("SELECT count(*) FROM attempts").fetchone()[0]
         assert attempts == stored == args.tests * args.rounds, (attempts, stored)
-        assert not hunt.incomplete, hunt.incomplete
+        assert not hunt.rounds.incomplete, hunt.rounds.incomplete
         print(
             f"controller: {attempts:,} attempts of {args.workers} workers in "
             f"{args.rounds} rounds: {attempts / cpu:,.0f} attempts/s of CPU "

@@ -63,8 +63,6 @@ from hermetic_hunt.engine import leaks, rng, wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings
 from hermetic_hunt.sandbox import follow_bound_clocks, guard_between_attempts
-from hermetic_hunt.seeds import attempt_seed
-from hermetic_hunt.timing import profile_of
 
 if TYPE_CHECKING:
     import pytest
@@ -524,38 +522,14 @@ def describe_exit(code: int) -> str:
 
 def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None) -> Attempt:
     """The attempt a dead child was running (its first step with no line)."""
-    job = child.job
-    index = child.steps_done
-    step = job.steps[index]
     code = child.reap()
     why = describe_exit(code)
-    tail = child.stderr_tail()
-    seed = step.seed
-    if seed is None and step.mode != "off":
-        seed = attempt_seed(settings.base_seed, step.nodeid, job.round_no, 1)
-    return Attempt(
-        nodeid=step.nodeid,
-        outcome="crashed",
-        round_no=job.round_no,
-        worker=worker,
-        position=job.first_position + index,
-        phase="call",
-        duration=_PERF() - child.started,
-        seed=seed,
-        now=step.now,
-        mode=step.mode,
-        hash_seed=hash_seed,
-        repeat=job.repeats[index] if index < len(job.repeats) else 0,
-        profile=step.profile or profile_of(job.condition, step.mode),
-        switch_interval=step.switch_interval,
-        stress=max(job.stress, step.stress),
-        failure=Failure(
-            exc_type="Crashed",
-            message=f"the process running this test died ({why})",
-            location="",
-            excerpt=(tail or f"the process running {step.nodeid} died ({why})")[-STDERR_TAIL:],
-        ),
-    )
+    nodeid = child.job.steps[child.steps_done].nodeid
+    tail = child.stderr_tail() or f"the process running {nodeid} died ({why})"
+    failure = Failure("Crashed", f"the process running this test died ({why})", "",
+                      tail[-STDERR_TAIL:])  # fmt: skip
+    return child.job.lost(child.steps_done, settings.base_seed, worker, failure,
+                          duration=_PERF() - child.started, hash_seed=hash_seed)  # fmt: skip
 
 
 def run_job(

@@ -34,14 +34,12 @@ from typing import Any
 
 import pytest
 
-from hermetic_hunt import journal as journal_format
 from hermetic_hunt.engine import fork
 from hermetic_hunt.engine import wire as engine_wire
 from hermetic_hunt.engine.engine import Engine
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.isolate import wire
-from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Attempt, Settings
 from hermetic_hunt.untrusted import is_number
 
@@ -220,21 +218,11 @@ class Server:
             elif message.get("op") == "probe":
                 self._start(session, message)
 
-    def _job(self, message: dict[str, Any]) -> Job:
-        steps = wire.steps_of(message)
-        journals: dict[int, Journal] = {}
-        for attempt_id, data in wire.journals_of(message).items():
-            nodeid = next((s.nodeid for s in steps if s.attempt_id == attempt_id), None)
-            journals[attempt_id] = journal_format.decode(
-                data, where=f"the journal of A{attempt_id}", expect_test=nodeid
-            )
-        return Job(tuple(steps), journals=journals)
-
     def _start(self, session: pytest.Session, message: dict[str, Any]) -> None:
         request_id = int(message["id"])
         timeout = float(message.get("timeout") or 120.0)
         try:
-            job = self._job(message)
+            job = Job.from_json(message.get("job"))
             runner = self.engine.runner_for(job)
             runner.select(session.items)
         except (HuntError, ValueError, KeyError, TypeError) as exc:
@@ -288,7 +276,8 @@ class Server:
         for member in waiting:
             request_id = int(member["id"])
             try:
-                jobs.append((request_id, self._job(member), float(member.get("timeout") or 120.0)))
+                job = Job.from_json(member.get("job"))
+                jobs.append((request_id, job, float(member.get("timeout") or 120.0)))
             except (HuntError, ValueError, KeyError, TypeError) as exc:
                 for other in waiting:
                     self.send({"op": "result", "id": int(other["id"]), "status": "error",

@@ -800,20 +800,19 @@ class Attempt:
         :meth:`from_json`; ``rejected`` counts the malformed ones. What either
         way accepts is the same, and the order is the batch's.
         """
-        present = _plain_keys(raws) if set(map(type, raws)) == {dict} else None
-        runs: list[tuple[set[str] | None, list[Any]]] = []  # (keys if plain, attempts)
-        if present is not None:  # the usual batch: one run
-            runs.append((present, list(raws)))
-        else:  # runs of plain attempts, and each other attempt alone
-            for raw in raws:
-                plain = type(raw) is dict and _PLAIN_SET.issuperset(raw) and raw.keys() >= _ALWAYS
-                if not plain:
-                    runs.append((None, [raw]))
-                elif runs and runs[-1][0] is not None:
-                    runs[-1][0].update(raw)
-                    runs[-1][1].append(raw)
-                else:
-                    runs.append((set(raw), [raw]))
+        runs: list[tuple[set[str] | None, Sequence[Any]]] = []  # (keys if plain, attempts)
+        if set(map(type, raws)) != {dict}:  # (a line no hunt writes): each alone
+            runs.extend((None, [raw]) for raw in raws)
+        else:  # runs of attempts with plain keys only, and each other attempt alone
+            plain = list(map(_PLAIN_SET.issuperset, raws))
+            start = 0
+            for end in [*itertools.compress(range(len(raws)), map(operator.not_, plain)), None]:
+                run = raws[start:end]
+                if run:
+                    runs.append((_plain_keys(run), run))
+                if end is not None:
+                    runs.append((None, raws[end : end + 1]))
+                    start = end + 1
         out: list[Attempt | Columns] = []
         rejected = 0
         for keys, run in runs:
@@ -926,7 +925,7 @@ def _plain_keys(raws: Sequence[dict[str, Any]]) -> set[str] | None:
 
 
 def _columns(
-    run: list[dict[str, Any]], present: set[str], run_id: int, worker: str
+    run: Sequence[dict[str, Any]], present: set[str], run_id: int, worker: str
 ) -> Columns | None:
     """``run`` (plain attempts, ``present``: their keys) as :class:`Columns`; None when a
     column fails its check (the caller decodes them one by one)."""

@@ -375,9 +375,8 @@ class Beside:
                     break
                 for line in self.child.feed(chunk):
                     with contextlib.suppress(ValueError):
-                        message = wire.decode(line)
-                        found = (wire.attempt_from(raw) for raw in message.get("attempts") or [])
-                        attempts.extend(a for a in found if a is not None and a.execution == 1)
+                        found = wire.attempts_in(wire.decode(line))
+                        attempts.extend(a for a in found if a.execution == 1)
         finally:
             self.child.reap()
             self.child.cleanup()
@@ -723,9 +722,9 @@ def interrupts_deferred() -> Iterator[None]:
 
     Around handing finished attempts on: an interrupt in the middle would
     drop the ones already read. In the main thread only (the only one that
-    may set a signal handler); nested blocks work.
+    may set a signal handler); a nested block is the outer one's.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if _DEFERRING[0] or threading.current_thread() is not threading.main_thread():
         yield
         return
     # SIGINT, and SIGTERM/SIGHUP where a hunt made them take the Ctrl-C path
@@ -735,6 +734,7 @@ def interrupts_deferred() -> Iterator[None]:
     }
     pending: list[int] = []
     swapped: dict[int, Any] = {}
+    _DEFERRING[0] = True
     try:
         # (an interrupt that lands while the handlers are swapped restores what was)
         for deferred, handler in previous.items():
@@ -742,7 +742,12 @@ def interrupts_deferred() -> Iterator[None]:
             signal.signal(deferred, lambda signum, frame: pending.append(signum))
         yield
     finally:
+        _DEFERRING[0] = False
         for deferred, handler in swapped.items():
             signal.signal(deferred, handler)
         for received in dict.fromkeys(pending):
             signal.raise_signal(received)
+
+
+#: Whether an :func:`interrupts_deferred` block runs now (in the main thread).
+_DEFERRING = [False]

@@ -33,8 +33,7 @@ batches, to the hunt's controller (xdist) and are decoded once, there.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -46,23 +45,15 @@ END = "end"
 END_PREFIX = b'{"op":"end"'
 
 
-def unb64(text: Any) -> bytes | None:
-    """Bytes carried as base64 text in a line (None: not base64 text)."""
-    if not isinstance(text, str):
-        return None
-    try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def attempt_from(raw: Any) -> Attempt | None:
-    """:meth:`Attempt.from_json`, or None when ``raw`` is no attempt (the line's other
-    attempts still count)."""
-    try:
-        return Attempt.from_json(raw)
-    except ValueError:
-        return None
+def attempts_in(message: dict[str, Any]) -> list[Attempt]:
+    """The attempts of a step line (:meth:`Attempt.from_json`; a malformed one is left out,
+    the others still count)."""
+    found = message.get("attempts")
+    out = []
+    for raw in found if isinstance(found, list) else ():
+        with contextlib.suppress(ValueError):
+            out.append(Attempt.from_json(raw))
+    return out
 
 
 def step_line(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> bytes:

@@ -129,6 +129,7 @@ class Rounds:
         hunt.intake.store_leaks(hunt.run_id, round_no)
         runs.set_rounds_done(hunt.store, hunt.run_id, self.completed)
         plan = self.plans.pop(round_no, None)
+        self._slices_left.pop(round_no, None)
         if hunt.terminal.reporter is None or hunt.config.get_verbosity() < -1:
             return  # -q keeps one line per round; -qq none
         t = hunt.intake.tallies

@@ -116,13 +116,7 @@ class _Probe:
             if message.get("op") == engine_wire.END:
                 self.ended(message)
                 continue
-            for raw in message.get("attempts") or []:
-                try:
-                    attempt = Attempt.from_json(raw)
-                except ValueError:
-                    continue
-                if attempt.execution == 1:
-                    self.attempts.append(attempt)
+            self.attempts.extend(a for a in engine_wire.attempts_in(message) if a.execution == 1)
 
     def ended(self, message: dict[str, Any]) -> None:
         """The child's end message."""

@@ -370,10 +370,12 @@ class Store:
             failures: list[tuple[Any, ...]] = []
             violations: list[tuple[Any, ...]] = []
             journals: list[tuple[Any, ...]] = []
+            plain: dict[str, list[tuple[Any, ...]]] = {}  # the INSERT of Columns -> rows
             next_id = last + 1
             for rec in records:
                 if isinstance(rec, Columns):
-                    conn.executemany(*column_rows(rec, next_id, test_ids))
+                    insert, found = column_rows(rec, next_id, test_ids)
+                    plain.setdefault(insert, []).extend(found)
                     next_id += len(rec)
                     continue
                 attempt_id, next_id = next_id, next_id + 1
@@ -387,6 +389,8 @@ class Store:
                     journals.append(
                         (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
                     )
+            for insert, found in plain.items():
+                conn.executemany(insert, found)
             if rows:
                 conn.executemany(INSERT, rows)
             if failures:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from hermetic_hunt.kinds import info as kind_info
 from hermetic_hunt.seeds import DEFAULT_HORIZON_DAYS, Dates
@@ -685,54 +685,16 @@ class Attempt:
     def signature(self) -> tuple[str, str]:
         return (self.exc_type, self.location)
 
-    # -- the codec: what crosses a process boundary ------------------------------
-    #
-    # Short keys, defaults left out: a hunt sends one per attempt. Not sent:
-    # ``run_id``, ``worker`` (the receiver knows them), ``attempt_id``,
-    # ``journal_size``, ``has_journal`` (the store's). A new field needs a key
-    # here, a line in :meth:`from_json` (and in :data:`PLAIN_KEYS` when it is
-    # one plain value) and a migration.
+    # -- the codec: what crosses a process boundary (one key per field: _KEYS) --------
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"n": self.nodeid, "o": self.outcome, "r": self.round_no,
-                               "p": self.position, "d": round(self.duration, 6),
-                               "m": self.mode}  # fmt: skip
-        if self.execution != 1:
-            out["x"] = self.execution
-        if self.phase is not None:
-            out["ph"] = self.phase
-        if self.seed is not None:
-            out["s"] = self.seed
-        if self.now is not None:
-            out["t"] = self.now
-        if self.hash_seed is not None:
-            out["h"] = self.hash_seed
-        if self.counts:
-            out["c"] = self.counts
-        if self.violations:
-            out["v"] = [v.to_json() for v in self.violations]
-        if self.failure is not None:
-            out["f"] = self.failure.to_json()
-        if self.leaks:
-            out["l"] = [x.to_json() for x in self.leaks]
-        if self.repeat:
-            out["rp"] = self.repeat
-        if self.profile is not None:
-            out["pf"] = self.profile
-        if self.switch_interval is not None:
-            out["si"] = self.switch_interval
-        if self.stress:
-            out["st"] = self.stress
-        if self.journal is not None:
-            out["j"] = base64.b64encode(self.journal).decode("ascii")
-        if self.journal_format is not None:
-            out["jf"] = self.journal_format
-        if self.started is not None:
-            out["b"] = self.started
-        if self.writes:
-            out["w"] = list(self.writes)
-        if self.warnings:
-            out["wn"] = list(self.warnings)
+        out: dict[str, Any] = {}
+        for key, row in _KEYS.items():
+            value = getattr(self, row.field)
+            if key in _ALWAYS or value != row.default:
+                value = value if row.write is None else row.write(value)
+                if value is not None:
+                    out[key] = value
         return out
 
     @classmethod
@@ -743,48 +705,12 @@ class Attempt:
         """
         if not isinstance(raw, dict):
             raise ValueError("an attempt must be an object")
-        get = raw.get
-        outcome, mode, counts = get("o"), get("m", DEFAULT_MODE), get("c")
-        if not isinstance(outcome, str) or outcome not in _OUTCOME_SET:
-            raise ValueError(f"unknown outcome {str(outcome)[:40]!r}")
-        if not isinstance(mode, str) or mode not in _MODE_SET:
-            raise ValueError(f"unknown mode {str(mode)[:40]!r}")
-        if counts is not None and not isinstance(counts, dict):
-            raise ValueError("an attempt's counts must be an object")
-        failure, journal = get("f"), get("j")
-        if journal is not None:
-            try:
-                journal = base64.b64decode(text(journal, "a journal"), validate=True)
-            except (binascii.Error, ValueError):
-                raise ValueError("a journal must be base64 text") from None
-        return cls(
-            nodeid=text(get("n"), "an attempt's nodeid"),
-            outcome=outcome,
-            run_id=run_id,
-            round_no=whole(get("r", 0), "a round", least=0),
-            worker=worker,
-            position=whole(get("p", 0), "a position", least=0),
-            execution=whole(get("x", 1), "an execution", least=1),
-            phase=text(get("ph"), "a phase", optional=True),
-            duration=number(get("d", 0.0), "a duration"),
-            seed=whole(get("s"), "an attempt's seed", optional=True),
-            now=number(get("t"), "an attempt's now", optional=True),
-            mode=mode,
-            hash_seed=whole(get("h"), "an attempt's hash_seed", optional=True),
-            counts=counts or None,
-            violations=tuple(Violation.from_json(v) for v in items(get("v"), "violations")),
-            failure=Failure.from_json(failure) if failure is not None else None,
-            leaks=tuple(Leak.from_json(x) for x in items(get("l"), "leaks")),
-            repeat=whole(get("rp", 0), "a repeat", least=0),
-            profile=text(get("pf"), "a profile", optional=True),
-            switch_interval=number(get("si"), "a switch interval", optional=True),
-            stress=whole(get("st", 0), "a stress", least=0),
-            started=number(get("b"), "an attempt's started", optional=True),
-            writes=tuple(text(w, "a written path") for w in items(get("w"), "writes")),
-            warnings=tuple(text(w, "a warning") for w in items(get("wn"), "warnings")),
-            journal=journal,
-            journal_format=text(get("jf"), "a journal format", optional=True),
-        )
+        values = {
+            row.field: row.read(raw[key]) if key in raw
+            else row.read(None) if row.default is _REQUIRED else row.default
+            for key, row in _KEYS.items()
+        }  # fmt: skip
+        return cls(**values, run_id=run_id, worker=worker)
 
     @classmethod
     def many_from_json(
@@ -888,30 +814,95 @@ def _among(allowed: frozenset[str]) -> Check:
     return lambda values: texts(values) and allowed.issuperset(values)
 
 
-#: The codec's keys of one plain value each: key -> (field, its default, a check of a
-#: whole column). A run of attempts with these keys only (most of a hunt's) is
-#: decoded a batch at a time; an attempt without one of them has its default.
+def _one_of(allowed: frozenset[str], what: str) -> Callable[[Any], str]:
+    def read(value: Any) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"unknown {what} {str(value)[:40]!r}")
+        return value
+
+    return read
+
+
+def _counts_read(value: Any) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise ValueError("an attempt's counts must be an object")
+    return value or None
+
+
+def _journal_read(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return base64.b64decode(text(value, "a journal"), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("a journal must be base64 text") from None
+
+
+class _Key(NamedTuple):
+    """One key of the attempt codec: the field it carries, the field's default (the key
+    is left out when it has it), how a value is read (ValueError) and written (None: as
+    it is; written None: left out), and the check of a whole column of it when it is a
+    plain value (a batch decodes those a column at a time)."""
+
+    field: str
+    default: Any
+    read: Callable[[Any], Any]
+    write: Callable[[Any], Any] | None = None
+    check: Check | None = None
+
+
+_REQUIRED = object()
+#: The attempt codec: short keys (a hunt sends one per attempt), in the order they are
+#: written. Not sent: ``run_id``, ``worker`` (the receiver knows them), ``attempt_id``,
+#: ``journal_size``, ``has_journal`` (the store's). A new field is a key here (and a
+#: column with a migration, when it is stored).
+_KEYS: dict[str, _Key] = {
+    "n": _Key("nodeid", _REQUIRED, lambda v: text(v, "an attempt's nodeid"), check=_of(str)),
+    "o": _Key("outcome", _REQUIRED, _one_of(_OUTCOME_SET, "outcome"), check=_among(_OUTCOME_SET)),
+    "r": _Key("round_no", 0, lambda v: whole(v, "a round", least=0), check=_counts()),
+    "p": _Key("position", 0, lambda v: whole(v, "a position", least=0), check=_counts()),
+    "x": _Key("execution", 1, lambda v: whole(v, "an execution", least=1), check=_counts(1)),
+    "ph": _Key("phase", None, lambda v: text(v, "a phase", optional=True),
+               check=_of(str, None)),
+    "d": _Key("duration", 0.0, lambda v: number(v, "a duration"), lambda d: round(d, 6),
+              _finite()),
+    "s": _Key("seed", None, lambda v: whole(v, "an attempt's seed", optional=True),
+              check=_of(int, None)),
+    "t": _Key("now", None, lambda v: number(v, "an attempt's now", optional=True),
+              check=_finite(None)),
+    "m": _Key("mode", DEFAULT_MODE, _one_of(_MODE_SET, "mode"), check=_among(_MODE_SET)),
+    "h": _Key("hash_seed", None, lambda v: whole(v, "an attempt's hash_seed", optional=True),
+              check=_of(int, None)),
+    "c": _Key("counts", None, _counts_read, lambda c: c or None,
+              lambda values: _of(dict, None)(values) and {} not in values),
+    "v": _Key("violations", (), lambda v: tuple(map(Violation.from_json, items(v, "violations"))),
+              lambda found: [x.to_json() for x in found]),
+    "f": _Key("failure", None, lambda v: None if v is None else Failure.from_json(v),
+              lambda failure: failure.to_json()),
+    "l": _Key("leaks", (), lambda v: tuple(map(Leak.from_json, items(v, "leaks"))),
+              lambda found: [x.to_json() for x in found]),
+    "rp": _Key("repeat", 0, lambda v: whole(v, "a repeat", least=0), check=_counts()),
+    "pf": _Key("profile", None, lambda v: text(v, "a profile", optional=True),
+               check=_of(str, None)),
+    "si": _Key("switch_interval", None, lambda v: number(v, "a switch interval", optional=True),
+               check=_finite(None)),
+    "st": _Key("stress", 0, lambda v: whole(v, "a stress", least=0), check=_counts()),
+    "j": _Key("journal", None, _journal_read, lambda j: base64.b64encode(j).decode("ascii")),
+    "jf": _Key("journal_format", None, lambda v: text(v, "a journal format", optional=True)),
+    "b": _Key("started", None, lambda v: number(v, "an attempt's started", optional=True),
+              check=_finite(None)),
+    "w": _Key("writes", (), lambda v: tuple(text(w, "a written path") for w in items(v, "writes")),
+              list),
+    "wn": _Key("warnings", (), lambda v: tuple(text(w, "a warning") for w in items(v, "warnings")),
+               list),
+}  # fmt: skip
+#: The keys of one plain value each (a run of attempts with these only -- most of a hunt's
+#: -- is decoded a batch at a time): key -> (field, its default, the check of a column).
 PLAIN_KEYS: dict[str, tuple[str, Any, Check]] = {
-    "n": ("nodeid", None, _of(str)),
-    "o": ("outcome", None, _among(_OUTCOME_SET)),
-    "r": ("round_no", None, _counts()),
-    "p": ("position", None, _counts()),
-    "x": ("execution", 1, _counts(1)),
-    "ph": ("phase", None, _of(str, None)),
-    "d": ("duration", None, _finite()),
-    "s": ("seed", None, _of(int, None)),
-    "t": ("now", None, _finite(None)),
-    "m": ("mode", None, _among(_MODE_SET)),
-    "h": ("hash_seed", None, _of(int, None)),
-    "c": ("counts", None, lambda values: _of(dict, None)(values) and {} not in values),
-    "rp": ("repeat", 0, _counts()),
-    "pf": ("profile", None, _of(str, None)),
-    "si": ("switch_interval", None, _finite(None)),
-    "st": ("stress", 0, _counts()),
-    "b": ("started", None, _finite(None)),
+    key: (row.field, row.default, row.check) for key, row in _KEYS.items() if row.check
 }
 _PLAIN_SET = frozenset(PLAIN_KEYS)
-#: The keys :meth:`Attempt.to_json` always writes (no default here).
+#: The keys :meth:`Attempt.to_json` always writes.
 _ALWAYS = frozenset(("n", "o", "r", "p", "d", "m"))
 
 

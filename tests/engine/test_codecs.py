@@ -244,3 +244,14 @@ def test_a_plain_key_of_any_value_decodes_in_a_batch_as_alone(key: str) -> None:
         decoded, rejected = Attempt.many_from_json(raws, run_id=3, worker="gw1")
         got = (list(map(repr, expanded(decoded))), rejected)
         assert got == (list(map(repr, alone)), refused), (key, value)
+
+
+def test_a_line_with_a_failure_or_a_jobs_end_is_urgent_without_being_decoded() -> None:
+    from hermetic_hunt.engine import wire
+
+    failed = Attempt("t.py::t", "failed", failure=Failure("E", "m", "t.py:1"))
+    passed = Attempt("t.py::t", "passed", execution=2)
+    assert wire.urgent(wire.step_line(0, [failed, passed], []))
+    assert wire.urgent(wire.end_line("completed"))
+    assert not wire.urgent(wire.step_line(0, [passed], []))
+    assert wire.decode(wire.step_line(4, [failed], []))["step"] == 4

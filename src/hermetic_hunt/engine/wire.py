@@ -6,7 +6,10 @@ This module only frames lines; what is inside is each value's own codec
 written by the process that ran it (a forked child) the moment the step is
 over, so a crash loses at most the step it was running::
 
-    {"step": 3, "attempts": [{attempt}, ...], "reports": [{pytest report}, ...]}
+    {"failing": 1, "step": 3, "attempts": [{attempt}, ...], "reports": [{pytest report}, ...]}
+
+(``failing`` only when an attempt failed: a line a worker hands on at once,
+:func:`urgent`).
 
 ``attempts`` holds every execution of the step (pytest-rerunfailures reruns
 included). ``reports`` holds pytest's own serialised reports of the failing
@@ -43,6 +46,12 @@ from hermetic_hunt.models import Attempt, Leak
 END = "end"
 #: How an end line starts (what a forwarder looks for without decoding it).
 END_PREFIX = b'{"op":"end"'
+_FAILING_PREFIX = b'{"failing":1'
+
+
+def urgent(line: bytes) -> bool:
+    """A step line with a failing attempt, or an end line: to be handed on at once."""
+    return line.startswith((_FAILING_PREFIX, END_PREFIX))
 
 
 def attempts_in(message: dict[str, Any]) -> list[Attempt]:
@@ -57,7 +66,9 @@ def attempts_in(message: dict[str, Any]) -> list[Attempt]:
 
 
 def step_line(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> bytes:
-    message: dict[str, Any] = {"step": index, "attempts": [a.to_json() for a in attempts]}
+    # "failing" first: a forwarder sends the line at once without decoding it (urgent).
+    message: dict[str, Any] = {"failing": 1} if any(a.failed for a in attempts) else {}
+    message.update(step=index, attempts=[a.to_json() for a in attempts])
     if reports:
         message["reports"] = reports
     return encode(message)

@@ -413,7 +413,8 @@ class _Forwarder:
 
     def add(self, lines: Sequence[bytes]) -> None:
         self.lines.extend(lines)
-        if len(self.lines) >= FORWARD_LINES or _PERF() - self.last >= FORWARD_SECONDS:
+        urgent = any(map(wire.urgent, lines))  # a failure: never lost to a kill -9
+        if urgent or len(self.lines) >= FORWARD_LINES or _PERF() - self.last >= FORWARD_SECONDS:
             self.flush()
 
     def tick(self) -> None:
@@ -482,7 +483,7 @@ class XdistWorker:
             if name != COMMAND:
                 continue
             forward = _Forwarder(interactor)
-            try:  # (the job's end line goes at once: the round's barrier waits for it)
+            try:
                 run_job(self.engine, session, Job.from_json(kwargs["job"]), setup, forward.add,
                         hash_seed, tick=forward.tick)  # fmt: skip
             finally:

@@ -220,8 +220,7 @@ class Server:
             runner = self.engine.runner_for(job)
             runner.select(session.items)
         except (HuntError, ValueError, KeyError, TypeError) as exc:
-            self.send({"op": "result", "id": request_id, "status": "error", "detail": str(exc),
-                       "steps": [], "duration": 0.0})  # fmt: skip
+            self.send(wire.result(request_id, "error", str(exc)))
             return
         if not self.fork:
             started = _PERF()
@@ -233,9 +232,7 @@ class Server:
             runner = self.engine.runner_for(job, on_step=on_step)
             outcome = self.engine.run(session, job, runner=runner)
             status = "completed" if outcome.status == "completed" else "error"
-            self.send({"op": "result", "id": request_id, "status": status,
-                       "detail": outcome.detail, "duration": _PERF() - started,
-                       "steps": [a.to_json() for a in attempts]})  # fmt: skip
+            self.send(wire.result(request_id, status, outcome.detail, attempts, _PERF() - started))
             self._closed = True
             return
         self._spawn(session, request_id, job, timeout)
@@ -274,8 +271,7 @@ class Server:
                 jobs.append((request_id, job, float(member.get("timeout") or 120.0)))
             except (HuntError, ValueError, KeyError, TypeError) as exc:
                 for other in waiting:
-                    self.send({"op": "result", "id": int(other["id"]), "status": "error",
-                               "detail": str(exc), "steps": [], "duration": 0.0})  # fmt: skip
+                    self.send(wire.result(int(other["id"]), "error", str(exc)))
                 return
         gates = [os.pipe() for _ in jobs]
         others = tuple(fd for gate in gates for fd in gate)  # no child holds another's gate
@@ -316,16 +312,8 @@ class Server:
         if status == "completed" and len(probe.attempts) < len(probe.child.job.steps):
             status = "error"
             probe.detail = f"{len(probe.attempts)} of {len(probe.child.job.steps)} steps ran"
-        self.send(
-            {
-                "op": "result",
-                "id": probe.request_id,
-                "status": status,
-                "detail": probe.detail,
-                "duration": _PERF() - probe.child.started,
-                "steps": [a.to_json() for a in probe.attempts],
-            }
-        )
+        self.send(wire.result(probe.request_id, status, probe.detail, probe.attempts,
+                              _PERF() - probe.child.started))  # fmt: skip
 
     def shutdown(self) -> None:
         for probe in list(self.probes.values()):

@@ -174,14 +174,16 @@ def group_of(message: dict[str, Any]) -> tuple[str, int]:
 MAX_GROUP = 8
 
 
+def result(request_id: int, status: str, detail: str = "", attempts: Sequence[Attempt] = (),
+           duration: float = 0.0) -> dict[str, Any]:  # fmt: skip
+    """The answer to request ``request_id``; :func:`result_from` reads it back."""
+    return {"op": "result", "id": request_id, "status": status, "detail": detail,
+            "duration": duration, "steps": [a.to_json() for a in attempts]}  # fmt: skip
+
+
 def result_from(message: dict[str, Any]) -> ProbeResult:
     """A ``result`` message as a :class:`~hermetic_hunt.findings.ProbeResult`."""
-    steps = []
-    for raw in message.get("steps") or []:
-        try:
-            steps.append(Attempt.from_json(raw))
-        except ValueError:
-            continue
+    steps = engine_wire.attempts_in({"attempts": message.get("steps")})
     status = message.get("status")
     duration = message.get("duration")
     detail = message.get("detail")

@@ -729,9 +729,7 @@ def interrupts_deferred() -> Iterator[None]:
         return
     # SIGINT, and SIGTERM/SIGHUP where a hunt made them take the Ctrl-C path
     # (hermetic_hunt.hunt.signals): a handler set from Python, not SIG_DFL.
-    previous = {
-        signum: handler for signum in DEFERRED if callable(handler := signal.getsignal(signum))
-    }
+    previous = {signum: handler for signum in DEFERRED if callable(handler := _GETSIGNAL(signum))}
     pending: list[int] = []
     swapped: dict[int, Any] = {}
     _DEFERRING[0] = True
@@ -739,15 +737,16 @@ def interrupts_deferred() -> Iterator[None]:
         # (an interrupt that lands while the handlers are swapped restores what was)
         for deferred, handler in previous.items():
             swapped[deferred] = handler
-            signal.signal(deferred, lambda signum, frame: pending.append(signum))
+            _SETSIGNAL(deferred, lambda signum, frame: pending.append(signum))
         yield
     finally:
         _DEFERRING[0] = False
         for deferred, handler in swapped.items():
-            signal.signal(deferred, handler)
+            _SETSIGNAL(deferred, handler)
         for received in dict.fromkeys(pending):
             signal.raise_signal(received)
 
 
 #: Whether an :func:`interrupts_deferred` block runs now (in the main thread).
 _DEFERRING = [False]
+_GETSIGNAL, _SETSIGNAL = _compat.raw_signal()

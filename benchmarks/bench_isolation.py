@@ -1,12 +1,16 @@
 """What isolation costs, measured side by side in one run (not a test).
 
-Part 1, ``--suites`` (issue 13's target): a whole hunt of the example suite
-and of a generated 2,000-test suite with planted flakes (victims of a module
+Part 1, ``--suites`` (issue 13's target): a whole hunt of the example suite,
+of a generated 2,000-test suite with planted flakes (victims of a module
 global and of an environment variable, a brittle test, random, time and
 hash-order tests, a parametrized test that fails only when run twice in one
-process), each at the default isolation budget; prints the rounds' wall
-time, the isolation's wall time, their ratio (target: <= 1) and which planted
-flakes the hunt saw and isolation classified as planted (target: all).
+process) and of a sleep-heavy suite modelled on yamicache (tests that sleep,
+threads that sleep for real, a victim behind them), each at the default
+isolation budget; prints the rounds' wall time, the isolation's wall time,
+their ratio (target: <= 1) and which planted flakes the hunt saw and
+isolation classified as planted (target: all); for the sleep-heavy suite
+also a plain ``pytest`` run's wall time, and the rounds' per round (issue
+31's target: a round costs no more than the plain suite).
 
 Part 2, the polluter search: for generated suites of n tests (default 100,
 1,000 and 5,000) with one polluter planted at a random position (seeded,
@@ -24,7 +28,8 @@ printed) and the victim running last, prints:
 * ``detect-test-pollution`` on the same suite when it is installed: its
   pytest runs and wall time (it runs without a sandbox, we run sandboxed).
 
-Usage: python benchmarks/bench_isolation.py --suites [--rounds 10] [--hunt-seed 11]
+Usage: python benchmarks/bench_isolation.py --suites [--only sleepy] [--rounds 10]
+       [--hunt-seed 11]
        python benchmarks/bench_isolation.py [--sizes 100,1000,5000] [--seed 3]
        [--parallel 2] [--no-subprocess] [--no-linear] [--no-dtp]
 """
@@ -265,6 +270,34 @@ PLANTED = {
 }
 
 
+#: A sleep-heavy suite modelled on yamicache: sleeps a seeded hunt makes virtual, threads
+#: that sleep for real while they run (a test's sleep beside them is real too), and a
+#: victim of a module global whose polluter runs after the sleepers.
+SLEEPY_FILES = {
+    "state.py": "CACHE = {}\n",
+    "test_a_victim.py": "import state\n\ndef test_cache_starts_empty():\n"
+                        "    assert state.CACHE == {}\n",
+    **{f"test_sleeps_{i}.py": "import time\n\ndef test_expires():\n    start = time.time()\n"
+       "    time.sleep(1.0)\n    assert time.time() - start >= 1.0\n" for i in range(10)},
+    **{f"test_threads_{i}.py": (
+        "import threading\nimport time\n\ndef test_collects_in_the_background():\n"
+        "    done = []\n    workers = [threading.Thread(target=lambda: (time.sleep(0.3), "
+        "done.append(1))) for _ in range(3)]\n    for w in workers:\n        w.start()\n"
+        "    time.sleep(0.1)\n    for w in workers:\n        w.join()\n    assert len(done) == 3\n"
+    ) for i in range(3)},
+    "test_z_polluter.py": "import state\n\ndef test_caches_a_value():\n"
+                          "    state.CACHE['k'] = 1\n",
+}  # fmt: skip
+SLEEPY = {"test_a_victim.py::test_cache_starts_empty": {"victim"}}
+
+
+def sleepy_suite(root: Path) -> None:
+    root.mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    for name, body in SLEEPY_FILES.items():
+        (root / name).write_text(body)
+
+
 def planted_suite(root: Path, tests: int = 2000) -> None:
     """``tests`` tests: filler modules of 50 trivial tests, and the planted flakes."""
     root.mkdir(parents=True)
@@ -289,17 +322,26 @@ def _seconds(text: str) -> float:
     return total
 
 
-def hunt_suite(label: str, root: Path, args: Sequence[str], expected: dict[str, set[str]]) -> None:
+def hunt_suite(label: str, root: Path, args: Sequence[str], expected: dict[str, set[str]], *,
+               plain: bool = False) -> None:  # fmt: skip
+    """A hunt of ``root`` (``plain``: first a plain ``pytest`` run of it, timed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HERMETIC_HUNT"))}
     env.pop("PYTHONHASHSEED", None)
+    for old in root.glob("flakes.db*"):  # (each hunt reads its own run's flakes)
+        old.unlink()
+    plain_s = 0.0
+    if plain:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-q"], cwd=root,
+                       env=env, capture_output=True, check=False)  # fmt: skip
+        plain_s = time.perf_counter() - started
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", *args],
         cwd=root, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     wall = time.perf_counter() - started
-    rounds = re.search(r"hermetic-hunt: run \d+ · \d+ round\(s\) · ([\d,]+) attempts in (\S+)",
-                       done.stdout)  # fmt: skip
+    rounds = re.search(r"hermetic-hunt: run \d+ · \d+ round\(s\) · (.+?) in (\S+) ·", done.stdout)
     isolation = re.search(r"hermetic-hunt isolation: .* in (\S+)$", done.stdout, re.M)
     if rounds is None:
         print(done.stdout[-3000:], done.stderr[-3000:])
@@ -318,10 +360,14 @@ def hunt_suite(label: str, root: Path, args: Sequence[str], expected: dict[str, 
     seen = [n for n in expected if n in found]
     right = [n for n in seen if found[n][0] == expected[n] and found[n][1] == "isolated"]
     extra = sorted(set(found) - set(expected))
-    print(f"\n{label}: {rounds.group(1)} attempts, hunt wall time {wall:.1f}s")
+    print(f"\n{label}: {rounds.group(1)}, hunt wall time {wall:.1f}s")
     print(f"  rounds                 {rounds_s:8.1f}s")
     print(f"  isolation              {isolation_s:8.1f}s  ({probes} probes)")
     print(f"  isolation / rounds     {isolation_s / max(rounds_s, 1e-9):8.2f}   (target <= 1)")
+    if plain:
+        count = int(re.search(r"--hermetic-hunt=(\d+)", " ".join(args)).group(1))  # type: ignore[union-attr]
+        print(f"  plain pytest run       {plain_s:8.1f}s; a round costs "
+              f"{rounds_s / count / plain_s:.2f}x it (target <= 1)")  # fmt: skip
     print(f"  planted flakes seen    {len(seen)}/{len(expected)}")
     print(f"  classified as planted  {len(right)}/{len(seen)}   (target: all seen)")
     for nodeid in seen:
@@ -333,24 +379,35 @@ def hunt_suite(label: str, root: Path, args: Sequence[str], expected: dict[str, 
 
 
 def suites(opts: argparse.Namespace) -> None:
+    wanted = set(opts.only.split(",")) if opts.only else {"example", "planted", "sleepy"}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        example = Path(hermetic_hunt.__file__).parent / "examples" / "shop"
-        ignore = shutil.ignore_patterns("__pycache__", ".scheduler-hint")
-        shutil.copytree(example, root / "example" / "shop", ignore=ignore)
-        hunt_suite("example suite (30 rounds, -n 2)", root / "example",
-                   ["--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7", "shop"],
-                   EXAMPLE)  # fmt: skip
-        planted_suite(root / "planted")
-        hunt_suite(f"generated 2,000-test suite ({opts.rounds} rounds, -n 2)", root / "planted",
-                   [f"--hermetic-hunt={opts.rounds}", "-n", "2",
-                    f"--hermetic-seed={opts.hunt_seed}"],
-                   PLANTED)  # fmt: skip
+        if "example" in wanted:
+            example = Path(hermetic_hunt.__file__).parent / "examples" / "shop"
+            ignore = shutil.ignore_patterns("__pycache__", ".scheduler-hint")
+            shutil.copytree(example, root / "example" / "shop", ignore=ignore)
+            hunt_suite("example suite (30 rounds, -n 2)", root / "example",
+                       ["--hermetic-hunt=30", "-n", "2", "--hermetic-seed=7", "shop"],
+                       EXAMPLE)  # fmt: skip
+        if "planted" in wanted:
+            planted_suite(root / "planted")
+            hunt_suite(f"generated 2,000-test suite ({opts.rounds} rounds, -n 2)",
+                       root / "planted", [f"--hermetic-hunt={opts.rounds}", "-n", "2",
+                                          f"--hermetic-seed={opts.hunt_seed}"],
+                       PLANTED)  # fmt: skip
+        if "sleepy" in wanted:
+            sleepy_suite(root / "sleepy")
+            for workers in ("2", "0"):
+                hunt_suite(f"sleep-heavy suite (20 rounds, -n {workers})", root / "sleepy",
+                           ["--hermetic-hunt=20", "-n", workers,
+                            f"--hermetic-seed={opts.hunt_seed}", "-p", "no:cacheprovider"],
+                           SLEEPY, plain=workers == "2")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suites", action="store_true", help="part 1: whole hunts")
+    parser.add_argument("--only", default="", help="part 1: example,planted,sleepy (default all)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--hunt-seed", type=int, default=11)
     parser.add_argument("--sizes", default="100,1000,5000")

@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import importlib
 import os
 import queue
 import random
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +34,22 @@ def environ_data() -> dict[Any, Any]:
     """
     data = getattr(os.environ, "_data", None)
     return dict(data) if data is not None else dict(os.environ)
+
+
+def raw_signal() -> tuple[Callable[[int], Any], Callable[[int, Any], Any]]:
+    """``getsignal`` and ``signal`` without the ``signal`` module's enum conversions.
+
+    ``_signal.getsignal`` and ``_signal.signal`` (CPython 3.5+, checked on
+    3.10-3.14): the C functions the ``signal`` module wraps. The wrappers turn
+    every handler into an enum member -- a Python handler by trying and failing
+    -- most of what a handler swap costs (one per batch of attempts handed on).
+    The public functions when the private module is gone (slower, the same).
+    """
+    try:
+        raw = importlib.import_module("_signal")
+    except ImportError:
+        return signal.getsignal, signal.signal
+    return raw.getsignal, raw.signal
 
 
 def random_instance() -> Any:

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import math
+import operator
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from hermetic_hunt.kinds import info as kind_info
 from hermetic_hunt.seeds import DEFAULT_HORIZON_DAYS, Dates
@@ -609,9 +611,12 @@ def describe_leak(resource: str, name: str, change: str, detail: str = "") -> st
     return f"{text} ({detail})" if detail and resource not in ("thread",) else text
 
 
-@dataclass
+@dataclass(frozen=True)
 class Attempt:
     """One execution of one test: written by the engine, read back by every stage.
+
+    Built once -- by the engine when the execution ends, by a codec, or from a
+    stored row -- and never changed after (``dataclasses.replace`` makes another).
 
     ``execution`` is 1 for the scheduled run and 2, 3... for reruns made by
     pytest-rerunfailures inside the same attempt slot. ``repeat`` is 0 for
@@ -637,19 +642,19 @@ class Attempt:
     mode: str = DEFAULT_MODE
     hash_seed: int | None = None
     counts: dict[str, Any] | None = None
-    violations: list[Violation] = field(default_factory=list)
+    violations: tuple[Violation, ...] = ()
     failure: Failure | None = None
-    leaks: list[Leak] = field(default_factory=list)
+    leaks: tuple[Leak, ...] = ()
     repeat: int = 0
     profile: str | None = None
     switch_interval: float | None = None
     stress: int = 0
     started: float | None = None
     #: Paths the attempt wrote (from Python) in the rootdir or the temp dir: what
-    #: attributes a file a round left behind (in flight only, not stored).
-    writes: list[str] = field(default_factory=list)
+    #: attributes a file a round left behind.
+    writes: tuple[str, ...] = ()
     #: How a replayed attempt was less than faithful (in flight only, not stored).
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
     journal: bytes | None = None
     journal_format: str | None = None
     journal_size: int | None = None
@@ -680,131 +685,253 @@ class Attempt:
     def signature(self) -> tuple[str, str]:
         return (self.exc_type, self.location)
 
-    # -- the codec: what crosses a process boundary ------------------------------
-    #
-    # Short keys, defaults left out: a hunt sends one per attempt. Not sent:
-    # ``run_id``, ``worker`` (the receiver knows them), ``attempt_id``,
-    # ``journal_size``, ``has_journal`` (the store's). A new field needs a key
-    # here, a line in :meth:`from_json` and a migration.
+    # -- the codec: what crosses a process boundary (one key per field: _KEYS) --------
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"n": self.nodeid, "o": self.outcome, "r": self.round_no,
-                               "p": self.position, "d": round(self.duration, 6),
-                               "m": self.mode}  # fmt: skip
-        if self.execution != 1:
-            out["x"] = self.execution
-        if self.phase is not None:
-            out["ph"] = self.phase
-        if self.seed is not None:
-            out["s"] = self.seed
-        if self.now is not None:
-            out["t"] = self.now
-        if self.hash_seed is not None:
-            out["h"] = self.hash_seed
-        if self.counts:
-            out["c"] = self.counts
-        if self.violations:
-            out["v"] = [v.to_json() for v in self.violations]
-        if self.failure is not None:
-            out["f"] = self.failure.to_json()
-        if self.leaks:
-            out["l"] = [x.to_json() for x in self.leaks]
-        if self.repeat:
-            out["rp"] = self.repeat
-        if self.profile is not None:
-            out["pf"] = self.profile
-        if self.switch_interval is not None:
-            out["si"] = self.switch_interval
-        if self.stress:
-            out["st"] = self.stress
-        if self.journal is not None:
-            out["j"] = base64.b64encode(self.journal).decode("ascii")
-        if self.journal_format is not None:
-            out["jf"] = self.journal_format
-        if self.started is not None:
-            out["b"] = self.started
-        if self.writes:
-            out["w"] = self.writes
-        if self.warnings:
-            out["wn"] = self.warnings
+        out: dict[str, Any] = {}
+        for key, row in _KEYS.items():
+            value = getattr(self, row.field)
+            if key in _ALWAYS or value != row.default:
+                value = value if row.write is None else row.write(value)
+                if value is not None:
+                    out[key] = value
         return out
 
     @classmethod
-    def from_json(cls, raw: Any) -> Attempt:
+    def from_json(cls, raw: Any, *, run_id: int = 0, worker: str = "main") -> Attempt:
         """An attempt from :meth:`to_json`'s form (untrusted): ValueError when malformed.
 
-        On the controller's hot path (one call per attempt of a hunt): the
-        keys every attempt has are checked inline, the optional ones only
-        when present.
+        ``run_id`` and ``worker`` are the receiver's (they are not sent).
         """
-        if type(raw) is not dict:
+        if not isinstance(raw, dict):
             raise ValueError("an attempt must be an object")
-        get = raw.get
-        nodeid, outcome, mode = get("n"), get("o"), get("m", DEFAULT_MODE)
-        round_no, position, duration = get("r", 0), get("p", 0), get("d", 0.0)
-        if type(nodeid) is not str:
-            raise ValueError("an attempt's nodeid must be text")
-        if outcome not in _OUTCOME_SET:
-            raise ValueError(f"unknown outcome {str(outcome)[:40]!r}")
-        if mode not in _MODE_SET:
-            raise ValueError(f"unknown mode {str(mode)[:40]!r}")
-        if type(round_no) is not int or round_no < 0:
-            whole(round_no, "a round", least=0)
-        if type(position) is not int or position < 0:
-            whole(position, "a position", least=0)
-        if type(duration) is not float or not math.isfinite(duration):
-            duration = number(duration, "a duration")
-        attempt = cls(nodeid, outcome, round_no=round_no, position=position,
-                      duration=duration, mode=mode)  # fmt: skip
-        if len(raw) == 6:  # only the keys every attempt has
-            return attempt
-        seen = 6
-        for name, value in (("seed", get("s")), ("hash_seed", get("h"))):
-            if value is not None:
-                seen += 1
-                if type(value) is not int:
-                    whole(value, f"an attempt's {name}")
-                setattr(attempt, name, value)
-        for name, value in (("now", get("t")), ("started", get("b"))):
-            if value is not None:
-                seen += 1
-                if type(value) is not float or not math.isfinite(value):
-                    value = number(value, f"an attempt's {name}")
-                setattr(attempt, name, value)
-        if "x" in raw:
-            seen += 1
-            attempt.execution = whole(raw["x"], "an execution", least=1)
-        if "ph" in raw:
-            seen += 1
-            attempt.phase = text(raw["ph"], "a phase")
-        if len(raw) == seen:  # nothing else: a passing attempt's usual line
-            return attempt
-        counts = get("c")
-        if counts is not None and not isinstance(counts, dict):
-            raise ValueError("an attempt's counts must be an object")
-        attempt.counts = counts or None
-        attempt.violations = [Violation.from_json(v) for v in items(get("v"), "violations")]
-        failure = get("f")
-        attempt.failure = Failure.from_json(failure) if failure is not None else None
-        attempt.leaks = [Leak.from_json(x) for x in items(get("l"), "leaks")]
-        attempt.repeat = whole(get("rp", 0), "a repeat", least=0)
-        attempt.profile = text(get("pf"), "a profile", optional=True)
-        attempt.switch_interval = number(get("si"), "a switch interval", optional=True)
-        attempt.stress = whole(get("st", 0), "a stress", least=0)
-        attempt.writes = [text(w, "a written path") for w in items(get("w"), "writes")]
-        attempt.warnings = [text(w, "a warning") for w in items(get("wn"), "warnings")]
-        journal = get("j")
-        if journal is not None:
-            try:
-                attempt.journal = base64.b64decode(text(journal, "a journal"), validate=True)
-            except (binascii.Error, ValueError):
-                raise ValueError("a journal must be base64 text") from None
-        attempt.journal_format = text(get("jf"), "a journal format", optional=True)
-        return attempt
+        values = {
+            row.field: row.read(raw[key]) if key in raw
+            else row.read(None) if row.default is _REQUIRED else row.default
+            for key, row in _KEYS.items()
+        }  # fmt: skip
+        return cls(**values, run_id=run_id, worker=worker)
+
+    @classmethod
+    def many_from_json(
+        cls, raws: Sequence[Any], *, run_id: int = 0, worker: str = "main"
+    ) -> tuple[list[Attempt | Columns], int]:
+        """Many attempts at once (a batch of a hunt's lines), in order: ``(decoded, rejected)``.
+
+        Consecutive attempts that hold only the plain values of :data:`PLAIN_KEYS`
+        -- most of a hunt's -- are checked a column at a time (each column's
+        types in one pass, in C) and come back as :class:`Columns`, never as
+        objects. The others (a failure, violations, leaks, writes, a journal;
+        a run whose column fails its check) go one at a time through
+        :meth:`from_json`; ``rejected`` counts the malformed ones. What either
+        way accepts is the same, and the order is the batch's.
+        """
+        runs: list[tuple[set[str] | None, Sequence[Any]]] = []  # (keys if plain, attempts)
+        if set(map(type, raws)) != {dict}:  # (a line no hunt writes): each alone
+            runs.extend((None, [raw]) for raw in raws)
+        else:  # runs of attempts with plain keys only, and each other attempt alone
+            plain = list(map(_PLAIN_SET.issuperset, raws))
+            start = 0
+            for end in [*itertools.compress(range(len(raws)), map(operator.not_, plain)), None]:
+                run = raws[start:end]
+                if run:
+                    runs.append((_plain_keys(run), run))
+                if end is not None:
+                    runs.append((None, raws[end : end + 1]))
+                    start = end + 1
+        out: list[Attempt | Columns] = []
+        rejected = 0
+        for keys, run in runs:
+            found = _columns(run, keys, run_id, worker) if keys is not None else None
+            if found is not None:
+                out.append(found)
+                continue
+            for raw in run:
+                try:
+                    out.append(cls.from_json(raw, run_id=run_id, worker=worker))
+                except ValueError:
+                    rejected += 1
+        return out, rejected
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Attempts of one batch that have the same plain keys, as columns.
+
+    ``fields`` names each column after the :class:`Attempt` field it holds
+    (``nodeid``, ``outcome``...); a field not named has its default in every
+    row. ``run_id`` and ``worker`` are the receiver's, the same for every row.
+    Made by :meth:`Attempt.many_from_json`; stored by the store as rows.
+    """
+
+    fields: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+    run_id: int
+    worker: str
+
+    def __len__(self) -> int:
+        return len(self.values[0])
+
+    @property
+    def nodeids(self) -> tuple[str, ...]:
+        return self.values[self.fields.index("nodeid")]
+
+    @property
+    def outcomes(self) -> tuple[str, ...]:
+        return self.values[self.fields.index("outcome")]
+
+    def column(self, name: str) -> tuple[Any, ...] | None:
+        """The values of field ``name`` (None: its default in every row)."""
+        return self.values[self.fields.index(name)] if name in self.fields else None
 
 
 _OUTCOME_SET = frozenset(OUTCOMES)
 _MODE_SET = frozenset(MODES)
+
+
+Check = Callable[[Sequence[Any]], bool]
+
+
+def _of(*types: type | None) -> Check:
+    """A check: every value is of one of ``types`` (None: may be null)."""
+    allowed = frozenset(type(None) if t is None else t for t in types)
+    return lambda values: allowed.issuperset(map(type, values))
+
+
+def _counts(least: int = 0) -> Check:
+    ints = _of(int)
+    return lambda values: ints(values) and min(values) >= least
+
+
+def _finite(*types: None) -> Check:
+    # The sum of finite floats is finite unless it overflows (then: one by one).
+    floats = _of(float, *types)
+    return lambda values: floats(values) and math.isfinite(sum(filter(None, values)))
+
+
+def _among(allowed: frozenset[str]) -> Check:
+    texts = _of(str)
+    return lambda values: texts(values) and allowed.issuperset(values)
+
+
+def _one_of(allowed: frozenset[str], what: str) -> Callable[[Any], str]:
+    def read(value: Any) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            raise ValueError(f"unknown {what} {str(value)[:40]!r}")
+        return value
+
+    return read
+
+
+def _counts_read(value: Any) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise ValueError("an attempt's counts must be an object")
+    return value or None
+
+
+def _journal_read(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return base64.b64decode(text(value, "a journal"), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("a journal must be base64 text") from None
+
+
+class _Key(NamedTuple):
+    """One key of the attempt codec: the field it carries, the field's default (the key
+    is left out when it has it), how a value is read (ValueError) and written (None: as
+    it is; written None: left out), and the check of a whole column of it when it is a
+    plain value (a batch decodes those a column at a time)."""
+
+    field: str
+    default: Any
+    read: Callable[[Any], Any]
+    write: Callable[[Any], Any] | None = None
+    check: Check | None = None
+
+
+_REQUIRED = object()
+#: The attempt codec: short keys (a hunt sends one per attempt), in the order they are
+#: written. Not sent: ``run_id``, ``worker`` (the receiver knows them), ``attempt_id``,
+#: ``journal_size``, ``has_journal`` (the store's). A new field is a key here (and a
+#: column with a migration, when it is stored).
+_KEYS: dict[str, _Key] = {
+    "n": _Key("nodeid", _REQUIRED, lambda v: text(v, "an attempt's nodeid"), check=_of(str)),
+    "o": _Key("outcome", _REQUIRED, _one_of(_OUTCOME_SET, "outcome"), check=_among(_OUTCOME_SET)),
+    "r": _Key("round_no", 0, lambda v: whole(v, "a round", least=0), check=_counts()),
+    "p": _Key("position", 0, lambda v: whole(v, "a position", least=0), check=_counts()),
+    "x": _Key("execution", 1, lambda v: whole(v, "an execution", least=1), check=_counts(1)),
+    "ph": _Key("phase", None, lambda v: text(v, "a phase", optional=True),
+               check=_of(str, None)),
+    "d": _Key("duration", 0.0, lambda v: number(v, "a duration"), lambda d: round(d, 6),
+              _finite()),
+    "s": _Key("seed", None, lambda v: whole(v, "an attempt's seed", optional=True),
+              check=_of(int, None)),
+    "t": _Key("now", None, lambda v: number(v, "an attempt's now", optional=True),
+              check=_finite(None)),
+    "m": _Key("mode", DEFAULT_MODE, _one_of(_MODE_SET, "mode"), check=_among(_MODE_SET)),
+    "h": _Key("hash_seed", None, lambda v: whole(v, "an attempt's hash_seed", optional=True),
+              check=_of(int, None)),
+    "c": _Key("counts", None, _counts_read, lambda c: c or None,
+              lambda values: _of(dict, None)(values) and {} not in values),
+    "v": _Key("violations", (), lambda v: tuple(map(Violation.from_json, items(v, "violations"))),
+              lambda found: [x.to_json() for x in found]),
+    "f": _Key("failure", None, lambda v: None if v is None else Failure.from_json(v),
+              lambda failure: failure.to_json()),
+    "l": _Key("leaks", (), lambda v: tuple(map(Leak.from_json, items(v, "leaks"))),
+              lambda found: [x.to_json() for x in found]),
+    "rp": _Key("repeat", 0, lambda v: whole(v, "a repeat", least=0), check=_counts()),
+    "pf": _Key("profile", None, lambda v: text(v, "a profile", optional=True),
+               check=_of(str, None)),
+    "si": _Key("switch_interval", None, lambda v: number(v, "a switch interval", optional=True),
+               check=_finite(None)),
+    "st": _Key("stress", 0, lambda v: whole(v, "a stress", least=0), check=_counts()),
+    "j": _Key("journal", None, _journal_read, lambda j: base64.b64encode(j).decode("ascii")),
+    "jf": _Key("journal_format", None, lambda v: text(v, "a journal format", optional=True)),
+    "b": _Key("started", None, lambda v: number(v, "an attempt's started", optional=True),
+              check=_finite(None)),
+    "w": _Key("writes", (), lambda v: tuple(text(w, "a written path") for w in items(v, "writes")),
+              list),
+    "wn": _Key("warnings", (), lambda v: tuple(text(w, "a warning") for w in items(v, "warnings")),
+               list),
+}  # fmt: skip
+#: The keys of one plain value each (a run of attempts with these only -- most of a hunt's
+#: -- is decoded a batch at a time): key -> (field, its default, the check of a column).
+PLAIN_KEYS: dict[str, tuple[str, Any, Check]] = {
+    key: (row.field, row.default, row.check) for key, row in _KEYS.items() if row.check
+}
+_PLAIN_SET = frozenset(PLAIN_KEYS)
+#: The keys :meth:`Attempt.to_json` always writes.
+_ALWAYS = frozenset(("n", "o", "r", "p", "d", "m"))
+
+
+def _plain_keys(raws: Sequence[dict[str, Any]]) -> set[str] | None:
+    """The keys of ``raws`` (dicts) when each has those of every attempt and all are
+    plain, else None."""
+    keys = set().union(*raws)
+    ok = _PLAIN_SET.issuperset(keys) and all(map(operator.ge, map(dict.keys, raws),
+                                                 itertools.repeat(_ALWAYS)))  # fmt: skip
+    return keys if ok else None
+
+
+def _columns(
+    run: Sequence[dict[str, Any]], present: set[str], run_id: int, worker: str
+) -> Columns | None:
+    """``run`` (plain attempts, ``present``: their keys) as :class:`Columns`; None when a
+    column fails its check (the caller decodes them one by one)."""
+    keys = [key for key in PLAIN_KEYS if key in present]
+    if set(map(len, run)) == {len(keys)}:  # every attempt has every key (the usual run)
+        values = tuple(zip(*map(operator.itemgetter(*keys), run), strict=True))
+    else:
+        values = tuple(
+            tuple(map(dict.get, run, itertools.repeat(key), itertools.repeat(PLAIN_KEYS[key][1])))
+            for key in keys
+        )
+    for key, column in zip(keys, values, strict=True):
+        if not PLAIN_KEYS[key][2](column):
+            return None
+    return Columns(tuple(PLAIN_KEYS[key][0] for key in keys), values, run_id, worker)
 
 
 #: Most paths an attempt's ``writes`` keep.

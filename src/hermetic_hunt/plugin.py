@@ -400,9 +400,9 @@ class EndOfHunt:
             return
         for line in end_of_hunt(
             hunt.store, hunt.run_id, hunt.summary_header(),
-            cwd=str(hunt.config.invocation_params.dir), attempts=hunt.tallies.attempts,
-            error=hunt.error, stored=hunt.stored, rounds=hunt.rounds_completed,
-            isolation=hunt.isolation, incomplete=hunt.incomplete_text(),
-            rejected=hunt.rejected_text(),
+            cwd=str(hunt.config.invocation_params.dir), attempts=hunt.intake.tallies.attempts,
+            error=hunt.error, stored=hunt.intake.stored, rounds=hunt.rounds.completed,
+            isolation=hunt.isolation, incomplete=hunt.rounds.incomplete_text(),
+            rejected=hunt.intake.rejected_text(),
         ):  # fmt: skip
             terminalreporter.write_line(line)

@@ -94,11 +94,6 @@ DEFAULT_TIME_MIX = TimeMix()
 EXACT_MIX = TimeMix(0, 0, 0, 0, 0)
 
 
-def as_condition(value: object) -> Condition:
-    """``value`` as a :data:`Condition` (``exact`` when it is none of them)."""
-    return next((name for name in CONDITIONS if name == value), "exact")
-
-
 def profile_of(condition: str, mode: str) -> Profile | None:
     """The clock profile ``condition`` gives an attempt in ``mode`` (None: no virtual clock)."""
     if mode != "seeded":

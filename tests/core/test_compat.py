@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import signal
 
 from hermetic_hunt import _compat
 
@@ -52,3 +53,14 @@ def test_the_writable_type_dict_and_type_modified_are_reachable() -> None:
     namespace["value"] = 2
     modified(Holder)
     assert Holder.value == 2
+
+
+def test_the_raw_signal_functions_are_the_ones_behind_the_signal_module() -> None:
+    getsignal, setsignal = _compat.raw_signal()
+    assert getsignal is not signal.getsignal and setsignal is not signal.signal
+    assert getsignal(signal.SIGINT) is signal.getsignal(signal.SIGINT)
+    previous = setsignal(signal.SIGUSR1, mine := lambda signum, frame: None)
+    try:
+        assert signal.getsignal(signal.SIGUSR1) is mine and getsignal(signal.SIGUSR1) is mine
+    finally:
+        setsignal(signal.SIGUSR1, previous)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.isolate import wire as probe_wire
 from hermetic_hunt.models import Attempt, Reproducer, Step
 
@@ -59,5 +62,6 @@ def test_conditions_travel_in_attempt_lines_and_probe_requests() -> None:
     assert back is not None
     assert (back.profile, back.switch_interval, back.stress) == ("jitter", 3e-6, 2)
     step = Step("t.py::test_x", 1, 2.0, profile="slow", switch_interval=1e-4, stress=1)
-    request = probe_wire.probe_request(1, [step, Step("t.py::test_y")], {}, 10.0)
-    assert probe_wire.steps_of(request) == [step, Step("t.py::test_y")]
+    job = Job((step, Step("t.py::test_y")))
+    request = json.loads(json.dumps(probe_wire.probe_request(1, job, 10.0)))
+    assert Job.from_json(request["job"]) == job

@@ -14,7 +14,9 @@ from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import (
     MODES,
     OUTCOMES,
+    PLAIN_KEYS,
     Attempt,
+    Columns,
     Failure,
     Leak,
     Step,
@@ -42,16 +44,16 @@ attempts = st.builds(
     mode=st.sampled_from(MODES),
     hash_seed=st.none() | st.integers(0, 4_294_967_295),
     counts=st.none() | st.dictionaries(texts, st.integers(1, 9), min_size=1, max_size=3),
-    violations=st.lists(violations, max_size=2),
+    violations=st.lists(violations, max_size=2).map(tuple),
     failure=st.none() | failures,
-    leaks=st.lists(leaks, max_size=2),
+    leaks=st.lists(leaks, max_size=2).map(tuple),
     repeat=st.integers(0, 2),
     profile=st.none() | st.sampled_from(PROFILES),
     switch_interval=st.none() | st.floats(1e-7, 0.01),
     stress=st.integers(0, 4),
     started=st.none() | floats,
-    writes=st.lists(texts, max_size=2),
-    warnings=st.lists(texts, max_size=2),
+    writes=st.lists(texts, max_size=2).map(tuple),
+    warnings=st.lists(texts, max_size=2).map(tuple),
     journal=st.none() | st.binary(max_size=64),
     journal_format=st.none() | texts,
 )
@@ -151,3 +153,105 @@ def test_a_malformed_attempt_is_refused_with_the_reason(raw: Any, why: str) -> N
 def test_a_malformed_job_is_refused_with_the_reason(raw: Any, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         Job.from_json(raw)
+
+
+def expanded(decoded: list[Attempt | Columns]) -> list[Attempt]:
+    """What :meth:`Attempt.many_from_json` decoded, every row as an attempt."""
+    out: list[Attempt] = []
+    for found in decoded:
+        if isinstance(found, Attempt):
+            out.append(found)
+            continue
+        for row in zip(*found.values, strict=True):
+            values = dict(zip(found.fields, row, strict=True))
+            out.append(Attempt(**values, run_id=found.run_id, worker=found.worker))
+    return out
+
+
+#: A value an attempt's key may hold on a forged line: anything JSON has.
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | floats | st.sampled_from([1e308, -1.0, 0.0])
+    | texts | st.sampled_from([*OUTCOMES, *MODES]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=2),
+    max_leaves=4,
+)  # fmt: skip
+
+
+#: Attempts that carry plain values only: what a batch decodes a column at a time.
+plain_attempts = st.builds(
+    Attempt, nodeid=texts, outcome=st.sampled_from(OUTCOMES), round_no=st.integers(0, 9),
+    position=st.integers(0, 9), execution=st.integers(1, 3),
+    phase=st.none() | st.sampled_from(["setup", "call"]), duration=st.floats(0, 9).map(
+        lambda d: round(d, 6)), seed=seeds, now=st.none() | floats, mode=st.sampled_from(MODES),
+    hash_seed=st.none() | st.integers(0, 9), repeat=st.integers(0, 2),
+    counts=st.none() | st.dictionaries(texts, st.integers(1, 9), min_size=1, max_size=2),
+    profile=st.none() | st.sampled_from(PROFILES), switch_interval=st.none() | st.floats(1e-7, 0.01),
+    stress=st.integers(0, 2), started=st.none() | floats,
+)  # fmt: skip
+
+
+@st.composite
+def forged(draw: Any) -> Any:
+    """A line's attempt: a real one, one with a key set to any value, or no object."""
+    raw = draw(plain_attempts | plain_attempts | attempts).to_json()
+    choice = draw(st.integers(0, 3))
+    if choice == 1:
+        raw[draw(st.sampled_from([*raw, "x", "c", "s", "rp", "zz"]))] = draw(json_values)
+    elif choice == 2:
+        del raw[draw(st.sampled_from(sorted(raw)))]
+    elif choice == 3:
+        return draw(json_values)
+    return raw
+
+
+@given(st.lists(forged(), max_size=6))
+def test_a_batch_decodes_as_each_attempt_alone_would_in_order_rejecting_the_same(raws):
+    raws = json.loads(json.dumps(raws))
+    alone, refused = [], 0
+    for raw in raws:
+        try:
+            alone.append(Attempt.from_json(raw, run_id=3, worker="gw1"))
+        except ValueError:
+            refused += 1
+    decoded, rejected = Attempt.many_from_json(raws, run_id=3, worker="gw1")
+    assert (list(map(repr, expanded(decoded))), rejected) == (list(map(repr, alone)), refused)
+
+
+def test_plain_attempts_come_as_columns_and_the_others_as_attempts_in_order() -> None:
+    ran = [Attempt(f"t.py::t{i}", "passed", position=i, seed=i, duration=0.5) for i in range(3)]
+    failed = Attempt("t.py::t3", "failed", position=3, failure=Failure("E", "m", "t.py:1"))
+    raws = [a.to_json() for a in (ran[0], ran[1], failed, ran[2])]
+    decoded, rejected = Attempt.many_from_json(json.loads(json.dumps(raws)))
+    assert [type(found).__name__ for found in decoded] == ["Columns", "Attempt", "Columns"]
+    assert rejected == 0 and expanded(decoded) == [ran[0], ran[1], failed, ran[2]]
+
+
+#: Values of every JSON type, and the numbers a check could let through.
+ODD_VALUES = [None, True, 0, -1, 2**70, 0.5, 1e308, "text", "", [], [1], {}, {"a": 1}]
+
+
+@pytest.mark.parametrize("key", sorted(PLAIN_KEYS))
+def test_a_plain_key_of_any_value_decodes_in_a_batch_as_alone(key: str) -> None:
+    base = Attempt("t.py::t", "passed", seed=5, now=1.5, hash_seed=2, started=2.5).to_json()
+    for value in ODD_VALUES:
+        raws = json.loads(json.dumps([base, {**base, key: value}, base], allow_nan=False))
+        alone, refused = [], 0
+        for raw in raws:
+            try:
+                alone.append(Attempt.from_json(raw, run_id=3, worker="gw1"))
+            except ValueError:
+                refused += 1
+        decoded, rejected = Attempt.many_from_json(raws, run_id=3, worker="gw1")
+        got = (list(map(repr, expanded(decoded))), rejected)
+        assert got == (list(map(repr, alone)), refused), (key, value)
+
+
+def test_a_line_with_a_failure_or_a_jobs_end_is_urgent_without_being_decoded() -> None:
+    from hermetic_hunt.engine import wire
+
+    failed = Attempt("t.py::t", "failed", failure=Failure("E", "m", "t.py:1"))
+    passed = Attempt("t.py::t", "passed", execution=2)
+    assert wire.urgent(wire.step_line(0, [failed, passed], []))
+    assert wire.urgent(wire.end_line("completed"))
+    assert not wire.urgent(wire.step_line(0, [passed], []))
+    assert wire.decode(wire.step_line(4, [failed], []))["step"] == 4

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
-from hermetic_hunt.engine.recorder import Fold, Recorder
-from hermetic_hunt.models import Attempt
+import pytest
+
+from hermetic_hunt.engine.recorder import Fold
+from hermetic_hunt.models import Attempt, Leak
 
 
 def report(when: str, outcome: str = "passed", *, wasxfail: str | None = None,
@@ -76,12 +79,13 @@ def test_a_rerun_counts_as_a_failed_execution() -> None:
     assert attempt.outcome == "failed"
 
 
-def test_the_recorder_keeps_attempts_it_is_handed_and_failing_reports_only() -> None:
-    kept: list[Any] = []
-    recorder = Recorder(serialize=lambda r: kept.append(r) or {"when": r.when})
-    recorder.add(Attempt("t.py::test_x", "failed"))
-    for phase in (report("setup"), report("call", "failed", message="E"), report("teardown")):
-        recorder.report(phase)
-    attempts, reports = recorder.take()
-    assert [a.outcome for a in attempts] == ["failed"] and reports == [{"when": "call"}]
-    assert recorder.take() == ([], [])
+def test_an_executions_facts_and_what_its_step_left_make_one_attempt_never_changed() -> None:
+    partial = Fold("t.py::test_x", round_no=2, position=5, repeat=0, execution=1,
+                   facts={"seed": 7, "mode": "seeded"})  # fmt: skip
+    for phase in (report("setup"), report("call"), report("teardown")):
+        partial.phase_report(phase, "/r")
+    leak = Leak("env", "X", "added")
+    attempt = partial.attempt(leaks=(leak,), writes=("/r/out",))
+    assert (attempt.seed, attempt.leaks, attempt.writes) == (7, (leak,), ("/r/out",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        attempt.outcome = "failed"  # type: ignore[misc]

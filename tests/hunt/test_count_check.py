@@ -6,12 +6,14 @@ In-process: a real controller and store, fed the lines of fake workers.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from helpers import one
 
 from hermetic_hunt.engine import wire
 from hermetic_hunt.hunt.controller import HuntController
+from hermetic_hunt.hunt.schedule import RoundPlan
 from hermetic_hunt.models import Attempt, RunInfo, Settings
 from hermetic_hunt.store import Store, runs
 
@@ -35,10 +37,9 @@ def controller(pytester: pytest.Pytester) -> HuntController:
     return controller
 
 
-def lines(controller: HuntController, slot: int, *, drop: int = 0, extra: int = 0,
-          status: str = "completed") -> list[bytes]:  # fmt: skip
-    plan = controller._plans[0]
-    job = controller.job(plan, slot)
+def lines(plan: RoundPlan, controller: HuntController, slot: int, *, drop: int = 0,
+          extra: int = 0, status: str = "completed") -> list[bytes]:  # fmt: skip
+    job = controller.rounds.job(plan, slot)
     steps = [
         wire.step_line(i, [Attempt(s.nodeid, "passed", position=i)], [])
         for i, s in enumerate(job.steps)
@@ -47,42 +48,47 @@ def lines(controller: HuntController, slot: int, *, drop: int = 0, extra: int = 
     return [*steps, wire.end_line(status)]
 
 
-def feed(controller: HuntController, **changes: int) -> None:
-    controller.plan(0, 2)
-    controller.ingest(lines(controller, 0, **changes), "gw0", 0)
-    controller.ingest(lines(controller, 1), "gw1", 0)
+def feed(controller: HuntController, **changes: Any) -> None:
+    """Round 1 (a shuffled one: two slices of two tests), as two workers send it."""
+    plan = controller.rounds.plan(1, 2)
+    controller.ingest(lines(plan, controller, 0, **changes), "gw0", 1)
+    controller.ingest(lines(plan, controller, 1), "gw1", 1)
 
 
 def test_a_round_that_adds_up_is_complete(controller: HuntController) -> None:
     feed(controller)
-    assert controller.incomplete == [] and controller.incomplete_text() == ""
-    assert controller.rounds_completed == 1
+    assert controller.rounds.incomplete == [] and controller.rounds.incomplete_text() == ""
+    assert controller.rounds.completed == 1
 
 
 def test_a_lost_step_makes_the_run_incomplete_and_says_which_round(
     controller: HuntController,
 ) -> None:
     feed(controller, drop=1)
-    assert controller.incomplete == [(0, 4, 3)]
-    assert controller.incomplete_text() == "round 0 ran 3 of 4 planned steps"
-    assert one(controller.store.path, "SELECT incomplete FROM runs") == controller.incomplete_text()
+    assert controller.rounds.incomplete == [(1, 4, 3)]
+    assert controller.rounds.incomplete_text() == "round 1 ran 3 of 4 planned steps"
+    assert (
+        one(controller.store.path, "SELECT incomplete FROM runs")
+        == controller.rounds.incomplete_text()
+    )
 
 
 def test_an_extra_step_is_as_wrong_as_a_lost_one(controller: HuntController) -> None:
     feed(controller, extra=1)
-    assert controller.incomplete == [(0, 4, 5)]
+    assert controller.rounds.incomplete == [(1, 4, 5)]
 
 
 def test_a_round_cut_short_is_not_counted(controller: HuntController) -> None:
-    controller.plan(0, 2)
-    controller.ingest(lines(controller, 0, drop=1, status="stopped"), "gw0", 0)
-    controller.ingest(lines(controller, 1), "gw1", 0)
-    assert controller.incomplete == []
+    feed(controller, drop=1, status="stopped")
+    assert controller.rounds.incomplete == []
 
 
 def test_lines_that_are_no_json_object_are_rejected_and_counted(controller: HuntController) -> None:
-    controller.plan(0, 2)
-    controller.ingest([b"not json\n", b"[1]\n", *lines(controller, 0)], "gw0", 0)
-    controller.ingest(lines(controller, 1), "gw1", 0)
-    assert controller.incomplete == [] and controller.rejected == 2
-    assert "2 line(s) written to a round's channel by another process" in controller.rejected_text()
+    plan = controller.rounds.plan(1, 2)
+    controller.ingest([b"not json\n", b"[1]\n", *lines(plan, controller, 0)], "gw0", 1)
+    controller.ingest(lines(plan, controller, 1), "gw1", 1)
+    assert controller.rounds.incomplete == [] and controller.intake.rejected == 2
+    assert (
+        "2 line(s) written to a round's channel by another process"
+        in controller.intake.rejected_text()
+    )

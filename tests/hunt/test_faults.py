@@ -344,7 +344,8 @@ REAL = Store.add_attempts
 
 
 def add_attempts(self, records, test_ids):
-    if all(record.round_no < 3 for record in records):
+    (done,) = self.conn.execute("SELECT max(rounds_done) FROM runs").fetchone()
+    if done < 3:
         return REAL(self, records, test_ids)
     with self.transaction():  # the disk is full from round 3 on
         raise sqlite3.OperationalError("database or disk is full")

@@ -15,9 +15,10 @@ def test_a_twice_rounds_first_run_is_plain_and_only_its_second_is_repeated() -> 
     tallies.add(Attempt("t.py::a", "failed", round_no=3, repeat=2))
     assert (tallies.attempts, tallies.repeated) == (4, 1)
     assert attempts_text(tallies.attempts, tallies.repeated) == "3 plain attempts + 1 repeated"
-    tally = tallies.tests["t.py::a"]
-    assert (tally.passed, tally.failed, tally.second_run_failures) == (3, 0, 1)
-    assert not tally.flaky and tallies.failed_attempts == 1
+    counts = (tallies.passed["t.py::a"], tallies.failed["t.py::a"])
+    assert counts == (3, 0) and tallies.second_run_failures["t.py::a"] == 1
+    assert not tallies.is_flaky("t.py::a") and tallies.failed_attempts == 1
+    assert tallies.not_idempotent() == ["t.py::a"]
 
 
 def test_a_first_run_that_failed_is_a_plain_failure_and_nominates_nothing() -> None:
@@ -25,6 +26,6 @@ def test_a_first_run_that_failed_is_a_plain_failure_and_nominates_nothing() -> N
     tallies.add(Attempt("t.py::b", "passed", round_no=1))
     tallies.add(Attempt("t.py::b", "failed", round_no=2, repeat=1))
     tallies.add(Attempt("t.py::b", "failed", round_no=2, repeat=2))
-    tally = tallies.tests["t.py::b"]
-    assert (tally.passed, tally.failed, tally.second_run_failures) == (1, 1, 0)
-    assert tally.flaky and tallies.repeated == 1
+    assert (tallies.passed["t.py::b"], tallies.failed["t.py::b"]) == (1, 1)
+    assert not tallies.second_run_failures and tallies.is_flaky("t.py::b")
+    assert tallies.flaky == 1 and tallies.repeated == 1

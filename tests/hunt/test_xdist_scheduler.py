@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from hermetic_hunt.engine import wire
-from hermetic_hunt.hunt.controller import make_job
+from hermetic_hunt.engine.runner import Job
+from hermetic_hunt.hunt.rounds import make_job
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
 from hermetic_hunt.hunt.xdist import COMMAND, HuntScheduling
 from hermetic_hunt.models import Attempt, Settings
@@ -32,6 +33,14 @@ class FakeNode:
         assert name == COMMAND
         self.sent.append(kwargs)
 
+    def jobs(self) -> list[Job]:
+        """The jobs it was sent, read with the job's own codec."""
+        return [Job.from_json(command["job"]) for command in self.sent]
+
+
+def nodeids_of(job: Job) -> list[str]:
+    return [step.nodeid for step in job.steps]
+
     def shutdown(self) -> None:
         raise AssertionError("xdist's DSession shuts nodes down, not the scheduler")
 
@@ -49,15 +58,16 @@ class FakeHunt:
         self.crashes: list[Attempt] = []
         self.began = False
         self.uncollectable = False
+        self.rounds = self
+
+    def numbers(self) -> Iterator[int]:
+        yield from range(self.first, self.first + (self.settings.rounds or 0))
 
     def set_tests(self, nodeids: Sequence[str]) -> None:
         self.tests = list(nodeids)
 
     def begin(self) -> None:
         self.began = True
-
-    def rounds(self) -> Iterator[int]:
-        yield from range(self.first, self.first + (self.settings.rounds or 0))
 
     def plan(self, round_no: int, workers: int) -> RoundPlan:
         return plan_round(9, round_no, self.tests, workers, self.settings.order)
@@ -83,7 +93,7 @@ def finish(sched: HuntScheduling, node: FakeNode, *, steps: int | None = None) -
     """The node reports its current job's steps and its end, in one batch."""
     part = sched.running[node]
     assert part is not None
-    count = len(part.tests) if steps is None else steps
+    count = len(part.job.steps) if steps is None else steps
     lines = [wire.step_line(i, [], []) for i in range(count)] + [wire.end_line("completed")]
     sched.mark_test_complete(node, b"".join(lines), 0.0)
 
@@ -114,13 +124,13 @@ def test_each_slot_gets_its_share_of_one_round_at_a_time() -> None:
     sched = started(hunt, [gw1, gw0])  # ready in another order: slots follow gw numbers
     assert hunt.began and hunt.tests == TESTS
     first = plan_round(9, 1, TESTS, 2, "shuffle")
-    assert [c["indices"] for c in gw0.sent] == [list(first.slices[0])]
-    assert [c["indices"] for c in gw1.sent] == [list(first.slices[1])]
+    assert [nodeids_of(job) for job in gw0.jobs()] == [[TESTS[i] for i in first.slices[0]]]
+    assert [nodeids_of(job) for job in gw1.jobs()] == [[TESTS[i] for i in first.slices[1]]]
     assert sched.has_pending and not sched.tests_finished
     finish(sched, gw0)
     assert len(gw0.sent) == 1  # the next round waits for every worker (the barrier)
     finish(sched, gw1)
-    assert [c["round"] for c in gw0.sent] == [1, 2] and [c["round"] for c in gw1.sent] == [1, 2]
+    assert [j.round_no for j in gw0.jobs()] == [1, 2] == [j.round_no for j in gw1.jobs()]
     for _ in range(2):
         finish(sched, gw0)
         finish(sched, gw1)
@@ -134,20 +144,21 @@ def test_the_default_round_runs_on_one_worker_and_ends_when_it_is_done() -> None
     hunt = FakeHunt(rounds=2, first=0)
     gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
     sched = started(hunt, [gw0, gw1])
-    assert [c["indices"] for c in gw0.sent] == [list(range(len(TESTS)))]
+    assert [nodeids_of(job) for job in gw0.jobs()] == [TESTS]
     assert gw1.sent == []  # nothing to do in round 0
     finish(sched, gw0)
-    assert [c["round"] for c in gw0.sent] == [0, 1] and [c["round"] for c in gw1.sent] == [1]
+    assert [j.round_no for j in gw0.jobs()] == [0, 1] and [j.round_no for j in gw1.jobs()] == [1]
 
 
-def test_the_same_tests_collected_in_another_order_are_sent_by_each_nodes_own_index() -> None:
+def test_the_same_tests_collected_in_another_order_are_sent_by_nodeid_in_the_planned_order() -> (
+    None
+):
     hunt = FakeHunt(rounds=1)
     gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
     started(hunt, [gw0, gw1], [TESTS, TESTS[::-1]])
     plan = plan_round(9, 1, TESTS, 2, "shuffle")
-    assert gw0.sent[0]["indices"] == list(plan.slices[0])
-    reversed_index = {n: i for i, n in enumerate(TESTS[::-1])}
-    assert gw1.sent[0]["indices"] == [reversed_index[TESTS[i]] for i in plan.slices[1]]
+    assert nodeids_of(gw0.jobs()[0]) == [TESTS[i] for i in plan.slices[0]]
+    assert nodeids_of(gw1.jobs()[0]) == [TESTS[i] for i in plan.slices[1]]
 
 
 def test_truly_different_collections_stop_the_hunt_with_one_line_naming_the_cause() -> None:
@@ -164,23 +175,24 @@ def test_a_dead_worker_costs_its_current_step_and_its_replacement_runs_the_rest(
     gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
     sched = started(hunt, [gw0, gw1])
     part = sched.running[gw0]
-    assert part is not None and len(part.tests) >= 4
+    assert part is not None and len(part.job.steps) >= 4
+    planned = nodeids_of(part.job)
     # two steps reported, then the worker process dies in the third
     sched.mark_test_complete(gw0, b"".join(wire.step_line(i, [], []) for i in range(2)), 0.0)
     crashed = sched.remove_node(gw0)
-    assert crashed == part.tests[2]
-    assert [a.nodeid for a in hunt.crashes] == [part.tests[2]]
+    assert crashed == planned[2]
+    assert [a.nodeid for a in hunt.crashes] == [planned[2]]
     assert hunt.crashes[0].outcome == "crashed" and hunt.crashes[0].position == 2
     gw2 = FakeNode("gw2")
     sched.add_node(gw2)
     assert sched.node2slot[gw2] == 0  # the slot whose work is waiting
     sched.add_node_collection(gw2, TESTS)
-    rest = gw2.sent[0]
-    assert rest["round"] == 2 and rest["first_position"] == 3
-    assert [TESTS[i] for i in rest["indices"]] == part.tests[3:]
+    rest = gw2.jobs()[0]
+    assert rest.round_no == 2 and rest.first_position == 3
+    assert nodeids_of(rest) == planned[3:]
     finish(sched, gw2)
     finish(sched, gw1)
-    assert {c["round"] for c in gw2.sent} == {2, 3}  # the hunt goes on
+    assert {j.round_no for j in gw2.jobs()} == {2, 3}  # the hunt goes on
 
 
 def test_a_twice_round_sends_every_test_twice_in_a_row_with_its_repeat_numbers() -> None:
@@ -190,7 +202,7 @@ def test_a_twice_round_sends_every_test_twice_in_a_row_with_its_repeat_numbers()
     for _ in range(2):
         finish(sched, gw0)
         finish(sched, gw1)
-    twice = gw0.sent[2]
-    assert twice["round"] == 3
-    indices, repeats = twice["indices"], twice["repeats"]
-    assert indices[0::2] == indices[1::2] and repeats == [1, 2] * (len(indices) // 2)
+    twice = gw0.jobs()[2]
+    assert twice.round_no == 3
+    tests, repeats = nodeids_of(twice), list(twice.repeats)
+    assert tests[0::2] == tests[1::2] and repeats == [1, 2] * (len(tests) // 2)

@@ -7,6 +7,8 @@ probe pairs let the two tests see each other).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from test_classify import BEHAVIOURS, History, World, check_evidence, classify, ok
 
 from hermetic_hunt.isolate.collision import overlap, shared_path, suspects
@@ -53,8 +55,7 @@ def test_overlap_is_the_real_time_both_ran():
 
 
 def replace_started(a: Attempt) -> Attempt:
-    a.started = None
-    return a
+    return replace(a, started=None)
 
 
 def test_suspects_are_overlapping_attempts_of_other_workers_that_touched_the_same_path():

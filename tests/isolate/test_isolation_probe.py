@@ -193,3 +193,21 @@ def test_the_hunts_own_options_are_dropped_from_a_probe_servers_arguments() -> N
     assert probe_args(argv) == [
         "-p", "no:randomly", "shop", "-k", "cart", "-m", "not slow", "--", "-x",
     ]  # fmt: skip
+
+
+def test_a_stored_journal_of_another_test_is_an_error_before_any_process_starts(
+    tmp_path: Path,
+) -> None:
+    from hermetic_hunt import journal as journal_format
+
+    other = journal_format.Journal(
+        test="test_state.py::test_other", mode="record", seed=1, now=2.0, random_seed=None,
+        config={}, events={}, counts={},
+    )  # fmt: skip
+    target = ProbeTarget(str(tmp_path), (), Settings(rounds=1, budget_seconds=None, base_seed=1))
+    step = Step("test_state.py::test_victim", mode="record", attempt_id=7)
+    with ProbeRunner(target, journals=lambda attempt_id: journal_format.encode(other)) as runner:
+        result = runner.run(Probe("replay", (step,), 0))
+        assert runner.started_servers == 0
+    assert result.status == "error"
+    assert "the journal of A7: journal was recorded for" in result.detail

@@ -9,6 +9,7 @@ run -- where a folder two workers use at once breaks one of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -50,8 +51,10 @@ def test_a_failure_crosses_another_workers_attempt_that_ran_beside_it_over_a_sha
 
 
 def test_a_path_the_failure_names_counts_as_touched():
-    named = failed("t.py::a", worker="gw0", started=10.0, duration=1.0)
-    named.failure = Failure("FileNotFoundError", f"No such file: '{FOLDER}/x.txt'", SETUP)
+    named = replace(
+        failed("t.py::a", worker="gw0", started=10.0, duration=1.0),
+        failure=Failure("FileNotFoundError", f"No such file: '{FOLDER}/x.txt'", SETUP),
+    )
     assert shared.touched(named) == [f"{FOLDER}/x.txt"]
     beside = ran("t.py::b", "gw1", 10.2, writes=[FOLDER])
     assert [c.path for c in shared.crossings(named, [beside])] == [FOLDER]

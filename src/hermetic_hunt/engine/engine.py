@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from hermetic_hunt.engine import fixture
-from hermetic_hunt.engine.executor import AttemptExecutor, RepeatGuard, Slot
+from hermetic_hunt.engine.executor import AttemptExecutor, RepeatGuard
 from hermetic_hunt.engine.rng import ImportSeeds
 from hermetic_hunt.engine.runner import Job, OnStep, Outcome, StepRunner
-from hermetic_hunt.models import Attempt, Settings
+from hermetic_hunt.models import Settings
 from hermetic_hunt.sandbox.shift import (  # re-exported: a probe process on another date
     shift_process as shift_process,
 )
@@ -82,8 +82,7 @@ class Engine:
     def __init__(self, config: pytest.Config, settings: Settings) -> None:
         self.config = config
         self.settings = settings
-        self.runner: StepRunner | None = None
-        self.executor = AttemptExecutor(settings, self.locate, self.deliver)
+        self.executor = AttemptExecutor(settings)
         hand_seeding_to_the_hunt(config)
         declare_marker(config, settings.integration_marker)
         self.import_seeds = ImportSeeds(str(config.rootpath))
@@ -94,14 +93,6 @@ class Engine:
         # Registered after hermetic-sandbox's plugin, so this hermetic_sandbox
         # fixture is the one tests get.
         config.pluginmanager.register(fixture, "hermetic-hunt-fixture")
-
-    def locate(self, item: pytest.Item) -> Slot | None:
-        runner = self.runner
-        return runner.locate(item) if runner is not None else None
-
-    def deliver(self, attempt: Attempt) -> None:
-        if self.runner is not None:
-            self.runner.deliver(attempt)
 
     def runner_for(
         self,
@@ -115,6 +106,7 @@ class Engine:
         return StepRunner(
             job,
             str(self.config.rootpath),
+            self.executor,
             on_step=on_step,
             serialize=serialize,
             watch_leaks=watch_leaks,
@@ -141,9 +133,7 @@ class Engine:
         if not runner.items:
             runner.select(session.items)
         self.config.pluginmanager.register(runner, _RUNNER)
-        self.runner = runner
         try:
             return runner.run(session)
         finally:
-            self.runner = None
             self.config.pluginmanager.unregister(runner)

@@ -2,10 +2,11 @@
 
 Registered wherever tests run for hermetic-hunt: the forked child of a
 hunt's round, of an isolation probe, and a replay session. The runner
-(:mod:`hermetic_hunt.engine.runner`) says which :class:`Slot` an item's
-protocol belongs to. Each execution of the protocol -- the scheduled one
-and any pytest-rerunfailures rerun -- gets its own seed and runs setup,
-call and teardown in one sandbox. The virtual clock is the round's
+(:mod:`hermetic_hunt.engine.runner`) sets the :class:`Slot` of the step it
+runs around pytest's protocol (:attr:`AttemptExecutor.slot`). Each
+execution of the protocol -- the scheduled one and any
+pytest-rerunfailures rerun -- gets its own seed and runs setup, call and
+teardown in one sandbox. The virtual clock is the round's
 :class:`Timeline`: an attempt starts where the previous one ended.
 
 Timing conditions (``docs/sandbox.md``): a seeded attempt's clock profile
@@ -16,12 +17,14 @@ unless the test changed it itself: that is the test's own leak).
 
 Each execution's phase reports are folded as pytest makes them
 (:class:`~hermetic_hunt.engine.recorder.Fold`); after its teardown the
-executor builds the :class:`~hermetic_hunt.models.Attempt` and hands it on
-(``deliver``). Nothing of ours is put on pytest's report objects: they are
-pytest's, and other processes (xdist, a journal-keeping failure) serialise
-them. An exception that escapes the protocol (``pytest.exit()``,
-``KeyboardInterrupt`` or a ``RecursionError`` the test provoked) ends the
-execution as a failed attempt of that test (:meth:`AttemptExecutor.abandon`).
+executor adds its own facts (seed, clock, journal...) to the fold and keeps
+it until the runner takes the step's executions (:meth:`AttemptExecutor.take`)
+and builds their attempts, with what the step left behind. Nothing of ours
+is put on pytest's report objects: they are pytest's, and other processes
+(xdist, a journal-keeping failure) serialise them. An exception that
+escapes the protocol (``pytest.exit()``, ``KeyboardInterrupt`` or a
+``RecursionError`` the test provoked) ends the execution as a failed
+attempt of that test (:meth:`AttemptExecutor.abandon`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -41,7 +44,7 @@ from hermetic_hunt.engine.recorder import Fold
 from hermetic_hunt.errors import BadOption, HuntError
 from hermetic_hunt.failures import EXCERPT_LIMIT, normalise, own_location
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.models import Attempt, Failure, Settings, Step
+from hermetic_hunt.models import Failure, Settings, Step
 from hermetic_hunt.sandbox import (
     AttemptFacts,
     Sandbox,
@@ -118,22 +121,18 @@ class RepeatGuard:
 class AttemptExecutor:
     """pytest plugin: one sandbox per execution of a scheduled attempt."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        locate: Callable[[pytest.Item], Slot | None],
-        deliver: Callable[[Attempt], None],
-    ) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.locate = locate
-        self.deliver = deliver
+        #: The step whose protocol runs now (set by the runner around it; None: not ours).
+        self.slot: Slot | None = None
+        #: The step's executions that ended, each a fold with the executor's facts.
+        self.finished: list[Fold] = []
         self.rootdir = ""
         self._fold: Fold | None = None
         self._limit = sys.getrecursionlimit()
         self.sandbox = Sandbox() if settings.mode != "off" else None
         self.hash_seed = process_hash_seed()
         self.handle: Any = None
-        self._slot: Slot | None = None
         self._execution = 0
         self._seed: int | None = None
         self._now: float | None = None
@@ -154,24 +153,22 @@ class AttemptExecutor:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, object, object]:
-        self._slot = self.locate(item)
         self._execution = 0
         try:
             return (yield)
         except BaseException as exc:
-            if self._slot is not None:
-                attempt = self.abandon(exc)
-                if attempt is not None:
-                    self.deliver(attempt)
+            if self.slot is not None:
+                fold = self.abandon(exc)
+                if fold is not None:
+                    self.finished.append(fold)
             raise
         finally:
             # An interrupt between setup and teardown skips our teardown hook.
             self._close()
-            self._slot = None
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
-        error = self._open(item, self._slot) if self._slot is not None else None
+        error = self._open(item, self.slot) if self.slot is not None else None
         result = yield
         if error is not None:
             # After pytest's own setup, so its teardown finds what it expects.
@@ -196,7 +193,7 @@ class AttemptExecutor:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         fold = self._fold
-        if self._slot is None or fold is None:
+        if self.slot is None or fold is None:
             return report
         exc_type = location = None
         if report.failed:
@@ -208,15 +205,21 @@ class AttemptExecutor:
         fold.phase_report(report, str(item.config.rootpath), exc_type, location)
         if report.when == "teardown":
             self._fold = None
-            self.deliver(fold.attempt(**self._final_facts()))
+            fold.facts = self._final_facts()
+            self.finished.append(fold)
         return report
 
-    def abandon(self, exc: BaseException) -> Attempt | None:
+    def take(self) -> list[Fold]:
+        """The executions that ended since the last call (their facts in each fold)."""
+        finished, self.finished = self.finished, []
+        return finished
+
+    def abandon(self, exc: BaseException) -> Fold | None:
         """The running execution, ended by ``exc`` escaping pytest's protocol.
 
         The recursion limit goes back to what it was when the execution
         began (a test that lowered it would break every frame that follows).
-        None when the execution's attempt was already handed on.
+        None when the execution had already ended.
         """
         if sys.getrecursionlimit() < self._limit:
             sys.setrecursionlimit(self._limit)
@@ -239,7 +242,8 @@ class AttemptExecutor:
                 excerpt=f"{text}\n(raised out of pytest's run of the test: it ended the "
                 "test's process; the hunt goes on in a new one)"[-EXCERPT_LIMIT:],
             )
-        return fold.attempt(**self._final_facts())
+        fold.facts = self._final_facts()
+        return fold
 
     # -- attempt lifecycle ----------------------------------------------------
 
@@ -350,7 +354,7 @@ class AttemptExecutor:
             self._facts = self.sandbox.exit(keep_journal=self._failed)
             self.handle = None
             end = self._facts.end
-            slot = self._slot
+            slot = self.slot
             if end is not None and slot is not None:
                 slot.timeline.wall, slot.timeline.elapsed = end
 
@@ -358,7 +362,7 @@ class AttemptExecutor:
         """The execution's facts, as :class:`~hermetic_hunt.models.Attempt` fields."""
         facts = self._facts
         self._facts = None
-        slot = self._slot
+        slot = self.slot
         data: dict[str, Any] = {
             "seed": self._seed,
             "now": self._now,
@@ -373,8 +377,8 @@ class AttemptExecutor:
         if facts is not None:
             data["profile"] = facts.profile
             data["counts"] = facts.counts or None
-            data["violations"] = list(facts.violations)
-            data["warnings"] = list(facts.warnings)
+            data["violations"] = tuple(facts.violations)
+            data["warnings"] = tuple(facts.warnings)
             if facts.journal is not None:
                 data["journal"] = journal_format.encode(facts.journal)
                 data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"

@@ -63,8 +63,6 @@ from hermetic_hunt.engine import leaks, rng, wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import Attempt, Failure, Settings
 from hermetic_hunt.sandbox import follow_bound_clocks, guard_between_attempts
-from hermetic_hunt.seeds import attempt_seed
-from hermetic_hunt.timing import profile_of
 
 if TYPE_CHECKING:
     import pytest
@@ -377,9 +375,8 @@ class Beside:
                     break
                 for line in self.child.feed(chunk):
                     with contextlib.suppress(ValueError):
-                        message = wire.decode(line)
-                        found = (wire.attempt_from(raw) for raw in message.get("attempts") or [])
-                        attempts.extend(a for a in found if a is not None and a.execution == 1)
+                        found = wire.attempts_in(wire.decode(line))
+                        attempts.extend(a for a in found if a.execution == 1)
         finally:
             self.child.reap()
             self.child.cleanup()
@@ -524,38 +521,14 @@ def describe_exit(code: int) -> str:
 
 def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None) -> Attempt:
     """The attempt a dead child was running (its first step with no line)."""
-    job = child.job
-    index = child.steps_done
-    step = job.steps[index]
     code = child.reap()
     why = describe_exit(code)
-    tail = child.stderr_tail()
-    seed = step.seed
-    if seed is None and step.mode != "off":
-        seed = attempt_seed(settings.base_seed, step.nodeid, job.round_no, 1)
-    return Attempt(
-        nodeid=step.nodeid,
-        outcome="crashed",
-        round_no=job.round_no,
-        worker=worker,
-        position=job.first_position + index,
-        phase="call",
-        duration=_PERF() - child.started,
-        seed=seed,
-        now=step.now,
-        mode=step.mode,
-        hash_seed=hash_seed,
-        repeat=job.repeats[index] if index < len(job.repeats) else 0,
-        profile=step.profile or profile_of(job.condition, step.mode),
-        switch_interval=step.switch_interval,
-        stress=max(job.stress, step.stress),
-        failure=Failure(
-            exc_type="Crashed",
-            message=f"the process running this test died ({why})",
-            location="",
-            excerpt=(tail or f"the process running {step.nodeid} died ({why})")[-STDERR_TAIL:],
-        ),
-    )
+    nodeid = child.job.steps[child.steps_done].nodeid
+    tail = child.stderr_tail() or f"the process running {nodeid} died ({why})"
+    failure = Failure("Crashed", f"the process running this test died ({why})", "",
+                      tail[-STDERR_TAIL:])  # fmt: skip
+    return child.job.lost(child.steps_done, settings.base_seed, worker, failure,
+                          duration=_PERF() - child.started, hash_seed=hash_seed)  # fmt: skip
 
 
 def run_job(
@@ -749,26 +722,31 @@ def interrupts_deferred() -> Iterator[None]:
 
     Around handing finished attempts on: an interrupt in the middle would
     drop the ones already read. In the main thread only (the only one that
-    may set a signal handler); nested blocks work.
+    may set a signal handler); a nested block is the outer one's.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if _DEFERRING[0] or threading.current_thread() is not threading.main_thread():
         yield
         return
     # SIGINT, and SIGTERM/SIGHUP where a hunt made them take the Ctrl-C path
     # (hermetic_hunt.hunt.signals): a handler set from Python, not SIG_DFL.
-    previous = {
-        signum: handler for signum in DEFERRED if callable(handler := signal.getsignal(signum))
-    }
+    previous = {signum: handler for signum in DEFERRED if callable(handler := _GETSIGNAL(signum))}
     pending: list[int] = []
     swapped: dict[int, Any] = {}
+    _DEFERRING[0] = True
     try:
         # (an interrupt that lands while the handlers are swapped restores what was)
         for deferred, handler in previous.items():
             swapped[deferred] = handler
-            signal.signal(deferred, lambda signum, frame: pending.append(signum))
+            _SETSIGNAL(deferred, lambda signum, frame: pending.append(signum))
         yield
     finally:
+        _DEFERRING[0] = False
         for deferred, handler in swapped.items():
-            signal.signal(deferred, handler)
+            _SETSIGNAL(deferred, handler)
         for received in dict.fromkeys(pending):
             signal.raise_signal(received)
+
+
+#: Whether an :func:`interrupts_deferred` block runs now (in the main thread).
+_DEFERRING = [False]
+_GETSIGNAL, _SETSIGNAL = _compat.raw_signal()

@@ -3,13 +3,11 @@
 pytest reports each test per phase (setup, call, teardown), and
 pytest-rerunfailures adds executions in between. The executor folds each
 execution's phase reports into a :class:`Fold` as pytest makes them and,
-after teardown, builds the :class:`~hermetic_hunt.models.Attempt` from the
-fold and its own facts (seed, clock, journal...) and hands it to the
-:class:`Recorder`: a rerun is its own attempt, and an execution that failed
-stays failed whatever its rerun did. Nothing of hermetic-hunt's rides on
-pytest's report objects. The recorder also keeps pytest's own serialised
-reports of the failing phases, so the process that prints can show the
-failure as pytest would.
+after teardown, adds its own facts (seed, clock, journal...); the runner
+builds the :class:`~hermetic_hunt.models.Attempt` from the fold once the
+step is over, with what the step left behind (:meth:`Fold.attempt`): a rerun
+is its own attempt, and an execution that failed stays failed whatever its
+rerun did. Nothing of hermetic-hunt's rides on pytest's report objects.
 """
 
 from __future__ import annotations
@@ -33,6 +31,8 @@ class Fold:
     outcome: str = "passed"
     phase: str | None = None
     failure: Failure | None = None
+    #: The executor's facts, as :class:`~hermetic_hunt.models.Attempt` fields.
+    facts: dict[str, Any] = field(default_factory=dict)
 
     def phase_report(
         self,
@@ -64,11 +64,12 @@ class Fold:
         elif report.when == "setup" and report.skipped and self.outcome == "passed":
             self.outcome = "skipped"
 
-    def attempt(self, **facts: Any) -> Attempt:
-        """The attempt: this fold's outcome with the executor's ``facts``.
+    def attempt(self, **more: Any) -> Attempt:
+        """The attempt: this fold's outcome with the executor's facts and ``more``.
 
         A journal is kept for a failing attempt only.
         """
+        facts = {**self.facts, **more}
         if self.outcome not in FAILING:
             facts.pop("journal", None)
         return Attempt(
@@ -82,31 +83,3 @@ class Fold:
             repeat=self.repeat,
             **facts,
         )
-
-
-@dataclass
-class Recorder:
-    """Collects one step's attempts (from the executor) and failing reports.
-
-    ``serialize``: ``report -> dict`` (pytest's
-    ``pytest_report_to_serializable``), or None to keep no reports.
-    """
-
-    serialize: Any = None
-    finished: list[Attempt] = field(default_factory=list)
-    reports: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, attempt: Attempt) -> None:
-        """An attempt the executor built."""
-        self.finished.append(attempt)
-
-    def report(self, report: Any) -> None:
-        """A phase report of the step that is running (kept when it failed)."""
-        if report.failed and self.serialize is not None:
-            self.reports.append(self.serialize(report))
-
-    def take(self) -> tuple[list[Attempt], list[dict[str, Any]]]:
-        """The attempts and failing reports recorded since the last call."""
-        attempts, reports = self.finished, self.reports
-        self.finished, self.reports = [], []
-        return attempts, reports

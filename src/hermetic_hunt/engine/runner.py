@@ -26,14 +26,14 @@ from typing import Any
 import pytest
 
 from hermetic_hunt import journal as journal_format
-from hermetic_hunt.engine.executor import Slot, Timeline
+from hermetic_hunt.engine.executor import AttemptExecutor, Slot, Timeline
 from hermetic_hunt.engine.leaks import RoundLeaks, Writes, stream_leak
-from hermetic_hunt.engine.recorder import Recorder
+from hermetic_hunt.engine.recorder import Fold
 from hermetic_hunt.errors import NotCollected
 from hermetic_hunt.journal import Journal
-from hermetic_hunt.models import Attempt, Leak, Step
-from hermetic_hunt.seeds import attempt_now
-from hermetic_hunt.timing import CONDITIONS, Condition
+from hermetic_hunt.models import Attempt, Failure, Leak, Step
+from hermetic_hunt.seeds import attempt_now, attempt_seed
+from hermetic_hunt.timing import CONDITIONS, Condition, profile_of
 from hermetic_hunt.untrusted import items, number, whole
 
 #: ``on_step(index, attempts, failing reports)`` after every finished step.
@@ -133,6 +133,22 @@ class Job:
             stress=whole(raw.get("stress", 0), "a job's stress", least=0),
         )
 
+    def lost(self, index: int, base_seed: int, worker: str, failure: Failure,
+             **facts: Any) -> Attempt:  # fmt: skip
+        """The attempt of step ``index``, lost with the process that ran it: ``crashed``."""
+        step = self.steps[index]
+        seed = step.seed
+        if seed is None and step.mode != "off":
+            seed = attempt_seed(base_seed, step.nodeid, self.round_no, 1)
+        return Attempt(
+            nodeid=step.nodeid, outcome="crashed", round_no=self.round_no, worker=worker,
+            position=self.first_position + index, phase="call", seed=seed, now=step.now,
+            mode=step.mode, repeat=self.repeats[index] if index < len(self.repeats) else 0,
+            profile=step.profile or profile_of(self.condition, step.mode),
+            switch_interval=step.switch_interval, stress=max(self.stress, step.stress),
+            failure=failure, **facts,
+        )  # fmt: skip
+
     def timeline(self) -> Timeline:
         if self.start is not None:
             return Timeline(self.start)
@@ -161,14 +177,19 @@ class Outcome:
 class StepRunner:
     """pytest plugin: runs a :class:`Job` in this process.
 
-    ``on_step`` receives each finished step's attempts (and failing
-    reports); ``records`` keeps them all when no callback is given.
+    For each step it sets the executor's :class:`Slot` around pytest's
+    protocol, then builds the step's attempts from the executions the
+    executor folded, with what the step left behind -- each attempt once.
+    ``on_step`` receives each finished step's attempts (and pytest's
+    serialised reports of its failing phases, for the terminal of the process
+    that prints); ``records`` keeps them all when no callback is given.
     """
 
     def __init__(
         self,
         job: Job,
         rootdir: str,
+        executor: AttemptExecutor,
         *,
         on_step: OnStep | None = None,
         serialize: Any = None,
@@ -182,9 +203,10 @@ class StepRunner:
         self.rootdir = rootdir
         self.items: dict[str, pytest.Item] = {}
         self.records: list[Attempt] = []
+        self.executor = executor
         self._on_step = on_step
-        self._recorder = Recorder(serialize)
-        self._slot: Slot | None = None
+        self._serialize = serialize
+        self._reports: list[dict[str, Any]] = []
         self._watch = watch_leaks
         #: In a job's own process (a round's, a probe's child): what escapes
         #: pytest's run of a step is that step's (see Outcome). Elsewhere (a
@@ -220,10 +242,6 @@ class StepRunner:
             and not isinstance(self.items.get(step.nodeid), pytest.Function)
         }
 
-    def locate(self, item: pytest.Item) -> Slot | None:
-        """The executor's locator: which step the protocol now running belongs to."""
-        return self._slot
-
     def run(self, session: pytest.Session) -> Outcome:
         """Run every step in order; how the job ended."""
         job = self.job
@@ -246,7 +264,7 @@ class StepRunner:
             after = following.get(index)
             nextitem = self.items[steps[after].nodeid] if after is not None else None
             position = job.first_position + index
-            self._slot = Slot(
+            self.executor.slot = Slot(
                 step=step,
                 round_no=job.round_no,
                 position=position,
@@ -267,24 +285,16 @@ class StepRunner:
                 outcome.status = "aborted"
                 outcome.detail = f"{step.nodeid} raised {type(exc).__name__} out of pytest"
             finally:
-                self._slot = None
+                self.executor.slot = None
             lowered = sys.getrecursionlimit()
             if lowered < limit:  # every frame of the hunt's own would fail after it
                 sys.setrecursionlimit(limit)
-            attempts, reports = self._recorder.take()
-            if leaks is not None and writes is not None and attempts:
-                attempts[0].leaks = leaks.after_attempt(position)
-                drawn = (attempts[0].counts or {}).get("random-stream")
-                if drawn and self.import_seed is not None:
-                    leak = stream_leak(self.import_seed, drawn)
-                    attempts[0].leaks = [*attempts[0].leaks, leak]
-                    leaks.note(position, leak)
-                attempts[0].writes = writes.take()
-            if lowered < limit and attempts:
-                attempts[0].leaks.append(
-                    Leak("recursion-limit", "recursion-limit", "changed",
-                         f"{lowered} (set back to {limit} for the tests that follow)")
-                )  # fmt: skip
+            reset = [Leak("recursion-limit", "recursion-limit", "changed",
+                          f"{lowered} (set back to {limit} for the tests that follow)")
+                     ] if lowered < limit else []  # fmt: skip
+            folds, reports = self.executor.take(), self._reports
+            self._reports = []
+            attempts = self._attempts(folds, position, leaks, writes, reset)
             if self._on_step is not None:
                 self._on_step(index, attempts, reports)
             else:
@@ -301,10 +311,24 @@ class StepRunner:
             outcome.leaks = leaks.finish()
         return outcome
 
-    def deliver(self, attempt: Attempt) -> None:
-        """The executor's attempt of the step that is running."""
-        self._recorder.add(attempt)
+    def _attempts(self, folds: list[Fold], position: int, leaks: RoundLeaks | None,
+                  writes: Writes | None, reset: list[Leak]) -> list[Attempt]:  # fmt: skip
+        """The step's attempts; the first carries what the step left behind and wrote
+        (``reset``: what the runner itself had to put back)."""
+        if not folds:
+            return []
+        found, wrote = [], []
+        if leaks is not None and writes is not None:
+            found, wrote = leaks.after_attempt(position), writes.take()
+            drawn = (folds[0].facts.get("counts") or {}).get("random-stream")
+            if drawn and self.import_seed is not None:
+                leak = stream_leak(self.import_seed, drawn)
+                found = [*found, leak]  # (a new list: ``note`` keeps the round's own)
+                leaks.note(position, leak)
+        first = folds[0].attempt(leaks=(*found, *reset), writes=tuple(wrote))
+        return [first, *(fold.attempt() for fold in folds[1:])]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self._slot is not None:
-            self._recorder.report(report)
+        """A failing phase's report, serialised for the process that prints."""
+        if self.executor.slot is not None and report.failed and self._serialize is not None:
+            self._reports.append(self._serialize(report))

@@ -6,7 +6,10 @@ This module only frames lines; what is inside is each value's own codec
 written by the process that ran it (a forked child) the moment the step is
 over, so a crash loses at most the step it was running::
 
-    {"step": 3, "attempts": [{attempt}, ...], "reports": [{pytest report}, ...]}
+    {"failing": 1, "step": 3, "attempts": [{attempt}, ...], "reports": [{pytest report}, ...]}
+
+(``failing`` only when an attempt failed: a line a worker hands on at once,
+:func:`urgent`).
 
 ``attempts`` holds every execution of the step (pytest-rerunfailures reruns
 included). ``reports`` holds pytest's own serialised reports of the failing
@@ -33,8 +36,7 @@ batches, to the hunt's controller (xdist) and are decoded once, there.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -44,29 +46,29 @@ from hermetic_hunt.models import Attempt, Leak
 END = "end"
 #: How an end line starts (what a forwarder looks for without decoding it).
 END_PREFIX = b'{"op":"end"'
+_FAILING_PREFIX = b'{"failing":1'
 
 
-def unb64(text: Any) -> bytes | None:
-    """Bytes carried as base64 text in a line (None: not base64 text)."""
-    if not isinstance(text, str):
-        return None
-    try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, ValueError):
-        return None
+def urgent(line: bytes) -> bool:
+    """A step line with a failing attempt, or an end line: to be handed on at once."""
+    return line.startswith((_FAILING_PREFIX, END_PREFIX))
 
 
-def attempt_from(raw: Any) -> Attempt | None:
-    """:meth:`Attempt.from_json`, or None when ``raw`` is no attempt (the line's other
-    attempts still count)."""
-    try:
-        return Attempt.from_json(raw)
-    except ValueError:
-        return None
+def attempts_in(message: dict[str, Any]) -> list[Attempt]:
+    """The attempts of a step line (:meth:`Attempt.from_json`; a malformed one is left out,
+    the others still count)."""
+    found = message.get("attempts")
+    out = []
+    for raw in found if isinstance(found, list) else ():
+        with contextlib.suppress(ValueError):
+            out.append(Attempt.from_json(raw))
+    return out
 
 
 def step_line(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> bytes:
-    message: dict[str, Any] = {"step": index, "attempts": [a.to_json() for a in attempts]}
+    # "failing" first: a forwarder sends the line at once without decoding it (urgent).
+    message: dict[str, Any] = {"failing": 1} if any(a.failed for a in attempts) else {}
+    message.update(step=index, attempts=[a.to_json() for a in attempts])
     if reports:
         message["reports"] = reports
     return encode(message)

@@ -40,9 +40,8 @@ class LocalLoop:
         hunt.begin()
         setup = ChildSetup(worker=WORKER, protect=hunt.store.own_files(), new_group=True)
         hash_seed = process_hash_seed()
-        for round_no in hunt.rounds():
-            plan = hunt.plan(round_no, 1)
-            job = hunt.job(plan, 0)
+        for round_no in hunt.rounds.numbers():
+            job = hunt.rounds.job(hunt.rounds.plan(round_no, 1), 0)
 
             def sink(lines: Sequence[bytes], round_no: int = round_no) -> None:
                 hunt.ingest(lines, WORKER, round_no)

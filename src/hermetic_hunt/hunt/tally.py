@@ -6,90 +6,101 @@ process, like any other. Its second run (:data:`~hermetic_hunt.models.REPEATED_R
 is not; it only nominates tests whose second run in one process failed after
 a first that passed -- candidates for *self-polluting*, checked by isolation
 in a fresh process.
+
+Kept as attempts come in, never recounted, and most of them a batch at a
+time (:meth:`Tallies.add_columns`: counters updated in C): :attr:`Tallies.flaky`
+is the number of tests that both passed and failed so far, updated when a
+test becomes flaky.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
-from hermetic_hunt.models import FAILING, PASSING, REPEATED_RUN, Attempt
-
-
-@dataclass
-class Tally:
-    passed: int = 0
-    failed: int = 0
-    other: int = 0
-    violations: int = 0
-    first_failure: Attempt | None = None
-    signatures: Counter[str] = field(default_factory=Counter)
-    #: Twice rounds in which the second run failed after a first that passed.
-    second_run_failures: int = 0
-
-    @property
-    def flaky(self) -> bool:
-        return self.passed > 0 and self.failed > 0
-
-    @property
-    def broken(self) -> bool:
-        return self.failed > 0 and not self.passed and not self.other
+from hermetic_hunt.models import FAILING, PASSING, REPEATED_RUN, Attempt, Columns
 
 
 class Tallies:
-    """Per-test tallies, fed attempt by attempt."""
+    """Per-test tallies, fed as attempts arrive.
+
+    ``passed``/``failed``: plain attempts of each test that passed (or
+    xfailed) and failed (or crashed, or xpassed); ``second_run_failures``:
+    twice rounds in which a test's second run failed after a first that passed.
+    """
 
     def __init__(self) -> None:
-        self.tests: dict[str, Tally] = {}
+        self.passed: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+        self.second_run_failures: Counter[str] = Counter()
         self.attempts = 0
         #: Attempts that are no plain run (counted apart: ``models.attempts_text``).
         self.repeated = 0
         self.failed_attempts = 0
         self.violation_attempts = 0
+        #: Tests that both passed and failed in plain attempts.
+        self.flaky = 0
         # (worker, round, nodeid) -> outcome of a twice round's first run
         self._first_runs: dict[tuple[str, int, str], str] = {}
 
-    def add(self, attempt: Attempt) -> None:
-        tally = self.tests.get(attempt.nodeid)
-        if tally is None:
-            tally = self.tests[attempt.nodeid] = Tally()
-        self.attempts += 1
-        if attempt.violations:
-            tally.violations += 1
-            self.violation_attempts += 1
-        if attempt.execution == 1 and attempt.repeat:
-            key = (attempt.worker, attempt.round_no, attempt.nodeid)
-            if attempt.repeat != REPEATED_RUN:  # a twice round's first run: a plain one
-                self._first_runs[key] = attempt.outcome
-            else:
-                self.repeated += 1
-                if self._first_runs.pop(key, None) in PASSING and attempt.outcome in FAILING:
-                    tally.second_run_failures += 1
-        if attempt.repeat == REPEATED_RUN:
-            if attempt.outcome in FAILING:
-                self.failed_attempts += 1
+    def add_columns(self, columns: Columns) -> None:
+        """Attempts decoded a batch at a time (they carry no violations)."""
+        nodeids, outcomes, repeats = columns.nodeids, columns.outcomes, columns.column("repeat")
+        if repeats is None or not any(repeats):
+            self._count(nodeids, outcomes)
             return
-        if attempt.outcome in FAILING:
-            tally.failed += 1
+        rounds = columns.column("round_no") or itertools.repeat(0)
+        executions = columns.column("execution") or itertools.repeat(1)
+        for row in zip(nodeids, outcomes, repeats, rounds, executions, strict=False):
+            self._one(*row, columns.worker)
+
+    def add(self, attempt: Attempt) -> None:
+        """One attempt, whatever it carries (violations, a failure...)."""
+        if attempt.violations:
+            self.violation_attempts += 1
+        a = attempt
+        self._one(a.nodeid, a.outcome, a.repeat, a.round_no, a.execution, a.worker)
+
+    def _one(
+        self, nodeid: str, outcome: str, repeat: int, round_no: int, execution: int, worker: str
+    ) -> None:
+        if execution == 1 and repeat:
+            key = (worker, round_no, nodeid)
+            if repeat != REPEATED_RUN:  # a twice round's first run: a plain one
+                self._first_runs[key] = outcome
+            elif self._first_runs.pop(key, None) in PASSING and outcome in FAILING:
+                self.second_run_failures[nodeid] += 1
+        if repeat != REPEATED_RUN:
+            self._count((nodeid,), (outcome,))
+            return
+        self.attempts += 1
+        self.repeated += 1
+        if outcome in FAILING:
             self.failed_attempts += 1
-            if tally.first_failure is None:
-                tally.first_failure = attempt
-            if attempt.failure is not None:
-                tally.signatures[attempt.failure.signature] += 1
-        elif attempt.outcome in PASSING:
-            tally.passed += 1
-        else:
-            tally.other += 1
 
-    def flaky(self) -> list[str]:
-        return sorted(n for n, t in self.tests.items() if t.flaky)
+    def _count(self, nodeids: Sequence[str], outcomes: Sequence[str]) -> None:
+        """Plain attempts: ``nodeids[i]`` ended with ``outcomes[i]``."""
+        self.attempts += len(nodeids)
+        kinds = set(outcomes)
+        passed = nodeids if kinds == {"passed"} else self._of(nodeids, outcomes, PASSING)
+        failed = () if kinds.isdisjoint(FAILING) else self._of(nodeids, outcomes, FAILING)
+        # A test becomes flaky with its first pass after a failure, or the reverse.
+        before = self.failed.keys() & passed
+        newly = {n for n in before if not self.passed[n]}
+        self.passed.update(passed)
+        newly.update(n for n in set(failed) if self.passed[n] and not self.failed[n])
+        self.failed.update(failed)
+        self.failed_attempts += len(failed)
+        self.flaky += len(newly)
 
-    def broken(self) -> list[str]:
-        return sorted(n for n, t in self.tests.items() if t.broken)
+    @staticmethod
+    def _of(nodeids: Sequence[str], outcomes: Sequence[str], kinds: frozenset[str]) -> list[str]:
+        return list(itertools.compress(nodeids, map(kinds.__contains__, outcomes)))
+
+    def is_flaky(self, nodeid: str) -> bool:
+        return bool(self.passed[nodeid] and self.failed[nodeid])
 
     def not_idempotent(self) -> list[str]:
         """Tests whose second run in one process failed, and that are not flaky otherwise."""
-        return sorted(n for n, t in self.tests.items() if t.second_run_failures and not t.flaky)
-
-    def violators(self) -> list[str]:
-        return sorted(n for n, t in self.tests.items() if t.violations)
+        return sorted(n for n in self.second_run_failures if not self.is_flaky(n))

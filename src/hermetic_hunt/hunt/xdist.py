@@ -1,9 +1,10 @@
 """pytest-xdist glue: the hunt scheduler (controller) and the job loop (worker).
 
 The controller decides everything. Round by round, it sends every worker
-its share of the round as one command (``hermetic_hunt_job``: the tests in
-order, by the worker's own collection index, and where the round's clock
-starts). The worker runs the job in a child forked from its collected,
+its share of the round as one command (``hermetic_hunt_job``: a
+:class:`~hermetic_hunt.engine.runner.Job` in its own codec, ``Job.to_json``:
+the tests in order, where the round's clock starts, its timing conditions).
+The worker runs the job in a child forked from its collected,
 never-run session (:func:`hermetic_hunt.engine.fork.run_job`) and forwards
 the child's lines in batches -- not the several messages per test of
 xdist's own protocol -- through xdist's ``runtest_protocol_complete``
@@ -41,9 +42,8 @@ from hermetic_hunt.engine.executor import process_hash_seed
 from hermetic_hunt.engine.fork import ChildSetup, interrupts_deferred, run_job
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.hunt.signals import Interrupts, Terminated
-from hermetic_hunt.models import Attempt, Failure, Settings, Step
-from hermetic_hunt.seeds import attempt_seed, worker_hash_seed
-from hermetic_hunt.timing import as_condition, profile_of
+from hermetic_hunt.models import Failure, Settings
+from hermetic_hunt.seeds import worker_hash_seed
 
 if TYPE_CHECKING:
     from hermetic_hunt.engine.engine import Engine
@@ -58,25 +58,11 @@ _PERF = time.perf_counter
 
 
 @dataclass
-class _Slice:
-    """A worker's share of a round, as sent (``tests``: canonical nodeids, in order)."""
+class _Running:
+    """The job a worker runs, and how many of its steps it reported."""
 
-    round_no: int
-    slot: int
-    tests: list[str]
-    repeats: list[int]
-    first_position: int
-    start: float
-    condition: str = "exact"
-    stress: int = 0
+    job: Job
     done: int = 0
-
-    def rest(self) -> _Slice:
-        """What is left after the step that was running when the worker died."""
-        skip = self.done + 1
-        return _Slice(self.round_no, self.slot, self.tests[skip:], self.repeats[skip:],
-                      self.first_position + skip, self.start, self.condition,
-                      self.stress)  # fmt: skip
 
 
 class HuntScheduling:
@@ -85,13 +71,13 @@ class HuntScheduling:
     Attributes::
 
     :numnodes: how many workers the session starts with (= slots).
-    :node2collection: each node's collected nodeids; all hold the same tests.
-    :node2index: each node's index of a nodeid in its own collection.
+    :node2collection: each node's collected nodeids; all hold the same tests
+        (in any order: a job names its tests, each node runs them by nodeid).
     :node2slot: which slot a live node serves. A node that replaces a
         crashed one takes over the crashed node's slot and its unsent work.
-    :running: the slice each node is running (None: idle).
-    :backlog: per slot, slices not yet sent (a crashed node's rest).
-    :pending: slices of the current round not yet finished.
+    :running: the job each node is running (None: idle).
+    :backlog: per slot, jobs not yet sent (a crashed node's rest).
+    :pending: jobs of the current round not yet finished.
 
     Invariants: a round starts only when every slice of the previous one
     ended; which worker slot runs which tests at which position is a pure
@@ -112,14 +98,12 @@ class HuntScheduling:
         self.hash_seeds = hash_seeds if hash_seeds is not None else {}
         self.reference: Any = None
         self.node2collection: dict[Any, list[str]] = {}
-        self.node2index: dict[Any, dict[str, int]] = {}
         self.node2slot: dict[Any, int] = {}
-        self.running: dict[Any, _Slice | None] = {}
-        self.backlog: dict[int, list[_Slice]] = {}
+        self.running: dict[Any, _Running | None] = {}
+        self.backlog: dict[int, list[Job]] = {}
         self.collection: list[str] | None = None
         self.pending = 0
         self._rounds: Iterator[int] | None = None
-        self._round: int | None = None
         self._done = False
 
     # -- the Scheduling protocol ----------------------------------------------
@@ -161,7 +145,6 @@ class HuntScheduling:
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         assert node in self.node2slot
         self.node2collection[node] = list(collection)
-        self.node2index[node] = {nodeid: i for i, nodeid in enumerate(collection)}
         if self.collection is not None and not self._fits(node):
             return
         if self.collection is not None:
@@ -173,13 +156,9 @@ class HuntScheduling:
         if current is None or not isinstance(item_index, bytes):
             return
         lines = item_index.splitlines(keepends=True)
-        ended = False
-        for raw in lines:
-            if raw.startswith(b'{"op":'):
-                ended = True
-            else:
-                current.done += 1
-        self.hunt.ingest(lines, _worker(node), current.round_no)
+        ended = any(line.startswith(wire.END_PREFIX) for line in lines)
+        current.done += len(lines) - ended
+        self.hunt.ingest(lines, _worker(node), current.job.round_no)
         if ended:
             self.running[node] = None
             self.pending -= 1
@@ -201,16 +180,20 @@ class HuntScheduling:
     def remove_node(self, node: Any) -> str | None:
         slot = self.node2slot.pop(node)
         current = self.running.pop(node, None)
-        if current is None or current.done >= len(current.tests):
+        if current is None or current.done >= len(current.job.steps):
             return None
-        nodeid = current.tests[current.done]
-        self.hunt.crashed(_worker(node), current.round_no, self._crashed(node, current))
-        rest = current.rest()
-        if rest.tests:
+        job, done, worker = current.job, current.done, _worker(node)
+        nodeid = job.steps[done].nodeid
+        failure = Failure("WorkerCrashed", f"worker {worker} died while running this test", "",
+                          f"worker {worker} crashed while running {nodeid}")  # fmt: skip
+        lost = job.lost(done, self.hunt.settings.base_seed, worker, failure)
+        self.hunt.crashed(worker, job.round_no, lost)
+        rest = job.rest(done, job.start)
+        if rest.steps:
             self.backlog.setdefault(slot, []).append(rest)
         else:
             self.pending -= 1
-            self.hunt.ingest([wire.end_line("completed")], _worker(node), current.round_no)
+            self.hunt.ingest([wire.end_line("completed")], worker, job.round_no)
             self._advance()
         self._send_backlog()
         return nodeid
@@ -237,7 +220,7 @@ class HuntScheduling:
             self._done = True
             return
         self.hunt.begin()
-        self._rounds = self.hunt.rounds()
+        self._rounds = self.hunt.rounds.numbers()
         self._advance()
 
     # -- internals ------------------------------------------------------------
@@ -303,17 +286,11 @@ class HuntScheduling:
         if round_no is None:
             self._done = True
             return
-        self._round = round_no
-        plan = self.hunt.plan(round_no, self.numnodes)
+        plan = self.hunt.rounds.plan(round_no, self.numnodes)
         for slot, indices in enumerate(plan.slices):
-            if not indices:
-                continue
-            job = self.hunt.job(plan, slot)
-            tests = [step.nodeid for step in job.steps]
-            part = _Slice(round_no, slot, tests, list(job.repeats), 0, job.start or 0.0,
-                          job.condition, job.stress)  # fmt: skip
-            self.backlog.setdefault(slot, []).append(part)
-            self.pending += 1
+            if indices:  # (round 0 runs on one worker: the others are sent nothing)
+                self.backlog.setdefault(slot, []).append(self.hunt.rounds.job(plan, slot))
+                self.pending += 1
         self._send_backlog()
 
     def _send_backlog(self) -> None:
@@ -323,44 +300,9 @@ class HuntScheduling:
                 continue
             if node not in self.node2collection:
                 continue
-            part = waiting.pop(0)
-            index = self.node2index[node]
-            self.running[node] = part
-            node.sendcommand(
-                COMMAND,
-                round=part.round_no,
-                indices=[index[nodeid] for nodeid in part.tests],
-                repeats=part.repeats,
-                first_position=part.first_position,
-                start=part.start,
-                condition=part.condition,
-                stress=part.stress,
-            )
-
-    def _crashed(self, node: Any, part: _Slice) -> Attempt:
-        settings = self.hunt.settings
-        nodeid = part.tests[part.done]
-        return Attempt(
-            nodeid=nodeid,
-            outcome="crashed",
-            round_no=part.round_no,
-            worker=_worker(node),
-            position=part.first_position + part.done,
-            phase="call",
-            seed=attempt_seed(settings.base_seed, nodeid, part.round_no, 1)
-            if settings.mode != "off"
-            else None,
-            mode=settings.mode,
-            repeat=part.repeats[part.done] if part.done < len(part.repeats) else 0,
-            profile=profile_of(part.condition, settings.mode),
-            stress=part.stress,
-            failure=Failure(
-                "WorkerCrashed",
-                f"worker {_worker(node)} died while running this test",
-                "",
-                f"worker {_worker(node)} crashed while running {nodeid}",
-            ),
-        )
+            job = waiting.pop(0)
+            self.running[node] = _Running(job)
+            node.sendcommand(COMMAND, job=job.to_json())
 
 
 def _worker(node: Any) -> str:
@@ -471,7 +413,7 @@ class _Forwarder:
 
     def add(self, lines: Sequence[bytes]) -> None:
         self.lines.extend(lines)
-        urgent = any(b'"f":[' in line or line.startswith(wire.END_PREFIX) for line in lines)
+        urgent = any(map(wire.urgent, lines))  # a failure: never lost to a kill -9
         if urgent or len(self.lines) >= FORWARD_LINES or _PERF() - self.last >= FORWARD_SECONDS:
             self.flush()
 
@@ -531,8 +473,6 @@ class XdistWorker:
 
     def _loop(self, session: pytest.Session, commands: queue.Queue[Any], interactor: Any,
               setup: ChildSetup, hash_seed: int | None) -> None:  # fmt: skip
-        items = session.items
-        settings = self.engine.settings
         while True:
             command = commands.get()
             if command is _CLOSED:
@@ -542,19 +482,9 @@ class XdistWorker:
                 break
             if name != COMMAND:
                 continue
-            indices = kwargs["indices"]
-            job = Job(
-                steps=tuple(Step(items[i].nodeid, mode=settings.mode) for i in indices),
-                round_no=int(kwargs["round"]),
-                start=float(kwargs["start"]),
-                repeats=tuple(kwargs["repeats"]),
-                first_position=int(kwargs["first_position"]),
-                condition=as_condition(kwargs.get("condition")),
-                stress=int(kwargs.get("stress") or 0),
-            )
             forward = _Forwarder(interactor)
             try:
-                run_job(self.engine, session, job, setup, forward.add, hash_seed,
-                        tick=forward.tick)  # fmt: skip
+                run_job(self.engine, session, Job.from_json(kwargs["job"]), setup, forward.add,
+                        hash_seed, tick=forward.tick)  # fmt: skip
             finally:
                 forward.flush()

@@ -44,9 +44,12 @@ from concurrent.futures import TimeoutError as FutureTimeout  # not builtin befo
 from dataclasses import dataclass
 from typing import IO, Any
 
+from hermetic_hunt import journal as journal_format
 from hermetic_hunt.engine.files import FileWatch
 from hermetic_hunt.engine.fork import fork_available
+from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
+from hermetic_hunt.errors import HuntError
 from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate import wire
 from hermetic_hunt.isolate.collision import shared_path
@@ -364,13 +367,15 @@ class ProbeRunner:
     def run(self, probe: Probe) -> ProbeResult:
         if self.closed:
             return ProbeResult("error", detail="isolation was stopped")
-        steps = probe.steps
-        journals = self._journals_of(probe)
-        with self._slot(max((s.stress for s in steps), default=0)), self._paths(probe):
+        try:
+            job = self._job(probe)
+        except HuntError as exc:  # a stored journal that cannot be replayed
+            return ProbeResult("error", detail=str(exc))
+        with self._slot(max((s.stress for s in probe.steps), default=0)), self._paths(probe):
             started = _PERF()
             with self._lock:
                 request_id = next(self._ids)
-            message = wire.probe_request(request_id, steps, journals, self.timeout)
+            message = wire.probe_request(request_id, job, self.timeout)
             if self.fork and probe.collect_at is None and not probe.unforked:
                 ready = self._server(probe.hash_seed)
                 if ready is None:
@@ -459,18 +464,18 @@ class ProbeRunner:
         ready = self._server(probes[0].hash_seed)
         if ready is None:
             return [ProbeResult("error", detail=self._failed[probes[0].hash_seed]) for _ in probes]
+        try:
+            jobs = [self._job(probe) for probe in probes]
+        except HuntError as exc:  # a stored journal that cannot be replayed
+            return [ProbeResult("error", detail=str(exc)) for _ in probes]
         with self._lock:
             ids = [next(self._ids) for _ in probes]
         group = str(ids[0])
-        messages = [
-            wire.grouped(
-                wire.probe_request(request_id, probe.steps, self._journals_of(probe), self.timeout),
-                group,
-                len(probes),
-                after if index == 0 else "",
-            )
-            for index, (request_id, probe) in enumerate(zip(ids, probes, strict=True))
+        requests = [
+            wire.probe_request(i, job, self.timeout) for i, job in zip(ids, jobs, strict=True)
         ]
+        messages = [wire.grouped(request, group, len(probes), after if index == 0 else "")
+                    for index, request in enumerate(requests)]  # fmt: skip
         answers = ready.request_all(messages, self.timeout)
         for answer in answers:
             answer.setdefault("duration", _PERF() - started)
@@ -478,13 +483,18 @@ class ProbeRunner:
         self._tidy([s for probe in probes for s in probe.steps], results)
         return results
 
-    def _journals_of(self, probe: Probe) -> dict[int, bytes]:
-        return {
-            s.attempt_id: data
-            for s in probe.steps
-            if s.mode == "record" and s.attempt_id is not None
-            and (data := self.journals(s.attempt_id)) is not None
+    def _job(self, probe: Probe) -> Job:
+        """The probe's job, with the stored journals its record-mode steps replay
+        (:class:`~hermetic_hunt.errors.BadJournal` when one cannot be)."""
+        journals = {
+            step.attempt_id: journal_format.decode(
+                data, where=f"the journal of A{step.attempt_id}", expect_test=step.nodeid
+            )
+            for step in probe.steps
+            if step.mode == "record" and step.attempt_id is not None
+            and (data := self.journals(step.attempt_id)) is not None
         }  # fmt: skip
+        return Job(probe.steps, journals=journals)
 
     def run_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
         """Run ``probes`` in parallel (up to ``parallel``); results in order."""

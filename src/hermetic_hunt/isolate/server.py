@@ -34,14 +34,12 @@ from typing import Any
 
 import pytest
 
-from hermetic_hunt import journal as journal_format
 from hermetic_hunt.engine import fork
 from hermetic_hunt.engine import wire as engine_wire
 from hermetic_hunt.engine.engine import Engine
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.isolate import wire
-from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Attempt, Settings
 from hermetic_hunt.untrusted import is_number
 
@@ -118,13 +116,7 @@ class _Probe:
             if message.get("op") == engine_wire.END:
                 self.ended(message)
                 continue
-            for raw in message.get("attempts") or []:
-                try:
-                    attempt = Attempt.from_json(raw)
-                except ValueError:
-                    continue
-                if attempt.execution == 1:
-                    self.attempts.append(attempt)
+            self.attempts.extend(a for a in engine_wire.attempts_in(message) if a.execution == 1)
 
     def ended(self, message: dict[str, Any]) -> None:
         """The child's end message."""
@@ -220,26 +212,15 @@ class Server:
             elif message.get("op") == "probe":
                 self._start(session, message)
 
-    def _job(self, message: dict[str, Any]) -> Job:
-        steps = wire.steps_of(message)
-        journals: dict[int, Journal] = {}
-        for attempt_id, data in wire.journals_of(message).items():
-            nodeid = next((s.nodeid for s in steps if s.attempt_id == attempt_id), None)
-            journals[attempt_id] = journal_format.decode(
-                data, where=f"the journal of A{attempt_id}", expect_test=nodeid
-            )
-        return Job(tuple(steps), journals=journals)
-
     def _start(self, session: pytest.Session, message: dict[str, Any]) -> None:
         request_id = int(message["id"])
         timeout = float(message.get("timeout") or 120.0)
         try:
-            job = self._job(message)
+            job = Job.from_json(message.get("job"))
             runner = self.engine.runner_for(job)
             runner.select(session.items)
         except (HuntError, ValueError, KeyError, TypeError) as exc:
-            self.send({"op": "result", "id": request_id, "status": "error", "detail": str(exc),
-                       "steps": [], "duration": 0.0})  # fmt: skip
+            self.send(wire.result(request_id, "error", str(exc)))
             return
         if not self.fork:
             started = _PERF()
@@ -251,9 +232,7 @@ class Server:
             runner = self.engine.runner_for(job, on_step=on_step)
             outcome = self.engine.run(session, job, runner=runner)
             status = "completed" if outcome.status == "completed" else "error"
-            self.send({"op": "result", "id": request_id, "status": status,
-                       "detail": outcome.detail, "duration": _PERF() - started,
-                       "steps": [a.to_json() for a in attempts]})  # fmt: skip
+            self.send(wire.result(request_id, status, outcome.detail, attempts, _PERF() - started))
             self._closed = True
             return
         self._spawn(session, request_id, job, timeout)
@@ -288,11 +267,11 @@ class Server:
         for member in waiting:
             request_id = int(member["id"])
             try:
-                jobs.append((request_id, self._job(member), float(member.get("timeout") or 120.0)))
+                job = Job.from_json(member.get("job"))
+                jobs.append((request_id, job, float(member.get("timeout") or 120.0)))
             except (HuntError, ValueError, KeyError, TypeError) as exc:
                 for other in waiting:
-                    self.send({"op": "result", "id": int(other["id"]), "status": "error",
-                               "detail": str(exc), "steps": [], "duration": 0.0})  # fmt: skip
+                    self.send(wire.result(int(other["id"]), "error", str(exc)))
                 return
         gates = [os.pipe() for _ in jobs]
         others = tuple(fd for gate in gates for fd in gate)  # no child holds another's gate
@@ -333,16 +312,8 @@ class Server:
         if status == "completed" and len(probe.attempts) < len(probe.child.job.steps):
             status = "error"
             probe.detail = f"{len(probe.attempts)} of {len(probe.child.job.steps)} steps ran"
-        self.send(
-            {
-                "op": "result",
-                "id": probe.request_id,
-                "status": status,
-                "detail": probe.detail,
-                "duration": _PERF() - probe.child.started,
-                "steps": [a.to_json() for a in probe.attempts],
-            }
-        )
+        self.send(wire.result(probe.request_id, status, probe.detail, probe.attempts,
+                              _PERF() - probe.child.started))  # fmt: skip
 
     def shutdown(self) -> None:
         for probe in list(self.probes.values()):

@@ -2,12 +2,12 @@
 
 Client -> server (the server's request pipe)::
 
-    {"op": "probe", "id": 7, "timeout": 120.0,
-     "steps": [{"nodeid": "...", "seed": 1, "now": 2.0, "mode": "seeded",
-                "attempt_id": 12, "profile": "jitter", "switch_interval": 1e-06,
-                "stress": 2}, ...],
-     "journals": {"12": "<base64 gzip>"}}
+    {"op": "probe", "id": 7, "timeout": 120.0, "job": {job}}
     {"op": "quit"}
+
+``job`` is the probe's :class:`~hermetic_hunt.engine.runner.Job` in its own
+codec (``Job.to_json``): its steps, and the journals its record-mode steps
+replay.
 
 A probe of a pair (a collision) also carries ``"group": "3", "size": 2``
 (and perhaps ``"after": PATH``): the server holds it until its whole group
@@ -32,18 +32,16 @@ shown to the user, never executed: see ``docs/guarantees.md``).
 
 from __future__ import annotations
 
-import base64
 import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hermetic_hunt.engine import wire as engine_wire
+from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.findings import ProbeResult
-from hermetic_hunt.models import Attempt, Step, as_mode
+from hermetic_hunt.models import Attempt
 from hermetic_hunt.project import files_of
-from hermetic_hunt.timing import step_conditions
-from hermetic_hunt.untrusted import is_number, whole_or
 
 #: Environment variable that hands a probe server its settings (JSON).
 ENV = "HERMETIC_HUNT_PROBE"
@@ -143,20 +141,9 @@ def decode(line: bytes) -> dict[str, Any]:
     return engine_wire.decode(line)
 
 
-def probe_request(
-    request_id: int, steps: Sequence[Step], journals: dict[int, bytes], timeout: float
-) -> dict[str, Any]:
-    """A probe request; ``journals`` (by attempt id) are the ones its record steps replay."""
-    return {
-        "op": "probe",
-        "id": request_id,
-        "timeout": timeout,
-        "steps": [s.to_json() for s in steps],
-        "journals": {
-            str(attempt_id): base64.b64encode(data).decode("ascii")
-            for attempt_id, data in journals.items()
-        },
-    }
+def probe_request(request_id: int, job: Job, timeout: float) -> dict[str, Any]:
+    """A request to run ``job`` in a fresh process, stopped after ``timeout`` seconds."""
+    return {"op": "probe", "id": request_id, "timeout": timeout, "job": job.to_json()}
 
 
 def grouped(message: dict[str, Any], group: str, size: int, after: str = "") -> dict[str, Any]:
@@ -187,46 +174,16 @@ def group_of(message: dict[str, Any]) -> tuple[str, int]:
 MAX_GROUP = 8
 
 
-def steps_of(message: dict[str, Any]) -> list[Step]:
-    """The steps of a request (ValueError when one is malformed)."""
-    steps = []
-    for raw in message.get("steps") or []:
-        if not isinstance(raw, dict) or not isinstance(raw.get("nodeid"), str):
-            raise ValueError("each step needs a nodeid")
-        seed, now, attempt_id = raw.get("seed"), raw.get("now"), raw.get("attempt_id")
-        mode = as_mode(raw.get("mode"))
-        steps.append(
-            Step(
-                nodeid=raw["nodeid"],
-                seed=whole_or(seed),
-                now=float(now) if is_number(now) else None,
-                mode=mode,
-                attempt_id=whole_or(attempt_id),
-                **step_conditions(raw),
-            )
-        )  # fmt: skip
-    return steps
-
-
-def journals_of(message: dict[str, Any]) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    raw = message.get("journals")
-    if isinstance(raw, dict):
-        for key, text in raw.items():
-            data = engine_wire.unb64(text)
-            if isinstance(key, str) and key.isdigit() and data is not None:
-                out[int(key)] = data
-    return out
+def result(request_id: int, status: str, detail: str = "", attempts: Sequence[Attempt] = (),
+           duration: float = 0.0) -> dict[str, Any]:  # fmt: skip
+    """The answer to request ``request_id``; :func:`result_from` reads it back."""
+    return {"op": "result", "id": request_id, "status": status, "detail": detail,
+            "duration": duration, "steps": [a.to_json() for a in attempts]}  # fmt: skip
 
 
 def result_from(message: dict[str, Any]) -> ProbeResult:
     """A ``result`` message as a :class:`~hermetic_hunt.findings.ProbeResult`."""
-    steps = []
-    for raw in message.get("steps") or []:
-        try:
-            steps.append(Attempt.from_json(raw))
-        except ValueError:
-            continue
+    steps = engine_wire.attempts_in({"attempts": message.get("steps")})
     status = message.get("status")
     duration = message.get("duration")
     detail = message.get("detail")

@@ -282,8 +282,7 @@ class ReplayRunner:
                 run_job(self.engine, session, self.runner.job, ChildSetup(), lines.extend,
                         hash_seed=hash_seed)  # fmt: skip
             steps = [m for m in map(_message, lines) if isinstance(m.get("step"), int)]
-            records = [a for m in steps for a in map(wire.attempt_from, m.get("attempts") or [])
-                       if a is not None]  # fmt: skip
+            records = [a for m in steps for a in wire.attempts_in(m)]
             partner, beside = reporter.partner_in(records)
             verdict = judge(plan, reporter.observed_in(records), partner=partner,
                             partner_test=beside)  # fmt: skip
@@ -313,9 +312,9 @@ class ReplayRunner:
                 hook.pytest_runtest_logreport(report=report)
         if failing:
             return
-        for attempt in map(wire.attempt_from, message.get("attempts") or []):
-            item = self.runner.items.get(attempt.nodeid) if attempt is not None else None
-            if attempt is None or item is None or attempt.outcome not in ("passed", "skipped"):
+        for attempt in wire.attempts_in(message):
+            item = self.runner.items.get(attempt.nodeid)
+            if item is None or attempt.outcome not in ("passed", "skipped"):
                 continue
             location = item.location
             if attempt.outcome == "passed":

@@ -90,14 +90,17 @@ def _shifted(result: os.stat_result) -> os.stat_result:
     if not MAP:
         return result
     hidden: dict[str, Any] = {}
+    seen: dict[float, float] = {}  # a file's times are often equal: each mapped once
     for name, how in _PLAN:
         value = getattr(result, name, None)
         if value is None:
             continue
-        if how == 1:
-            value = to_virtual(value)
-        elif how == 2:
-            value = int(to_virtual(value / 1e9) * 1e9)
+        if how:
+            real = value if how == 1 else value / 1e9
+            virtual = seen.get(real)
+            if virtual is None:
+                virtual = seen[real] = to_virtual(real)
+            value = virtual if how == 1 else int(virtual * 1e9)
         hidden[name] = value
     sequence = list(result[:10])
     for index, name in _SEQUENCE_TIMES.items():

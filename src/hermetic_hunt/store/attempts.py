@@ -1,8 +1,11 @@
 """The ``attempts`` table: its columns written once, an :class:`Attempt` to a row and back.
 
 :meth:`Store.add_attempts <hermetic_hunt.store.core.Store.add_attempts>`
-inserts :func:`to_row` tuples (the values of :data:`COLUMNS`, in order:
-``executemany`` of tuples is the hunt's hot path). Every reader selects
+inserts :func:`to_row` tuples (the values of :data:`COLUMNS`, in order) and,
+for the plain attempts a hunt decodes a batch at a time
+(:class:`~hermetic_hunt.models.Columns`), the rows of :func:`column_rows`
+-- only the columns they have, the rest left to their defaults:
+``executemany`` of tuples is the hunt's hot path. Every reader selects
 :data:`SELECT` -- an attempt's columns with its failure and whether a
 journal is kept -- and gets each row as an :class:`Attempt` from
 :func:`from_row`, by column name: a new query is ``read(conn, "WHERE ...")``.
@@ -14,12 +17,22 @@ absent), and at most :data:`MAX_WRITES` paths are read.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from hermetic_hunt.models import DEFAULT_MODE, FAILING, MAX_WRITES, Attempt, Failure, Violation
+from hermetic_hunt.models import (
+    DEFAULT_MODE,
+    FAILING,
+    MAX_WRITES,
+    Attempt,
+    Columns,
+    Failure,
+    Violation,
+)
 from hermetic_hunt.store.rows import named
 from hermetic_hunt.timing import as_profile, switch_interval
 from hermetic_hunt.untrusted import json_or, number_or, text_or, whole_or
@@ -55,6 +68,37 @@ def to_row(attempt_id: int, attempt: Attempt, test_id: int) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+#: An :class:`Attempt` field -> its column, where the two names differ.
+_COLUMN_OF = {"nodeid": "test_id", "round_no": "round"}
+_COUNTS = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def column_rows(
+    columns: Columns, first_id: int, test_ids: dict[str, int]
+) -> tuple[str, list[tuple[Any, ...]]]:
+    """``columns`` as an INSERT and its rows, with ids from ``first_id`` on."""
+    values: list[Any] = [
+        range(first_id, first_id + len(columns)),
+        itertools.repeat(columns.run_id),
+        itertools.repeat(columns.worker),
+    ]
+    for field, column in zip(columns.fields, columns.values, strict=True):
+        if field == "nodeid":
+            values.append(map(test_ids.__getitem__, column))
+        elif field == "counts":
+            values.append([_COUNTS(counts) if counts else None for counts in column])
+        else:
+            values.append(column)
+    return _insert(columns.fields), list(zip(*values, strict=False))  # (repeat() is endless)
+
+
+@functools.lru_cache(maxsize=64)
+def _insert(fields: tuple[str, ...]) -> str:
+    """The INSERT of rows with ``fields`` (names of :class:`Attempt` fields, never data)."""
+    names = ("id", "run_id", "worker", *(_COLUMN_OF.get(f, f) for f in fields))
+    return f"INSERT INTO attempts ({', '.join(names)}) VALUES ({','.join('?' * len(names))})"  # noqa: S608
+
+
 def from_row(row: sqlite3.Row, violations: Sequence[Violation] = ()) -> Attempt:
     """A row of :data:`SELECT` as an :class:`Attempt`, each value checked for its type.
 
@@ -84,7 +128,7 @@ def from_row(row: sqlite3.Row, violations: Sequence[Violation] = ()) -> Attempt:
             if outcome in FAILING
             else None
         ),
-        violations=list(violations),
+        violations=tuple(violations),
         has_journal=bool(row["has_journal"]),
         repeat=whole_or(row["repeat"]) or 0,
         profile=as_profile(row["profile"]),
@@ -95,13 +139,13 @@ def from_row(row: sqlite3.Row, violations: Sequence[Violation] = ()) -> Attempt:
     )
 
 
-def writes(value: Any) -> list[str]:
+def writes(value: Any) -> tuple[str, ...]:
     """``attempts.writes`` (JSON): the absolute paths (and ``port:N``), at most
     :data:`MAX_WRITES`."""
     found = json_or(value, [])
     if not isinstance(found, list):
-        return []
-    return [p for p in found if isinstance(p, str) and _written(p)][:MAX_WRITES]
+        return ()
+    return tuple([p for p in found if isinstance(p, str) and _written(p)][:MAX_WRITES])
 
 
 def _written(entry: str) -> bool:
@@ -121,6 +165,18 @@ def read(
     ids = [r["id"] for r in rows if r["violations"]] if violations else []
     blocked = blocked_calls(conn, ids)
     return [from_row(row, blocked.get(row["id"], ())) for row in rows]
+
+
+def first_executions(
+    conn: sqlite3.Connection, run_id: int, round_no: int
+) -> dict[tuple[str | None, int | None], int]:
+    """``{(worker, position): attempt id}`` of the first executions of a round's steps."""
+    found = conn.execute(
+        "SELECT worker, position, id FROM attempts "
+        "WHERE run_id = ? AND round = ? AND execution = 1",
+        (run_id, round_no),
+    )
+    return {(worker, position): attempt_id for worker, position, attempt_id in found}
 
 
 def blocked_calls(

@@ -14,8 +14,8 @@ from typing import Any
 import sqlite_utils
 
 from hermetic_hunt.errors import BadDatabase
-from hermetic_hunt.models import Attempt, Leak, database_path
-from hermetic_hunt.store.attempts import INSERT, to_row
+from hermetic_hunt.models import Attempt, Columns, Leak, database_path
+from hermetic_hunt.store.attempts import INSERT, column_rows, to_row
 from hermetic_hunt.store.integrity import check_types, connect, writable
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
@@ -349,23 +349,37 @@ class Store:
                 ids[nodeid] = row_id
         return ids
 
-    def add_attempts(self, records: Sequence[Attempt], test_ids: dict[str, int]) -> list[int]:
-        """Store a batch of attempts (and their failures, violations, journals).
+    def add_attempts(
+        self, records: Sequence[Attempt | Columns], test_ids: dict[str, int]
+    ) -> list[int]:
+        """Store a batch of attempts (and their failures, violations, journals); their ids.
 
-        All or nothing: on an error (a full disk) nothing of the batch is
-        stored and :class:`BadDatabase` says why; the caller keeps the batch.
+        ``records``: attempts, and plain attempts as :class:`Columns` (a hunt's
+        batches), numbered in order. All or nothing: on an error (a full disk)
+        nothing of the batch is stored and :class:`BadDatabase` says why; the
+        caller keeps the batch.
         """
         if not records:
             return []
+        total = sum(len(r) if isinstance(r, Columns) else 1 for r in records)
+        first = records[0]
         with self.transaction() as conn:
             (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()
-            ids = list(range(last + 1, last + 1 + len(records)))
-            attempts: list[tuple[Any, ...]] = []
+            ids = list(range(last + 1, last + 1 + total))
+            rows: list[tuple[Any, ...]] = []
             failures: list[tuple[Any, ...]] = []
             violations: list[tuple[Any, ...]] = []
             journals: list[tuple[Any, ...]] = []
-            for attempt_id, rec in zip(ids, records, strict=True):
-                attempts.append(to_row(attempt_id, rec, test_ids[rec.nodeid]))
+            plain: dict[str, list[tuple[Any, ...]]] = {}  # the INSERT of Columns -> rows
+            next_id = last + 1
+            for rec in records:
+                if isinstance(rec, Columns):
+                    insert, found = column_rows(rec, next_id, test_ids)
+                    plain.setdefault(insert, []).extend(found)
+                    next_id += len(rec)
+                    continue
+                attempt_id, next_id = next_id, next_id + 1
+                rows.append(to_row(attempt_id, rec, test_ids[rec.nodeid]))
                 if rec.failure is not None:
                     f = rec.failure
                     failures.append((attempt_id, f.exc_type, f.message, f.location, f.excerpt))
@@ -375,7 +389,10 @@ class Store:
                     journals.append(
                         (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
                     )
-            conn.executemany(INSERT, attempts)
+            for insert, found in plain.items():
+                conn.executemany(insert, found)
+            if rows:
+                conn.executemany(INSERT, rows)
             if failures:
                 conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
             if violations:
@@ -390,8 +407,7 @@ class Store:
                     journals,
                 )
             conn.execute(
-                "UPDATE runs SET attempts = attempts + ? WHERE id = ?",
-                (len(records), records[0].run_id),
+                "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, first.run_id)
             )
         return ids
 

@@ -425,4 +425,19 @@ def _plain_first_runs(db: Any) -> None:
     )
 
 
+@_migration("0007_attempts_place")  # type: ignore[untyped-decorator]
+def _attempts_place(db: Any) -> None:
+    """One index where an attempt ran -- run, round, worker, position -- instead of
+    two (every query by worker names the round): a hunt inserts an attempt
+    into one index fewer."""
+    _script(
+        db,
+        """
+        DROP INDEX attempts_sequence;
+        DROP INDEX attempts_round;
+        CREATE INDEX attempts_place ON attempts(run_id, round, worker, position);
+        """,
+    )
+
+
 SCHEMA_VERSION = len(NAMES)

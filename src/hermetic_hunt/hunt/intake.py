@@ -1,0 +1,209 @@
+"""The hunt's hot path: lines of finished steps in, attempts stored in batches.
+
+The controller hands over every batch of lines a round's process sent
+(:meth:`Intake.take`; :mod:`hermetic_hunt.engine.wire` frames them). A batch
+is parsed at once and its attempts decoded a batch at a time
+(:meth:`Attempt.many_from_json <hermetic_hunt.models.Attempt.many_from_json>`):
+the plain ones -- most of a hunt's -- stay columns of values, checked a
+column at a time, counted (:class:`~hermetic_hunt.hunt.tally.Tallies`) and
+inserted as rows; only an attempt that carries more (a failure, violations,
+leaks, writes) becomes an :class:`~hermetic_hunt.models.Attempt`. Decoded
+attempts wait in :attr:`Intake.pending`, in the order they came, and are
+written in one transaction every :data:`FLUSH_EVERY` attempts or
+:data:`FLUSH_SECONDS` (and at each round's barrier).
+
+A line that is no JSON object, an attempt that fails its checks, a test the
+hunt did not schedule: rejected and counted (:attr:`Intake.rejected`), never
+an error. Leaks wait for their round's barrier (:meth:`Intake.store_leaks`),
+each tied to its attempt by worker and position (:class:`RoundLeak`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hermetic_hunt.engine import wire
+from hermetic_hunt.hunt.tally import Tallies
+from hermetic_hunt.models import FAILING, Attempt, Columns, Leak
+from hermetic_hunt.store import Store
+from hermetic_hunt.store.attempts import first_executions
+
+_PERF = time.perf_counter
+FLUSH_EVERY = 2000
+FLUSH_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class RoundLeak:
+    """A leak of round ``round_no``: left by the attempt at ``position`` on ``worker``
+    (None: by no one attempt, such as a file written while several tests ran);
+    ``persisted``: still there when the round ended."""
+
+    round_no: int
+    worker: str | None
+    position: int | None
+    leak: Leak
+    persisted: bool = False
+
+
+class Intake:
+    """Decodes, counts and stores what the rounds' processes send.
+
+    ``show(report)``: a failing phase's serialised report, for the terminal;
+    ``moved(old path, how, new path)``: a test removed or replaced the database
+    (:meth:`Store.reclaim <hermetic_hunt.store.core.Store.reclaim>`);
+    ``listing(nodeid, outcome)``: each passing attempt (``-v``), or None.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        show: Callable[[Any], None],
+        moved: Callable[[str, str, str], None],
+        listing: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.tallies = Tallies()
+        #: Ids of the tests the hunt schedules (the only ones it stores).
+        self.test_ids: dict[str, int] = {}
+        #: Decoded attempts not yet written, and how many they are.
+        self.pending: list[Attempt | Columns] = []
+        self.waiting = 0
+        #: Attempts written to the database.
+        self.stored = 0
+        #: Lines and attempts on round channels that the rounds' own processes did not
+        #: write (forged by a test, or by a process it started).
+        self.rejected = 0
+        self.leaks: list[RoundLeak] = []
+        self._show = show
+        self._moved = moved
+        self._listing = listing
+        self._last_flush = _PERF()
+
+    def take(
+        self, lines: Sequence[bytes], run_id: int, worker: str, round_no: int
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """A batch of lines from ``worker``'s process of ``round_no``: how many step
+        lines it held, and its end messages (a job's last line)."""
+        steps = 0
+        ends: list[dict[str, Any]] = []
+        raws: list[Any] = []
+        for message in wire.decode_batch(lines):
+            if message is None:
+                self.rejected += 1
+            elif "op" in message:
+                if message["op"] == wire.END:
+                    ends.append(message)
+            else:
+                steps += 1
+                found = message.get("attempts")
+                if type(found) is list:
+                    raws += found
+                elif found is not None:
+                    self.rejected += 1
+                reports = message.get("reports") if len(message) > 2 else None
+                for data in reports if type(reports) is list else ():
+                    self._show(data)
+        if raws:
+            self._decode(raws, run_id, worker, round_no)
+        for message in ends:  # (after the attempts whose leaks it says persisted)
+            self._ended(worker, round_no, message)
+        return steps, ends
+
+    def _decode(self, raws: list[Any], run_id: int, worker: str, round_no: int) -> None:
+        decoded, rejected = Attempt.many_from_json(raws, run_id=run_id, worker=worker)
+        known, tallies, listing = self.test_ids, self.tallies, self._listing
+        self.rejected += rejected
+        for found in decoded:
+            if isinstance(found, Columns):
+                columns = found if known.keys() >= set(found.nodeids) else self._known(found)
+                if columns is None:
+                    continue
+                tallies.add_columns(columns)
+                if listing is not None:
+                    for nodeid, outcome in zip(columns.nodeids, columns.outcomes, strict=True):
+                        if outcome not in FAILING:
+                            listing(nodeid, outcome)
+                self.pending.append(columns)
+                self.waiting += len(columns)
+                continue
+            if found.nodeid not in known:
+                self.rejected += 1
+                continue
+            tallies.add(found)
+            if listing is not None and not found.failed:
+                listing(found.nodeid, found.outcome)
+            self.leaks.extend(RoundLeak(round_no, worker, found.position, leak)
+                              for leak in found.leaks)  # fmt: skip
+            self.pending.append(found)
+            self.waiting += 1
+
+    def _known(self, found: Columns) -> Columns | None:
+        """``found`` without the attempts of tests the hunt did not schedule (rejected)."""
+        keep = [nodeid in self.test_ids for nodeid in found.nodeids]
+        self.rejected += keep.count(False)
+        if not any(keep):
+            return None
+        values = tuple(tuple(itertools.compress(column, keep)) for column in found.values)
+        return replace(found, values=values)
+
+    def _ended(self, worker: str, round_no: int, message: dict[str, Any]) -> None:
+        """A job's end line: the lines its parent rejected, the leaks still there at its end."""
+        rejected = message.get("rejected")
+        if type(rejected) is int and rejected > 0:
+            self.rejected += rejected
+        for position, leaks in wire.round_leaks(message).items():
+            kept = {(x.resource, x.name) for x in leaks}
+            self.leaks = [
+                replace(x, persisted=True)
+                if (x.round_no, x.worker, x.position) == (round_no, worker, position)
+                and (x.leak.resource, x.leak.name) in kept
+                else x
+                for x in self.leaks
+            ]
+
+    def flush(self, *, due: bool = False) -> None:
+        """Write what is pending (``due``: only once :data:`FLUSH_EVERY` attempts or
+        :data:`FLUSH_SECONDS` are reached). Raises :class:`~hermetic_hunt.errors.HuntError`
+        on a full disk: nothing is lost, it stays pending."""
+        if due and self.waiting < FLUSH_EVERY and _PERF() - self._last_flush < FLUSH_SECONDS:
+            return
+        old = str(self.store.path)
+        moved = self.store.reclaim()  # the database is the hunt's: a test that removed it
+        if moved is not None:  # or put another file in its place loses nothing
+            self._moved(old, moved[0], str(moved[1]))
+        if self.pending:
+            self.store.add_attempts(self.pending, self.test_ids)
+            self.stored += self.waiting
+            self.pending, self.waiting = [], 0
+        self._last_flush = _PERF()
+
+    def store_leaks(self, run_id: int, round_no: int | None = None) -> None:
+        """Write the leaks of ``round_no`` (None: of every round), each with its attempt's id."""
+        rounds = sorted({x.round_no for x in self.leaks if round_no in (None, x.round_no)})
+        if not rounds:
+            return
+        self.flush()
+        rows: list[tuple[int, int | None, Leak, bool]] = []
+        for number in rounds:
+            ids = first_executions(self.store.conn, run_id, number)
+            rows.extend(
+                (number, ids.get((x.worker, x.position)), x.leak, x.persisted)
+                for x in self.leaks
+                if x.round_no == number
+            )
+        self.store.add_leaks(run_id, rows)
+        self.leaks = [x for x in self.leaks if x.round_no not in rounds]
+
+    def rejected_text(self) -> str:
+        """One line: the lines on round channels that the rounds' own processes did not write."""
+        if not self.rejected:
+            return ""
+        return (
+            f"{self.rejected:,} line(s) written to a round's channel by another process "
+            "(a test, or a process it started) were ignored"
+        )

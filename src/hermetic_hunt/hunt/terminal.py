@@ -1,0 +1,105 @@
+"""What pytest's terminal shows of a hunt's attempts.
+
+A failing attempt's report is shown as pytest would show it, without a
+letter per attempt (the round's progress line counts them); a passing one is
+listed only with ``-v``. At the end, FAILURES and the short summary keep one
+failure per test, and pytest's last line counts the passes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hermetic_hunt import _compat
+
+
+class Terminal:
+    """What pytest's terminal shows of the rounds' attempts."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.verbose = config.get_verbosity() > 0
+        #: ids of the failing reports shown for attempts (see :meth:`condense`).
+        self._shown: set[int] = set()
+
+    @property
+    def reporter(self) -> Any:
+        return self.config.pluginmanager.getplugin("terminalreporter")
+
+    def line(self, text: str) -> None:
+        """``text`` on a line of its own (after the F of a failed attempt, if any)."""
+        if self.reporter is None:
+            return
+        writer = self.config.get_terminal_writer()
+        if writer.width_of_current_line:
+            writer.line()
+        self.reporter.write_line(text)
+
+    def listing(self, nodeid: str, outcome: str) -> None:
+        """A passing attempt (``-v``: it came without a report)."""
+        if self.reporter is not None:
+            self.reporter.write_line(f"{nodeid} {outcome.upper()}")
+
+    def show(self, data: Any) -> None:
+        """A failing phase report, for pytest's terminal (its F and FAILURES section)."""
+        if not isinstance(data, dict):
+            return
+        try:
+            report = self.config.hook.pytest_report_from_serializable(config=self.config, data=data)
+        except Exception:  # a report pytest cannot rebuild: the attempt is stored anyway
+            return
+        if report is not None:
+            self._shown.add(id(report))
+            self.config.hook.pytest_runtest_logreport(report=report)
+
+    def status(self, report: Any, status: Any) -> Any:
+        """pytest's test status for ``report``: no letter for a round's failed attempt."""
+        if status is None or self.verbose or id(report) not in self._shown:
+            return status
+        category, _, word = status
+        return category, "", word
+
+    def count_passes(self, passed: int) -> None:
+        """Passing attempts were never sent as reports: count them for pytest's last line."""
+        if self.reporter is not None and passed:
+            report = pytest.TestReport("hermetic-hunt", ("", None, ""), {}, "passed", None, "call")
+            _compat.add_stats(self.reporter, "passed", [report] * passed)
+
+    def hide_tracebacks(self) -> None:
+        """A hunt's failures are expected: no traceback per attempt unless ``--tb`` asks.
+
+        pytest's default (``--tb=auto``) becomes ``--tb=no`` for the end of the
+        session: the short summary keeps one line per failing test, and the
+        hunt's summary and the report say what each failure is. Set after the
+        rounds, so every stored failure has its full text.
+        """
+        if self.config.option.tbstyle == "auto":
+            self.config.option.tbstyle = "no"
+
+    def condense(self) -> None:
+        """Show one failure per test (per test and location with ``--tb``); count the repeats.
+
+        Repeats move from pytest's ``failed`` list to ``repeated failures``:
+        the summary line still counts them, FAILURES and the short summary
+        show each distinct failure once. Every attempt is in the database.
+        """
+        terminal = self.reporter
+        if terminal is None:
+            return
+        tracebacks = self.config.option.tbstyle != "no"
+        seen: set[tuple[str, str]] = set()
+        kept, repeats = [], []
+        for report in terminal.stats.get("failed", []):
+            crash = getattr(report.longrepr, "reprcrash", None)
+            where = f"{getattr(crash, 'path', '')}:{getattr(crash, 'lineno', '')}"
+            key = (report.nodeid, where if tracebacks else "")
+            if key in seen and id(report) in self._shown:
+                repeats.append(report)
+            else:
+                seen.add(key)
+                kept.append(report)
+        if repeats:
+            terminal.stats["failed"] = kept
+            _compat.add_stats(terminal, "repeated failures", repeats)

@@ -101,6 +101,9 @@ DEFAULT_ISOLATE_BUDGET = 200
 #: suite's rounds take less than starting one probe server.
 MIN_ISOLATE_SECONDS = 60.0
 DEFAULT_PROBE_TIMEOUT = 120.0
+#: Seconds one attempt of a test may run before the hunt stops it (a test that
+#: hangs -- plain pytest would wait forever -- fails as ``Timeout`` instead).
+DEFAULT_TEST_TIMEOUT = 60.0
 DEFAULT_INTEGRATION_MARKER = "integration"
 #: The farthest ``--hermetic-hunt-horizon`` reaches (100 years).
 MAX_HORIZON_DAYS = 36525
@@ -289,6 +292,8 @@ class Settings:
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     integration_marker: str = DEFAULT_INTEGRATION_MARKER
     shard: Shard = field(default_factory=Shard)
+    #: Seconds one attempt may run before it is stopped (a ``Timeout`` failure).
+    test_timeout: float = DEFAULT_TEST_TIMEOUT
     #: Isolation's overall time budget in seconds; None: ``auto`` (as long
     #: as the rounds took, at least :data:`MIN_ISOLATE_SECONDS`).
     isolate_seconds: float | None = None
@@ -342,6 +347,7 @@ class Settings:
             "isolate": self.isolate,
             "isolate_budget": self.isolate_budget,
             "probe_timeout": self.probe_timeout,
+            "test_timeout": self.test_timeout,
             "integration_marker": self.integration_marker,
             "shard": [self.shard.index, self.shard.count],
             "isolate_seconds": self.isolate_seconds,
@@ -390,6 +396,7 @@ class Settings:
                 "isolate_budget", lambda v: whole(v) and v > 0, DEFAULT_ISOLATE_BUDGET
             ),
             probe_timeout=float(pick("probe_timeout", seconds, DEFAULT_PROBE_TIMEOUT)),
+            test_timeout=float(pick("test_timeout", seconds, DEFAULT_TEST_TIMEOUT)),
             integration_marker=marker,
             shard=Shard(parts[0], parts[1]) if ok_shard else Shard(),
             isolate_seconds=pick("isolate_seconds", lambda v: v is None or seconds(v), None),

@@ -26,6 +26,7 @@ from hermetic_hunt.models import (
     DEFAULT_INTEGRATION_MARKER,
     DEFAULT_ISOLATE_BUDGET,
     DEFAULT_PROBE_TIMEOUT,
+    DEFAULT_TEST_TIMEOUT,
     MIN_ISOLATE_SECONDS,
     Settings,
     database_path,
@@ -104,6 +105,13 @@ HUNT_OPTIONS: tuple[HuntOption, ...] = (
         lambda text: {
             "probe_timeout": options.parse_seconds("--hermetic-hunt-probe-timeout", text)
         },
+    ),
+    HuntOption(
+        "--hermetic-hunt-timeout",
+        "Seconds (or 30s, 2m) one attempt of a test may run: a test that runs longer "
+        "(hangs) is stopped, its attempt fails as Timeout with where it was, and the "
+        f"round goes on (default {DEFAULT_TEST_TIMEOUT:g}).",
+        lambda text: {"test_timeout": options.parse_seconds("--hermetic-hunt-timeout", text)},
     ),
     HuntOption(
         "--hermetic-hunt-integration-marker",

@@ -137,3 +137,50 @@ def test_the_parent_maps_module_files_so_a_childs_first_failure_does_not(
         assert inspect.modulesbyfile[absfile] == "freshly_imported"
     finally:
         sys.modules.pop("freshly_imported", None)
+
+
+DUMP = """Timeout (0:01:00)!
+Thread 0x00007f0000000001 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 320 in wait
+  File "/proj/src/app/server.py", line 12 in serve
+
+Thread 0x00007f0000000002 (most recent call first):
+  File "/venv/lib/python3.11/site-packages/bottle.py", line 584 in get_undecorated_callback
+  File "/proj/tests/test_routes.py", line 73 in test_mount
+  File "/venv/lib/python3.11/site-packages/_pytest/runner.py", line 118 in pytest_runtest_protocol
+  File "/proj/src/hermetic_entry.py", line 6 in <module>
+"""
+
+
+def test_a_hang_is_located_in_the_tests_thread_at_its_innermost_frame_of_the_project() -> None:
+    from hermetic_hunt.failures import own_location
+
+    frames = fork.hang_frames(DUMP)
+    assert frames[0] == ("/proj/src/hermetic_entry.py", 6)  # outermost first
+    assert frames[-1] == ("/venv/lib/python3.11/site-packages/bottle.py", 584)
+    assert own_location(frames, "/proj") == "tests/test_routes.py:73"
+    # no thread in pytest's protocol: the last one; nothing readable: no frames
+    assert fork.hang_frames(DUMP.split("\n\n")[0]) == [
+        ("/proj/src/app/server.py", 12), ("/usr/lib/python3.11/threading.py", 320)
+    ]  # fmt: skip
+    assert fork.hang_frames("") == [] and fork.hang_frames("garbage\n  File") == []
+
+
+def test_a_step_that_outlives_its_limit_is_killed_once_and_each_finished_step_resets_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(fork, "_PERF", lambda: now[0])
+    killed: list[int] = []
+    monkeypatch.setattr(fork.Child, "kill", lambda self: killed.append(self.pid))
+    watched = child()
+    watched.watch(5.0)
+    now[0] = 105.5
+    assert not watched.overdue()  # the grace for the child's own dump
+    watched.feed(wire.seal_prefix("abc", 4242) + step(0))
+    now[0] = 111.0
+    assert not watched.overdue()  # the limit counts from the step that finished
+    now[0] = 111.6
+    assert watched.overdue() and watched.timed_out and killed == [4242]
+    now[0] = 200.0
+    assert not watched.overdue() and killed == [4242]

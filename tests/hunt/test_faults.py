@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -67,13 +68,18 @@ def clean_output(output: str) -> None:
 def hunt_in_group(
     where: Path, *args: str, wrapper: list[str] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """A hunt in its own process group (as a terminal starts it), pytest-randomly off."""
+    """A hunt in its own process group (as a terminal starts it: Ctrl-C not ignored, even
+    when this suite runs in the background of a shell), pytest-randomly off."""
     return subprocess.run(
         [*wrapper, sys.executable, "-m", "pytest", "-p", "no:randomly", "--hermetic-seed=2",
          "--hermetic-hunt-isolate=off", *args],
         cwd=where, capture_output=True, text=True, check=False, start_new_session=True,
-        timeout=600,
+        timeout=600, preexec_fn=_ctrl_c_as_a_terminal_sends_it,
     )  # fmt: skip
+
+
+def _ctrl_c_as_a_terminal_sends_it() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 # -- Ctrl-C ---------------------------------------------------------------------

@@ -279,6 +279,50 @@ def test_a_test_that_kills_its_process_costs_only_its_attempt(pytester, workers,
     assert result.ret == 1
 
 
+HANGING = """
+def test_steady():
+    pass
+
+def test_hangs_on_its_third_run():
+    runs = int(COUNTER.read_text())
+    COUNTER.write_text(str(runs + 1))
+    while runs == 2:  # a busy loop: sleeps are virtual in a hunt
+        pass
+
+def test_also_steady():
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
+def test_a_test_that_hangs_is_stopped_at_the_timeout_and_the_hunt_goes_on(pytester, workers):
+    """Plain pytest would wait forever; the hunt stops the attempt (a Timeout where
+    the test was) and runs every round."""
+    counted(pytester, "test_hang", HANGING)
+    result = hunt(
+        pytester, "--hermetic-hunt=4", "--hermetic-hunt-order=shuffle",
+        "--hermetic-hunt-isolate=off", "--hermetic-hunt-timeout=1", *workers, timeout=300,
+    )  # fmt: skip
+    db = pytester.path / "flakes.db"
+    assert one(db, "SELECT count(*) FROM attempts") == 12
+    assert one(db, "SELECT status, rounds_done FROM runs") == ("complete", 4)
+    stopped = rows(
+        db,
+        "SELECT t.nodeid, a.outcome, f.exc_type, f.message, f.location, f.excerpt "
+        "FROM attempts a JOIN tests t ON t.id = a.test_id JOIN failures f ON f.attempt_id = a.id",
+    )
+    assert len(stopped) == 1, stopped
+    nodeid, outcome, exc_type, message, location, excerpt = stopped[0]
+    assert nodeid.endswith("test_hangs_on_its_third_run") and outcome == "crashed"
+    assert exc_type == "Timeout"
+    assert message == "ran longer than 1s: hermetic-hunt stopped it (--hermetic-hunt-timeout)"
+    source = (pytester.path / "test_hang.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if text.startswith("    while runs"))
+    assert location == f"test_hang.py:{line}", excerpt
+    assert "test_hangs_on_its_third_run" in excerpt
+    assert result.ret == 1
+
+
 OPTIONAL = """
 import module_that_is_not_installed
 

@@ -236,3 +236,34 @@ def test_a_probe_that_hangs_is_stopped_and_recorded(mini) -> None:
     assert timeouts and {t[1] for t in timeouts} == {"stopped after 1s"}
     row = flake(mini.path, "test_hang.py::test_hangs_in_probes_after_the_polluter")
     assert "victim" not in json.loads(row["kinds"])
+
+
+def test_a_probe_step_that_outlives_the_test_timeout_is_a_timeout_attempt(mini) -> None:
+    """The step is stopped at --hermetic-hunt-timeout (not the probe's own timeout):
+    its Timeout is the probe's answer, and the search goes on."""
+    mini.makepyfile(
+        test_hang="""
+        import os
+
+        import state
+
+        def test_hangs_in_probes_after_the_polluter():
+            while os.environ.get("HERMETIC_HUNT_PROBE") and state.POLLUTED:
+                pass  # a busy loop: sleeps are virtual
+            assert not state.POLLUTED
+        """
+    )
+    result = hunt_mini(
+        mini, "--hermetic-hunt-timeout=1s", "--hermetic-hunt-isolate-budget=18",
+        "-k", "hang or polluter",
+    )  # fmt: skip
+    assert result.ret == 1
+    outcomes = rows(
+        mini.path,
+        "SELECT s.outcome, s.detail FROM isolation_steps s JOIN flakes fl ON fl.id = s.flake_id",
+    )
+    assert outcomes and not [o for o in outcomes if o[0] == "timeout"], outcomes
+    stopped = rows(
+        mini.path, "SELECT count(*) FROM isolation_steps WHERE detail LIKE '%Timeout%'"
+    )
+    assert stopped[0][0] > 0, outcomes

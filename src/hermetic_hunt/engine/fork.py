@@ -43,6 +43,7 @@ import faulthandler
 import inspect
 import os
 import random
+import re
 import resource
 import secrets
 import select
@@ -61,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 from hermetic_hunt import _compat
 from hermetic_hunt.engine import leaks, rng, wire
 from hermetic_hunt.engine.runner import Job
+from hermetic_hunt.failures import own_location
 from hermetic_hunt.models import Attempt, Failure, Settings
 from hermetic_hunt.sandbox import follow_bound_clocks, guard_between_attempts
 
@@ -81,6 +83,29 @@ DEFERRED = tuple(
 )
 #: Characters of a dead child's standard error kept in its crashed attempt.
 STDERR_TAIL = 2000
+#: The file in a child's temporary folder its threads are dumped to when a
+#: step outlives the test timeout (just before the parent kills it).
+HANG_DUMP = "hang"
+#: Seconds past the limit the parent waits for that dump before it kills the child.
+HANG_GRACE = 1.0
+
+
+def hang_frames(dump: str) -> list[tuple[str, int]]:
+    """The frames (outermost first) of the thread that ran the test in a
+    ``faulthandler`` dump: the thread in pytest's test protocol, else the last."""
+    blocks: list[list[tuple[str, int, str]]] = []
+    for line in dump.splitlines():
+        if line.startswith(("Thread ", "Current thread ")):
+            blocks.append([])
+            continue
+        found = re.match(r'\s+File "(.*)", line (\d+) in (\S+)', line)
+        if found and blocks:
+            blocks[-1].append((found.group(1), int(found.group(2)), found.group(3)))
+    if not blocks:
+        return []
+    testing = [b for b in blocks if any(name == "pytest_runtest_protocol" for _, _, name in b)]
+    chosen = (testing or blocks)[-1]
+    return [(path, line) for path, line, _ in reversed(chosen)]
 
 
 def fork_available() -> bool:
@@ -126,9 +151,16 @@ class Child:
     job: Job
     temp: str
     started: float
+    #: The session's rootdir (where a stopped step's own code is looked for).
+    root: str = ""
     seal: bytes = b""
     pidfd: int | None = None
+    #: Seconds a step may run (``Settings.test_timeout``): past it the child
+    #: is killed and the step is a ``Timeout`` (None: no limit).
+    limit: float | None = None
+    #: When the step running now must end (from :attr:`limit`).
     deadline: float | None = None
+    timed_out: bool = False
     steps_done: int = 0
     ended: bool = False
     end: dict[str, Any] | None = None
@@ -166,7 +198,23 @@ class Child:
             else:
                 self.steps_done += 1
                 lines.append(line)
+        if lines and self.limit is not None:
+            self.deadline = _PERF() + self.limit + HANG_GRACE
         return lines
+
+    def watch(self, limit: float) -> None:
+        """Stop the step running from now on once it outlives ``limit`` seconds."""
+        self.limit = limit
+        self.deadline = _PERF() + limit + HANG_GRACE
+
+    def overdue(self) -> bool:
+        """The step running now outlived its limit: the child is killed (once), and
+        the step is a ``Timeout`` (:func:`crashed`)."""
+        if self.deadline is None or self.timed_out or _PERF() < self.deadline:
+            return False
+        self.timed_out = True
+        self.kill()
+        return True
 
     def exited(self, ready: Sequence[int] = ()) -> bool:
         """The child is gone (reaped here; :attr:`status` is its wait status)."""
@@ -194,6 +242,14 @@ class Child:
         except OSError:
             return ""
         return text.strip()
+
+    def hang_dump(self) -> str:
+        """The child's dump of its threads when a step outlived :attr:`limit` ("" if none)."""
+        try:
+            with open(os.path.join(self.temp, HANG_DUMP), "rb") as handle:
+                return handle.read(64 * 1024).decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
 
     def kill(self) -> None:
         for target in (-self.pid, self.pid):
@@ -336,7 +392,8 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
         if blocked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     return Child(pid=pid, fd=read_fd, job=job, temp=temp, started=_PERF(),
-                 seal=wire.seal_prefix(token, pid), pidfd=_pidfd(pid))  # fmt: skip
+                 root=str(engine.config.rootpath), seal=wire.seal_prefix(token, pid),
+                 pidfd=_pidfd(pid))  # fmt: skip
 
 
 class Beside:
@@ -433,11 +490,16 @@ def _child(
             )
             return data
 
+        hang = _HangDump(temp, engine.settings.test_timeout)
+
         def on_step(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> None:
             assert channel is not None
             channel.write(wire.step_line(index, attempts, reports))
+            hang.arm()
 
+        hang.arm()
         outcome = engine.run(session, job, on_step=on_step, serialize=serialize, contain=True)
+        hang.disarm()
         channel.write(wire.end_line(outcome.status, outcome.detail, outcome.leaks))
     except BaseException as exc:  # a child must never return into pytest
         code = 70
@@ -450,6 +512,27 @@ def _child(
                 channel.write(wire.end_line("error", detail))
     finally:
         os._exit(code)
+
+
+class _HangDump:
+    """In a child: its threads dumped to :data:`HANG_DUMP` when a step outlives the
+    test timeout -- where it hangs, for the ``Timeout`` attempt its parent makes
+    before it kills the child. (A test that sets its own ``faulthandler`` timer,
+    pytest's ``faulthandler_timeout`` say, replaces this one: the attempt is still
+    a ``Timeout``, without where.)"""
+
+    def __init__(self, temp: str, limit: float) -> None:
+        self.limit = limit
+        self.fd = os.open(os.path.join(temp, HANG_DUMP), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.set_inheritable(self.fd, False)
+
+    def arm(self) -> None:
+        with contextlib.suppress(Exception):
+            faulthandler.dump_traceback_later(self.limit, file=self.fd)
+
+    def disarm(self) -> None:
+        with contextlib.suppress(Exception):
+            faulthandler.cancel_dump_traceback_later()
 
 
 def _protect(paths: Sequence[str]) -> None:
@@ -520,10 +603,23 @@ def describe_exit(code: int) -> str:
 
 
 def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None) -> Attempt:
-    """The attempt a dead child was running (its first step with no line)."""
+    """The attempt a dead child was running (its first step with no line): ``Crashed``,
+    or ``Timeout`` when the parent stopped it (with where it was, read from the
+    child's own dump of its threads)."""
     code = child.reap()
     why = describe_exit(code)
     nodeid = child.job.steps[child.steps_done].nodeid
+    if child.timed_out:
+        dump = child.hang_dump()
+        failure = Failure(
+            "Timeout",
+            f"ran longer than {child.limit:g}s: hermetic-hunt stopped it "
+            "(--hermetic-hunt-timeout)",
+            own_location(hang_frames(dump), child.root) or "",
+            dump[:STDERR_TAIL],
+        )
+        return child.job.lost(child.steps_done, settings.base_seed, worker, failure,
+                              duration=_PERF() - child.started, hash_seed=hash_seed)  # fmt: skip
     tail = child.stderr_tail() or f"the process running {nodeid} died ({why})"
     failure = Failure("Crashed", f"the process running this test died ({why})", "",
                       tail[-STDERR_TAIL:])  # fmt: skip
@@ -559,6 +655,7 @@ def run_job(
     steps = rejected = 0
     while True:
         child = spawn(engine, session, remaining, setup)
+        child.watch(settings.test_timeout)
         try:
             stopped = _drain(child, sink, stop=stop, tick=tick)
         except BaseException:
@@ -681,6 +778,7 @@ def _read_lines(
     watch = [child.fd] if child.pidfd is None else [child.fd, child.pidfd]
     quiet = 0.0
     while True:
+        child.overdue()
         wait = COALESCE if pending else TICK
         ready, _, _ = select.select(watch, [], [], wait)
         if child.fd not in ready:

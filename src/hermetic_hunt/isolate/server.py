@@ -107,6 +107,11 @@ class _Probe:
         self.status = ""
         self.detail = ""
 
+    def next_deadline(self) -> float:
+        """When the probe, or the step it runs now, must end."""
+        step = self.child.deadline
+        return self.deadline if step is None or self.child.timed_out else min(self.deadline, step)
+
     def take(self, lines: list[bytes]) -> None:
         for line in lines:
             try:
@@ -181,7 +186,7 @@ class Server:
         while not (self._closed and not self.probes):
             readers = [] if self._closed else [self.requests]
             readers += list(self.probes)
-            deadline = min((p.deadline for p in self.probes.values()), default=None)
+            deadline = min((p.next_deadline() for p in self.probes.values()), default=None)
             wait = None if deadline is None else max(0.0, deadline - _PERF())
             ready, _, _ = select.select(readers, [], [], wait)
             for fd in ready:
@@ -190,6 +195,8 @@ class Server:
                 else:
                     self._read_child(self.probes[fd])
             now = _PERF()
+            for probe in list(self.probes.values()):
+                probe.child.overdue()  # a step that hangs: killed, a Timeout (_read_child)
             for probe in [p for p in self.probes.values() if p.deadline <= now]:
                 probe.child.kill()
                 probe.status, probe.detail = "timeout", f"stopped after {probe.timeout:g}s"
@@ -252,6 +259,7 @@ class Server:
         close = (self.requests, self.responses, *self.probes, *extra)
         setup = fork.ChildSetup(close, new_group=True, gate=keep)
         child = fork.spawn(self.engine, session, job, setup)
+        child.watch(self.engine.settings.test_timeout)
         self.probes[child.fd] = _Probe(request_id, child, timeout)
 
     def _gather(self, session: pytest.Session, message: dict[str, Any]) -> None:
@@ -297,6 +305,11 @@ class Server:
             if probe.child.end is not None and not probe.status:
                 probe.ended(probe.child.end)
             return
+        if not probe.status and probe.child.timed_out:
+            # The step that hung is the probe's answer (its Timeout attempt);
+            # any step after it did not run (_finish says so).
+            probe.attempts.append(fork.crashed(probe.child, self.engine.settings, "main", None))
+            probe.status = "completed"
         if not probe.status:
             code = probe.child.reap()
             tail = probe.child.stderr_tail().splitlines()[-1:] or [""]

@@ -263,7 +263,5 @@ def test_a_probe_step_that_outlives_the_test_timeout_is_a_timeout_attempt(mini) 
         "SELECT s.outcome, s.detail FROM isolation_steps s JOIN flakes fl ON fl.id = s.flake_id",
     )
     assert outcomes and not [o for o in outcomes if o[0] == "timeout"], outcomes
-    stopped = rows(
-        mini.path, "SELECT count(*) FROM isolation_steps WHERE detail LIKE '%Timeout%'"
-    )
+    stopped = rows(mini.path, "SELECT count(*) FROM isolation_steps WHERE detail LIKE '%Timeout%'")
     assert stopped[0][0] > 0, outcomes

@@ -613,8 +613,7 @@ def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None
         dump = child.hang_dump()
         failure = Failure(
             "Timeout",
-            f"ran longer than {child.limit:g}s: hermetic-hunt stopped it "
-            "(--hermetic-hunt-timeout)",
+            f"ran longer than {child.limit:g}s: hermetic-hunt stopped it (--hermetic-hunt-timeout)",
             own_location(hang_frames(dump), child.root) or "",
             dump[:STDERR_TAIL],
         )

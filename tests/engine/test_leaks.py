@@ -164,6 +164,35 @@ def test_writes_from_python_are_noted_under_the_rootdir_and_the_temp_dir(tmp_pat
     assert watch.take() == []  # stopped: nothing is noted
 
 
+def test_writes_in_the_users_home_are_noted_as_state_every_worker_shares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """devtracker keeps its data in ~/devtrack_projects/test.csv: two workers share it
+    as they share the checkout (where Python and packages are installed: not state)."""
+    from hermetic_hunt.engine import leaks
+
+    monkeypatch.setattr(leaks, "system_temp", lambda: str(tmp_path / "systemp"))
+    home, root = tmp_path / "home", tmp_path / "home" / "project"
+    (home / ".app" / "__pycache__").mkdir(parents=True)
+    root.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(sys, "prefix", str(home / ".venv"))
+    (home / ".venv").mkdir()
+    watch = Writes.install()
+    watch.start(str(root))
+    try:
+        (home / ".app" / "data.csv").write_text("x")
+        (root / "out.txt").write_text("x")
+        (home / ".app" / "__pycache__" / "m.pyc").write_text("x")
+        (home / ".venv" / "installed.txt").write_text("x")
+        (tmp_path / "elsewhere.txt").write_text("x")
+        noted = watch.take()
+    finally:
+        watch.stop()
+    real = os.path.realpath(home)
+    assert noted == [f"{real}/.app/data.csv", f"{real}/project/out.txt"]
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_a_path_relative_to_a_folders_descriptor_is_taken_from_that_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -575,8 +575,9 @@ class Writes:
 
     Audit hooks cannot be removed: :meth:`install` adds one hook for the
     process's lifetime, which does nothing (one attribute check) unless an
-    attempt is being watched. Only paths under ``roots`` are kept, at most
-    :data:`MAX_WRITES` per attempt.
+    attempt is being watched. Only paths under the rootdir, at the top of the
+    system's temporary directory and in the user's home (not where Python and
+    its packages are installed) are kept, at most :data:`MAX_WRITES` per attempt.
     """
 
     _installed: Writes | None = None
@@ -584,6 +585,9 @@ class Writes:
     def __init__(self) -> None:
         self.root = ""
         self.temp = ""
+        self.home = ""
+        #: Where Python and the installed packages live (never a test's state).
+        self.installs: tuple[str, ...] = ()
         self.paths: list[str] | None = None
 
     @classmethod
@@ -602,6 +606,14 @@ class Writes:
         """
         self.root = os.path.join(os.path.realpath(rootdir), "")
         self.temp = os.path.join(system_temp(), "")
+        # The user's home: state a test keeps there (~/.app/data.csv) is shared
+        # by every worker of the machine, as the checkout is.
+        home = os.path.realpath(os.path.expanduser("~"))
+        self.home = os.path.join(home, "") if home != os.sep else ""
+        self.installs = tuple(
+            os.path.join(os.path.realpath(p), "")
+            for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}
+        )
         self.paths = []
 
     def take(self) -> list[str]:
@@ -645,6 +657,14 @@ class Writes:
                 if port not in paths:
                     paths.append(port)
 
+    def _in_home(self, path: str) -> bool:
+        return (
+            bool(self.home)
+            and path.startswith(self.home)
+            and not path.startswith(self.installs)
+            and f"{os.sep}__pycache__{os.sep}" not in path
+        )
+
     def _note(self, path: Any, dir_fd: Any = None) -> None:
         if path is None or isinstance(path, int):
             return
@@ -665,7 +685,7 @@ class Writes:
             if top.startswith(_OWN_TEMP):
                 return
             text = self.temp + top
-        else:
+        elif not self._in_home(text):
             return
         if self.paths is not None and text not in self.paths:
             self.paths.append(text)

@@ -231,7 +231,7 @@ def _restore(
     func = test.function
     rewrite = effect.rewrite
     if rewrite is not None and draft.add_param(func, "monkeypatch"):
-        draft.replace(rewrite.line, rewrite.col, rewrite.end_line, rewrite.end_col, rewrite.text)
+        draft.rewrite(rewrite.line, rewrite.col, rewrite.end_line, rewrite.end_col, rewrite.text)
         if "os.environ.get(" in rewrite.text:
             draft.ensure_import("import os", "os")
         method = rewrite.text.split("(", 1)[0]

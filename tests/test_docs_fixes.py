@@ -23,8 +23,9 @@ from helpers import clean_env
 from hermetic_hunt import options
 from hermetic_hunt.cli import main
 from hermetic_hunt.demo import DEFAULT_ROUNDS, DEFAULT_SEED, hunt_argv
+from hermetic_hunt.errors import BadOption
 from hermetic_hunt.fix.verify import MIN_RUNS, Verification, runs_needed
-from hermetic_hunt.quarantine.listfile import DEFAULT_RELEASE, Entry, parse
+from hermetic_hunt.quarantine.listfile import DEFAULT_RELEASE, Entry, Unwritable, entry_for, parse
 from hermetic_hunt.report.history import history
 from hermetic_hunt.store.history import RunPoint, Tally
 
@@ -169,6 +170,22 @@ def test_the_quarantine_lines_shown_read_and_write_back_the_same():
         f"{releases[0]} at 68%, {releases[1]} at 10%, {releases[2]} at 1% or less, "
         f"{DEFAULT_RELEASE} without a rate"
     ) in " ".join(text("quarantine.md").split())
+
+
+def test_both_pages_say_what_a_line_holding_a_file_path_quarantines():
+    # quarantine.md and limitations.md once disagreed; both now say what the code does.
+    entries = parse("tests/test_x.py\n./tests/test_y.py\n")
+    assert entry_for(entries, "tests/test_x.py::TestX::test_a[1]") is entries[0]
+    assert entry_for(entries, "tests/test_y.py::test_b") is None
+    with pytest.raises(BadOption, match="line 1"):
+        parse("tests/\n")
+    with pytest.raises(Unwritable, match="not a test id"):
+        Entry("tests/test_x.py").format()  # hermetic-hunt quarantine never writes one
+    for page in ("quarantine.md", "limitations.md"):
+        words = " ".join(text(page).split())
+        assert "(`tests/test_x.py`" in words and "quarantines every test of that file" in words
+        assert "`./tests/test_x.py`" in words and "matches no test" in words, page
+        assert "`hermetic-hunt quarantine`" in words and "never" in words, page
 
 
 def slug(heading: str) -> str:

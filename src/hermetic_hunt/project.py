@@ -86,7 +86,10 @@ def files_of(root: Path, nodeids: Iterable[str]) -> list[Path]:
 
     A nodeid whose file leads outside the root is refused
     (:class:`OutsideProject`); one whose file no longer exists is left out (the
-    test was renamed or deleted: the probes say it is not collected).
+    test was renamed or deleted: the probes say it is not collected). A file
+    is named as its nodeid names it, under ``root``: a test file that is a link
+    to another file of the project keeps its own name (pytest names its tests
+    by it), once the file it points to is found inside ``root``.
     """
     out: dict[Path, None] = {}
     for nodeid in nodeids:
@@ -95,5 +98,6 @@ def files_of(root: Path, nodeids: Iterable[str]) -> list[Path]:
             continue
         target = confine(root, path, "the test file of")
         if target.is_file():
-            out[target] = None
+            named = root / path
+            out[target if ".." in named.parts else named] = None
     return sorted(out)

@@ -103,3 +103,35 @@ def test_a_verification_that_cannot_run_exits_1(hunted):
     code, out = run("F1", "--runs", "2")
     assert code == 1, out
     assert "not verified: " in out and "verified: the reproducer passes" not in out
+
+
+def test_a_test_file_linked_to_another_file_of_the_checkout_is_verified_and_patched_there(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
+):
+    # pytest names the tests by the link; the copy collects them by that name and
+    # the patch is written to the file the link points to, the link kept.
+    (pytester.path / "shared").mkdir()
+    real = pytester.path / "shared" / "env_tests.py"
+    real.write_text(SUITE)
+    (pytester.path / "test_env.py").symlink_to(Path("shared", "env_tests.py"))
+    result = hunt(pytester, "--hermetic-hunt=6", "-p", "no:xdist")
+    assert "F1 test_env.py::test_reads_the_env  victim" in result.stdout.str()
+    monkeypatch.chdir(pytester.path)
+    code, out = run("F1", "--runs", "5", "--apply")
+    assert code == 0, out
+    assert "verified: the reproducer passes 5/5 with the patch" in out
+    assert out.rstrip().endswith("applied to shared/env_tests.py")
+    assert (pytester.path / "test_env.py").readlink() == Path("shared", "env_tests.py")
+    assert 'monkeypatch.setenv("APP_MODE", "debug")' in real.read_text()
+    # A link out of the checkout: one line says why there is no patch, nothing is written.
+    outside = tmp_path_factory.mktemp("outside") / "env_tests.py"
+    outside.write_text(SUITE)
+    (pytester.path / "test_env.py").unlink()
+    (pytester.path / "test_env.py").symlink_to(outside)
+    code, out = run("F1", "--apply")
+    assert code == 1, out
+    assert (
+        f"  no patch: test_env.py is a link to {outside.resolve()}, outside the checkout "
+        f"({pytester.path}); fix reads and patches only files inside it\n"
+    ) in out
+    assert outside.read_text() == SUITE

@@ -59,6 +59,31 @@ def test_multiline_headers_keep_their_layout(tmp_path):
     assert draft.result() == "def test_it(\n    tmp_path, monkeypatch,\n):\n    pass\n"
 
 
+def test_a_rewritten_statement_drops_the_comment_that_ends_its_line_and_only_that(tmp_path):
+    draft = draft_of(tmp_path, """
+        import os
+
+        def test_it():
+            # set the currency
+            os.environ["X"] = (  # no monkeypatch
+                "EUR"
+            )  # never put back
+            os.environ["Y"] = "1"; assert True  # about both
+    """)  # fmt: skip
+    func = draft.module.function((), "test_it")
+    assert func is not None
+    to_x, to_y = func.body[:2]
+    draft.rewrite(to_x.lineno, to_x.col_offset, to_x.end_lineno or 0, to_x.end_col_offset or 0,
+                  'monkeypatch.setenv("X", "EUR")')  # fmt: skip
+    draft.rewrite(to_y.lineno, to_y.col_offset, to_y.end_lineno or 0, to_y.end_col_offset or 0,
+                  'monkeypatch.setenv("Y", "1")')  # fmt: skip
+    assert draft.result().splitlines()[3:] == [
+        "    # set the currency",
+        '    monkeypatch.setenv("X", "EUR")',
+        '    monkeypatch.setenv("Y", "1"); assert True  # about both',
+    ]
+
+
 def test_statements_go_first_after_the_docstring_and_fixtures_above_the_test(tmp_path):
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__init__.py").write_text("")

@@ -54,7 +54,7 @@ def test_an_environment_leak_becomes_monkeypatch_setenv_in_the_polluter(shop):
     ]
     assert added(s.diff) == [
         "def test_checkout_in_euros(monkeypatch):",
-        '    monkeypatch.setenv("SHOP_CURRENCY", "EUR")  # no monkeypatch: never put back',
+        '    monkeypatch.setenv("SHOP_CURRENCY", "EUR")',
     ]
 
 
@@ -67,8 +67,7 @@ def test_a_deleted_working_directory_becomes_monkeypatch_chdir(shop):
     assert s.changes[0].where == "tests/test_scratch.py:9"
     assert added(s.diff) == [
         "def test_render_in_scratch_dir(monkeypatch):",
-        "        monkeypatch.chdir(tmp)  # never changed back: the directory is deleted below "
-        "the process",
+        "        monkeypatch.chdir(tmp)",
     ]
 
 

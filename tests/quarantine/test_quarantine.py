@@ -66,6 +66,26 @@ def test_a_quarantined_failure_does_not_fail_the_session_and_is_named(pytester: 
     )
 
 
+def test_a_line_holding_a_file_path_quarantines_every_test_of_that_file(pytester):
+    # The path as the test ids spell it; another spelling of it matches no test.
+    pytester.makepyfile(test_suite=SUITE, test_other="def test_other():\n    assert False\n")
+    pytester.makefile(".txt", quarantine="test_suite.py  # by hand\n./test_other.py\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "--hermetic-quarantine=quarantine.txt"
+    )
+    assert result.ret == 1  # test_other.py is not quarantined by './test_other.py'
+    result.stdout.fnmatch_lines(
+        [
+            "4 quarantined test(s) ran: 2 failed without failing the session, 2 passed",
+            "  QUARANTINED FAILURE test_suite.py::test_flaky (quarantined by hand): "
+            "AssertionError: the known flake",
+            "  QUARANTINED FAILURE test_suite.py::test_param[2] (quarantined by hand): "
+            "assert 2 == 1",
+            "FAILED test_other.py::test_other - assert False",
+        ]
+    )
+
+
 def test_the_same_session_under_xdist(pytester: pytest.Pytester):
     pytester.makepyfile(test_suite=SUITE)
     pytester.makefile(".txt", quarantine=LIST)

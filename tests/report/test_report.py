@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,11 @@ from helpers import (
 
 from hermetic_hunt.errors import BadDatabase, UnknownId
 from hermetic_hunt.models import Failure
-from hermetic_hunt.report import render
+from hermetic_hunt.report import model, render
 from hermetic_hunt.report.html import bars, breakable, command, folded
 from hermetic_hunt.report.load import load_report
 from hermetic_hunt.report.model import Report
+from hermetic_hunt.report.words import calendar_text
 
 
 @pytest.fixture
@@ -372,6 +374,51 @@ def test_the_html_chart_labels_its_groups_and_sorts_within_them(db):
         mine = [b for b in chart if b.nodeid in {g.lead.nodeid for g in groups}]
         rates = [float(b.rate.rstrip("%<> ") or 0) for b in mine]
         assert rates == sorted(rates, reverse=True), level
+
+
+def _time_flake(test: model.TestResult, dates: dict[str, object] | None) -> model.TestResult:
+    """``test`` as a time flake, with its ``dates`` fact (None: not replayed at dates)."""
+    assert test.flake is not None
+    evidence = {"dates": dates} if dates is not None else {}
+    flake = replace(test.flake, kinds=("time",), evidence=evidence)
+    return replace(test, flake=flake, exposure=model.test_exposure(test.status, flake))
+
+
+COMING = {"fails_now": False, "next_failure": "2026-12-31T00:00:00.250+00:00",
+          "checked_from": "2026-12-05T08:54:38+00:00"}  # fmt: skip
+DAILY = {"fails_now": True, "daily": True, "next_failure": "2026-12-05T11:12:18.991+00:00"}
+
+
+def test_the_html_chart_draws_a_flake_the_calendar_decides_as_its_dates_not_a_rate(db):
+    # Its share of the hunt's attempts (70% here) is how often the hunt's clock hit
+    # its dates: the chart shows when it fails instead, in the report's own words.
+    report = report_of(db)
+    (victim,) = [t for t in report.tests if t.nodeid == VICTIM]
+    coming, daily, noisy = (_time_flake(victim, d) for d in (COMING, DAILY, None))
+    assert (coming.exposure, daily.exposure, noisy.exposure) == ("dates", "normal", "normal")
+    assert calendar_text(coming) == (
+        "next real failure: 2026-12-31 00:00:00.250 (replayed at the coming dates)"
+    )
+    assert calendar_text(daily).startswith("fails every day at 11:12:18.991 UTC")
+    assert calendar_text(noisy) == ""  # a clock that runs slow fails any day: its rate stands
+    chart, _, _ = bars(
+        [("Fails in normal runs", [daily, noisy]), ("Fails on 2026-12-31", [coming])]
+    )
+    assert [(b.width, b.low, b.high, b.dates) for b in chart] == [
+        (chart[0].width, chart[0].low, chart[0].high, ""),
+        (0.0, 0.0, 0.0, calendar_text(daily)),
+        (0.0, 0.0, 0.0, calendar_text(coming)),
+    ]
+    assert chart[0].width > 0 and chart[0].rate == chart[1].rate == "70%"
+    flakes = [replace(t, flake=coming.flake, exposure="dates") if t.nodeid == VICTIM else t
+              for t in report.tests]  # fmt: skip
+    html = render(replace(report, tests=tuple(flakes), groups=model.rank_groups(flakes)), "html")
+    row = html.split('<a href="#F1"><text', 1)[1].split("</g>", 1)[0]
+    assert '<text class="dates" x="240"' in row and calendar_text(coming) in row
+    assert "<rect" not in row and "whisker" not in row and ">70%<" not in row
+    assert html.count('<rect class="bar"') == 3  # the other findings keep their bars
+    (width,) = re.findall(r'aria-label="fail rate per test" width="(\d+)"', html)
+    assert int(width) >= 240 + len(calendar_text(coming)) * 7
 
 
 @pytest.mark.parametrize(

@@ -137,8 +137,11 @@ def test_the_verification_copy_never_patches_through_a_link_into_the_checkout(tm
     (root / "linked_out").symlink_to(outside)
     before = tree_digest(root / "real", outside)
     place = RunPlace(str(root), Settings(rounds=1, budget_seconds=None, base_seed=1), 1)
-    copy = make_copy(place, tmp_path / "copy", nodeids=("tests/test_x.py::t",))
-    assert copy.args == (f"--rootdir={copy.root}", str(copy.root / "real" / "test_x.py"))
+    copy = make_copy(place, tmp_path / "copy", nodeids=("tests/test_x.py::t", "test_file.py::t"))
+    # Collected by the names the nodeids give them (pytest names the tests by the link).
+    args = (str(copy.root / "test_file.py"), str(copy.root / "tests" / "test_x.py"))
+    assert copy.args == (f"--rootdir={copy.root}", *args)
+    assert all(Path(a).resolve() == copy.root / "real" / "test_x.py" for a in args)
     for path in ("tests/test_x.py", "test_file.py"):
         Patch((FileChange(path, "x = 1\n", "x = 2\n"),)).apply_to(copy.root)
         Patch((FileChange(path, "x = 2\n", "x = 1\n"),)).apply_to(copy.root)

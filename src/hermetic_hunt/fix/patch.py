@@ -176,6 +176,17 @@ class Draft:
         first, last = self.lines[line - 1], self.lines[end_line - 1]
         self._add(line - 1, _char_col(first, col), end_line - 1, _char_col(last, end_col), text)
 
+    def rewrite(self, line: int, col: int, end_line: int, end_col: int, text: str) -> None:
+        """Replace a statement (``ast`` coordinates) with ``text`` and drop the comment
+        that ends its last line: it spoke of the code replaced (``# never put back``
+        after the ``os.environ[...] = ...`` that ``monkeypatch.setenv`` puts back).
+        A line that goes on after the statement (``a = 1; b = 2  # c``) keeps it."""
+        last = self.lines[end_line - 1]
+        rest = last[_char_col(last, end_col) :]
+        if rest.lstrip().startswith("#"):
+            end_col = len(last.rstrip("\r\n").encode("utf-8"))
+        self.replace(line, col, end_line, end_col, text)
+
     def insert_lines(self, before: int, lines: list[str]) -> None:
         """Insert whole lines before line ``before`` (1-based; past the end: append)."""
         text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)

@@ -216,6 +216,19 @@ class Project:
             return False
         return self._real_root is not None and (not path.exists() or inside(self._real_root, path))
 
+    def leaves(self, rel: str) -> Path | None:
+        """Where the file ``rel`` names under the rootdir really is, when a symbolic
+        link takes it outside the rootdir (None: it stays inside, or is not there).
+        A link to another file of the project is read, patched and verified as that
+        file; one that leaves is not (fix writes only inside the checkout)."""
+        path = self.rootdir / rel
+        if ".." in path.parts or self._real_root is None:
+            return None
+        try:
+            return path.resolve() if path.exists() and not inside(self._real_root, path) else None
+        except (OSError, RuntimeError, ValueError):
+            return None
+
     def module(self, rel_or_path: str | Path, dotted: str | None = None) -> Module | None:
         path = Path(rel_or_path)
         if not path.is_absolute():

@@ -152,12 +152,29 @@ def suggest(facts: FixFacts, project: Project | None = None) -> Suggestion:
     plan = _Plan(facts, project, Analyzer(project) if project else None, primary_kind(facts.kinds))
     if project is None:
         plan.reason = f"no patch: the hunt's rootdir {facts.rootdir or '(unknown)'} is not here"
+    else:
+        plan.reason = _outside_link(project, facts)
     SUGGESTERS.get(plan.kind, SUGGESTERS["unexplained"])(plan)
     for other in facts.kinds:
         row = kind_info(other)
         if other != plan.kind and row is not None and row.advice:
             plan.advice.append(row.advice)
     return plan.finish()
+
+
+def _outside_link(project: Project, facts: FixFacts) -> str:
+    """Why there is no patch when a test file of the flake is a link out of the
+    checkout ("" : none is); said only when no patch is made after all."""
+    tests = [facts.nodeid, *facts.cleaners]
+    tests += [n for group in (*facts.polluters, *facts.state_setters) for n in group]
+    for rel in dict.fromkeys(n.partition("::")[0] for n in tests):
+        target = project.leaves(rel)
+        if target is not None:
+            return (
+                f"no patch: {clean(rel)} is a link to {clean(str(target))}, outside the checkout "
+                f"({clean(str(project.rootdir))}); fix reads and patches only files inside it"
+            )
+    return ""
 
 
 # -- the state a test leaves behind ----------------------------------------------------
@@ -231,7 +248,7 @@ def _restore(
     func = test.function
     rewrite = effect.rewrite
     if rewrite is not None and draft.add_param(func, "monkeypatch"):
-        draft.replace(rewrite.line, rewrite.col, rewrite.end_line, rewrite.end_col, rewrite.text)
+        draft.rewrite(rewrite.line, rewrite.col, rewrite.end_line, rewrite.end_col, rewrite.text)
         if "os.environ.get(" in rewrite.text:
             draft.ensure_import("import os", "os")
         method = rewrite.text.split("(", 1)[0]

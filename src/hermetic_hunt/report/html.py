@@ -10,6 +10,7 @@ computed here, in Python, and passed to the template as numbers.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from hermetic_hunt.report.words import (
     SHOW,
     UNATTRIBUTED,
     bound_text,
+    calendar_text,
     collision_text,
     dates_text,
     exposure_line,
@@ -51,7 +53,9 @@ _BAR_WIDTH = 420
 
 @dataclass(frozen=True)
 class Bar:
-    """One test in the fail-rate chart (SVG units); ``anchor``: its finding's row."""
+    """One test in the fail-rate chart (SVG units); ``anchor``: its finding's row;
+    ``dates``: a finding the calendar decides, drawn as its dates' words, no bar
+    (:func:`~hermetic_hunt.report.words.calendar_text`)."""
 
     nodeid: str
     label: str
@@ -62,6 +66,7 @@ class Bar:
     rate: str
     interval: str
     anchor: str = ""
+    dates: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,13 +100,14 @@ _ROW = 22
 
 def bars(groups: list[tuple[str, list[TestResult]]]) -> tuple[list[Bar], list[Heading], int]:
     """The chart's bars under one heading per exposure group, most surely failing
-    first within each group; at most :data:`CHART_LIMIT` bars. Returns the bars,
+    first within each group (findings the calendar decides, which have no rate
+    bar, after the rest); at most :data:`CHART_LIMIT` bars. Returns the bars,
     the headings and the chart's height."""
     out: list[Bar] = []
     headings: list[Heading] = []
     y = 0
     for title, tests in groups:
-        chosen = sorted(tests, key=lambda t: (-(t.rate or 0.0), t.nodeid))
+        chosen = sorted(tests, key=lambda t: (bool(calendar_text(t)), -(t.rate or 0.0), t.nodeid))
         chosen = chosen[: CHART_LIMIT - len(out)]
         if not chosen:
             break
@@ -109,21 +115,32 @@ def bars(groups: list[tuple[str, list[TestResult]]]) -> tuple[list[Bar], list[He
         y += _ROW
         for t in chosen:
             low, high = t.interval or (0.0, 0.0)
+            dates = calendar_text(t)
+            if dates:
+                low = high = 0.0  # its rate is the hunt clock's, not a real run's: no bar
             out.append(
                 Bar(
                     nodeid=t.nodeid,
                     label=t.flake.flake_id if t.flake else t.nodeid.rsplit("::", 1)[-1][:28],
                     y=y,
-                    width=round((t.rate or 0.0) * _BAR_WIDTH, 1),
+                    width=0.0 if dates else round((t.rate or 0.0) * _BAR_WIDTH, 1),
                     low=round(low * _BAR_WIDTH, 1),
                     high=round(high * _BAR_WIDTH, 1),
                     rate=stats.percent(t.rate or 0.0),
                     interval=f"{stats.percent(low)}–{stats.percent(high)}",
                     anchor=anchor_of(t),
+                    dates=dates,
                 )
             )
             y += _ROW
     return out, headings, max(_ROW, y)
+
+
+def chart_width(chart: list[Bar]) -> int:
+    """The chart's width: labels, bars, rates -- and the longest dates' words
+    drawn from the bars' start (12px monospace: about 7.3 units a character)."""
+    words = max((len(bar.dates) for bar in chart), default=0)
+    return max(_BAR_WIDTH + 320, 250 + math.ceil(words * 7.3))
 
 
 def anchor_of(test: TestResult) -> str:
@@ -299,6 +316,7 @@ def render_html(report: Report) -> str:
         bars=chart,
         headings=headings,
         bar_width=_BAR_WIDTH,
+        chart_width=chart_width(chart),
         chart_height=chart_height,
         fixed=fixed,
         gridded=gridded,

@@ -491,3 +491,28 @@ def test_exposure(status: str, flake: Flake | None) -> str | None:
         fails_now=dates.get("fails_now") is True if isinstance(dates, dict) else None,
         past_only=isinstance(dates, dict) and dates.get("past_only") is True,
     )
+
+
+def calendar_dates(test: TestResult) -> dict[str, Any] | None:
+    """The ``dates`` fact of a finding the calendar decides (None: any other test).
+
+    The calendar decides it when its exposure comes from its kinds' ``calendar``
+    rule (:func:`hermetic_hunt.models.exposure`: it would wait for its date
+    were it not failing today) and isolation replayed it at the coming dates.
+    Its share of failing attempts then says how often the hunt's clock, drawn
+    with weight on the instants where date code breaks, landed on its dates --
+    nothing about how often a real run fails: what says that is its dates.
+    """
+    flake = test.flake
+    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
+    dates = evidence.get("dates")
+    if flake is None or not isinstance(dates, dict) or test.status not in FINDINGS:
+        return None
+    waits = exposure(
+        flake.kinds,
+        status=test.status,
+        default_order=evidence.get("default_order") is True,
+        fails_now=False,
+        past_only=dates.get("past_only") is True,
+    )
+    return dates if waits in ("dates", "past") else None

@@ -21,7 +21,14 @@ from hermetic_hunt.models import (
     attempts_text,
     format_seconds,
 )
-from hermetic_hunt.report.model import Flake, Group, Report, TestResult, found_by_probe
+from hermetic_hunt.report.model import (
+    Flake,
+    Group,
+    Report,
+    TestResult,
+    calendar_dates,
+    found_by_probe,
+)
 from hermetic_hunt.store.rows import LeakRow, RunRow
 from hermetic_hunt.untrusted import clean as clean  # re-exported: every format uses it
 
@@ -128,6 +135,15 @@ def dates_text(dates: Any) -> str:
             f"({tried} replayed): not a CI risk"
         )
     return f"no real failure through {until} ({tried} replayed)"
+
+
+def calendar_text(test: TestResult) -> str:
+    """What a finding the calendar decides means in real runs, in place of a fail
+    rate (its share of the hunt's attempts is how often the hunt's clock hit its
+    dates): its dates' words -- ``next real failure: 2026-12-31 00:00:00.250
+    (replayed at the coming dates)``. "" for any other test (its rate says it)."""
+    dates = calendar_dates(test)
+    return dates_text(dates) if dates is not None else ""
 
 
 def _day(value: object) -> str:

@@ -69,6 +69,19 @@ def test_report_formats_go_to_stdout_or_to_a_file(db, here, fmt):
     assert (here / "out" / f"report.{fmt}").read_text() == out
 
 
+def test_md_is_taken_as_markdown_wherever_a_format_is(db, here):
+    from hermetic_hunt.report import ALIASES, FORMATS, render
+
+    assert invoke("report", "--format", "md") == invoke("report", "--format", "markdown")
+    code, written, _ = invoke("report", "--format", "md", "-o", "summary.md")
+    assert (code, written.split(" · ")[0]) == (FOUND, "wrote summary.md")
+    assert (here / "summary.md").read_text() == invoke("report", "--format", "markdown")[1]
+    choices = next(p for p in main.commands["report"].params if p.name == "fmt").type.choices
+    assert sorted(choices) == sorted([*FORMATS, *ALIASES])
+    with pytest.raises(ValueError, match="expected one of text, markdown, html, json, md"):
+        render(None, "pdf")  # type: ignore[arg-type]
+
+
 def test_report_json_is_the_documented_structure(db):
     data = json.loads(invoke("report", "--format", "json")[1])
     assert (data["format"], data["version"]) == ("hermetic-hunt-report", 1)

@@ -152,10 +152,11 @@ def _finish(found: bool, exit_zero: bool = False) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "markdown", "html", "json"]),
+    # report.FORMATS and report.ALIASES (not imported here: the CLI starts light).
+    type=click.Choice(["text", "markdown", "md", "html", "json"]),
     default="text",
     show_default=True,
-    help="text for a terminal, markdown for a CI step summary, html for one "
+    help="text for a terminal, markdown (or md) for a CI step summary, html for one "
     "self-contained page, json for other tools (docs/json-format.md).",
 )
 @click.option(

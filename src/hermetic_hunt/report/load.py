@@ -16,7 +16,7 @@ from hermetic_hunt import journal, pasteable
 from hermetic_hunt.errors import BadDatabase, BadJournal, BadOption, UnknownId
 from hermetic_hunt.models import parse_ref
 from hermetic_hunt.replay.plan import location_arg
-from hermetic_hunt.report import render
+from hermetic_hunt.report import format_name, render
 from hermetic_hunt.report.fixes import fix_views
 from hermetic_hunt.report.history import history, runs_since
 from hermetic_hunt.report.model import Replay, Report, assemble, flake_run
@@ -138,6 +138,7 @@ def write_report(
     """Render the report; write it to ``output`` (html: a default path) or return it."""
     from hermetic_hunt.report.html import DEFAULT_PATH
 
+    fmt = format_name(fmt)
     where = os.fspath(cwd or os.getcwd())
     with open_database(db) as store:
         report = load_report(store, run, where, since)

@@ -512,6 +512,32 @@ def test_tb_shows_each_failure_once_and_counts_the_repeats(suite):
     result.stdout.re_match_lines([r".*\d+ failed, \d+ passed, \d+ repeated failures in .*"])
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
+def test_a_setup_error_is_shown_once_and_its_repeats_are_counted_apart(pytester, workers):
+    """pytest's last line said "4 errors" for one fixture that failed in 4 attempts,
+    with one ERROR line to explain them: the repeats are counted as such (a twice
+    round runs it once more)."""
+    pytester.makepyfile(
+        test_setup="""
+        import pytest
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("no database")
+
+        def test_needs_it(broken):
+            pass
+
+        def test_fine():
+            pass
+        """
+    )
+    result = hunt(pytester, "--hermetic-hunt=4", "--hermetic-hunt-isolate=off", *workers)
+    text = result.stdout.str()
+    assert text.count("ERROR test_setup.py::test_needs_it") == 1, text
+    result.stdout.re_match_lines([r".* \d+ passed, 1 error, \d+ repeated errors in .*"])
+
+
 @pytest.mark.parametrize(("quiet", "header", "rounds"), [("-q", True, True), ("-qq", False, False)])
 def test_quiet_hunts_keep_the_summary_and_drop_what_pytest_drops(suite, quiet, header, rounds):
     result = hunt(suite, "--hermetic-hunt=2", "--hermetic-hunt-isolate=off", quiet)

@@ -79,27 +79,43 @@ class Terminal:
             self.config.option.tbstyle = "no"
 
     def condense(self) -> None:
-        """Show one failure per test (per test and location with ``--tb``); count the repeats.
+        """Show each failure and each error once (per test and phase, and location
+        with ``--tb``); count the repeats apart.
 
-        Repeats move from pytest's ``failed`` list to ``repeated failures``:
-        the summary line still counts them, FAILURES and the short summary
-        show each distinct failure once. Every attempt is in the database.
+        A round's failing report that repeats one already shown moves from
+        pytest's ``failed`` list to ``repeated failures``, an error (a setup or
+        teardown that failed) from ``error`` to ``repeated errors``: the last
+        line still counts every attempt's, FAILURES, ERRORS and the short
+        summary show each distinct one once. Every attempt is in the database.
         """
         terminal = self.reporter
         if terminal is None:
             return
         tracebacks = self.config.option.tbstyle != "no"
-        seen: set[tuple[str, str]] = set()
-        kept, repeats = [], []
-        for report in terminal.stats.get("failed", []):
-            crash = getattr(report.longrepr, "reprcrash", None)
-            where = f"{getattr(crash, 'path', '')}:{getattr(crash, 'lineno', '')}"
-            key = (report.nodeid, where if tracebacks else "")
-            if key in seen and id(report) in self._shown:
-                repeats.append(report)
-            else:
-                seen.add(key)
-                kept.append(report)
-        if repeats:
-            terminal.stats["failed"] = kept
-            _compat.add_stats(terminal, "repeated failures", repeats)
+        for category, repeated in REPEATED.items():
+            seen: set[tuple[str, str, str]] = set()
+            kept, repeats = [], []
+            for report in terminal.stats.get(category, []):
+                key = _shown_once(report, tracebacks)
+                if key in seen and id(report) in self._shown:
+                    repeats.append(report)
+                else:
+                    seen.add(key)
+                    kept.append(report)
+            if repeats:
+                terminal.stats[category] = kept
+                _compat.add_stats(terminal, repeated, repeats)
+
+
+#: pytest's categories of failing reports, and where their repeats are counted.
+REPEATED = {"failed": "repeated failures", "error": "repeated errors"}
+
+
+def _shown_once(report: Any, tracebacks: bool) -> tuple[str, str, str]:
+    """What makes a failing report a new one: its test and phase, and with
+    tracebacks its location (the rest of a hunt's reports of it are repeats)."""
+    where = ""
+    if tracebacks:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        where = f"{getattr(crash, 'path', '')}:{getattr(crash, 'lineno', '')}"
+    return (report.nodeid, str(getattr(report, "when", "")), where)

@@ -39,6 +39,8 @@ class Tallies:
         self.repeated = 0
         self.failed_attempts = 0
         self.violation_attempts = 0
+        #: Repeated runs (a twice round's second) that passed: pytest's last line counts them.
+        self.repeated_passes = 0
         #: Tests that both passed and failed in plain attempts.
         self.flaky = 0
         # (worker, round, nodeid) -> outcome of a twice round's first run
@@ -78,6 +80,8 @@ class Tallies:
         self.repeated += 1
         if outcome in FAILING:
             self.failed_attempts += 1
+        elif outcome in PASSING:
+            self.repeated_passes += 1
 
     def _count(self, nodeids: Sequence[str], outcomes: Sequence[str]) -> None:
         """Plain attempts: ``nodeids[i]`` ended with ``outcomes[i]``."""

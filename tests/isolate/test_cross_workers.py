@@ -20,6 +20,7 @@ two workers overlap; nothing is left to luck but the order a seed draws):
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import textwrap
@@ -75,8 +76,19 @@ FOLDER_SUITE = {
         for m in "ab"
     },
     "test_c.py": """
+        import shutil
+
         import state
-        from setup_folder import hold, setup_function, teardown_function  # noqa: F401
+        from setup_folder import FOLDER, hold
+
+        def setup_function(function):
+            # (never fails here: a polluted victim always reaches its own assertion,
+            # however long the other worker holds the folder on a busy machine)
+            FOLDER.mkdir(exist_ok=True)
+            (FOLDER / "owner.txt").write_text(function.__name__)
+
+        def teardown_function(function):
+            shutil.rmtree(FOLDER, ignore_errors=True)
 
         def test_victim():
             assert not state.DIRTY
@@ -129,7 +141,7 @@ PORT_SUITE = {
         import select
         import socket
 
-        PORT = 47613
+        PORT = {port}
 
         def serve():
             with socket.socket() as server:
@@ -155,11 +167,13 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def hunted(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
+def hunted(tmp_path_factory: pytest.TempPathFactory) -> dict[Any, Any]:
     """Each suite hunted with seed 3 at ``-n 2``; folder and codes also at ``-n 0``."""
     base = tmp_path_factory.mktemp("cross")
-    out = {}
+    out: dict[Any, Any] = {"port": free_port()}
     for name, files in SUITES.items():
+        if name == "port":  # this fixture runs on each worker of the suite's own -n 2
+            files = {k: v.replace("{port}", str(out["port"])) for k, v in files.items()}
         write(base / name, files)
         for workers in ("2", "0") if name != "port" else ("2",):
             db = base / name / f"flakes-n{workers}.db"
@@ -167,6 +181,14 @@ def hunted(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], An
                         f"--hermetic-hunt-db={db}", "-p", "no:cacheprovider", seed=3)  # fmt: skip
             out[(name, workers)] = (db, done.stdout + done.stderr)
     return out
+
+
+def free_port() -> int:
+    """A port no other process (another xdist worker hunting this same suite) holds now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
 
 
 def findings(db: Path) -> dict[str, tuple[list[str], dict[str, Any]]]:
@@ -237,8 +259,8 @@ def test_two_tests_that_serve_on_one_fixed_port_collide_over_it(hunted):
     assert found, out[-3000:]
     for kinds, evidence in found.values():
         assert kinds == ["collision"]
-        assert evidence["collision"]["resource"] == "port:47613"
-    assert "over port:47613" in out
+        assert evidence["collision"]["resource"] == f"port:{hunted['port']}"
+    assert f"over port:{hunted['port']}" in out
 
 
 def test_the_folder_groups_replay_runs_its_two_sides_and_brings_the_collision_back(hunted):

@@ -607,8 +607,6 @@ def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None
     or ``Timeout`` when the parent stopped it (with where it was, read from the
     child's own dump of its threads)."""
     code = child.reap()
-    why = describe_exit(code)
-    nodeid = child.job.steps[child.steps_done].nodeid
     if child.timed_out:
         dump = child.hang_dump()
         failure = Failure(
@@ -617,11 +615,12 @@ def crashed(child: Child, settings: Settings, worker: str, hash_seed: int | None
             own_location(hang_frames(dump), child.root) or "",
             dump[:STDERR_TAIL],
         )
-        return child.job.lost(child.steps_done, settings.base_seed, worker, failure,
-                              duration=_PERF() - child.started, hash_seed=hash_seed)  # fmt: skip
-    tail = child.stderr_tail() or f"the process running {nodeid} died ({why})"
-    failure = Failure("Crashed", f"the process running this test died ({why})", "",
-                      tail[-STDERR_TAIL:])  # fmt: skip
+    else:
+        why = describe_exit(code)
+        nodeid = child.job.steps[child.steps_done].nodeid
+        tail = child.stderr_tail() or f"the process running {nodeid} died ({why})"
+        failure = Failure("Crashed", f"the process running this test died ({why})", "",
+                          tail[-STDERR_TAIL:])  # fmt: skip
     return child.job.lost(child.steps_done, settings.base_seed, worker, failure,
                           duration=_PERF() - child.started, hash_seed=hash_seed)  # fmt: skip
 

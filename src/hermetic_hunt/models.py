@@ -615,7 +615,7 @@ def describe_leak(resource: str, name: str, change: str, detail: str = "") -> st
     }.get((resource, change))
     if text is None:  # a resource this version does not know (a newer database)
         text = f"left {resource} {name} {change}".replace("  ", " ").strip()
-    return f"{text} ({detail})" if detail and resource not in ("thread",) else text
+    return f"{text} ({detail})" if detail and detail != "daemon" else text
 
 
 @dataclass(frozen=True)

@@ -271,3 +271,49 @@ def test_pytest_moving_the_projects_folders_in_sys_path_is_no_ones_leak(
     # a test that swaps what is searched first outside the project: its leak
     monkeypatch.setattr(sys, "path", [root, src, root, *reversed(outside)])
     assert ("sys.path", "order", "changed") in names(diff(before, Snapshot.take(), root))
+
+
+def test_what_a_wider_fixture_starts_is_its_own_until_it_outlives_the_teardown() -> None:
+    leaks = RoundLeaks(None)
+    held, forgotten = threading.Event(), threading.Event()
+    before = Snapshot.running()
+    server = threading.Thread(target=held.wait, name="hh-held", daemon=True)
+    server.start()
+    leaks.fixture_set_up("server", "session fixture 'server' at conftest.py:4", 0,
+                         before, Snapshot.running())  # fmt: skip
+    before = Snapshot.running()
+    stray = threading.Thread(target=forgotten.wait, name="hh-stray", daemon=True)
+    stray.start()
+    leaks.fixture_set_up("stray", "module fixture 'stray' at conftest.py:9", 0,
+                         before, Snapshot.running())  # fmt: skip
+    try:
+        assert leaks.after_attempt(0) == []  # the fixtures', not the first test's
+        assert leaks.after_attempt(1) == []
+        held.set()
+        server.join()
+        leaks.fixture_torn_down("server")  # stopped by its teardown: nobody's leak
+        leaks.fixture_torn_down("stray")  # still running: the fixture's, where it was set up
+        leaks.after_attempt(1)
+        kept = leaks.finish()
+    finally:
+        held.set()
+        forgotten.set()
+        stray.join()
+    assert kept == {
+        0: [Leak("thread", "hh-stray", "added",
+                 "started by module fixture 'stray' at conftest.py:9, "
+                 "still running after its teardown")]
+    }  # fmt: skip
+    assert kept[0][0].describe() == (
+        "left 1 thread running: hh-stray (started by module fixture 'stray' at conftest.py:9, "
+        "still running after its teardown)"
+    )
+
+
+def test_a_fixture_that_starts_nothing_holds_nothing() -> None:
+    leaks = RoundLeaks(None)
+    now = Snapshot.running()
+    leaks.fixture_set_up("quiet", "session fixture 'quiet'", 0, now, now)
+    assert leaks.held == {}
+    leaks.fixture_torn_down("quiet")  # a fixture never held: nothing to do
+    assert leaks.finish() == {}

@@ -38,11 +38,14 @@ Value changes (an environment variable, the cwd...) count as leaks only when
 they are still in place when the round has torn down its fixtures: a
 module-scoped fixture that sets and later unsets a variable leaves nothing
 behind. Running things (threads, processes, descriptors) count when they
-outlive the test that started them.
+outlive the test that started them -- or, when a fixture wider than a test
+started them in its setup (a session fixture's server thread), when they
+outlive that fixture's teardown, and then as the fixture's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import locale
 import os
@@ -431,6 +434,7 @@ RESOURCES: tuple[Resource, ...] = (
 )
 #: Resources that are running things: a leak as soon as the test is over.
 RUNNING = frozenset(resource.name for resource in RESOURCES if resource.running)
+_RUNNING = tuple(resource for resource in RESOURCES if resource.running)
 #: Kept for every attempt that made them, not only the last: each draw from
 #: a stream seeded at import shifts what every later test draws.
 EVERY = RUNNING | {"random"}
@@ -446,6 +450,19 @@ class Snapshot:
     def take(cls) -> Snapshot:
         return cls({resource.name: resource.get() for resource in RESOURCES})
 
+    @classmethod
+    def running(cls) -> Snapshot:
+        """The running things only (threads, processes, descriptors): sets each."""
+        return cls({resource.name: resource.get() for resource in _RUNNING})
+
+    def with_held(self, held: Iterable[Snapshot]) -> Snapshot:
+        """This snapshot as if what ``held`` holds had been running already."""
+        values = dict(self.values)
+        for holder in held:
+            for name, things in holder.values.items():
+                values[name] = values[name] | things
+        return Snapshot(values)
+
 
 def diff(before: Snapshot, after: Snapshot, rootdir: str | None = None) -> list[Leak]:
     """What changed from ``before`` to ``after`` (running things: what was started)."""
@@ -455,6 +472,20 @@ def diff(before: Snapshot, after: Snapshot, rootdir: str | None = None) -> list[
         if old != new:
             out.extend(resource.compare(old, new, rootdir))
     return out[:MAX_PER_ATTEMPT]
+
+
+def fixture_label(fixturedef: Any, rootdir: str | None) -> str:
+    """``session fixture 'server' at tests/conftest.py:12``: a fixture as a leak names it."""
+    code = getattr(getattr(fixturedef, "func", None), "__code__", None)
+    where = ""
+    if code is not None:
+        path = code.co_filename
+        if rootdir is not None:
+            with contextlib.suppress(ValueError):
+                relative = os.path.relpath(path, rootdir)
+                path = path if relative.startswith("..") else relative
+        where = f" at {path}:{code.co_firstlineno}"
+    return f"{fixturedef.scope} fixture {fixturedef.argname!r}{where}"
 
 
 def stream_leak(import_seed: str, words: int) -> Leak:
@@ -478,15 +509,48 @@ class RoundLeaks:
     start: Snapshot = field(default_factory=Snapshot.take)
     last: Snapshot | None = None
     changes: dict[int, list[Leak]] = field(default_factory=dict)
+    #: Running things a fixture wider than a test started in its setup, by
+    #: fixture (see :meth:`fixture_set_up`): ``(label, position, started)``.
+    held: dict[object, tuple[str, int, Snapshot]] = field(default_factory=dict)
 
     def after_attempt(self, position: int) -> list[Leak]:
         before = self.last or self.start
         now = Snapshot.take()
         self.last = now
-        found = diff(before, now, self.rootdir)
+        held = [started for _, _, started in self.held.values()]
+        found = diff(before.with_held(held) if held else before, now, self.rootdir)
         if found:
             self.changes[position] = found
         return found
+
+    def fixture_set_up(self, fixture: object, label: str, position: int,
+                       before: Snapshot, after: Snapshot) -> None:  # fmt: skip
+        """A fixture wider than a test (``label``: ``session fixture 'server'
+        at conftest.py:4``) was set up during the attempt at ``position``: the
+        threads, processes and descriptors it started are the fixture's, held
+        for its scope, not the test's. They are a leak only if they outlive
+        the fixture's teardown (:meth:`fixture_torn_down`), and then its."""
+        started = Snapshot(
+            {name: things - before.values[name] for name, things in after.values.items()}
+        )
+        if any(started.values.values()):
+            self.held[fixture] = (label, position, started)
+
+    def fixture_torn_down(self, fixture: object) -> None:
+        """``fixture`` was torn down: what it started and left running is a
+        leak, named as the fixture's, of the attempt that set it up."""
+        entry = self.held.pop(fixture, None)
+        if entry is None:
+            return
+        label, position, started = entry
+        now = Snapshot.running()
+        for resource in _RUNNING:
+            still = started.values[resource.name] & now.values[resource.name]
+            for leak in resource.compare(frozenset(), still, self.rootdir) if still else ():
+                owner = f"started by {label}, still running after its teardown"
+                detail = f"{leak.detail}; {owner}" if leak.detail not in ("", "daemon") else owner
+                self.note(position, Leak(leak.resource, leak.name, leak.change,
+                                         bounded(detail, 2 * DETAIL)))  # fmt: skip
 
     def note(self, position: int, leak: Leak) -> None:
         """A leak the snapshots cannot see (the engine knows it)."""

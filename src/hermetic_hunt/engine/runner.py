@@ -27,7 +27,7 @@ import pytest
 
 from hermetic_hunt import journal as journal_format
 from hermetic_hunt.engine.executor import AttemptExecutor, Slot, Timeline
-from hermetic_hunt.engine.leaks import RoundLeaks, Writes, stream_leak
+from hermetic_hunt.engine.leaks import RoundLeaks, Snapshot, Writes, fixture_label, stream_leak
 from hermetic_hunt.engine.recorder import Fold
 from hermetic_hunt.errors import NotCollected
 from hermetic_hunt.journal import Journal
@@ -208,6 +208,7 @@ class StepRunner:
         self._serialize = serialize
         self._reports: list[dict[str, Any]] = []
         self._watch = watch_leaks
+        self._leaks: RoundLeaks | None = None  # the running job's, while it runs
         #: In a job's own process (a round's, a probe's child): what escapes
         #: pytest's run of a step is that step's (see Outcome). Elsewhere (a
         #: replay) Ctrl-C still interrupts the session.
@@ -246,7 +247,7 @@ class StepRunner:
         """Run every step in order; how the job ended."""
         job = self.job
         timeline = job.timeline()
-        leaks = RoundLeaks(self.rootdir) if self._watch else None
+        leaks = self._leaks = RoundLeaks(self.rootdir) if self._watch else None
         writes = Writes.install() if self._watch else None
         if writes is not None:
             writes.start(self.rootdir)
@@ -307,6 +308,7 @@ class StepRunner:
                 break
         if writes is not None:
             writes.stop()
+        self._leaks = None
         if leaks is not None and outcome.status == "completed":
             outcome.leaks = leaks.finish()
         return outcome
@@ -327,6 +329,26 @@ class StepRunner:
                 leaks.note(position, leak)
         first = folds[0].attempt(leaks=(*found, *reset), writes=tuple(wrote))
         return [first, *(fold.attempt() for fold in folds[1:])]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(
+        self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+    ) -> Any:
+        """What a fixture wider than a test starts in its setup is the fixture's
+        (:meth:`~hermetic_hunt.engine.leaks.RoundLeaks.fixture_set_up`)."""
+        leaks, slot = self._leaks, self.executor.slot
+        if leaks is None or slot is None or fixturedef.scope == "function":
+            return (yield)
+        before = Snapshot.running()
+        try:
+            return (yield)
+        finally:
+            leaks.fixture_set_up(fixturedef, fixture_label(fixturedef, self.rootdir),
+                                 slot.position, before, Snapshot.running())  # fmt: skip
+
+    def pytest_fixture_post_finalizer(self, fixturedef: pytest.FixtureDef[Any]) -> None:
+        if self._leaks is not None:
+            self._leaks.fixture_torn_down(fixturedef)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A failing phase's report, serialised for the process that prints."""

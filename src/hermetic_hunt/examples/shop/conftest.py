@@ -71,6 +71,17 @@ if not getattr(sys, "_hermetic_hunt_example_net", False):
 
 
 @pytest.fixture(scope="session")
+def price_feed():
+    """The price feed's server thread, for the whole session: stopped at its end.
+    It runs from the first test that asks for it, but it is this fixture's."""
+    from shop.catalog import PriceFeed
+
+    feed = PriceFeed().start()
+    yield feed
+    feed.stop()
+
+
+@pytest.fixture(scope="session")
 def ledger_file(tmp_path_factory):
     """One sales ledger for the whole session, created empty."""
     path = tmp_path_factory.mktemp("ledger") / "ledger.json"

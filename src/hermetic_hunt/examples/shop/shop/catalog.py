@@ -1,4 +1,8 @@
-"""The product catalog: a registry that tests can extend (and must reset)."""
+"""The product catalog: a registry that tests can extend (and must reset),
+and a price feed that answers from a thread of its own."""
+
+import queue
+import threading
 
 CORE = {"tea": 450, "mug": 1200, "honey": 899}
 _REGISTRY: dict[str, int] = dict(CORE)
@@ -19,3 +23,29 @@ def products() -> list[str]:
 
 def price(sku: str) -> int:
     return _REGISTRY[sku]
+
+
+class PriceFeed:
+    """Prices served by a background thread, as a feed server would be."""
+
+    def __init__(self) -> None:
+        self._requests: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="price-feed", daemon=True)
+
+    def start(self) -> "PriceFeed":
+        self._thread.start()
+        return self
+
+    def _serve(self) -> None:
+        while (request := self._requests.get()) is not None:
+            sku, answer = request
+            answer.put(price(sku))
+
+    def quote(self, sku: str) -> int:
+        answer: queue.Queue = queue.Queue()
+        self._requests.put((sku, answer))
+        return answer.get()
+
+    def stop(self) -> None:
+        self._requests.put(None)
+        self._thread.join()

@@ -15,5 +15,6 @@ def test_catalog_lists_core_products():
     assert catalog.products() == ["honey", "mug", "tea"]
 
 
-def test_price_lookup():
+def test_price_lookup(price_feed):
     assert catalog.price("tea") == 450
+    assert price_feed.quote("mug") == 1200

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hermetic_hunt import journal as journal_format
+from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.models import (
     MODES,
@@ -255,3 +256,11 @@ def test_a_line_with_a_failure_or_a_jobs_end_is_urgent_without_being_decoded() -
     assert wire.urgent(wire.end_line("completed"))
     assert not wire.urgent(wire.step_line(0, [passed], []))
     assert wire.decode(wire.step_line(4, [failed], []))["step"] == 4
+
+
+def test_counts_on_the_wire_are_bounded_and_malformed_ones_are_none() -> None:
+    assert wire.report_counts(wire.counts_report({"subtests passed": 6})) == {"subtests passed": 6}
+    assert wire.report_counts({"counts": {"passed": -1, "x" * 41: 1, "ok": True}}) == {}
+    report = {"counts": {"passed": 1}, "nodeid": "t"}  # a report, not counts
+    assert wire.report_counts(report) == {}
+    assert wire.report_counts({"counts": [1]}) == {}

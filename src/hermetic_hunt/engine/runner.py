@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from hermetic_hunt import journal as journal_format
+from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.executor import AttemptExecutor, Slot, Timeline
 from hermetic_hunt.engine.leaks import RoundLeaks, Snapshot, Writes, fixture_label, stream_leak
 from hermetic_hunt.engine.recorder import Fold
@@ -207,6 +208,11 @@ class StepRunner:
         self._on_step = on_step
         self._serialize = serialize
         self._reports: list[dict[str, Any]] = []
+        #: The step's subtests (pytest's ``subtests`` fixture): how many failed,
+        #: and the others by pytest's category (``subtests passed``...).
+        self._subtests_failed = 0
+        self._subtests: dict[str, int] = {}
+        self._config: pytest.Config | None = None
         self._watch = watch_leaks
         self._leaks: RoundLeaks | None = None  # the running job's, while it runs
         #: In a job's own process (a round's, a probe's child): what escapes
@@ -246,6 +252,7 @@ class StepRunner:
     def run(self, session: pytest.Session) -> Outcome:
         """Run every step in order; how the job ended."""
         job = self.job
+        self._config = session.config
         timeline = job.timeline()
         leaks = self._leaks = RoundLeaks(self.rootdir) if self._watch else None
         writes = Writes.install() if self._watch else None
@@ -294,7 +301,9 @@ class StepRunner:
                           f"{lowered} (set back to {limit} for the tests that follow)")
                      ] if lowered < limit else []  # fmt: skip
             folds, reports = self.executor.take(), self._reports
-            self._reports = []
+            if self._subtests:
+                reports.append(wire.counts_report(self._subtests))
+            self._reports, self._subtests, self._subtests_failed = [], {}, 0
             attempts = self._attempts(folds, position, leaks, writes, reset)
             if self._on_step is not None:
                 self._on_step(index, attempts, reports)
@@ -330,6 +339,13 @@ class StepRunner:
         first = folds[0].attempt(leaks=(*found, *reset), writes=tuple(wrote))
         return [first, *(fold.attempt() for fold in folds[1:])]
 
+    def _status(self, report: pytest.TestReport) -> str:
+        """pytest's category of ``report`` (what its terminal would count it as)."""
+        if self._config is None:
+            return ""
+        status = self._config.hook.pytest_report_teststatus(report=report, config=self._config)
+        return str(status[0]) if status else ""
+
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(
         self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
@@ -352,5 +368,19 @@ class StepRunner:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A failing phase's report, serialised for the process that prints."""
-        if self.executor.slot is not None and report.failed and self._serialize is not None:
+        if self.executor.slot is None or self._serialize is None:
+            return
+        if getattr(report, "context", None) is not None and report.when == "call":  # a subtest's
+            if report.failed:
+                self._subtests_failed += 1
+            else:  # counted as pytest's last line counts it
+                category = self._status(report)
+                if category:
+                    self._subtests[category] = self._subtests.get(category, 0) + 1
+                return
+        elif self._subtests_failed and report.when == "call" and report.passed:
+            # The test of a failed subtest: pytest's ``subtests`` makes it failed
+            # ("contains 1 failed subtest") when the terminal asks its status.
+            self._status(report)
+        if report.failed:
             self._reports.append(self._serialize(report))

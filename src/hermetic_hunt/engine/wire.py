@@ -14,7 +14,10 @@ over, so a crash loses at most the step it was running::
 ``attempts`` holds every execution of the step (pytest-rerunfailures reruns
 included). ``reports`` holds pytest's own serialised reports of the failing
 phases only, for the terminal's failure sections (nothing of ours is on
-them). A job ends with one line, written by the process that watched the
+them), and, for a step whose subtests passed or were skipped, one
+``{"counts": {"subtests passed": 6}}`` by pytest's category
+(:func:`counts_report`): its last line counts them as a plain run does.
+A job ends with one line, written by the process that watched the
 child (never by the child itself: see :mod:`hermetic_hunt.engine.fork`)::
 
     {"op": "end", "status": "completed" | "stopped" | "error",
@@ -72,6 +75,28 @@ def step_line(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]
     if reports:
         message["reports"] = reports
     return encode(message)
+
+
+#: The key of a ``reports`` entry that counts reports not sent (:func:`counts_report`).
+COUNTS = "counts"
+
+
+def counts_report(counts: dict[str, int]) -> dict[str, Any]:
+    """The reports of a step not sent one by one (passing subtests), counted by category."""
+    return {COUNTS: counts}
+
+
+def report_counts(data: dict[str, Any]) -> dict[str, int]:
+    """:func:`counts_report`'s counts (bounded, malformed entries left out; empty: not one)."""
+    raw = data.get(COUNTS)
+    if len(data) != 1 or not isinstance(raw, dict):
+        return {}
+    return {
+        category: count
+        for category, count in raw.items()
+        if isinstance(category, str) and 0 < len(category) <= 40
+        and type(count) is int and 0 < count <= 1_000_000
+    }  # fmt: skip
 
 
 def end_line(

@@ -170,8 +170,11 @@ class Intake:
             ]
             # Known only at the end: what a wider fixture set up at ``position``
             # left running after its teardown (engine.leaks.RoundLeaks.fixture_torn_down).
-            self.leaks.extend(RoundLeak(round_no, worker, position, leak, persisted=True)
-                              for leak in leaks if (leak.resource, leak.name) not in seen)  # fmt: skip
+            self.leaks.extend(
+                RoundLeak(round_no, worker, position, leak, persisted=True)
+                for leak in leaks
+                if (leak.resource, leak.name) not in seen
+            )
 
     def flush(self, *, due: bool = False) -> None:
         """Write what is pending (``due``: only once :data:`FLUSH_EVERY` attempts or

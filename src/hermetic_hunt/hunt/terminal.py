@@ -8,11 +8,13 @@ failure per test, and pytest's last line counts the passes.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
 
 from hermetic_hunt import _compat
+from hermetic_hunt.engine import wire
 
 
 class Terminal:
@@ -46,11 +48,18 @@ class Terminal:
         """A failing phase report, for pytest's terminal (its F and FAILURES section)."""
         if not isinstance(data, dict):
             return
+        counts = wire.report_counts(data)
+        if counts:  # a step's passing subtests, counted where they ran
+            if self.reporter is not None:
+                for category, count in counts.items():
+                    _compat.add_stats(self.reporter, category, [_counted()] * count)
+            return
         try:
             report = self.config.hook.pytest_report_from_serializable(config=self.config, data=data)
         except Exception:  # a report pytest cannot rebuild: the attempt is stored anyway
             return
         if report is not None:
+            _keep_subtest_values(report, data)
             self._shown.add(id(report))
             self.config.hook.pytest_runtest_logreport(report=report)
 
@@ -64,8 +73,7 @@ class Terminal:
     def count_passes(self, passed: int) -> None:
         """Passing attempts were never sent as reports: count them for pytest's last line."""
         if self.reporter is not None and passed:
-            report = pytest.TestReport("hermetic-hunt", ("", None, ""), {}, "passed", None, "call")
-            _compat.add_stats(self.reporter, "passed", [report] * passed)
+            _compat.add_stats(self.reporter, "passed", [_counted()] * passed)
 
     def hide_tracebacks(self) -> None:
         """A hunt's failures are expected: no traceback per attempt unless ``--tb`` asks.
@@ -111,11 +119,36 @@ class Terminal:
 REPEATED = {"failed": "repeated failures", "error": "repeated errors"}
 
 
+def _counted() -> pytest.TestReport:
+    """A report that stands for one that was counted, not sent (for pytest's last line)."""
+    return pytest.TestReport("hermetic-hunt", ("", None, ""), {}, "passed", None, "call")
+
+
+def _keep_subtest_values(report: Any, data: dict[str, Any]) -> None:
+    """A subtest's parameters as the test's own process showed them (``i=2``).
+
+    pytest's ``subtests`` turns them into reprs to send them, and again when it
+    rebuilds the report (``i='2'``, plain ``pytest -n 2`` shows that too).
+    """
+    context = getattr(report, "context", None)
+    raw = data.get("_subtest.context")
+    values = raw.get("kwargs") if isinstance(raw, dict) else None
+    if context is None or not isinstance(values, dict):
+        return
+    if all(isinstance(key, str) and isinstance(value, str) for key, value in values.items()):
+        with contextlib.suppress(AttributeError, TypeError):
+            object.__setattr__(context, "kwargs", dict(values))
+
+
 def _shown_once(report: Any, tracebacks: bool) -> tuple[str, str, str]:
-    """What makes a failing report a new one: its test and phase, and with
-    tracebacks its location (the rest of a hunt's reports of it are repeats)."""
+    """What makes a failing report a new one: its test and phase (a subtest: and
+    its parameters), and with tracebacks its location (the rest of a hunt's
+    reports of it are repeats)."""
     where = ""
     if tracebacks:
         crash = getattr(report.longrepr, "reprcrash", None)
         where = f"{getattr(crash, 'path', '')}:{getattr(crash, 'lineno', '')}"
-    return (report.nodeid, str(getattr(report, "when", "")), where)
+    phase = str(getattr(report, "when", ""))
+    if getattr(report, "context", None) is not None:
+        phase += str(getattr(report, "head_line", ""))
+    return (report.nodeid, phase, where)

@@ -68,8 +68,9 @@ def clean_output(output: str) -> None:
 def hunt_in_group(
     where: Path, *args: str, wrapper: list[str] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """A hunt in its own process group (as a terminal starts it: Ctrl-C not ignored, even
-    when this suite runs in the background of a shell), pytest-randomly off."""
+    """A hunt in its own process group (as a terminal starts it: Ctrl-C, SIGTERM and
+    SIGHUP not ignored, even when this suite runs in the background of a shell or under
+    ``nohup``), pytest-randomly off."""
     return subprocess.run(
         [*wrapper, sys.executable, "-m", "pytest", "-p", "no:randomly", "--hermetic-seed=2",
          "--hermetic-hunt-isolate=off", *args],
@@ -79,7 +80,8 @@ def hunt_in_group(
 
 
 def _ctrl_c_as_a_terminal_sends_it() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_DFL)
 
 
 # -- Ctrl-C ---------------------------------------------------------------------

@@ -28,7 +28,8 @@ from hermetic_hunt.report import model, render
 from hermetic_hunt.report.html import bars, breakable, command, folded
 from hermetic_hunt.report.load import load_report
 from hermetic_hunt.report.model import Report
-from hermetic_hunt.report.words import calendar_text
+from hermetic_hunt.report.text import list_lines
+from hermetic_hunt.report.words import calendar_text, rate_text
 
 
 @pytest.fixture
@@ -419,6 +420,26 @@ def test_the_html_chart_draws_a_flake_the_calendar_decides_as_its_dates_not_a_ra
     assert html.count('<rect class="bar"') == 3  # the other findings keep their bars
     (width,) = re.findall(r'aria-label="fail rate per test" width="(\d+)"', html)
     assert int(width) >= 240 + len(calendar_text(coming)) * 7
+
+
+def test_text_list_and_markdown_give_a_flake_the_calendar_decides_no_rate(db):
+    # Its 70% is the hunt clock's: every place that would print it says its dates decide.
+    report = report_of(db)
+    flakes = [_time_flake(t, COMING) if t.nodeid == VICTIM else t for t in report.tests]
+    dated = replace(report, tests=tuple(flakes), groups=model.rank_groups(flakes))
+    (victim,) = [t for t in dated.tests if t.nodeid == VICTIM]
+    assert rate_text(victim) == (
+        f"failed {victim.failures} of {victim.attempts} attempts, at the dates the hunt's clock "
+        "drew: the calendar decides, not a rate (its dates below)"
+    )
+    text = render(dated, "text")
+    assert rate_text(victim) in text and calendar_text(victim) in text and "70%" not in text
+    (line,) = [x for x in list_lines(dated) if VICTIM in x]
+    assert f" dates ({victim.failures}/{victim.attempts}) " in line
+    markdown = render(dated, "markdown")
+    assert "dates (the calendar decides)" in markdown and "70%" not in markdown
+    # the same test as an ordinary flake keeps its rate everywhere
+    assert "70%" in render(report, "text") and "70%" in render(report, "markdown")
 
 
 @pytest.mark.parametrize(

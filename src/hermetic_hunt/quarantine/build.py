@@ -22,7 +22,7 @@ from hermetic_hunt.models import CI_EXPOSURES, EXPOSURE_TEXT
 from hermetic_hunt.quarantine.listfile import Entry, Unwritable, render
 from hermetic_hunt.report.history import History, history
 from hermetic_hunt.report.load import load_report, open_database
-from hermetic_hunt.report.model import Flake
+from hermetic_hunt.report.model import Flake, calendar_dates
 from hermetic_hunt.store import history as db
 from hermetic_hunt.store.core import real_now_iso
 from hermetic_hunt.untrusted import clean
@@ -97,7 +97,9 @@ def quarantine_list(
         if test is not None and test.exposure is not None and test.exposure not in CI_EXPOSURES:
             left_out.append(f"{flake.flake_id} {flake.nodeid}: {EXPOSURE_TEXT[test.exposure]}")
             continue
-        rate = test.rate if test is not None and test.rate else None
+        # (no rate for a finding the calendar decides: its share is the hunt clock's)
+        dated = test is not None and calendar_dates(test) is not None
+        rate = test.rate if test is not None and test.rate and not dated else None
         why = f"{reason(flake)} ({state})"
         entry = Entry(flake.nodeid, flake.flake_id, tuple(flake.kinds), rate, why)
         _add(entries, left_out, entry, flake.flake_id)

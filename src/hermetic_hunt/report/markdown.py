@@ -11,7 +11,7 @@ import re
 
 from hermetic_hunt import stats
 from hermetic_hunt.report.fixes import fix_markdown_lines, history_markdown_lines
-from hermetic_hunt.report.model import Group, Report, TestResult
+from hermetic_hunt.report.model import Group, Report, TestResult, calendar_dates
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
     SHOW,
@@ -71,6 +71,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _rate(group: Group) -> str:
     if not group.interval:
         return "-"
+    if not group.others and calendar_dates(group.lead) is not None:
+        return "dates (the calendar decides)"
     low, high = group.interval
     return f"{stats.percent(group.rate or 0.0)} ({stats.percent(low)}–{stats.percent(high)})"
 

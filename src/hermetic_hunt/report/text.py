@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hermetic_hunt import stats
 from hermetic_hunt.models import (
     CI_EXPOSURES,
     EXPOSURE_TEXT,
@@ -28,6 +27,7 @@ from hermetic_hunt.report.words import (
     members_text,
     relation_lines,
     run_line,
+    share_text,
     shared_text,
     stable_groups,
     status_text,
@@ -189,11 +189,7 @@ def list_lines(report: Report) -> list[str]:
     ]
     for test in sorted(listed, key=rank_key):
         label = test.flake.flake_id if test.flake else "-"
-        rate = (
-            f"{stats.percent(test.rate or 0.0)} ({test.failures}/{test.attempts})"
-            if test.attempts
-            else "-"
-        )
+        rate = f"{share_text(test)} ({test.failures}/{test.attempts})" if test.attempts else "-"
         out.append(
             f"{label:<5}{kinds_text(test.flake):<24} {rate:<14} {clean(test.nodeid)}  "
             f"{clean(test.replay or '')}".rstrip()

@@ -195,11 +195,22 @@ def rate_text(test: TestResult) -> str:
         return f"skipped in all {test.skipped} attempt(s)"
     if test.failures == 0:
         return bound_text(test.attempts)
-    rate = stats.percent(test.rate or 0.0)
     extra = f", {test.crashed} crashed" if test.crashed else ""
+    if calendar_dates(test) is not None:
+        return (
+            f"failed {test.failures} of {test.attempts} attempts{extra}, at the dates the hunt's "
+            "clock drew: the calendar decides, not a rate (its dates below)"
+        )
+    rate = stats.percent(test.rate or 0.0)
     return (
         f"failed {test.failures} of {test.attempts} attempts{extra}: {rate} ({interval_text(test)})"
     )
+
+
+def share_text(test: TestResult) -> str:
+    """A test's fail rate in a column: ``37%``, or ``dates`` for a finding the
+    calendar decides (:func:`calendar_text`: its share is the hunt clock's)."""
+    return "dates" if calendar_dates(test) is not None else stats.percent(test.rate or 0.0)
 
 
 def bound_text(attempts: int) -> str:

@@ -131,3 +131,33 @@ def test_a_suspect_that_does_not_break_it_at_the_same_time_is_no_partner():
     verdict = classify(world, _hunt("lonely"), "backup", rootdir=ROOT)
     assert "collision" not in verdict.kinds
     assert verdict.evidence["collision_suspects"][0]["partner"] == "lonely"
+
+
+GONE = Failure("FileNotFoundError", f"[Errno 2] No such file: '{FOLDER}/o.json'", "tests/t.py:31")
+
+
+def _otherwise(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    """Beside ``archive`` it fails another way than it failed in the hunt (EXISTS)."""
+    if "archive" in world.together:
+        return Attempt(step.nodeid, "failed", failure=GONE, writes=[FOLDER])
+    return Attempt(step.nodeid, "passed", writes=[FOLDER])
+
+
+BEHAVIOURS["otherwise"] = _otherwise
+
+
+def test_a_pair_that_breaks_it_another_way_explains_none_of_its_failures():
+    # A polluted victim that also shares a folder: it collides (in its folder step),
+    # but what broke it in the hunt came first -- the collision is not its cause.
+    hunt = History(
+        [
+            attempt("otherwise", "gw1", 100.1, 0.001, FOLDER, failure=EXISTS, attempt_id=1),
+            attempt("archive", "gw0", 100.0, 0.5, FOLDER, f"{FOLDER}/o.json", attempt_id=2),
+            attempt("otherwise", "gw0", 200.0, 0.5, FOLDER, round_no=2, attempt_id=3),
+        ]
+    )
+    verdict = classify(World(), hunt, "otherwise", rootdir=ROOT)
+    assert "collision" not in verdict.kinds
+    assert verdict.evidence["collision_suspects"][0]["partner"] == "archive"
+    pairs = [p for p, _ in verdict.probes if p.purpose.startswith("collision: with")]
+    assert len(pairs) == 2 * 4  # four runs: fewer than two left that could show it

@@ -18,9 +18,12 @@ workers run them at the same time; ``-n 0`` never shows it. The procedure:
    test as soon as the partner holds the resource (the path exists, at most
    2 s later): :meth:`hermetic_hunt.isolate.probes.ProbeRunner.run_together`), up to
    :data:`PAIR_RUNS` times. The flaky test already passed alone every time
-   (phase 1). When :data:`PAIR_FAILS` runs of the pair failed one of the two,
-   ``collision`` is claimed with the partner and the resource, and the pair
-   is the reproducer (``Reproducer.together``): a replay runs it the same way.
+   (phase 1). When :data:`PAIR_FAILS` runs of the pair failed the flaky test
+   as it failed in the hunt (the same exception at the same line as one of its
+   failing attempts: beside the partner it may fail some other way too, which
+   explains none of its failures), ``collision`` is claimed with the partner
+   and the resource, and the pair is the reproducer (``Reproducer.together``):
+   a replay runs it the same way.
 """
 
 from __future__ import annotations
@@ -119,6 +122,11 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
     if alone.status != "completed" or _failed(alone):
         return False
     shown = [case.step_no()]
+    # A run of the pair counts when the test fails there as it failed in the hunt:
+    # failing some other way beside the partner (a collision that is real, but
+    # not what broke this attempt: a polluted victim that also shares a folder)
+    # explains none of its failures.
+    ways = {attempt.signature for attempt in case.failing}
     failed = 0
     for run in range(PAIR_RUNS):
         if failed + PAIR_RUNS - run < PAIR_FAILS:
@@ -129,7 +137,7 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
             hash_seed,
             after=suspect.resource,
         )
-        if any(_failed(result) for result in results):
+        if any(a.failed and a.signature in ways for a in results[0].steps):
             failed += 1
             shown += [case.step_no() - 1, case.step_no()]
             if failed == PAIR_FAILS:

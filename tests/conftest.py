@@ -19,15 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 
-# Property tests check what is drawn, never how fast: on a loaded 2-core machine
-# drawing one batch can take seconds (Hypothesis's too_slow check and its
-# per-example deadline are timing assertions, which this suite does not make).
-settings.register_profile(
-    "hermetic-hunt", deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.load_profile("hermetic-hunt")
+try:  # (a test extra: without it this conftest still loads, for `pytest --help`)
+    from hypothesis import HealthCheck, settings
+except ImportError:  # pragma: no cover
+    pass
+else:
+    # Property tests check what is drawn, never how fast: on a loaded 2-core machine
+    # drawing one batch can take seconds (Hypothesis's too_slow check and its
+    # per-example deadline are timing assertions, which this suite does not make).
+    settings.register_profile(
+        "hermetic-hunt", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.load_profile("hermetic-hunt")
 
 _EVENTS = frozenset(
     {

@@ -15,7 +15,6 @@ import gc
 import importlib
 import os
 import queue
-import random
 import signal
 import sys
 import time
@@ -50,11 +49,6 @@ def raw_signal() -> tuple[Callable[[int], Any], Callable[[int, Any], Any]]:
     except ImportError:
         return signal.getsignal, signal.signal
     return raw.getsignal, raw.signal
-
-
-def random_instance() -> Any:
-    """The generator behind the ``random`` module's functions (``random._inst``)."""
-    return random._inst
 
 
 def asyncio_policy() -> Any:

@@ -46,7 +46,7 @@ SOURCES = (*CLOCK_EVENTS, "urandom")
 _MODES = ("seeded", "record")
 _MAX_SEED = (1 << 63) - 1
 #: Epoch seconds a datetime can represent (years 1..9999).
-_INSTANTS = (-62_135_596_800.0, 253_402_300_799.0)
+INSTANTS = (-62_135_596_800.0, 253_402_300_799.0)
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ _FIELDS: tuple[tuple[str, Any, Callable[[Any], bool], str], ...] = (
     ("seed", None, lambda seed: seed is None or (_count(seed) and seed <= _MAX_SEED),
      "'seed' must be an integer between 0 and 2**63-1, got {!r}"),
     ("now", None, lambda now: now is None
-     or (is_number(now) and _INSTANTS[0] <= now <= _INSTANTS[1]),
+     or (is_number(now) and INSTANTS[0] <= now <= INSTANTS[1]),
      "'now' must be epoch seconds within years 1-9999, got {!r}"),
     ("random_seed", None, lambda seed: seed is None
      or (isinstance(seed, str) and 0 < len(seed) <= 64 and _is_hex(seed)),

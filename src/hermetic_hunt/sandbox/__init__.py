@@ -14,13 +14,12 @@ from hermetic_hunt.sandbox.attempt import (
     AttemptFacts,
     NetworkBlocked,
     Sandbox,
-    SandboxSpec,
     fingerprint,
     guard_between_attempts,
     real_time,
-    spec_from_marker,
 )
 from hermetic_hunt.sandbox.bound import follow as follow_bound_clocks
+from hermetic_hunt.sandbox.spec import SandboxSpec, spec_from_marker
 
 __all__ = [
     "HERMETIC_VERSION",

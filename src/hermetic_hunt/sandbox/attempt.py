@@ -47,16 +47,7 @@ from hermetic_hunt.sandbox.clock import (
 )
 from hermetic_hunt.sandbox.patches import Patches
 from hermetic_hunt.sandbox.profiles import noise_for
-from hermetic_hunt.sandbox.spec import SCRUB_KEEP, SandboxSpec, spec_from_marker, start_time
-
-__all__ = [
-    "HERMETIC_VERSION",
-    "AttemptFacts",
-    "NetworkBlocked",
-    "Sandbox",
-    "SandboxSpec",
-    "spec_from_marker",
-]
+from hermetic_hunt.sandbox.spec import SCRUB_KEEP, SandboxSpec, start_time
 
 HERMETIC_VERSION: str = getattr(hermetic, "__version__", "unknown")
 _TIME_NAMESPACE = clock_patch.TIME_NAMESPACE

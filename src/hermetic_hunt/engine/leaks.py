@@ -117,13 +117,6 @@ def _env_value(name: str, value: str | None) -> str:
     return bounded(repr(value))
 
 
-def _cwd() -> str | None:
-    try:
-        return os.getcwd()
-    except OSError:
-        return None
-
-
 def _deleted_cwd() -> str | None:
     """The directory the process is still in after it was deleted (Linux names it)."""
     try:
@@ -307,8 +300,10 @@ def _env(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
 
 def _get_cwd() -> tuple[str | None, str | None]:
     """The working directory, and where a deleted one was (Linux names it)."""
-    cwd = _cwd()
-    return cwd, _deleted_cwd() if cwd is None else None
+    try:
+        return os.getcwd(), None
+    except OSError:
+        return None, _deleted_cwd()
 
 
 def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
@@ -433,11 +428,10 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("tempfile", _temp_entries, _temp_change, ("added",)),
 )
 #: Resources that are running things: a leak as soon as the test is over.
-RUNNING = frozenset(resource.name for resource in RESOURCES if resource.running)
 _RUNNING = tuple(resource for resource in RESOURCES if resource.running)
-#: Kept for every attempt that made them, not only the last: each draw from
-#: a stream seeded at import shifts what every later test draws.
-EVERY = RUNNING | {"random"}
+#: Kept for every attempt that made them, not only the last (running things; and
+#: each draw from a stream seeded at import shifts what every later test draws).
+EVERY = frozenset({*(resource.name for resource in _RUNNING), "random"})
 
 
 @dataclass(frozen=True)

@@ -250,9 +250,7 @@ def late_batches(config: Any, quiet: float, most: float) -> Iterator[tuple[Any, 
             return
         try:
             name, kwargs = events.get(timeout=min(quiet, left))
-        except queue.Empty:
-            return
-        except (TypeError, ValueError):
+        except (queue.Empty, TypeError, ValueError):
             return
         if name == "runtest_protocol_complete" and isinstance(kwargs, dict):
             yield kwargs.get("node"), kwargs.get("item_index")

@@ -10,11 +10,9 @@ framework; :mod:`hermetic_hunt.sandbox.attempt` composes them.
 from __future__ import annotations
 
 from hermetic_hunt.sandbox.attempt import (
-    HERMETIC_VERSION,
     AttemptFacts,
     NetworkBlocked,
     Sandbox,
-    fingerprint,
     guard_between_attempts,
     real_time,
 )
@@ -22,12 +20,10 @@ from hermetic_hunt.sandbox.bound import follow as follow_bound_clocks
 from hermetic_hunt.sandbox.spec import SandboxSpec, spec_from_marker
 
 __all__ = [
-    "HERMETIC_VERSION",
     "AttemptFacts",
     "NetworkBlocked",
     "Sandbox",
     "SandboxSpec",
-    "fingerprint",
     "follow_bound_clocks",
     "guard_between_attempts",
     "real_time",

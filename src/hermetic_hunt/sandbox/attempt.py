@@ -79,14 +79,6 @@ def _spin_error(reads: int) -> Exception:
     )
 
 
-def _exhausted(source: str, used: int) -> Exception:
-    return hermetic.ReplayExhausted(source, used)
-
-
-def _mismatch(message: str) -> Exception:
-    return hermetic.ReplayMismatch(message)
-
-
 class ClockControl:
     """``sb.clock``: the handle's view of the attempt's clock (hermetic's API)."""
 
@@ -370,7 +362,9 @@ def _enter_rng(active: _Active) -> None:
     elif replay is not None and replay.mode == "record":
         strict = spec.strict_replay and "urandom" not in replay.overflow
         draws = list(replay.events.get("urandom", []))
-        source = entropy.ReplayEntropy(draws, seeded, strict, _exhausted, _mismatch, trace)
+        source = entropy.ReplayEntropy(
+            draws, seeded, strict, hermetic.ReplayExhausted, hermetic.ReplayMismatch, trace
+        )
     active.entropy = source
     entropy.activate(source)
     active.patches.update(_OS_NAMESPACE, entropy.OS_PATCH)
@@ -390,7 +384,9 @@ def _enter_clock(active: _Active) -> None:
         source = RecordClock(trace)
     elif replay is not None and replay.mode == "record":
         queues = {k: v for k, v in replay.events.items() if k in clock_patch.CLOCK_SOURCES}
-        source = ReplayClock(queues, seeded, spec.strict_replay, _exhausted, trace, replay.overflow)
+        source = ReplayClock(
+            queues, seeded, spec.strict_replay, hermetic.ReplayExhausted, trace, replay.overflow
+        )
     active.clock = source
     clock_patch.activate(source)
     datetimes.set_clock(source)

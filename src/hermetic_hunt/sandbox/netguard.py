@@ -439,19 +439,6 @@ class _RawSocketMeta(type):
         return issubclass(sub, _RawSocket)
 
 
-class GuardedRawSocket(_RawSocket, metaclass=_RawSocketMeta):  # type: ignore[misc]
-    """What ``_socket.socket(...)`` makes during an attempt: guarded like ``socket.socket``."""
-
-    connect = _connect
-    connect_ex = _connect_ex
-    sendto = _sendto
-    if REAL["sendmsg"] is not None:
-        sendmsg = _sendmsg
-
-
-GuardedRawSocket.__module__ = "_socket"
-GuardedRawSocket.__qualname__ = GuardedRawSocket.__name__ = "socket"
-
 _SOCKET_METHODS: dict[str, Any] = {
     "connect": _connect,
     "connect_ex": _connect_ex,
@@ -459,6 +446,10 @@ _SOCKET_METHODS: dict[str, Any] = {
 }
 if REAL["sendmsg"] is not None:
     _SOCKET_METHODS["sendmsg"] = _sendmsg
+#: What ``_socket.socket(...)`` makes during an attempt: guarded like ``socket.socket``.
+GuardedRawSocket = _RawSocketMeta(
+    "socket", (_RawSocket,), {**_SOCKET_METHODS, "__module__": "_socket"}
+)
 _RESOLVERS: dict[str, Any] = {
     **{name: _resolver(name) for name in ("gethostbyname", "gethostbyname_ex", "gethostbyaddr")},
     "getnameinfo": _getnameinfo,

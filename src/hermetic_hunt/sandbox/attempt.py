@@ -332,10 +332,7 @@ def _apply_env(spec: SandboxSpec, saved: state.Saved) -> None:
                 del os.environ[key]
     for key, value in spec.env:
         saved.note_env(key)
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+        state.set_env(key, value)
 
 
 def _enter_rng(active: _Active) -> None:

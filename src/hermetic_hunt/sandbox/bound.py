@@ -111,13 +111,9 @@ def _module(module: ModuleType) -> int:
     except TypeError:
         return 0
     name = module.__name__
-    swapped = 0
-    for key, value in list(namespace.items()):
-        new = _SWAP.get(id(value))
-        if new is not None:
-            namespace[key] = new
-            swapped += 1
-        elif isinstance(value, type):
+    swapped = _swap_values(namespace)  # what is left are the module's own things
+    for value in list(namespace.values()):
+        if isinstance(value, type):
             if getattr(value, "__module__", None) == name:
                 swapped += _class(value, set())
         elif isinstance(value, FunctionType):

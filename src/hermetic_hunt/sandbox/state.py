@@ -144,6 +144,14 @@ def words_between(start: tuple[int, ...], end: tuple[int, ...]) -> int | None:
     return None
 
 
+def set_env(name: str, value: str | None) -> None:
+    """Set the environment variable ``name`` (None: remove it)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 def restore(
     saved: Saved, *, cwd: str | None = None, tempdir: bool = False, stream: bool = False
 ) -> None:
@@ -159,10 +167,7 @@ def restore(
     if tempdir:
         tempfile.tempdir = saved.tempdir
     for name, value in saved.env.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+        set_env(name, value)
     if cwd is not None:
         try:
             os.chdir(cwd)

@@ -64,6 +64,7 @@ from typing import Any
 
 from hermetic_hunt import _compat
 from hermetic_hunt.models import MAX_WRITES, Leak
+from hermetic_hunt.sandbox.clock import children
 
 #: Longest value kept in a leak's detail.
 DETAIL = 80
@@ -192,20 +193,6 @@ def _signals() -> tuple[Any, ...]:
         except (ValueError, OSError):
             out.append(None)
     return tuple(out)
-
-
-def _children() -> frozenset[int]:
-    """Pids of the children this process's main thread started (Linux; else empty).
-
-    One read of ``/proc/self/task/<pid>/children`` (children started from
-    other threads are listed under those threads' tasks: rare in tests, and
-    the round's end would still show them as a leak of the thread).
-    """
-    try:
-        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as handle:
-            return frozenset(int(pid) for pid in handle.read().split())
-    except OSError:
-        return frozenset()
 
 
 def _fds() -> frozenset[int]:
@@ -414,7 +401,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("logging", _get_logging, _logging, ("changed", "added", "removed")),
     Resource("signal", _signals, _signal_change),
     Resource("thread", _alive_threads, _threads, ("added",), running=True),
-    Resource("process", _children, _processes, ("added",), running=True),
+    Resource("process", children, _processes, ("added",), running=True),
     Resource("fd", _fds, _descriptors, ("added",), running=True),
     Resource("socket-timeout", socket.getdefaulttimeout, _value("socket-timeout")),
     Resource("recursion-limit", sys.getrecursionlimit, _value("recursion-limit")),

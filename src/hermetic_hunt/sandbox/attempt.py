@@ -173,24 +173,21 @@ def fingerprint() -> dict[str, Any]:
     }
 
 
+@dataclass(slots=True)
 class _Active:
     """The attempt in progress (one at a time per process)."""
 
-    __slots__ = ("clock", "cwd", "entropy", "fs", "patches", "policy", "random_seed", "saved",
-                 "spec", "stream_start", "trace")  # fmt: skip
-
-    def __init__(self, spec: SandboxSpec) -> None:
-        self.spec = spec
-        self.saved = state.Saved()
-        self.patches = Patches()
-        self.trace = Trace(keep=True)
-        self.random_seed: int | None = None
-        self.stream_start: tuple[int, ...] | None = None
-        self.clock: ClockSource | None = None
-        self.entropy: entropy.Entropy | None = None
-        self.policy: netguard.Policy | None = None
-        self.fs: FsPaths | None = None
-        self.cwd: str | None = None
+    spec: SandboxSpec
+    saved: state.Saved = field(default_factory=state.Saved)
+    patches: Patches = field(default_factory=Patches)
+    trace: Trace = field(default_factory=lambda: Trace(keep=True))
+    random_seed: int | None = None
+    stream_start: tuple[int, ...] | None = None
+    clock: ClockSource | None = None
+    entropy: entropy.Entropy | None = None
+    policy: netguard.Policy | None = None
+    fs: FsPaths | None = None
+    cwd: str | None = None
 
 
 def _replayed(spec: SandboxSpec) -> SandboxSpec:

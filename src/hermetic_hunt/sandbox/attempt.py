@@ -173,7 +173,7 @@ def fingerprint() -> dict[str, Any]:
     }
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Active:
     """The attempt in progress (one at a time per process)."""
 

@@ -24,6 +24,7 @@ import os
 import threading
 import time as _time_module
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermetic_hunt.sandbox import filetimes
@@ -64,18 +65,16 @@ CLOCK_SOURCES = ("time", "monotonic", "perf_counter")
 TIME_NAMESPACE: dict[str, Any] = vars(_time_module)
 
 
+@dataclass(slots=True, eq=False)
 class Trace:
     """Per-source counts (always) and values (when ``keep``), thread-aware."""
 
-    __slots__ = ("chars", "counts", "keep", "overflow", "threads", "values")
-
-    def __init__(self, keep: bool) -> None:
-        self.counts: dict[str, int] = {}
-        self.values: dict[str, list[Any]] = {}
-        self.keep = keep
-        self.chars = 0
-        self.overflow: set[str] = set()
-        self.threads: set[int] = set()
+    keep: bool
+    counts: dict[str, int] = field(default_factory=dict)
+    values: dict[str, list[Any]] = field(default_factory=dict)
+    chars: int = 0
+    overflow: set[str] = field(default_factory=set)
+    threads: set[int] = field(default_factory=set)
 
     def note(self, source: str, value: Any) -> None:
         self.counts[source] = self.counts.get(source, 0) + 1

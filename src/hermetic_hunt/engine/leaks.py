@@ -60,7 +60,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hermetic_hunt import _compat
 from hermetic_hunt.models import MAX_WRITES, Leak
@@ -613,6 +613,7 @@ def _folder_of(dir_fd: Any) -> str:
 PORT_PREFIX = "port:"
 
 
+@dataclass(eq=False)
 class Writes:
     """The paths each attempt wrote from Python, by an audit hook (one per process);
     an SQLite database counts as written when a test connects to it, and a
@@ -625,15 +626,13 @@ class Writes:
     its packages are installed) are kept, at most :data:`MAX_WRITES` per attempt.
     """
 
-    _installed: Writes | None = None
-
-    def __init__(self) -> None:
-        self.root = ""
-        self.temp = ""
-        self.home = ""
-        #: Where Python and the installed packages live (never a test's state).
-        self.installs: tuple[str, ...] = ()
-        self.paths: list[str] | None = None
+    _installed: ClassVar[Writes | None] = None
+    root: str = ""
+    temp: str = ""
+    home: str = ""
+    #: Where Python and the installed packages live (never a test's state).
+    installs: tuple[str, ...] = ()
+    paths: list[str] | None = None
 
     @classmethod
     def install(cls) -> Writes:

@@ -538,6 +538,7 @@ def activate(source: ClockSource | None) -> None:
     _source = _resting if source is None else source
 
 
+@dataclass(eq=False)
 class ShiftedClock(ClockSource):
     """Real time moved by fixed offsets (``offset`` on the wall clock, ``mono`` and
     ``perf`` on the monotonic ones); ``sleep`` is real.
@@ -546,11 +547,10 @@ class ShiftedClock(ClockSource):
     process a test forks during a virtual-clock attempt (:func:`_follow_real_time`).
     """
 
-    def __init__(self, offset: float, mono: float = 0.0, perf: float = 0.0) -> None:
-        self.offset = offset
-        self.mono = mono
-        self.perf = perf
-        self.trace = Trace(False)
+    offset: float
+    mono: float = 0.0
+    perf: float = 0.0
+    trace: Trace = field(default_factory=lambda: Trace(False))
 
     @classmethod
     def following(cls, source: SeededClock) -> ShiftedClock:

@@ -15,7 +15,6 @@ import gc
 import importlib
 import os
 import queue
-import random
 import signal
 import sys
 import time
@@ -50,11 +49,6 @@ def raw_signal() -> tuple[Callable[[int], Any], Callable[[int, Any], Any]]:
     except ImportError:
         return signal.getsignal, signal.signal
     return raw.getsignal, raw.signal
-
-
-def random_instance() -> Any:
-    """The generator behind the ``random`` module's functions (``random._inst``)."""
-    return random._inst
 
 
 def asyncio_policy() -> Any:
@@ -256,9 +250,7 @@ def late_batches(config: Any, quiet: float, most: float) -> Iterator[tuple[Any, 
             return
         try:
             name, kwargs = events.get(timeout=min(quiet, left))
-        except queue.Empty:
-            return
-        except (TypeError, ValueError):
+        except (queue.Empty, TypeError, ValueError):
             return
         if name == "runtest_protocol_complete" and isinstance(kwargs, dict):
             yield kwargs.get("node"), kwargs.get("item_index")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,7 @@ SOURCES = (*CLOCK_EVENTS, "urandom")
 _MODES = ("seeded", "record")
 _MAX_SEED = (1 << 63) - 1
 #: Epoch seconds a datetime can represent (years 1..9999).
-_INSTANTS = (-62_135_596_800.0, 253_402_300_799.0)
+INSTANTS = (-62_135_596_800.0, 253_402_300_799.0)
 
 
 @dataclass(frozen=True)
@@ -63,21 +64,7 @@ class Journal:
     fingerprint: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "version": VERSION,
-            "test": self.test,
-            "mode": self.mode,
-            "seed": self.seed,
-            "now": self.now,
-            "random_seed": self.random_seed,
-            "config": self.config,
-            "events": self.events,
-            "counts": self.counts,
-            "overflow": list(self.overflow),
-            "threads": self.threads,
-            "fingerprint": self.fingerprint,
-        }
+        return {"format": FORMAT, "version": VERSION, **vars(self), "overflow": list(self.overflow)}
 
 
 def encode(journal: Journal) -> bytes:
@@ -114,10 +101,6 @@ def _inflate(data: bytes, where: str) -> bytes:
             f"{where}: journal has {len(inflater.unused_data):,} byte(s) after its gzip stream"
         )
     return out
-
-
-def _number(value: Any) -> bool:
-    return is_number(value)
 
 
 def _count(value: Any) -> bool:
@@ -180,7 +163,7 @@ def _events(obj: dict[str, Any], where: str) -> dict[str, list[Any]]:
                 "urandom events must be hex strings",
             )
         else:
-            _require(all(_number(v) for v in values), where, f"{source!r} events must be numbers")
+            _require(all(is_number(v) for v in values), where, f"{source!r} events must be numbers")
         clean[source] = values
     return clean
 
@@ -189,6 +172,31 @@ def _scalars(value: Any) -> bool:
     if isinstance(value, list):
         return all(_scalars(v) and not isinstance(v, list) for v in value)
     return value is None or isinstance(value, (str, int, float, bool))
+
+
+#: The fields :func:`decode` checks one by one: (name, default, valid, what is wrong).
+_FIELDS: tuple[tuple[str, Any, Callable[[Any], bool], str], ...] = (
+    ("seed", None, lambda seed: seed is None or (_count(seed) and seed <= _MAX_SEED),
+     "'seed' must be an integer between 0 and 2**63-1, got {!r}"),
+    ("now", None, lambda now: now is None
+     or (is_number(now) and INSTANTS[0] <= now <= INSTANTS[1]),
+     "'now' must be epoch seconds within years 1-9999, got {!r}"),
+    ("random_seed", None, lambda seed: seed is None
+     or (isinstance(seed, str) and 0 < len(seed) <= 64 and _is_hex(seed)),
+     "'random_seed' must be hex text (at most 64 digits)"),
+    ("config", {}, lambda config: isinstance(config, dict)
+     and all(_scalars(v) and not isinstance(v, list) for v in config.values()),
+     "'config' must be an object of plain values"),
+    ("counts", {}, lambda counts: isinstance(counts, dict) and all(map(_count, counts.values())),
+     "'counts' must map sources to non-negative integers"),
+    ("overflow", [], lambda overflow: isinstance(overflow, list)
+     and all(s in SOURCES for s in overflow),
+     "'overflow' must be a list of source names"),
+    ("threads", 1, _count, "'threads' must be a count, got {!r}"),
+    ("fingerprint", {}, lambda fingerprint: isinstance(fingerprint, dict)
+     and all(map(_scalars, fingerprint.values())),
+     "'fingerprint' must be an object of plain values or lists of them"),
+)  # fmt: skip
 
 
 def decode(data: object, *, where: str, expect_test: str | None = None) -> Journal:
@@ -206,65 +214,13 @@ def decode(data: object, *, where: str, expect_test: str | None = None) -> Journ
     mode = obj.get("mode")
     if mode not in _MODES:
         raise BadJournal(f"{where}: 'mode' must be one of {', '.join(_MODES)}, got {mode!r}")
-    seed = obj.get("seed")
-    _require(
-        seed is None or (_count(seed) and seed <= _MAX_SEED),
-        where,
-        f"'seed' must be an integer between 0 and 2**63-1, got {seed!r}",
-    )
-    now = obj.get("now")
-    _require(
-        now is None or (_number(now) and _INSTANTS[0] <= now <= _INSTANTS[1]),
-        where,
-        f"'now' must be epoch seconds within years 1-9999, got {now!r}",
-    )
-    random_seed = obj.get("random_seed")
-    _require(
-        random_seed is None
-        or (isinstance(random_seed, str) and 0 < len(random_seed) <= 64 and _is_hex(random_seed)),
-        where,
-        "'random_seed' must be hex text (at most 64 digits)",
-    )
-    config = obj.get("config", {})
-    _require(
-        isinstance(config, dict) and all(_scalars(v) and not isinstance(v, list)
-                                         for v in config.values()),
-        where,
-        "'config' must be an object of plain values",
-    )  # fmt: skip
-    counts = obj.get("counts", {})
-    _require(
-        isinstance(counts, dict) and all(_count(v) for v in counts.values()),
-        where,
-        "'counts' must map sources to non-negative integers",
-    )
-    overflow = obj.get("overflow", [])
-    _require(
-        isinstance(overflow, list) and all(s in SOURCES for s in overflow),
-        where,
-        "'overflow' must be a list of source names",
-    )
-    threads = obj.get("threads", 1)
-    _require(_count(threads), where, f"'threads' must be a count, got {threads!r}")
-    fingerprint = obj.get("fingerprint", {})
-    _require(
-        isinstance(fingerprint, dict) and all(_scalars(v) for v in fingerprint.values()),
-        where,
-        "'fingerprint' must be an object of plain values or lists of them",
-    )
-    return Journal(
-        test=test,
-        mode=mode,
-        seed=seed,
-        now=float(now) if now is not None else None,
-        random_seed=random_seed,
-        config=config,
-        events=_events(obj, where),
-        counts=counts,
-        overflow=tuple(overflow),
-        threads=threads,
-        fingerprint=fingerprint,
-    )
+    values: dict[str, Any] = {}
+    for name, default, valid, what in _FIELDS:
+        value = values[name] = obj.get(name, default)
+        _require(valid(value), where, what.format(value))
+    now, overflow = values.pop("now"), values["overflow"]
+    values.update(test=test, mode=mode, events=_events(obj, where), overflow=tuple(overflow))
+    return Journal(**values, now=None if now is None else float(now))
 
 
 def _is_hex(text: str) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import signal
 
 from hermetic_hunt import _compat
@@ -19,18 +18,6 @@ def test_the_environment_copy_is_the_encoded_mapping_of_os_environ() -> None:
     data = _compat.environ_data()
     assert data == dict(os.environ._data)  # type: ignore[attr-defined]
     assert data is not os.environ._data  # type: ignore[attr-defined]  # a copy
-
-
-def test_the_random_instance_is_the_one_behind_the_module_functions() -> None:
-    instance = _compat.random_instance()
-    state = instance.getstate()
-    try:
-        instance.seed(5)
-        first = random.random()
-        instance.seed(5)
-        assert random.random() == first
-    finally:
-        instance.setstate(state)
 
 
 def test_the_asyncio_privates_are_present() -> None:

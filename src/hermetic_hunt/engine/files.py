@@ -31,6 +31,7 @@ hunt's own database and reports.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -200,14 +201,11 @@ class FileWatch:
             relative = os.path.relpath(path, self.rootdir).split(os.sep)
             if any(part in _SKIP_DIRS for part in relative):
                 continue
-            new = next(
-                (
-                    os.path.join(self.rootdir, *relative[: depth + 1])
-                    for depth in range(len(relative))
-                    if os.path.join(self.rootdir, *relative[: depth + 1]) not in self._tree
-                ),
-                None,
+            prefixes = (
+                os.path.join(self.rootdir, *relative[:depth])
+                for depth in range(1, len(relative) + 1)
             )
+            new = next((prefix for prefix in prefixes if prefix not in self._tree), None)
             if new is None or new in removed or not os.path.lexists(new):
                 continue
             _remove(new)
@@ -237,11 +235,9 @@ def _stream_files() -> set[tuple[int, int]]:
 def _remove(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
-        return
-    try:
-        os.remove(path)
-    except OSError:
-        return
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def attribute(change: Change, attempts: Sequence[Attempt]) -> tuple[Attempt | None, int]:

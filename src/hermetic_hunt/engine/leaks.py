@@ -60,10 +60,11 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hermetic_hunt import _compat
 from hermetic_hunt.models import MAX_WRITES, Leak
+from hermetic_hunt.sandbox.clock import children
 
 #: Longest value kept in a leak's detail.
 DETAIL = 80
@@ -115,13 +116,6 @@ def _env_value(name: str, value: str | None) -> str:
     if any(marker in name.upper() for marker in _SECRET):
         return "***"
     return bounded(repr(value))
-
-
-def _cwd() -> str | None:
-    try:
-        return os.getcwd()
-    except OSError:
-        return None
 
 
 def _deleted_cwd() -> str | None:
@@ -199,20 +193,6 @@ def _signals() -> tuple[Any, ...]:
         except (ValueError, OSError):
             out.append(None)
     return tuple(out)
-
-
-def _children() -> frozenset[int]:
-    """Pids of the children this process's main thread started (Linux; else empty).
-
-    One read of ``/proc/self/task/<pid>/children`` (children started from
-    other threads are listed under those threads' tasks: rare in tests, and
-    the round's end would still show them as a leak of the thread).
-    """
-    try:
-        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as handle:
-            return frozenset(int(pid) for pid in handle.read().split())
-    except OSError:
-        return frozenset()
 
 
 def _fds() -> frozenset[int]:
@@ -307,8 +287,10 @@ def _env(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
 
 def _get_cwd() -> tuple[str | None, str | None]:
     """The working directory, and where a deleted one was (Linux names it)."""
-    cwd = _cwd()
-    return cwd, _deleted_cwd() if cwd is None else None
+    try:
+        return os.getcwd(), None
+    except OSError:
+        return None, _deleted_cwd()
 
 
 def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
@@ -419,7 +401,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("logging", _get_logging, _logging, ("changed", "added", "removed")),
     Resource("signal", _signals, _signal_change),
     Resource("thread", _alive_threads, _threads, ("added",), running=True),
-    Resource("process", _children, _processes, ("added",), running=True),
+    Resource("process", children, _processes, ("added",), running=True),
     Resource("fd", _fds, _descriptors, ("added",), running=True),
     Resource("socket-timeout", socket.getdefaulttimeout, _value("socket-timeout")),
     Resource("recursion-limit", sys.getrecursionlimit, _value("recursion-limit")),
@@ -433,11 +415,10 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("tempfile", _temp_entries, _temp_change, ("added",)),
 )
 #: Resources that are running things: a leak as soon as the test is over.
-RUNNING = frozenset(resource.name for resource in RESOURCES if resource.running)
 _RUNNING = tuple(resource for resource in RESOURCES if resource.running)
-#: Kept for every attempt that made them, not only the last: each draw from
-#: a stream seeded at import shifts what every later test draws.
-EVERY = RUNNING | {"random"}
+#: Kept for every attempt that made them, not only the last (running things; and
+#: each draw from a stream seeded at import shifts what every later test draws).
+EVERY = frozenset({*(resource.name for resource in _RUNNING), "random"})
 
 
 @dataclass(frozen=True)
@@ -632,6 +613,7 @@ def _folder_of(dir_fd: Any) -> str:
 PORT_PREFIX = "port:"
 
 
+@dataclass(eq=False)
 class Writes:
     """The paths each attempt wrote from Python, by an audit hook (one per process);
     an SQLite database counts as written when a test connects to it, and a
@@ -644,15 +626,13 @@ class Writes:
     its packages are installed) are kept, at most :data:`MAX_WRITES` per attempt.
     """
 
-    _installed: Writes | None = None
-
-    def __init__(self) -> None:
-        self.root = ""
-        self.temp = ""
-        self.home = ""
-        #: Where Python and the installed packages live (never a test's state).
-        self.installs: tuple[str, ...] = ()
-        self.paths: list[str] | None = None
+    _installed: ClassVar[Writes | None] = None
+    root: str = ""
+    temp: str = ""
+    home: str = ""
+    #: Where Python and the installed packages live (never a test's state).
+    installs: tuple[str, ...] = ()
+    paths: list[str] | None = None
 
     @classmethod
     def install(cls) -> Writes:

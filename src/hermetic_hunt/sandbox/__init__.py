@@ -10,25 +10,20 @@ framework; :mod:`hermetic_hunt.sandbox.attempt` composes them.
 from __future__ import annotations
 
 from hermetic_hunt.sandbox.attempt import (
-    HERMETIC_VERSION,
     AttemptFacts,
     NetworkBlocked,
     Sandbox,
-    SandboxSpec,
-    fingerprint,
     guard_between_attempts,
     real_time,
-    spec_from_marker,
 )
 from hermetic_hunt.sandbox.bound import follow as follow_bound_clocks
+from hermetic_hunt.sandbox.spec import SandboxSpec, spec_from_marker
 
 __all__ = [
-    "HERMETIC_VERSION",
     "AttemptFacts",
     "NetworkBlocked",
     "Sandbox",
     "SandboxSpec",
-    "fingerprint",
     "follow_bound_clocks",
     "guard_between_attempts",
     "real_time",

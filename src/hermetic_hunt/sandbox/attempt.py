@@ -47,16 +47,7 @@ from hermetic_hunt.sandbox.clock import (
 )
 from hermetic_hunt.sandbox.patches import Patches
 from hermetic_hunt.sandbox.profiles import noise_for
-from hermetic_hunt.sandbox.spec import SCRUB_KEEP, SandboxSpec, spec_from_marker, start_time
-
-__all__ = [
-    "HERMETIC_VERSION",
-    "AttemptFacts",
-    "NetworkBlocked",
-    "Sandbox",
-    "SandboxSpec",
-    "spec_from_marker",
-]
+from hermetic_hunt.sandbox.spec import SCRUB_KEEP, SandboxSpec, start_time
 
 HERMETIC_VERSION: str = getattr(hermetic, "__version__", "unknown")
 _TIME_NAMESPACE = clock_patch.TIME_NAMESPACE
@@ -86,14 +77,6 @@ def _spin_error(reads: int) -> Exception:
         "advance: a poll loop is spinning against frozen time. Call time.sleep() in the "
         "loop, or pass @pytest.mark.hermetic(spin_limit=0) / clock='off'."
     )
-
-
-def _exhausted(source: str, used: int) -> Exception:
-    return hermetic.ReplayExhausted(source, used)
-
-
-def _mismatch(message: str) -> Exception:
-    return hermetic.ReplayMismatch(message)
 
 
 class ClockControl:
@@ -190,24 +173,21 @@ def fingerprint() -> dict[str, Any]:
     }
 
 
+@dataclass(slots=True, eq=False)
 class _Active:
     """The attempt in progress (one at a time per process)."""
 
-    __slots__ = ("clock", "cwd", "entropy", "fs", "patches", "policy", "random_seed", "saved",
-                 "spec", "stream_start", "trace")  # fmt: skip
-
-    def __init__(self, spec: SandboxSpec) -> None:
-        self.spec = spec
-        self.saved = state.Saved()
-        self.patches = Patches()
-        self.trace = Trace(keep=True)
-        self.random_seed: int | None = None
-        self.stream_start: tuple[int, ...] | None = None
-        self.clock: ClockSource | None = None
-        self.entropy: entropy.Entropy | None = None
-        self.policy: netguard.Policy | None = None
-        self.fs: FsPaths | None = None
-        self.cwd: str | None = None
+    spec: SandboxSpec
+    saved: state.Saved = field(default_factory=state.Saved)
+    patches: Patches = field(default_factory=Patches)
+    trace: Trace = field(default_factory=lambda: Trace(keep=True))
+    random_seed: int | None = None
+    stream_start: tuple[int, ...] | None = None
+    clock: ClockSource | None = None
+    entropy: entropy.Entropy | None = None
+    policy: netguard.Policy | None = None
+    fs: FsPaths | None = None
+    cwd: str | None = None
 
 
 def _replayed(spec: SandboxSpec) -> SandboxSpec:
@@ -349,10 +329,7 @@ def _apply_env(spec: SandboxSpec, saved: state.Saved) -> None:
                 del os.environ[key]
     for key, value in spec.env:
         saved.note_env(key)
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+        state.set_env(key, value)
 
 
 def _enter_rng(active: _Active) -> None:
@@ -379,7 +356,9 @@ def _enter_rng(active: _Active) -> None:
     elif replay is not None and replay.mode == "record":
         strict = spec.strict_replay and "urandom" not in replay.overflow
         draws = list(replay.events.get("urandom", []))
-        source = entropy.ReplayEntropy(draws, seeded, strict, _exhausted, _mismatch, trace)
+        source = entropy.ReplayEntropy(
+            draws, seeded, strict, hermetic.ReplayExhausted, hermetic.ReplayMismatch, trace
+        )
     active.entropy = source
     entropy.activate(source)
     active.patches.update(_OS_NAMESPACE, entropy.OS_PATCH)
@@ -399,7 +378,9 @@ def _enter_clock(active: _Active) -> None:
         source = RecordClock(trace)
     elif replay is not None and replay.mode == "record":
         queues = {k: v for k, v in replay.events.items() if k in clock_patch.CLOCK_SOURCES}
-        source = ReplayClock(queues, seeded, spec.strict_replay, _exhausted, trace, replay.overflow)
+        source = ReplayClock(
+            queues, seeded, spec.strict_replay, hermetic.ReplayExhausted, trace, replay.overflow
+        )
     active.clock = source
     clock_patch.activate(source)
     datetimes.set_clock(source)

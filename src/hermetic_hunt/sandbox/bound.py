@@ -111,13 +111,9 @@ def _module(module: ModuleType) -> int:
     except TypeError:
         return 0
     name = module.__name__
-    swapped = 0
-    for key, value in list(namespace.items()):
-        new = _SWAP.get(id(value))
-        if new is not None:
-            namespace[key] = new
-            swapped += 1
-        elif isinstance(value, type):
+    swapped = _swap_values(namespace)  # what is left are the module's own things
+    for value in list(namespace.values()):
+        if isinstance(value, type):
             if getattr(value, "__module__", None) == name:
                 swapped += _class(value, set())
         elif isinstance(value, FunctionType):
@@ -158,24 +154,22 @@ def _function(function: FunctionType) -> int:
     if defaults and any(id(value) in _SWAP for value in defaults):
         function.__defaults__ = tuple(_SWAP.get(id(value), value) for value in defaults)
         swapped += sum(1 for value in defaults if id(value) in _SWAP)
-    kwdefaults = function.__kwdefaults__
-    if kwdefaults:
-        for key, value in list(kwdefaults.items()):
-            new = _SWAP.get(id(value))
-            if new is not None:
-                kwdefaults[key] = new
-                swapped += 1
+    if function.__kwdefaults__:
+        swapped += _swap_values(function.__kwdefaults__)
     return swapped
 
 
 def _instance(obj: Any) -> int:
     attributes = getattr(obj, "__dict__", None)
-    if not isinstance(attributes, dict):
-        return 0
+    return _swap_values(attributes) if isinstance(attributes, dict) else 0
+
+
+def _swap_values(mapping: dict[str, Any]) -> int:
+    """Replace the real time functions among ``mapping``'s values; how many there were."""
     swapped = 0
-    for key, value in list(attributes.items()):
+    for key, value in list(mapping.items()):
         new = _SWAP.get(id(value))
         if new is not None:
-            attributes[key] = new
+            mapping[key] = new
             swapped += 1
     return swapped

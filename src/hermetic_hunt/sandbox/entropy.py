@@ -15,7 +15,6 @@ from typing import Any
 from hermetic_hunt.sandbox.clock import Trace
 
 REAL_URANDOM = os.urandom
-REAL_RANDOM_URANDOM = random._urandom  # type: ignore[attr-defined]
 
 
 class Entropy:

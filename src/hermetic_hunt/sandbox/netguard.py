@@ -378,32 +378,29 @@ def _raw_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     return REAL["raw_getaddrinfo"](host, port, *args, **kwargs)
 
 
-def _gethostbyname(host: Any) -> Any:
-    if _active is not None:
-        host = loopback_literal(exact(host))
-        _active.check_lookup("gethostbyname", host)
-    return REAL["gethostbyname"](host)
+def _resolver(name: str) -> Callable[[Any], Any]:
+    """The wrapper of ``socket.<name>(host)``: the host judged before the real call."""
+
+    def wrapper(host: Any) -> Any:
+        if _active is not None:
+            host = loopback_literal(exact(host))
+            _active.check_lookup(name, host)
+        return REAL[name](host)
+
+    wrapper.__name__ = wrapper.__qualname__ = f"_{name}"
+    return wrapper
 
 
-def _gethostbyname_ex(host: Any) -> Any:
-    if _active is not None:
-        host = loopback_literal(exact(host))
-        _active.check_lookup("gethostbyname_ex", host)
-    return REAL["gethostbyname_ex"](host)
-
-
-def _gethostbyaddr(host: Any) -> Any:
-    if _active is not None:
-        host = loopback_literal(exact(host))
-        _active.check_lookup("gethostbyaddr", host)
-    return REAL["gethostbyaddr"](host)
-
-
-def _getnameinfo(sockaddr: Any, flags: Any) -> Any:
+def _nameinfo_address(sockaddr: Any) -> Any:
+    """``getnameinfo``'s address, judged (with ``localhost`` made literal)."""
     if _active is not None and isinstance(sockaddr, tuple) and sockaddr:
         sockaddr = _address(sockaddr, _socket.AF_INET6 if len(sockaddr) == 4 else None)
         _active.check_lookup("getnameinfo", sockaddr[0], _port_of(sockaddr))
-    return REAL["getnameinfo"](sockaddr, flags)
+    return sockaddr
+
+
+def _getnameinfo(sockaddr: Any, flags: Any) -> Any:
+    return REAL["getnameinfo"](_nameinfo_address(sockaddr), flags)
 
 
 def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
@@ -426,10 +423,7 @@ async def _loop_getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwarg
 
 
 async def _loop_getnameinfo(self: Any, sockaddr: Any, flags: int = 0) -> Any:
-    if _active is not None and isinstance(sockaddr, tuple) and sockaddr:
-        sockaddr = _address(sockaddr, _socket.AF_INET6 if len(sockaddr) == 4 else None)
-        _active.check_lookup("getnameinfo", sockaddr[0], _port_of(sockaddr))
-    return await REAL["loop_getnameinfo"](self, sockaddr, flags)
+    return await REAL["loop_getnameinfo"](self, _nameinfo_address(sockaddr), flags)
 
 
 _RawSocket: Any = REAL["raw_socket"]
@@ -445,19 +439,6 @@ class _RawSocketMeta(type):
         return issubclass(sub, _RawSocket)
 
 
-class GuardedRawSocket(_RawSocket, metaclass=_RawSocketMeta):  # type: ignore[misc]
-    """What ``_socket.socket(...)`` makes during an attempt: guarded like ``socket.socket``."""
-
-    connect = _connect
-    connect_ex = _connect_ex
-    sendto = _sendto
-    if REAL["sendmsg"] is not None:
-        sendmsg = _sendmsg
-
-
-GuardedRawSocket.__module__ = "_socket"
-GuardedRawSocket.__qualname__ = GuardedRawSocket.__name__ = "socket"
-
 _SOCKET_METHODS: dict[str, Any] = {
     "connect": _connect,
     "connect_ex": _connect_ex,
@@ -465,10 +446,12 @@ _SOCKET_METHODS: dict[str, Any] = {
 }
 if REAL["sendmsg"] is not None:
     _SOCKET_METHODS["sendmsg"] = _sendmsg
+#: What ``_socket.socket(...)`` makes during an attempt: guarded like ``socket.socket``.
+GuardedRawSocket = _RawSocketMeta(
+    "socket", (_RawSocket,), {**_SOCKET_METHODS, "__module__": "_socket"}
+)
 _RESOLVERS: dict[str, Any] = {
-    "gethostbyname": _gethostbyname,
-    "gethostbyname_ex": _gethostbyname_ex,
-    "gethostbyaddr": _gethostbyaddr,
+    **{name: _resolver(name) for name in ("gethostbyname", "gethostbyname_ex", "gethostbyaddr")},
     "getnameinfo": _getnameinfo,
 }
 SOCKET_MODULE_PATCH: dict[str, Any] = {

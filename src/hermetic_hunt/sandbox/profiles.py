@@ -31,7 +31,6 @@ profile; the overshoots stay within what loaded CI runners show.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from hermetic_hunt.seeds import digest_int
 
@@ -46,23 +45,6 @@ JITTER_SHAPE = 1.2
 SLOW_READ = (0.5e-3, 1e-3)
 #: slow: a sleep lasts d x (1 + u * SLOW_STRETCH).
 SLOW_STRETCH = 0.5
-
-
-@dataclass(frozen=True)
-class ProfileShape:
-    """The parameters of one profile (for docs, benchmarks and tests)."""
-
-    name: str
-    read_low: float
-    read_span: float
-    stretches: bool
-
-
-SHAPES = {
-    "exact": ProfileShape("exact", 0.0, 0.0, False),
-    "jitter": ProfileShape("jitter", 0.0, JITTER_READ, True),
-    "slow": ProfileShape("slow", SLOW_READ[0], SLOW_READ[1], True),
-}
 
 
 class Noise:

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermetic_hunt.errors import BadOption
-from hermetic_hunt.journal import Journal
+from hermetic_hunt.journal import INSTANTS, Journal
 from hermetic_hunt.untrusted import is_number, is_whole
 
 DEFAULT_TICK = 1e-6
@@ -65,9 +65,6 @@ SCRUB_KEEP = frozenset(
     {"PATH", "HOME", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
      "SHELL", "USER", "PYTHONHASHSEED", "VIRTUAL_ENV", "PYTHONPATH"}
 )  # fmt: skip
-#: Start times a datetime can represent (years 1..9999), in epoch seconds.
-_FIRST_INSTANT = -62_135_596_800.0
-_LAST_INSTANT = 253_402_300_799.0
 
 
 def _bad(key: str, expected: str, value: Any) -> BadOption:
@@ -87,7 +84,7 @@ def start_time(value: Any) -> float:
             return start_time(datetime.fromisoformat(value))
         except ValueError:
             pass
-    if seconds is None or not _FIRST_INSTANT <= seconds <= _LAST_INSTANT:
+    if seconds is None or not INSTANTS[0] <= seconds <= INSTANTS[1]:
         raise _bad("now", "an ISO date, a datetime or epoch seconds within years 1-9999", value)
     return seconds
 

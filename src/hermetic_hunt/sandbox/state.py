@@ -120,15 +120,7 @@ def words_consumed(seed: int, end: tuple[int, ...]) -> int | None:
     """
     probe = _C_RANDOM.__new__(_C_RANDOM)
     _C_RANDOM.seed(probe, seed)
-    if _C_RANDOM.getstate(probe) == end:
-        return 0
-    key, index = end[:_BLOCK], end[_BLOCK]
-    for twist in range(_MAX_TWISTS):
-        probe.getrandbits(32)  # twists the block, position 1
-        if _C_RANDOM.getstate(probe)[:_BLOCK] == key:
-            return twist * _BLOCK + index
-        probe.getrandbits(32 * (_BLOCK - 1))
-    return None
+    return words_between(_C_RANDOM.getstate(probe), end)
 
 
 def words_between(start: tuple[int, ...], end: tuple[int, ...]) -> int | None:
@@ -152,6 +144,14 @@ def words_between(start: tuple[int, ...], end: tuple[int, ...]) -> int | None:
     return None
 
 
+def set_env(name: str, value: str | None) -> None:
+    """Set the environment variable ``name`` (None: remove it)."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 def restore(
     saved: Saved, *, cwd: str | None = None, tempdir: bool = False, stream: bool = False
 ) -> None:
@@ -167,10 +167,7 @@ def restore(
     if tempdir:
         tempfile.tempdir = saved.tempdir
     for name, value in saved.env.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+        set_env(name, value)
     if cwd is not None:
         try:
             os.chdir(cwd)

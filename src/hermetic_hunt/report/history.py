@@ -20,16 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 from hermetic_hunt import stats, vcs
 from hermetic_hunt.errors import BadOption
 from hermetic_hunt.store.history import ReplayPoint, RunPoint, Tally
 
-Fixed = Literal["flaky", "probably-fixed", "fixed", ""]
 #: Whether a flake looks fixed (``History.status``; "": it never failed). Not a
 #: test's status in a report (:data:`hermetic_hunt.report.model.STATUSES`).
-FIXED: tuple[Fixed, ...] = get_args(Fixed)
+Fixed = Literal["flaky", "probably-fixed", "fixed", ""]
 
 
 @dataclass(frozen=True)
@@ -79,10 +78,6 @@ class History:
     clean: int
     needed: int
     later: tuple[str, ...]
-
-    @property
-    def total_needed(self) -> int:
-        return self.clean + self.needed
 
     def status_text(self) -> str:
         if not self.status:

@@ -20,7 +20,7 @@ import markupsafe
 from hermetic_hunt import __version__, stats
 from hermetic_hunt.models import attempts_text
 from hermetic_hunt.report.fixes import TREND_HEIGHT, trend_rows
-from hermetic_hunt.report.model import Report, TestResult
+from hermetic_hunt.report.model import Report, TestResult, evidence_of
 from hermetic_hunt.report.words import (
     SHOW,
     UNATTRIBUTED,
@@ -201,7 +201,7 @@ def relations(test: TestResult) -> list[Relation]:
     flake = test.flake
     if flake is None:
         return []
-    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    evidence = evidence_of(flake)
     out = []
     if collision_text(flake.reproducer):
         out.append(Relation("collides with", (collision_text(flake.reproducer),)))
@@ -217,9 +217,7 @@ def relations(test: TestResult) -> list[Relation]:
 
 
 def _dates(test: TestResult) -> str:
-    flake = test.flake
-    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
-    return dates_text(evidence.get("dates")) if isinstance(evidence.get("dates"), dict) else ""
+    return dates_text(evidence_of(test.flake).get("dates"))
 
 
 #: Where a test id may wrap: after a path separator, ``::``, ``[``, ``,`` or a space.

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak, exposure_words
+from hermetic_hunt.report.model import evidence_of
 from hermetic_hunt.report.words import (
     clean,
     collision_text,
@@ -231,7 +232,7 @@ def render_flake(
     ``leaks``: :class:`~hermetic_hunt.report.model.LeakRow` lists of the test
     and its polluters and state-setters. Every list is shown whole."""
     f = flake
-    evidence = f.evidence if isinstance(f.evidence, dict) else {}
+    evidence = evidence_of(f)
     out = [
         f"flake {f.flake_id} · {clean(f.nodeid)}",
         _row("kinds", ", ".join(f.kinds) or "none yet"),

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from hermetic_hunt import environment, pasteable
+from hermetic_hunt import environment, pasteable, stats
 from hermetic_hunt.engine.engine import Conflicts, refuse_conflicts, stop_on_collection_errors
 from hermetic_hunt.engine.runner import Job, StepRunner
 from hermetic_hunt.errors import BadDatabase, HuntError
@@ -152,7 +152,7 @@ def _runs(config: pytest.Config, plan: Plan, rate: float | None) -> Runs:
         why = (
             "--hermetic-replay-runs"
             if runs.override
-            else (f"95% sure to show a {_percent(runs.rate)} flake" if runs.rate else "")
+            else (f"95% sure to show a {stats.percent(runs.rate)} flake" if runs.rate else "")
         )
         cap = (
             f", capped from {runs.needed}"
@@ -164,12 +164,6 @@ def _runs(config: pytest.Config, plan: Plan, rate: float | None) -> Runs:
             f"({why}{cap})"
         )
     return runs
-
-
-def _percent(rate: float | None) -> str:
-    from hermetic_hunt import stats
-
-    return stats.percent(rate or 0.0)
 
 
 #: Options that need the replay in this very process: one run, not forked ones.
@@ -409,8 +403,7 @@ def _check_hash_seed(plan: Plan) -> None:
 
 
 def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
-    """Restart this pytest under the plan's PYTHONHASHSEED, or say how to."""
-    _check_hash_seed(plan)
+    """Restart this pytest under the plan's PYTHONHASHSEED (checked), or say how to."""
     needed = str(plan.hash_seed)
     current = os.environ.get("PYTHONHASHSEED") or "random"
     args = [str(arg) for arg in config.invocation_params.args]
@@ -517,14 +510,18 @@ class ReplayReporter:
             self.warnings.extend(f"{record.nodeid}: {text}" for text in record.warnings)
         if not self._stopped and (session.shouldfail or session.shouldstop):
             self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
+        records = self.records if self.records is not None else list(self.runner.records)
         if self.verdicts:
             self.verdict = over_runs(self.plan, self.verdicts, self.runs)
         else:
-            partner, beside = self.partner_in(self._records())
-            self.verdict = judge(self.plan, self._observed(), self._stopped, partner, beside)
-        notes = earlier_failures(self._before())
+            partner, beside = self.partner_in(records)
+            observed = self.observed_in(records)
+            self.verdict = judge(self.plan, observed, self._stopped, partner, beside)
+        last = len(self.plan.steps) - 1
+        before = [r for r in records if r.position < last and r.execution == 1]
+        notes = earlier_failures([(r.nodeid, r.outcome) for r in before])
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
-        violated = blocked_calls([(r.nodeid, r.violations) for r in self._records()])
+        violated = blocked_calls([(r.nodeid, r.violations) for r in records])
         if violated:
             # As in the hunt: a blocked network call fails the session even
             # when the test swallowed the refusal (the hermetic-tests policy).
@@ -535,9 +532,6 @@ class ReplayReporter:
         if self.warnings:
             self.lines.append("this replay may be less than faithful:")
             self.lines.extend(f"  - {text}" for text in dict.fromkeys(self.warnings))
-
-    def _records(self) -> list[Attempt]:
-        return self.records if self.records is not None else list(self.runner.records)
 
     def partner_in(self, records: list[Attempt]) -> tuple[Observed | None, str]:
         """A collision's other side: the first of its attempts that failed -- or of the
@@ -555,14 +549,6 @@ class ReplayReporter:
             if record.position == last and record.execution == 1:
                 return _observed(record)
         return None
-
-    def _observed(self) -> Observed | None:
-        return self.observed_in(self._records())
-
-    def _before(self) -> list[tuple[str, str]]:
-        last = len(self.plan.steps) - 1
-        return [(r.nodeid, r.outcome) for r in self._records()
-                if r.position < last and r.execution == 1]  # fmt: skip
 
     def _store(self, verdict: ReplayVerdict, notes: list[str]) -> None:
         try:

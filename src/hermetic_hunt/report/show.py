@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak, exposure_words
 from hermetic_hunt.report.model import evidence_of
 from hermetic_hunt.report.words import (
@@ -38,16 +39,6 @@ class Comparison:
     basis: str  # "journals", "read counts" or "" when there is nothing to compare
     lines: tuple[str, ...]
     problem: str | None = None  # a journal that could not be read
-
-
-@dataclass(frozen=True)
-class JournalSummary:
-    mode: str
-    seed: int | None
-    now: float | None
-    events: dict[str, int]
-    overflow: tuple[str, ...]
-    threads: int
 
 
 def _row(label: str, value: str) -> str:
@@ -92,7 +83,7 @@ def comparison_lines(comparison: Comparison | None) -> list[str]:
 def render_attempt(
     detail: AttemptDetail,
     *,
-    journal: JournalSummary | None,
+    journal: Journal | None,
     journal_problem: str | None,
     comparison: Comparison | None,
     replay: str,
@@ -138,7 +129,7 @@ def render_attempt(
     if journal_problem:
         out.append(_row("journal", clean(journal_problem)))
     elif journal is not None:
-        events = ", ".join(f"{k} {n}" for k, n in sorted(journal.events.items())) or "none"
+        events = ", ".join(f"{k} {len(v)}" for k, v in sorted(journal.events.items())) or "none"
         out.append(
             _row(
                 "journal",

@@ -17,14 +17,7 @@ from typing import Any
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak, exposure_words
 from hermetic_hunt.report.model import evidence_of
-from hermetic_hunt.report.words import (
-    clean,
-    collision_text,
-    dates_text,
-    flake_state,
-    rate_text,
-    sets_text,
-)
+from hermetic_hunt.report.words import clean, flake_state, rate_text, relation_texts
 from hermetic_hunt.store.rows import AttemptDetail, StepRow
 
 _WIDTH = 15
@@ -233,17 +226,10 @@ def render_flake(
         out.append(_row("exposure", exposure_words(test.exposure, evidence.get("dates"))))
     if test is not None:
         out.append(_row("attempts", rate_text(test)))
-    polluter_leaks = evidence.get("polluter_leaks")
-    setter_leaks = evidence.get("state_setter_leaks")
-    out.append(_row("polluters", sets_text(f.polluters, leaks=polluter_leaks, limit=None) or "-"))
-    out.append(_row("cleaners", ", ".join(clean(c) for c in f.cleaners) or "-"))
-    out.append(
-        _row("state-setters", sets_text(f.state_setters, leaks=setter_leaks, limit=None) or "-")
-    )
-    if collision_text(f.reproducer):
-        out.append(_row("collides with", collision_text(f.reproducer)))
-    if isinstance(evidence.get("dates"), dict):
-        out.append(_row("dates", dates_text(evidence["dates"])))
+    texts = relation_texts(f, f.flake_id, limit=None)
+    for label in ("polluters", "cleaners", "state-setters"):
+        out.append(_row(label, texts.get(label) or "-"))
+    out.extend(_row(label, texts[label]) for label in ("collides with", "dates") if label in texts)
     if len(group) > 1:
         out.append(f"{clean(grouped_as)} ({len(group)}, one finding):")
         out.extend(f"  {clean(ref or '-'):<6}{clean(nodeid)}" for ref, nodeid in group)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermetic_hunt import stats
+from hermetic_hunt.findings import Finding
 from hermetic_hunt.models import (
     CI_EXPOSURES,
     EXPOSURE_TEXT,
@@ -27,7 +28,6 @@ from hermetic_hunt.report.model import (
     Report,
     TestResult,
     calendar_dates,
-    evidence_of,
     found_by_probe,
 )
 from hermetic_hunt.store.rows import LeakRow, RunRow
@@ -378,26 +378,36 @@ def collision_text(reproducer: Reproducer | None) -> str:
     return f"{partner}{over}, at the same time on another worker"
 
 
+def relation_texts(flake: Flake | Finding, ref: str, limit: int | None = SHOW) -> dict[str, str]:
+    """A flake's (or an isolation finding's) relations, by label: the test it collides
+    with, polluters (with what they left), cleaners, state-setters, and ``dates``
+    (its coming dates' words); each list bounded by ``limit`` (None: all)."""
+    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    out = {}
+    if collision_text(flake.reproducer):
+        out["collides with"] = collision_text(flake.reproducer)
+    for label, sets, leaks, noun in (
+        ("polluters", flake.polluters, "polluter_leaks", "polluter sets"),
+        ("state-setters", flake.state_setters, "state_setter_leaks", "state-setter sets"),
+    ):
+        if sets:
+            out[label] = sets_text(sets, leaks=evidence.get(leaks), ref=ref, noun=noun, limit=limit)
+    if flake.cleaners:
+        shown = len(flake.cleaners) if limit is None else limit
+        out["cleaners"] = listing(flake.cleaners, "cleaners", ref=ref, limit=shown)
+    if isinstance(evidence.get("dates"), dict):
+        out["dates"] = dates_text(evidence["dates"])
+    return out
+
+
 def relation_lines(flake: Flake, indent: str = "      ") -> list[str]:
     """Polluters (with what they left), state-setters, cleaners, the test it collides
     with, and dates, bounded."""
-    evidence = evidence_of(flake)
-    ref = flake.flake_id
-    out = []
-    if collision_text(flake.reproducer):
-        out.append(f"{indent}collides with: {collision_text(flake.reproducer)}")
-    if flake.polluters:
-        text = sets_text(flake.polluters, leaks=evidence.get("polluter_leaks"), ref=ref,
-                         noun="polluter sets")  # fmt: skip
-        out.append(f"{indent}polluters: {text}")
-    if flake.cleaners:
-        out.append(f"{indent}cleaners: {listing(flake.cleaners, 'cleaners', ref=ref)}")
-    if flake.state_setters:
-        text = sets_text(flake.state_setters, leaks=evidence.get("state_setter_leaks"), ref=ref,
-                         noun="state-setter sets")  # fmt: skip
-        out.append(f"{indent}state-setters: {text}")
-    if isinstance(evidence.get("dates"), dict):
-        out.append(f"{indent}{dates_text(evidence['dates'])}")
+    texts = relation_texts(flake, flake.flake_id)
+    labels = ("collides with", "polluters", "cleaners", "state-setters")
+    out = [f"{indent}{label}: {texts[label]}" for label in labels if label in texts]
+    if "dates" in texts:
+        out.append(f"{indent}{texts['dates']}")
     return out
 
 

@@ -116,11 +116,6 @@ class History:
         return out
 
 
-def needed_for(rate: float) -> int:
-    """Clean attempts that make 95% sure a flake failing at ``rate`` is gone."""
-    return stats.runs_for_rate(rate)
-
-
 def history(
     nodeid: str,
     runs: Sequence[RunPoint],
@@ -166,7 +161,7 @@ def history(
     sha = last[2].git_sha
     later = [e for e in after if sha is not None and e[2].git_sha not in (None, sha)]
     clean = sum(e[3] for e in later)
-    total = needed_for(rate)
+    total = stats.runs_for_rate(rate)  # clean attempts that make 95% sure it is gone
     status: Fixed
     if not clean:
         status = "flaky"

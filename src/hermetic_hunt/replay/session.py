@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +102,10 @@ def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     engine = Engine(config, settings)
     job = Job(plan.steps, journals=plan.replayed())
     runner = engine.runner_for(job, watch_leaks=False)
-    reporter = ReplayReporter(config, plan, store, display, runner)
-    reporter.runs = runs
-    reporter.restarted = restarted
-    reporter.current_env = environment.collect(str(config.rootpath))
-    reporter.warnings = faithfulness_warnings(plan, recorded_env, reporter.current_env)
+    current_env = environment.collect(str(config.rootpath))
+    warnings = faithfulness_warnings(plan, recorded_env, current_env)
+    reporter = ReplayReporter(config, plan, store, display, runner, runs, restarted, warnings,
+                              current_env)  # fmt: skip
     # The reporter first: among trylast hooks the earlier registered runs
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
@@ -201,6 +200,7 @@ def _load(
 PARTNER_WAIT = 2.0
 
 
+@dataclass(eq=False)
 class ReplayRunner:
     """pytest plugin: select exactly the plan's tests, run them in order.
 
@@ -213,19 +213,11 @@ class ReplayRunner:
     plan's own steps start; its attempts go to the reporter's ``partner``.
     """
 
-    def __init__(
-        self,
-        engine: Any,
-        runner: StepRunner,
-        reporter: ReplayReporter,
-        together: tuple[Step, ...] = (),
-        resource: Path | None = None,
-    ) -> None:
-        self.engine = engine
-        self.runner = runner
-        self.reporter = reporter
-        self.together = together
-        self.resource = resource
+    engine: Any
+    runner: StepRunner
+    reporter: ReplayReporter
+    together: tuple[Step, ...] = ()
+    resource: Path | None = None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -445,30 +437,28 @@ def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
 # -- the session -----------------------------------------------------------------
 
 
+@dataclass(eq=False)
 class ReplayReporter:
     """pytest plugin: header, selection check, verdict, ``replays`` row, summary."""
 
-    def __init__(
-        self, config: pytest.Config, plan: Plan, store: Store, display: str, runner: Any
-    ) -> None:
-        self.config = config
-        self.plan = plan
-        self.store = store
-        self.display = display
-        self.runner = runner
-        self.restarted = False
-        self.warnings: list[str] = []
-        self.current_env: dict[str, Any] = {}
-        self.deselected: set[str] = set()
-        #: A collision partner's attempts (run beside the plan's steps).
-        self.partner: list[Attempt] = []
-        self.verdict: ReplayVerdict | None = None
-        self.runs = Runs(1, 1)
-        #: Forked runs: each run's verdict, and the records of the run that decides.
-        self.verdicts: list[ReplayVerdict] = []
-        self.records: list[Attempt] | None = None
-        self.lines: list[str] = []
-        self._stopped = ""
+    config: pytest.Config
+    plan: Plan
+    store: Store
+    display: str
+    runner: Any
+    runs: Runs = field(default_factory=lambda: Runs(1, 1))
+    restarted: bool = False
+    warnings: list[str] = field(default_factory=list)
+    current_env: dict[str, Any] = field(default_factory=dict)
+    deselected: set[str] = field(default_factory=set)
+    #: A collision partner's attempts (run beside the plan's steps).
+    partner: list[Attempt] = field(default_factory=list)
+    verdict: ReplayVerdict | None = None
+    #: Forked runs: each run's verdict, and the records of the run that decides.
+    verdicts: list[ReplayVerdict] = field(default_factory=list)
+    records: list[Attempt] | None = None
+    lines: list[str] = field(default_factory=list)
+    stopped: str = ""
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = [describe(self.plan, self.display)]
@@ -501,22 +491,22 @@ class ReplayReporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self) -> None:
-        self._stopped = "interrupted"
+        self.stopped = "interrupted"
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.runner.items or self.config.option.collectonly:
             return  # collection failed or was all that was asked: nothing ran
         for record in self.runner.records:
             self.warnings.extend(f"{record.nodeid}: {text}" for text in record.warnings)
-        if not self._stopped and (session.shouldfail or session.shouldstop):
-            self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
+        if not self.stopped and (session.shouldfail or session.shouldstop):
+            self.stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
         records = self.records if self.records is not None else list(self.runner.records)
         if self.verdicts:
             self.verdict = over_runs(self.plan, self.verdicts, self.runs)
         else:
             partner, beside = self.partner_in(records)
             observed = self.observed_in(records)
-            self.verdict = judge(self.plan, observed, self._stopped, partner, beside)
+            self.verdict = judge(self.plan, observed, self.stopped, partner, beside)
         last = len(self.plan.steps) - 1
         before = [r for r in records if r.position < last and r.execution == 1]
         notes = earlier_failures([(r.nodeid, r.outcome) for r in before])

@@ -162,13 +162,7 @@ def history(
     later = [e for e in after if sha is not None and e[2].git_sha not in (None, sha)]
     clean = sum(e[3] for e in later)
     total = stats.runs_for_rate(rate)  # clean attempts that make 95% sure it is gone
-    status: Fixed
-    if not clean:
-        status = "flaky"
-    elif clean >= total:
-        status = "fixed"
-    else:
-        status = "probably-fixed"
+    status: Fixed = "flaky" if not clean else "fixed" if clean >= total else "probably-fixed"
     commits = tuple(dict.fromkeys(e[2].git_sha for e in later if e[2].git_sha))
     return History(
         nodeid, first[2], last[2], trend, status, rate, clean, max(0, total - clean), commits
@@ -197,15 +191,9 @@ def runs_since(since: str, runs: Sequence[RunPoint], places: Sequence[str]) -> l
         sha = vcs.commit_of(text, place)
         if sha is None:
             continue
-        known: dict[str, bool] = {}
-        chosen = []
-        for run in runs:
-            if run.git_sha is None:
-                continue
-            if run.git_sha not in known:
-                known[run.git_sha] = vcs.is_ancestor(sha, run.git_sha, place)
-            if known[run.git_sha]:
-                chosen.append(run.run_id)
+        shas = dict.fromkeys(run.git_sha for run in runs if run.git_sha is not None)
+        later = {other for other in shas if vcs.is_ancestor(sha, other, place)}
+        chosen = [run.run_id for run in runs if run.git_sha in later]
         if not chosen:
             raise BadOption(
                 f"--since {since}: no run on {sha[:10]} or a later commit (runs "

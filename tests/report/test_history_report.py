@@ -20,7 +20,7 @@ from helpers import hunt, rows
 
 from hermetic_hunt import stats
 from hermetic_hunt.cli import main
-from hermetic_hunt.report.history import history, needed_for
+from hermetic_hunt.report.history import history
 from hermetic_hunt.store.history import ReplayPoint, RunPoint, Tally
 
 #: Every test here hunts, isolates or replays in fresh pytest processes.
@@ -163,7 +163,7 @@ def test_history_rules_commits_decide_not_luck():
         Tally("t", 4, 30, 0),
     ]
     h = history("t", runs, tallies)
-    assert h.rate == 0.1 and needed_for(0.1) == 29
+    assert h.rate == 0.1 and stats.runs_for_rate(0.1) == 29
     # run 2 is the same commit and run 3 has none: only run 4 counts, 30 >= 29
     assert (h.status, h.clean, h.needed, h.later) == ("fixed", 30, 0, ("b" * 40,))
     assert h.status_text().startswith("fixed: 0 failures in 30 attempts on later commits")

@@ -21,13 +21,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hermetic_hunt import environment, pasteable
+from hermetic_hunt import environment, pasteable, stats
 from hermetic_hunt.engine.engine import Conflicts, refuse_conflicts, stop_on_collection_errors
 from hermetic_hunt.engine.runner import Job, StepRunner
 from hermetic_hunt.errors import BadDatabase, HuntError
@@ -102,11 +102,10 @@ def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     engine = Engine(config, settings)
     job = Job(plan.steps, journals=plan.replayed())
     runner = engine.runner_for(job, watch_leaks=False)
-    reporter = ReplayReporter(config, plan, store, display, runner)
-    reporter.runs = runs
-    reporter.restarted = restarted
-    reporter.current_env = environment.collect(str(config.rootpath))
-    reporter.warnings = faithfulness_warnings(plan, recorded_env, reporter.current_env)
+    current_env = environment.collect(str(config.rootpath))
+    warnings = faithfulness_warnings(plan, recorded_env, current_env)
+    reporter = ReplayReporter(config, plan, store, display, runner, runs, restarted, warnings,
+                              current_env)  # fmt: skip
     # The reporter first: among trylast hooks the earlier registered runs
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
@@ -152,7 +151,7 @@ def _runs(config: pytest.Config, plan: Plan, rate: float | None) -> Runs:
         why = (
             "--hermetic-replay-runs"
             if runs.override
-            else (f"95% sure to show a {_percent(runs.rate)} flake" if runs.rate else "")
+            else (f"95% sure to show a {stats.percent(runs.rate)} flake" if runs.rate else "")
         )
         cap = (
             f", capped from {runs.needed}"
@@ -164,12 +163,6 @@ def _runs(config: pytest.Config, plan: Plan, rate: float | None) -> Runs:
             f"({why}{cap})"
         )
     return runs
-
-
-def _percent(rate: float | None) -> str:
-    from hermetic_hunt import stats
-
-    return stats.percent(rate or 0.0)
 
 
 #: Options that need the replay in this very process: one run, not forked ones.
@@ -207,6 +200,7 @@ def _load(
 PARTNER_WAIT = 2.0
 
 
+@dataclass(eq=False)
 class ReplayRunner:
     """pytest plugin: select exactly the plan's tests, run them in order.
 
@@ -219,19 +213,11 @@ class ReplayRunner:
     plan's own steps start; its attempts go to the reporter's ``partner``.
     """
 
-    def __init__(
-        self,
-        engine: Any,
-        runner: StepRunner,
-        reporter: ReplayReporter,
-        together: tuple[Step, ...] = (),
-        resource: Path | None = None,
-    ) -> None:
-        self.engine = engine
-        self.runner = runner
-        self.reporter = reporter
-        self.together = together
-        self.resource = resource
+    engine: Any
+    runner: StepRunner
+    reporter: ReplayReporter
+    together: tuple[Step, ...] = ()
+    resource: Path | None = None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
@@ -409,8 +395,7 @@ def _check_hash_seed(plan: Plan) -> None:
 
 
 def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
-    """Restart this pytest under the plan's PYTHONHASHSEED, or say how to."""
-    _check_hash_seed(plan)
+    """Restart this pytest under the plan's PYTHONHASHSEED (checked), or say how to."""
     needed = str(plan.hash_seed)
     current = os.environ.get("PYTHONHASHSEED") or "random"
     args = [str(arg) for arg in config.invocation_params.args]
@@ -452,30 +437,28 @@ def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
 # -- the session -----------------------------------------------------------------
 
 
+@dataclass(eq=False)
 class ReplayReporter:
     """pytest plugin: header, selection check, verdict, ``replays`` row, summary."""
 
-    def __init__(
-        self, config: pytest.Config, plan: Plan, store: Store, display: str, runner: Any
-    ) -> None:
-        self.config = config
-        self.plan = plan
-        self.store = store
-        self.display = display
-        self.runner = runner
-        self.restarted = False
-        self.warnings: list[str] = []
-        self.current_env: dict[str, Any] = {}
-        self.deselected: set[str] = set()
-        #: A collision partner's attempts (run beside the plan's steps).
-        self.partner: list[Attempt] = []
-        self.verdict: ReplayVerdict | None = None
-        self.runs = Runs(1, 1)
-        #: Forked runs: each run's verdict, and the records of the run that decides.
-        self.verdicts: list[ReplayVerdict] = []
-        self.records: list[Attempt] | None = None
-        self.lines: list[str] = []
-        self._stopped = ""
+    config: pytest.Config
+    plan: Plan
+    store: Store
+    display: str
+    runner: Any
+    runs: Runs = field(default_factory=lambda: Runs(1, 1))
+    restarted: bool = False
+    warnings: list[str] = field(default_factory=list)
+    current_env: dict[str, Any] = field(default_factory=dict)
+    deselected: set[str] = field(default_factory=set)
+    #: A collision partner's attempts (run beside the plan's steps).
+    partner: list[Attempt] = field(default_factory=list)
+    verdict: ReplayVerdict | None = None
+    #: Forked runs: each run's verdict, and the records of the run that decides.
+    verdicts: list[ReplayVerdict] = field(default_factory=list)
+    records: list[Attempt] | None = None
+    lines: list[str] = field(default_factory=list)
+    stopped: str = ""
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = [describe(self.plan, self.display)]
@@ -508,23 +491,27 @@ class ReplayReporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self) -> None:
-        self._stopped = "interrupted"
+        self.stopped = "interrupted"
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.runner.items or self.config.option.collectonly:
             return  # collection failed or was all that was asked: nothing ran
         for record in self.runner.records:
             self.warnings.extend(f"{record.nodeid}: {text}" for text in record.warnings)
-        if not self._stopped and (session.shouldfail or session.shouldstop):
-            self._stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
+        if not self.stopped and (session.shouldfail or session.shouldstop):
+            self.stopped = f"stopped early: {session.shouldfail or session.shouldstop}"
+        records = self.records if self.records is not None else list(self.runner.records)
         if self.verdicts:
             self.verdict = over_runs(self.plan, self.verdicts, self.runs)
         else:
-            partner, beside = self.partner_in(self._records())
-            self.verdict = judge(self.plan, self._observed(), self._stopped, partner, beside)
-        notes = earlier_failures(self._before())
+            partner, beside = self.partner_in(records)
+            observed = self.observed_in(records)
+            self.verdict = judge(self.plan, observed, self.stopped, partner, beside)
+        last = len(self.plan.steps) - 1
+        before = [r for r in records if r.position < last and r.execution == 1]
+        notes = earlier_failures([(r.nodeid, r.outcome) for r in before])
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
-        violated = blocked_calls([(r.nodeid, r.violations) for r in self._records()])
+        violated = blocked_calls([(r.nodeid, r.violations) for r in records])
         if violated:
             # As in the hunt: a blocked network call fails the session even
             # when the test swallowed the refusal (the hermetic-tests policy).
@@ -535,9 +522,6 @@ class ReplayReporter:
         if self.warnings:
             self.lines.append("this replay may be less than faithful:")
             self.lines.extend(f"  - {text}" for text in dict.fromkeys(self.warnings))
-
-    def _records(self) -> list[Attempt]:
-        return self.records if self.records is not None else list(self.runner.records)
 
     def partner_in(self, records: list[Attempt]) -> tuple[Observed | None, str]:
         """A collision's other side: the first of its attempts that failed -- or of the
@@ -555,14 +539,6 @@ class ReplayReporter:
             if record.position == last and record.execution == 1:
                 return _observed(record)
         return None
-
-    def _observed(self) -> Observed | None:
-        return self.observed_in(self._records())
-
-    def _before(self) -> list[tuple[str, str]]:
-        last = len(self.plan.steps) - 1
-        return [(r.nodeid, r.outcome) for r in self._records()
-                if r.position < last and r.execution == 1]  # fmt: skip
 
     def _store(self, verdict: ReplayVerdict, notes: list[str]) -> None:
         try:

@@ -22,10 +22,7 @@ def describe(plan: Plan, db_display: str) -> str:
     """The header line: what is replayed, from where, with what."""
     step = plan.steps[-1]
     before = len(plan.steps) - 1
-    if before:
-        runs = f"{len(plan.steps)} tests in order ({before} before {plan.test})"
-    else:
-        runs = plan.test
+    runs = f"{before + 1} tests in order ({before} before {plan.test})" if before else plan.test
     if plan.together:
         runs += f", and {plan.together[-1].nodeid} at the same time in a second process"
     parts = [f"hermetic-hunt replay: {plan.label} from {db_display}: {runs}", f"mode {step.mode}"]

@@ -11,7 +11,6 @@ through the format's escaping.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -178,18 +177,6 @@ def fix_markdown_lines(views: Sequence[FixView], text: _Clean, code: _Code) -> l
     ]
 
 
-def fenced(body: str, indent: str = "") -> list[str]:
-    """``body`` in a fenced ``diff`` block no line of it can close."""
-    longest = max((len(run) for run in re.findall(r"`{3,}", body)), default=2)
-    fence = "`" * (longest + 1)
-    safe = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", body.rstrip("\n"))
-    return [
-        f"{indent}{fence}diff",
-        *(f"{indent}{line}" for line in safe.split("\n")),
-        f"{indent}{fence}",
-    ]
-
-
 def history_markdown_lines(
     histories: Sequence[tuple[str, History]], text: _Clean, code: _Code
 ) -> list[str]:
@@ -267,9 +254,6 @@ def history_json(h: History) -> dict[str, object]:
             for p in h.trend
         ],
     }
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 # -- html ------------------------------------------------------------------------------

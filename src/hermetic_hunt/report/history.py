@@ -20,16 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 from hermetic_hunt import stats, vcs
 from hermetic_hunt.errors import BadOption
 from hermetic_hunt.store.history import ReplayPoint, RunPoint, Tally
 
-Fixed = Literal["flaky", "probably-fixed", "fixed", ""]
 #: Whether a flake looks fixed (``History.status``; "": it never failed). Not a
 #: test's status in a report (:data:`hermetic_hunt.report.model.STATUSES`).
-FIXED: tuple[Fixed, ...] = get_args(Fixed)
+Fixed = Literal["flaky", "probably-fixed", "fixed", ""]
 
 
 @dataclass(frozen=True)
@@ -80,10 +79,6 @@ class History:
     needed: int
     later: tuple[str, ...]
 
-    @property
-    def total_needed(self) -> int:
-        return self.clean + self.needed
-
     def status_text(self) -> str:
         if not self.status:
             return ""
@@ -119,11 +114,6 @@ class History:
         if text:
             out.append(text)
         return out
-
-
-def needed_for(rate: float) -> int:
-    """Clean attempts that make 95% sure a flake failing at ``rate`` is gone."""
-    return stats.runs_for_rate(rate)
 
 
 def history(
@@ -171,14 +161,8 @@ def history(
     sha = last[2].git_sha
     later = [e for e in after if sha is not None and e[2].git_sha not in (None, sha)]
     clean = sum(e[3] for e in later)
-    total = needed_for(rate)
-    status: Fixed
-    if not clean:
-        status = "flaky"
-    elif clean >= total:
-        status = "fixed"
-    else:
-        status = "probably-fixed"
+    total = stats.runs_for_rate(rate)  # clean attempts that make 95% sure it is gone
+    status: Fixed = "flaky" if not clean else "fixed" if clean >= total else "probably-fixed"
     commits = tuple(dict.fromkeys(e[2].git_sha for e in later if e[2].git_sha))
     return History(
         nodeid, first[2], last[2], trend, status, rate, clean, max(0, total - clean), commits
@@ -207,15 +191,9 @@ def runs_since(since: str, runs: Sequence[RunPoint], places: Sequence[str]) -> l
         sha = vcs.commit_of(text, place)
         if sha is None:
             continue
-        known: dict[str, bool] = {}
-        chosen = []
-        for run in runs:
-            if run.git_sha is None:
-                continue
-            if run.git_sha not in known:
-                known[run.git_sha] = vcs.is_ancestor(sha, run.git_sha, place)
-            if known[run.git_sha]:
-                chosen.append(run.run_id)
+        shas = dict.fromkeys(run.git_sha for run in runs if run.git_sha is not None)
+        later = {other for other in shas if vcs.is_ancestor(sha, other, place)}
+        chosen = [run.run_id for run in runs if run.git_sha in later]
         if not chosen:
             raise BadOption(
                 f"--since {since}: no run on {sha[:10]} or a later commit (runs "

@@ -20,7 +20,7 @@ import markupsafe
 from hermetic_hunt import __version__, stats
 from hermetic_hunt.models import attempts_text
 from hermetic_hunt.report.fixes import TREND_HEIGHT, trend_rows
-from hermetic_hunt.report.model import Report, TestResult
+from hermetic_hunt.report.model import Report, TestResult, evidence_of
 from hermetic_hunt.report.words import (
     SHOW,
     UNATTRIBUTED,
@@ -29,14 +29,11 @@ from hermetic_hunt.report.words import (
     collision_text,
     dates_text,
     exposure_line,
-    flake_state,
     headline,
     kinds_text,
     leak_count_text,
-    run_line,
     section_title,
     set_texts,
-    sets_text,
     shared_text,
     stable_groups,
     status_text,
@@ -201,7 +198,7 @@ def relations(test: TestResult) -> list[Relation]:
     flake = test.flake
     if flake is None:
         return []
-    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    evidence = evidence_of(flake)
     out = []
     if collision_text(flake.reproducer):
         out.append(Relation("collides with", (collision_text(flake.reproducer),)))
@@ -217,9 +214,7 @@ def relations(test: TestResult) -> list[Relation]:
 
 
 def _dates(test: TestResult) -> str:
-    flake = test.flake
-    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
-    return dates_text(evidence.get("dates")) if isinstance(evidence.get("dates"), dict) else ""
+    return dates_text(evidence_of(test.flake).get("dates"))
 
 
 #: Where a test id may wrap: after a path separator, ``::``, ``[``, ``,`` or a space.
@@ -274,11 +269,8 @@ def _environment() -> jinja2.Environment:
         percent=stats.percent,
         percent_ceiling=stats.percent_ceiling,
         kinds_text=kinds_text,
-        flake_state=flake_state,
-        sets_text=sets_text,
         bound_text=bound_text,
         tighten_text=tighten_text,
-        run_line=run_line,
         status_text=status_text,
         relations=relations,
         shared_text=shared_text,
@@ -323,7 +315,6 @@ def render_html(report: Report) -> str:
         strips=rows,
         columns=columns,
         cell_width=cell_width,
-        strip_height=max(16, len(rows) * 16),
         strip_width=max(1.0, len(columns) * cell_width),
         confidence=f"{stats.CONFIDENCE:.0%}",
         chart_limit=CHART_LIMIT,

@@ -22,10 +22,8 @@ from hermetic_hunt.models import (
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
     clean,
-    collision_text,
-    dates_text,
     listing,
-    sets_text,
+    relation_texts,
 )
 
 
@@ -107,22 +105,13 @@ def _flake_lines(
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
     out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
-    leaks = v.evidence.get("polluter_leaks") if isinstance(v.evidence, dict) else None
-    setter_leaks = v.evidence.get("state_setter_leaks") if isinstance(v.evidence, dict) else None
-    if collision_text(v.reproducer):
-        out.append(f"      collides with: {collision_text(v.reproducer)}")
-    if v.polluters:
-        text = sets_text(v.polluters, leaks=leaks, ref=flake_id, noun="polluter sets")
-        out.append(f"      polluters{unfinished}: {text}")
-    if v.state_setters:
-        text = sets_text(v.state_setters, leaks=setter_leaks, ref=flake_id,
-                         noun="state-setter sets")  # fmt: skip
-        out.append(f"      state-setters{unfinished}: {text}")
-    if v.cleaners:
-        out.append(f"      cleaners: {listing(v.cleaners, 'cleaners', ref=flake_id)}")
-    dates = v.evidence.get("dates") if isinstance(v.evidence, dict) else None
-    if isinstance(dates, dict):
-        out.append(f"      {dates_text(dates)}")
+    texts = relation_texts(v, flake_id)
+    for label in ("collides with", "polluters", "state-setters", "cleaners"):
+        if label in texts:
+            more = unfinished if label in ("polluters", "state-setters") else ""
+            out.append(f"      {label}{more}: {texts[label]}")
+    if "dates" in texts:
+        out.append(f"      {texts['dates']}")
     if members:
         out.append(
             f"      and {len(members)} more parametrization{'s' * (len(members) != 1)} of "

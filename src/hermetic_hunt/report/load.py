@@ -20,7 +20,7 @@ from hermetic_hunt.report import format_name, render
 from hermetic_hunt.report.fixes import fix_views
 from hermetic_hunt.report.history import history, runs_since
 from hermetic_hunt.report.model import Replay, Report, assemble, flake_run
-from hermetic_hunt.report.show import Comparison, JournalSummary, render_attempt, render_flake
+from hermetic_hunt.report.show import Comparison, render_attempt, render_flake
 from hermetic_hunt.report.text import list_lines
 from hermetic_hunt.report.words import (
     summary_line,
@@ -248,25 +248,14 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
     )
 
 
-def _journal(store: Store, detail: AttemptDetail) -> tuple[JournalSummary | None, str | None]:
+def _journal(store: Store, detail: AttemptDetail) -> tuple[journal.Journal | None, str | None]:
     data = queries.journal_data(store, detail.id)
     if data is None:
         return None, None
     try:
-        decoded = journal.decode(data, where=f"A{detail.id}", expect_test=detail.nodeid)
+        return journal.decode(data, where=f"A{detail.id}", expect_test=detail.nodeid), None
     except BadJournal as exc:
         return None, f"unreadable: {exc}"
-    return (
-        JournalSummary(
-            mode=decoded.mode,
-            seed=decoded.seed,
-            now=decoded.now,
-            events={source: len(values) for source, values in decoded.events.items()},
-            overflow=decoded.overflow,
-            threads=decoded.threads,
-        ),
-        None,
-    )
 
 
 def _side(store: Store, detail: AttemptDetail) -> journal.Journal | dict[str, int]:

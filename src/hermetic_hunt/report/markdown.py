@@ -11,7 +11,7 @@ import re
 
 from hermetic_hunt import stats
 from hermetic_hunt.report.fixes import fix_markdown_lines, history_markdown_lines
-from hermetic_hunt.report.model import Group, Report, TestResult, calendar_dates
+from hermetic_hunt.report.model import Group, Report, calendar_dates
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
     SHOW,
@@ -77,13 +77,6 @@ def _rate(group: Group) -> str:
     return f"{stats.percent(group.rate or 0.0)} ({stats.percent(low)}–{stats.percent(high)})"
 
 
-def _relations(test: TestResult) -> str:
-    flake = test.flake
-    if flake is None:
-        return ""
-    return "<br>".join(text(line.strip()) for line in relation_lines(flake))
-
-
 def _test_cell(group: Group) -> str:
     cell = code(group.nodeid) if group.shared is None else text(group.nodeid)
     if group.others:
@@ -98,6 +91,7 @@ def _tests_table(groups: list[Group]) -> list[str]:
     for g in groups:
         t = g.lead
         failure = t.failure.describe() if t.failure and t.failure.exc_type else ""
+        relations = relation_lines(t.flake) if t.flake is not None else []
         rows.append(
             [
                 t.flake.flake_id if t.flake else "–",
@@ -105,7 +99,7 @@ def _tests_table(groups: list[Group]) -> list[str]:
                 text(status_text(t)),
                 _rate(g),
                 f"{g.failures}/{g.attempts}",
-                _relations(t),
+                "<br>".join(text(line.strip()) for line in relations),
                 text(failure),
                 code(t.replay or ""),
             ]

@@ -59,7 +59,7 @@ from hermetic_hunt.store.rows import (
 Replay = Callable[[str, int | None], str]
 Status = Literal["flaky", "broken", "sandbox-incompatible", "not-idempotent", "stable", "skipped"]
 #: A test's status in a report, in report order (whether a flake looks fixed is
-#: :data:`hermetic_hunt.report.history.FIXED`).
+#: :data:`hermetic_hunt.report.history.Fixed`).
 STATUSES: tuple[Status, ...] = get_args(Status)
 #: Statuses that are findings (the rest never failed).
 FINDINGS: tuple[Status, ...] = ("flaky", "broken", "sandbox-incompatible", "not-idempotent")
@@ -128,9 +128,7 @@ class Group:
     def shared(self) -> dict[str, Any] | None:
         """A collision group's facts (``resource``, ``locations``, ``files``...): the
         tests collide over one path several workers use at once (None: not one)."""
-        flake = self.lead.flake
-        evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
-        facts = evidence.get("shared")
+        facts = evidence_of(self.lead.flake).get("shared")
         if not (self.others and isinstance(facts, dict) and isinstance(facts.get("resource"), str)):
             return None
         return facts
@@ -166,9 +164,7 @@ class Group:
     @property
     def exposure_text(self) -> str:
         """``fails in normal runs``, ``fails on 2026-12-31 (in 28 days)``..."""
-        flake = self.lead.flake
-        evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
-        return exposure_words(self.exposure, evidence.get("dates"))
+        return exposure_words(self.exposure, evidence_of(self.lead.flake).get("dates"))
 
 
 @dataclass(frozen=True)
@@ -227,12 +223,8 @@ class Report:
 
     def by_exposure(self) -> list[tuple[str, list[Group]]]:
         """``[(exposure, groups)]`` in exposure order, empty ones left out."""
-        out: list[tuple[str, list[Group]]] = []
-        for level in EXPOSURES:
-            chosen = [g for g in self.groups if g.exposure == level]
-            if chosen:
-                out.append((level, chosen))
-        return out
+        chosen = [(level, [g for g in self.groups if g.exposure == level]) for level in EXPOSURES]
+        return [(level, groups) for level, groups in chosen if groups]
 
     def leaking(self) -> list[tuple[str | None, list[LeakRow]]]:
         """``[(nodeid, leaks)]``: tests that left state behind, most leaks first;
@@ -278,12 +270,17 @@ class Report:
         return out
 
 
-def rank_key(test: TestResult) -> tuple[int, float, float, str]:
+def rank_key(item: TestResult | Group) -> tuple[int, float, float, str]:
     """What CI sees first, then most surely, most often failing: the exposure,
-    the interval's low end, then the rate."""
-    low = test.interval[0] if test.interval else 0.0
-    level = EXPOSURES.index(test.exposure) if test.exposure in EXPOSURES else len(EXPOSURES)
-    return (level, -low, -(test.rate or 0.0), test.nodeid)
+    the interval's low end, then the rate (of a test or a group)."""
+    low = item.interval[0] if item.interval else 0.0
+    level = EXPOSURES.index(item.exposure) if item.exposure in EXPOSURES else len(EXPOSURES)
+    return (level, -low, -(item.rate or 0.0), item.nodeid)
+
+
+def evidence_of(flake: Flake | None) -> dict[str, Any]:
+    """A flake's stored evidence as a mapping (``{}``: no flake, or evidence that is not one)."""
+    return flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
 
 
 # -- assembling ------------------------------------------------------------
@@ -303,8 +300,7 @@ def status_of(counts: TestCounts, check: CheckRow | None) -> str:
 
 def found_by_probe(flake: Flake | None) -> bool:
     """A victim no round failed, found by isolation's polluter probe (``isolate.blast``)."""
-    evidence = flake.evidence if flake is not None else None
-    return isinstance(evidence, dict) and evidence.get("found_by") == FOUND_BY
+    return evidence_of(flake).get("found_by") == FOUND_BY
 
 
 def _result(
@@ -369,10 +365,7 @@ def assemble(
     ``checks`` are in storage order: the newest check of a test wins.
     """
     by_test = {f.nodeid: f for f in flakes}
-    latest: dict[str, CheckRow] = {}
-    for check in checks:
-        if check.check_name == SANDBOX_OFF:
-            latest[check.nodeid] = check
+    latest = {check.nodeid: check for check in checks if check.check_name == SANDBOX_OFF}
     under: dict[str, list[ConditionRow]] = {}
     for row in conditions:
         under.setdefault(row.nodeid, []).append(row)
@@ -385,13 +378,14 @@ def assemble(
         key=lambda t: t.nodeid,
     )  # fmt: skip
     shown = {t.nodeid for t in results}
-    kept = tuple(sorted((f for f in by_test.values() if f.nodeid in shown), key=flake_order))
+    kept = [f for f in by_test.values() if f.nodeid in shown]
+    kept.sort(key=lambda f: flake_order_of(f.flake_id))
     return Report(
         database=database,
         runs=tuple(runs),
         selected_run=selected_run,
         tests=tuple(results),
-        flakes=kept,
+        flakes=tuple(kept),
         violations=tuple(sorted(violations, key=lambda v: (v.nodeid, v.op, v.host, v.port or 0))),
         rounds=tuple(rounds),
         replay_for={f.flake_id: replay(f.flake_id, flake_run(f)) for f in kept},
@@ -407,23 +401,13 @@ def flake_run(flake: Flake) -> int | None:
     return flake.last_run_id if flake.last_run_id is not None else flake.first_run_id
 
 
-def flake_order(flake: Flake) -> tuple[int, str]:
-    """F2 before F10."""
-    return flake_order_of(flake.flake_id)
-
-
 def flake_order_of(flake_id: str) -> tuple[int, str]:
+    """F2 before F10."""
     digits = flake_id[1:]
     return (int(digits) if digits.isdigit() else 1 << 62, flake_id)
 
 
 # -- findings as groups -------------------------------------------------------
-
-
-def group_rank(group: Group) -> tuple[int, float, float, str]:
-    low = group.interval[0] if group.interval else 0.0
-    level = EXPOSURES.index(group.exposure) if group.exposure in EXPOSURES else len(EXPOSURES)
-    return (level, -low, -(group.rate or 0.0), group.nodeid)
 
 
 def _signature(test: TestResult) -> tuple[str, str]:
@@ -434,24 +418,20 @@ def _signature(test: TestResult) -> tuple[str, str]:
 def _is_lead(test: TestResult) -> tuple[int, int, str]:
     """The test isolation explained leads its group (then the lowest flake id): the
     representative of parametrizations, the test whose probe showed a shared path."""
-    flake = test.flake
-    evidence = flake.evidence if flake is not None else None
-    shared = evidence.get("shared") if isinstance(evidence, dict) else None
-    grouped = isinstance(evidence, dict) and (
-        isinstance(evidence.get("group"), dict)
-        or (isinstance(shared, dict) and shared.get("lead") != test.nodeid)
+    evidence = evidence_of(test.flake)
+    shared = evidence.get("shared")
+    grouped = isinstance(evidence.get("group"), dict) or (
+        isinstance(shared, dict) and shared.get("lead") != test.nodeid
     )
-    digits = flake.flake_id[1:] if flake is not None else ""
-    number = int(digits) if digits.isdigit() else 1 << 62
+    number = flake_order_of(test.flake.flake_id)[0] if test.flake is not None else 1 << 62
     return (int(grouped), number, test.nodeid)
 
 
 def _shared_resource(test: TestResult) -> str | None:
     """The path a collision-only finding shares with other workers' tests (None: not one)."""
-    flake = test.flake
-    if flake is None or list(flake.kinds) != ["collision"] or not isinstance(flake.evidence, dict):
+    if test.flake is None or list(test.flake.kinds) != ["collision"]:
         return None
-    facts = flake.evidence.get("shared")
+    facts = evidence_of(test.flake).get("shared")
     resource = facts.get("resource") if isinstance(facts, dict) else None
     return resource if isinstance(resource, str) and resource else None
 
@@ -475,20 +455,22 @@ def rank_groups(tests: Iterable[TestResult]) -> tuple[Group, ...]:
         Group(tuple(sorted(members, key=_is_lead)), members[0].exposure or "order")
         for members in by_key.values()
     ]
-    return tuple(sorted(groups, key=group_rank))
+    return tuple(sorted(groups, key=rank_key))
 
 
-def test_exposure(status: str, flake: Flake | None) -> str | None:
-    """:func:`hermetic_hunt.models.exposure` of a test, from its status and flake."""
+def test_exposure(status: str, flake: Flake | None, *, waiting: bool = False) -> str | None:
+    """:func:`hermetic_hunt.models.exposure` of a test, from its status and flake
+    (``waiting``: as if it did not fail at today's date)."""
     if status not in FINDINGS:
         return None
-    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
+    evidence = evidence_of(flake)
     dates = evidence.get("dates")
+    fails_now = dates.get("fails_now") is True if isinstance(dates, dict) else None
     return exposure(
         flake.kinds if flake is not None else (),
         status=status,
         default_order=evidence.get("default_order") is True,
-        fails_now=dates.get("fails_now") is True if isinstance(dates, dict) else None,
+        fails_now=False if waiting else fails_now,
         past_only=isinstance(dates, dict) and dates.get("past_only") is True,
     )
 
@@ -503,16 +485,8 @@ def calendar_dates(test: TestResult) -> dict[str, Any] | None:
     with weight on the instants where date code breaks, landed on its dates --
     nothing about how often a real run fails: what says that is its dates.
     """
-    flake = test.flake
-    evidence = flake.evidence if flake is not None and isinstance(flake.evidence, dict) else {}
-    dates = evidence.get("dates")
-    if flake is None or not isinstance(dates, dict) or test.status not in FINDINGS:
+    dates = evidence_of(test.flake).get("dates")
+    if test.flake is None or not isinstance(dates, dict):
         return None
-    waits = exposure(
-        flake.kinds,
-        status=test.status,
-        default_order=evidence.get("default_order") is True,
-        fails_now=False,
-        past_only=dates.get("past_only") is True,
-    )
+    waits = test_exposure(test.status, test.flake, waiting=True)
     return dates if waits in ("dates", "past") else None

@@ -14,15 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak, exposure_words
-from hermetic_hunt.report.words import (
-    clean,
-    collision_text,
-    dates_text,
-    flake_state,
-    rate_text,
-    sets_text,
-)
+from hermetic_hunt.report.model import evidence_of
+from hermetic_hunt.report.words import clean, flake_state, rate_text, relation_texts
 from hermetic_hunt.store.rows import AttemptDetail, StepRow
 
 _WIDTH = 15
@@ -37,16 +32,6 @@ class Comparison:
     basis: str  # "journals", "read counts" or "" when there is nothing to compare
     lines: tuple[str, ...]
     problem: str | None = None  # a journal that could not be read
-
-
-@dataclass(frozen=True)
-class JournalSummary:
-    mode: str
-    seed: int | None
-    now: float | None
-    events: dict[str, int]
-    overflow: tuple[str, ...]
-    threads: int
 
 
 def _row(label: str, value: str) -> str:
@@ -91,7 +76,7 @@ def comparison_lines(comparison: Comparison | None) -> list[str]:
 def render_attempt(
     detail: AttemptDetail,
     *,
-    journal: JournalSummary | None,
+    journal: Journal | None,
     journal_problem: str | None,
     comparison: Comparison | None,
     replay: str,
@@ -137,7 +122,7 @@ def render_attempt(
     if journal_problem:
         out.append(_row("journal", clean(journal_problem)))
     elif journal is not None:
-        events = ", ".join(f"{k} {n}" for k, n in sorted(journal.events.items())) or "none"
+        events = ", ".join(f"{k} {len(v)}" for k, v in sorted(journal.events.items())) or "none"
         out.append(
             _row(
                 "journal",
@@ -231,7 +216,7 @@ def render_flake(
     ``leaks``: :class:`~hermetic_hunt.report.model.LeakRow` lists of the test
     and its polluters and state-setters. Every list is shown whole."""
     f = flake
-    evidence = f.evidence if isinstance(f.evidence, dict) else {}
+    evidence = evidence_of(f)
     out = [
         f"flake {f.flake_id} · {clean(f.nodeid)}",
         _row("kinds", ", ".join(f.kinds) or "none yet"),
@@ -241,17 +226,10 @@ def render_flake(
         out.append(_row("exposure", exposure_words(test.exposure, evidence.get("dates"))))
     if test is not None:
         out.append(_row("attempts", rate_text(test)))
-    polluter_leaks = evidence.get("polluter_leaks")
-    setter_leaks = evidence.get("state_setter_leaks")
-    out.append(_row("polluters", sets_text(f.polluters, leaks=polluter_leaks, limit=None) or "-"))
-    out.append(_row("cleaners", ", ".join(clean(c) for c in f.cleaners) or "-"))
-    out.append(
-        _row("state-setters", sets_text(f.state_setters, leaks=setter_leaks, limit=None) or "-")
-    )
-    if collision_text(f.reproducer):
-        out.append(_row("collides with", collision_text(f.reproducer)))
-    if isinstance(evidence.get("dates"), dict):
-        out.append(_row("dates", dates_text(evidence["dates"])))
+    texts = relation_texts(f, f.flake_id, limit=None)
+    for label in ("polluters", "cleaners", "state-setters"):
+        out.append(_row(label, texts.get(label) or "-"))
+    out.extend(_row(label, texts[label]) for label in ("collides with", "dates") if label in texts)
     if len(group) > 1:
         out.append(f"{clean(grouped_as)} ({len(group)}, one finding):")
         out.extend(f"  {clean(ref or '-'):<6}{clean(nodeid)}" for ref, nodeid in group)

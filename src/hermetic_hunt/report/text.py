@@ -70,23 +70,20 @@ def finding_lines(report: Report, limit: int | None = None) -> list[str]:
     hunt); None: all of them (``hermetic-hunt report``).
     """
     out: list[str] = []
-    shown = 0
+    room = len(report.groups) if limit is None else limit
     left = 0
     for level, groups in report.by_exposure():
-        if limit is not None and shown >= limit:
-            left += len(groups)
+        shown, room = groups[:room], max(0, room - len(groups))
+        left += len(groups) - len(shown)
+        if not shown:
             continue
         noun = "finding" if len(groups) == 1 else "findings"
         title = groups[0].exposure_text if len(groups) == 1 else EXPOSURE_TEXT[level]
         if level not in CI_EXPOSURES:
             title += ", not what CI will see"
         out.extend(["", f"{title} ({len(groups)} {noun}):"])
-        for group in groups:
-            if limit is not None and shown >= limit:
-                left += 1
-                continue
+        for group in shown:
             out.extend(_group_block(group))
-            shown += 1
     if left:
         out.append(f"  ... and {left} more finding(s): hermetic-hunt report lists them all")
     if any(t.flake is None and t.status == "flaky" for t in report.tests):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hermetic_hunt import stats
+from hermetic_hunt.findings import Finding
 from hermetic_hunt.models import (
     CI_EXPOSURES,
     EXPOSURE_TEXT,
@@ -182,10 +183,11 @@ def flake_state(flake: Flake) -> str:
     return f"{status} · {confirmed}{found}"
 
 
-def interval_text(test: TestResult) -> str:
-    if test.interval is None:
+def interval_text(item: TestResult | Group) -> str:
+    """``95% CI 79%-98%`` of a test or a group ("" without attempts)."""
+    if item.interval is None:
         return ""
-    low, high = test.interval
+    low, high = item.interval
     return f"{stats.CONFIDENCE:.0%} CI {stats.percent(low)}–{stats.percent(high)}"
 
 
@@ -258,20 +260,22 @@ def headline(report: Report) -> str:
 def summary_line(report: Report) -> str:
     """Tests per status: the one summary ``report`` and the end of a hunt print."""
     count = report.counts()
-    parts = [
-        f"{count['flaky']} flaky",
-        f"{count['broken']} broken",
-        f"{count['sandbox-incompatible']} sandbox-incompatible",
-    ]
-    if count["not-idempotent"]:
-        parts.append(f"{count['not-idempotent']} not idempotent")
-    parts.append(f"{count['stable']} stable")
-    if count["skipped"]:
-        parts.append(f"{count['skipped']} skipped")
-    parts.append(f"{count['violations']} with network violations")
-    if count["leaking"]:
-        parts.append(f"{count['leaking']} leave state behind")
-    return " · ".join(parts)
+    return " · ".join(
+        f"{count[key]} {words}" for key, words, always in _SUMMARY if always or count[key]
+    )
+
+
+#: The summary's counts in order: (``Report.counts`` key, words, shown when 0).
+_SUMMARY = (
+    ("flaky", "flaky", True),
+    ("broken", "broken", True),
+    ("sandbox-incompatible", "sandbox-incompatible", True),
+    ("not-idempotent", "not idempotent", False),
+    ("stable", "stable", True),
+    ("skipped", "skipped", False),
+    ("violations", "with network violations", True),
+    ("leaking", "leave state behind", False),
+)
 
 
 def exposure_line(report: Report) -> str:
@@ -312,11 +316,10 @@ def status_text(test: TestResult) -> str:
         if test.status == "broken" and test.check is None:
             text = "broken: failed in every attempt"
         return text
-    state = f" · {flake_state(flake)}" if flake is not None else ""
+    text = kinds_text(flake) + (f" · {flake_state(flake)}" if flake is not None else "")
     if test.status == "not-idempotent":
-        kinds = f"{kinds_text(flake)}{state}" if flake is not None else "not isolated"
-        return f"{kinds} · not idempotent: never failed in a plain run"
-    return f"{kinds_text(flake)}{state}"
+        return f"{text} · not idempotent: never failed in a plain run"
+    return text
 
 
 def group_rate_text(group: Group) -> str:
@@ -332,10 +335,9 @@ def group_rate_text(group: Group) -> str:
     if not group.attempts:
         return f"{len(group.tests)} tests"
     rate = stats.percent(group.rate or 0.0)
-    low, high = group.interval or (0.0, 0.0)
     return (
         f"failed {group.failures} of {group.attempts} attempts of {len(group.tests)} tests: "
-        f"{rate} ({stats.CONFIDENCE:.0%} CI {stats.percent(low)}–{stats.percent(high)})"
+        f"{rate} ({interval_text(group)})"
     )
 
 
@@ -376,26 +378,36 @@ def collision_text(reproducer: Reproducer | None) -> str:
     return f"{partner}{over}, at the same time on another worker"
 
 
+def relation_texts(flake: Flake | Finding, ref: str, limit: int | None = SHOW) -> dict[str, str]:
+    """A flake's (or an isolation finding's) relations, by label: the test it collides
+    with, polluters (with what they left), cleaners, state-setters, and ``dates``
+    (its coming dates' words); each list bounded by ``limit`` (None: all)."""
+    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    out = {}
+    if collision_text(flake.reproducer):
+        out["collides with"] = collision_text(flake.reproducer)
+    for label, sets, leaks, noun in (
+        ("polluters", flake.polluters, "polluter_leaks", "polluter sets"),
+        ("state-setters", flake.state_setters, "state_setter_leaks", "state-setter sets"),
+    ):
+        if sets:
+            out[label] = sets_text(sets, leaks=evidence.get(leaks), ref=ref, noun=noun, limit=limit)
+    if flake.cleaners:
+        shown = len(flake.cleaners) if limit is None else limit
+        out["cleaners"] = listing(flake.cleaners, "cleaners", ref=ref, limit=shown)
+    if isinstance(evidence.get("dates"), dict):
+        out["dates"] = dates_text(evidence["dates"])
+    return out
+
+
 def relation_lines(flake: Flake, indent: str = "      ") -> list[str]:
     """Polluters (with what they left), state-setters, cleaners, the test it collides
     with, and dates, bounded."""
-    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
-    ref = flake.flake_id
-    out = []
-    if collision_text(flake.reproducer):
-        out.append(f"{indent}collides with: {collision_text(flake.reproducer)}")
-    if flake.polluters:
-        text = sets_text(flake.polluters, leaks=evidence.get("polluter_leaks"), ref=ref,
-                         noun="polluter sets")  # fmt: skip
-        out.append(f"{indent}polluters: {text}")
-    if flake.cleaners:
-        out.append(f"{indent}cleaners: {listing(flake.cleaners, 'cleaners', ref=ref)}")
-    if flake.state_setters:
-        text = sets_text(flake.state_setters, leaks=evidence.get("state_setter_leaks"), ref=ref,
-                         noun="state-setter sets")  # fmt: skip
-        out.append(f"{indent}state-setters: {text}")
-    if isinstance(evidence.get("dates"), dict):
-        out.append(f"{indent}{dates_text(evidence['dates'])}")
+    texts = relation_texts(flake, flake.flake_id)
+    labels = ("collides with", "polluters", "cleaners", "state-setters")
+    out = [f"{indent}{label}: {texts[label]}" for label in labels if label in texts]
+    if "dates" in texts:
+        out.append(f"{indent}{texts['dates']}")
     return out
 
 

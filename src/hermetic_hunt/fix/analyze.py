@@ -105,7 +105,6 @@ class Holder:
     owner: str | None
     name: str
     shape: str
-    line: int
 
     @property
     def label(self) -> str:
@@ -350,21 +349,9 @@ class Analyzer:
         function = module.function(name.classes, name.function)
         if function is None:
             return None
-        cls = None
-        if name.classes:
-            cls = module.class_def(name.classes[0])
-            for inner in name.classes[1:]:
-                cls = next(
-                    (
-                        n
-                        for n in (cls.body if cls else [])
-                        if isinstance(n, ast.ClassDef) and n.name == inner
-                    ),
-                    None,
-                )
         found = TestEffects(name, module, function)
         seen: set[tuple[str, int]] = set()
-        walked = list(self._walk(module, function, cls, 0, None, "", seen))
+        walked = list(self._walk(module, function, module.nested(name.classes), 0, None, "", seen))
         found.effects = _dedupe(sorted(walked, key=lambda e: e.site))
         return found
 
@@ -413,9 +400,7 @@ class Analyzer:
         for target in targets:
             if isinstance(target, ast.Name) and target.id in frame.declared:
                 stmt = frame.module.globals.get(target.id)
-                holder = Holder(
-                    frame.module.rel, None, target.id, shape_of(stmt), stmt.lineno if stmt else 0
-                )
+                holder = Holder(frame.module.rel, None, target.id, shape_of(stmt))
                 yield self._effect(frame, node, "rebind", holder=holder)
             elif isinstance(target, ast.Attribute):
                 ref = self.resolve(frame, target.value)
@@ -464,16 +449,10 @@ class Analyzer:
         """The module global or class attribute ``ref.attr`` names, when assigned."""
         if isinstance(ref, _Mod):
             stmt = ref.module.globals.get(attr)
-            return Holder(ref.module.rel, None, attr, shape_of(stmt), stmt.lineno if stmt else 0)
+            return Holder(ref.module.rel, None, attr, shape_of(stmt))
         if isinstance(ref, _Class):
             stmt = _class_names(ref.node).get(attr)
-            return Holder(
-                ref.module.rel,
-                ref.node.name,
-                attr,
-                shape_of(stmt),
-                stmt.lineno if stmt else ref.node.lineno,
-            )
+            return Holder(ref.module.rel, ref.node.name, attr, shape_of(stmt))
         return None  # self.x = ...: an instance attribute, gone with the instance
 
     def _call(self, frame: _Frame, node: ast.Call, seen: set[tuple[str, int]]) -> Iterator[Effect]:
@@ -599,7 +578,7 @@ class Analyzer:
         if isinstance(stmt, ast.ClassDef):
             return _Class(module, stmt)
         if stmt is not None:
-            return _Root(Holder(module.rel, None, name, shape_of(stmt), stmt.lineno), 0)
+            return _Root(Holder(module.rel, None, name, shape_of(stmt)), 0)
         ref = module.imports.get(name)
         if ref is None:
             return None
@@ -622,7 +601,7 @@ class Analyzer:
             if ref.module.path.name == "__init__.py" and sub is not None:
                 module = self.project.module(sub[0])
                 return _Mod(module) if module is not None else None
-            return _Root(Holder(ref.module.rel, None, attr, "other", 0), 0)
+            return _Root(Holder(ref.module.rel, None, attr, "other"), 0)
         if isinstance(ref, _Ext):
             return _Ext(f"{ref.name}.{attr}")
         if isinstance(ref, _Class):
@@ -640,10 +619,10 @@ class Analyzer:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return _Func(module, stmt, cls)
         if stmt is not None:
-            return _Root(Holder(module.rel, cls.name, attr, shape_of(stmt), stmt.lineno), 0)
+            return _Root(Holder(module.rel, cls.name, attr, shape_of(stmt)), 0)
         if instance:
             return None
-        return _Root(Holder(module.rel, cls.name, attr, "other", cls.lineno), 0)
+        return _Root(Holder(module.rel, cls.name, attr, "other"), 0)
 
 
 def _is_zero(node: ast.expr) -> bool:

@@ -41,10 +41,6 @@ class NodeName:
             return None
         return cls(parts[0], tuple(parts[1:-1]), function)
 
-    @property
-    def short(self) -> str:
-        return "::".join((*self.classes, self.function))
-
 
 @dataclass(frozen=True)
 class ImportRef:
@@ -87,25 +83,24 @@ class Module:
 
     # -- definitions ------------------------------------------------------------
 
-    def function(self, classes: tuple[str, ...], name: str) -> FunctionNode | None:
-        """The function ``name`` (in the nested classes ``classes``)."""
-        body: list[ast.stmt] = self.tree.body
-        for cls_name in classes:
-            found = next(
-                (n for n in body if isinstance(n, ast.ClassDef) and n.name == cls_name), None
-            )
+    def nested(self, classes: tuple[str, ...]) -> ast.ClassDef | None:
+        """The class ``classes`` name, each inside the one before (None: not found, or none)."""
+        found = None
+        for name in classes:
+            body = found.body if found else self.tree.body
+            found = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == name), None)
             if found is None:
                 return None
-            body = found.body
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-                return node
-        return None
+        return found
 
-    def class_def(self, name: str) -> ast.ClassDef | None:
-        return next(
-            (n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == name), None
-        )
+    def function(self, classes: tuple[str, ...], name: str) -> FunctionNode | None:
+        """The function ``name`` (in the nested classes ``classes``)."""
+        owner = self.nested(classes)
+        if classes and owner is None:
+            return None
+        body = owner.body if owner else self.tree.body
+        functions = (n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        return next((n for n in functions if n.name == name), None)
 
     def top_level(self, node: ast.AST) -> ast.stmt | None:
         """The module-level statement that contains ``node``."""
@@ -252,15 +247,17 @@ class Project:
 
     # -- imports ---------------------------------------------------------------------
 
-    def _roots(self, near: Path) -> list[Path]:
-        roots = [self.rootdir, self.rootdir / "src"]
+    def folders(self, near: Path) -> Iterator[Path]:
+        """The folders from ``near``'s up to the rootdir (those inside it)."""
         folder = near.parent
         while self.inside(folder):
-            roots.append(folder)
+            yield folder
             if folder == self.rootdir:
                 break
             folder = folder.parent
-        return list(dict.fromkeys(roots))
+
+    def _roots(self, near: Path) -> list[Path]:
+        return list(dict.fromkeys([self.rootdir, self.rootdir / "src", *self.folders(near)]))
 
     def find(self, dotted: str, near: Path) -> tuple[Path, str] | None:
         """The file of module ``dotted`` (and its name), if it is ours."""
@@ -300,17 +297,12 @@ class Project:
                         text = f"import {alias.name}" + (
                             f" as {alias.asname}" if alias.asname else ""
                         )
-                        if alias.asname:
-                            hit = self.find(alias.name, module.path)
-                            found[alias.asname] = ImportRef(
-                                hit[0] if hit else None, None, alias.name, stmt.lineno, text
-                            )
-                        else:
-                            head = alias.name.split(".")[0]
-                            hit = self.find(head, module.path)
-                            found[head] = ImportRef(
-                                hit[0] if hit else None, None, head, stmt.lineno, text
-                            )
+                        # import a.b binds a (module a); import a.b as c binds c (module a.b)
+                        name = alias.name if alias.asname else alias.name.split(".")[0]
+                        hit = self.find(name, module.path)
+                        found[alias.asname or name] = ImportRef(
+                            hit[0] if hit else None, None, name, stmt.lineno, text
+                        )
                 elif isinstance(stmt, ast.ImportFrom):
                     self._from_import(module, stmt, found)
         return found
@@ -338,12 +330,10 @@ class Project:
                 )
             elif base:
                 sub = self.find(f"{base}.{alias.name}", module.path)
-            if sub is not None:
-                found[name] = ImportRef(sub[0], None, external, stmt.lineno, text)
-            elif owner is not None:
-                found[name] = ImportRef(owner[0], alias.name, external, stmt.lineno, text)
-            else:
-                found[name] = ImportRef(None, alias.name, external, stmt.lineno, text)
+            # a submodule of ours, else a name of a module of ours, else an external name
+            path = sub[0] if sub else owner[0] if owner else None
+            attr = None if sub else alias.name
+            found[name] = ImportRef(path, attr, external, stmt.lineno, text)
 
     def dotted_name(self, path: Path, near: Path) -> str | None:
         """How ``near`` would import the module at ``path`` (``shop.catalog``)."""

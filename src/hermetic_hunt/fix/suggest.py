@@ -656,16 +656,8 @@ def _params(func: FunctionNode) -> set[str]:
 def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, int, str] | None:
     """Where fixture ``name`` is defined (the test module, then conftest.py files up to
     the rootdir) and its scope."""
-    candidates = [near]
-    folder = near.path.parent
-    while project.inside(folder):
-        conftest = project.module(folder / "conftest.py")
-        if conftest is not None:
-            candidates.append(conftest)
-        if folder == project.rootdir:
-            break
-        folder = folder.parent
-    for module in candidates:
+    conftests = (project.module(folder / "conftest.py") for folder in project.folders(near.path))
+    for module in (near, *(m for m in conftests if m is not None)):
         stmt = module.globals.get(name)
         if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -863,7 +855,7 @@ def _random(plan: _Plan) -> None:
     if owner is None or ref is None or ref.external != "random" or ref.path is not None:
         return
     draft = plan.draft(me.module)
-    holder = Holder(path, None, "random", "other", 0)
+    holder = Holder(path, None, "random", "other")
     expr = _owner_expression(plan, draft, holder)
     if expr is None or not draft.add_param(me.function, "monkeypatch"):
         plan.drafts.clear()

@@ -117,14 +117,12 @@ class _Plan:
 
     def finish(self) -> Suggestion:
         patch = build(list(self.drafts.values())) if self.drafts else None
-        reason = self.reason
-        if patch is None and not reason:
-            reason = "no patch: the change is described above"
         row = kind_info(self.kind)
         unverified = row.unverified if row is not None else ""
-        verifiable = patch is not None and not unverified
-        if patch is not None and unverified:
-            reason = reason or f"not run to verify it: {unverified}"
+        if patch is None:
+            reason = self.reason or "no patch: the change is described above"
+        else:  # a patch that is run to verify it needs no reason
+            reason = (self.reason or f"not run to verify it: {unverified}") if unverified else ""
         return Suggestion(
             flake_id=self.facts.flake_id,
             nodeid=self.facts.nodeid,
@@ -133,8 +131,8 @@ class _Plan:
             changes=tuple(self.changes),
             advice=tuple(dict.fromkeys(self.advice)),
             patch=patch,
-            verifiable=verifiable,
-            reason=reason if patch is None or not verifiable else "",
+            verifiable=patch is not None and not unverified,
+            reason=reason,
         )
 
 
@@ -461,14 +459,9 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
         ref = module.imports.get(name)
         if ref is None or not ref.text or ref.text.startswith("from ."):
             return None
-        mine = target.module.imports.get(name)
-        if mine is not None and (mine.path, mine.attr, mine.external) != (
-            ref.path,
-            ref.attr,
-            ref.external,
-        ):
-            return None
-        if name in target.module.globals:
+        mine = target.module.imports.get(name, ref)  # the target's own import of it
+        clash = (mine.path, mine.attr, mine.external) != (ref.path, ref.attr, ref.external)
+        if clash or name in target.module.globals:
             return None
         imports.append((ref.text, name))
     fixture = _fixture_name(draft, _short(source).removeprefix("test_") or "setup")
@@ -637,10 +630,9 @@ def _shared_fixtures(plan: _Plan, polluters: tuple[str, ...], victim: str) -> li
         if theirs is None:
             continue
         for name in sorted(wanted & _params(theirs.function)):
-            found = _fixture_def(project, mine.module, name)
-            if found is None or found[2] == "function":
+            where, scope = _fixture_def(project, mine.module, name) or ("", "function")
+            if scope == "function":
                 continue
-            where, _, scope = found
             out.append(
                 f"{_short(polluter)} and {_short(victim)} share the {scope}-scoped fixture "
                 f"{name} ({where}): what one changes there, the other sees; give each test its "
@@ -653,7 +645,7 @@ def _params(func: FunctionNode) -> set[str]:
     return {a.arg for a in (*func.args.args, *func.args.kwonlyargs)} - {"self", "cls"}
 
 
-def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, int, str] | None:
+def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, str] | None:
     """Where fixture ``name`` is defined (the test module, then conftest.py files up to
     the rootdir) and its scope."""
     conftests = (project.module(folder / "conftest.py") for folder in project.folders(near.path))
@@ -665,8 +657,8 @@ def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, int, s
             if isinstance(deco, ast.Call):
                 for keyword in deco.keywords:
                     if keyword.arg == "scope" and isinstance(keyword.value, ast.Constant):
-                        return f"{module.rel}:{stmt.lineno}", stmt.lineno, str(keyword.value.value)
-            return f"{module.rel}:{stmt.lineno}", stmt.lineno, "function"
+                        return f"{module.rel}:{stmt.lineno}", str(keyword.value.value)
+            return f"{module.rel}:{stmt.lineno}", "function"
     return None
 
 

@@ -69,6 +69,9 @@ _MUTATORS = frozenset(
     }
 )
 _ENVIRON = "os.environ"
+#: Methods of ``os.environ`` that delete variables (``update``, ``setdefault`` and
+#: ``__setitem__`` set them).
+_ENVIRON_DELETING = ("pop", "popitem", "clear", "__delitem__")
 _RANDOM = ("random.", "secrets.", "uuid.uuid1", "uuid.uuid4", "os.urandom", "numpy.random.")
 _CLOCK = frozenset(
     {
@@ -407,12 +410,7 @@ class Analyzer:
                 owned = self._attribute_holder(ref, target.attr)
                 if owned is not None:
                     rewrite = None
-                    if (
-                        frame.depth == 0
-                        and isinstance(node, ast.Assign)
-                        and len(node.targets) == 1
-                        and not deleting
-                    ):
+                    if frame.depth == 0 and isinstance(node, ast.Assign) and len(node.targets) == 1:
                         owner = frame.module.segment(target.value)
                         value = frame.module.segment(node.value)
                         rewrite = _rewrite(
@@ -441,9 +439,19 @@ class Analyzer:
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 value = frame.module.segment(node.value)
                 rewrite = _rewrite(node, f"monkeypatch.setenv({key}, {value})")
-        return self._effect(
-            frame, node, "env", key=name, rewrite=rewrite, detail="deleted" if deleting else "set"
-        )
+        return self._env(frame, node, name, deleting, rewrite)
+
+    def _env(
+        self, frame: _Frame, node: ast.AST, key: str | None, deleting: bool, rewrite: Rewrite | None
+    ) -> Effect:
+        detail = "deleted" if deleting else "set"
+        return self._effect(frame, node, "env", key=key, rewrite=rewrite, detail=detail)
+
+    def _whole(self, frame: _Frame, node: ast.Call, text: str) -> Rewrite | None:
+        """``text`` in place of the test's own statement that is just the call ``node``
+        (None: the call is made deeper than the test, or is part of a statement)."""
+        stmt = _statement_of(frame.module, node) if frame.depth == 0 else None
+        return _rewrite(stmt, text) if stmt is not None else None
 
     def _attribute_holder(self, ref: _Ref, attr: str) -> Holder | None:
         """The module global or class attribute ``ref.attr`` names, when assigned."""
@@ -461,29 +469,14 @@ class Analyzer:
         if isinstance(func, ast.Attribute):
             owner = self.resolve(frame, func.value)
             if isinstance(owner, _Ext) and owner.name == _ENVIRON:
-                if func.attr in (
-                    "update",
-                    "pop",
-                    "popitem",
-                    "setdefault",
-                    "clear",
-                    "__setitem__",
-                    "__delitem__",
-                ):
+                if func.attr in (*_ENVIRON_DELETING, "update", "setdefault", "__setitem__"):
                     yield self._environ_call(frame, node, func.attr)
                 return
             if isinstance(owner, _Ext) and owner.name == "sys.path" and func.attr in _MUTATORS:
                 rewrite = None
-                if (
-                    frame.depth == 0
-                    and func.attr == "insert"
-                    and len(node.args) == 2
-                    and _is_zero(node.args[0])
-                ):
-                    stmt = _statement_of(frame.module, node)
-                    if stmt is not None:
-                        path = frame.module.segment(node.args[1])
-                        rewrite = _rewrite(stmt, f"monkeypatch.syspath_prepend({path})")
+                if func.attr == "insert" and len(node.args) == 2 and _is_zero(node.args[0]):
+                    path = frame.module.segment(node.args[1])
+                    rewrite = self._whole(frame, node, f"monkeypatch.syspath_prepend({path})")
                 yield self._effect(frame, node, "sys.path", rewrite=rewrite)
                 return
             if isinstance(owner, _Root) and func.attr in _MUTATORS:
@@ -499,48 +492,27 @@ class Analyzer:
             )
 
     def _environ_call(self, frame: _Frame, node: ast.Call, method: str) -> Effect:
-        name = _const_str(node.args[0]) if node.args else None
+        key = frame.module.segment(node.args[0]) if node.args else ""
+        value = frame.module.segment(node.args[1]) if len(node.args) == 2 else ""
         rewrite = None
-        stmt = _statement_of(frame.module, node)
-        if frame.depth == 0 and stmt is not None and isinstance(stmt, ast.Expr):
-            key = frame.module.segment(node.args[0]) if node.args else ""
-            if method == "pop" and len(node.args) >= 1:
-                rewrite = _rewrite(stmt, f"monkeypatch.delenv({key}, raising=False)")
-            elif method == "setdefault" and len(node.args) == 2:
-                value = frame.module.segment(node.args[1])
-                rewrite = (
-                    None
-                    if not value
-                    else _rewrite(
-                        stmt, f"monkeypatch.setenv({key}, os.environ.get({key}, {value}))"
-                    )
-                )
-        deleting = method in ("pop", "popitem", "clear", "__delitem__")
-        return self._effect(
-            frame, node, "env", key=name, rewrite=rewrite, detail="deleted" if deleting else "set"
-        )
+        if method == "pop" and node.args:
+            rewrite = self._whole(frame, node, f"monkeypatch.delenv({key}, raising=False)")
+        elif method == "setdefault" and value:
+            text = f"monkeypatch.setenv({key}, os.environ.get({key}, {value}))"
+            rewrite = self._whole(frame, node, text)
+        name = _const_str(node.args[0]) if node.args else None
+        return self._env(frame, node, name, method in _ENVIRON_DELETING, rewrite)
 
     def _external_call(self, frame: _Frame, node: ast.Call, name: str) -> Iterator[Effect]:
         if name in ("os.chdir", "os.fchdir"):
             rewrite = None
-            stmt = _statement_of(frame.module, node)
-            if (
-                frame.depth == 0
-                and name == "os.chdir"
-                and isinstance(stmt, ast.Expr)
-                and len(node.args) == 1
-            ):
+            if name == "os.chdir" and len(node.args) == 1:
                 path = frame.module.segment(node.args[0])
-                rewrite = _rewrite(stmt, f"monkeypatch.chdir({path})")
+                rewrite = self._whole(frame, node, f"monkeypatch.chdir({path})")
             yield self._effect(frame, node, "cwd", rewrite=rewrite)
         elif name in ("os.putenv", "os.unsetenv"):
-            yield self._effect(
-                frame,
-                node,
-                "env",
-                key=_const_str(node.args[0]) if node.args else None,
-                detail="set" if name == "os.putenv" else "deleted",
-            )
+            key = _const_str(node.args[0]) if node.args else None
+            yield self._env(frame, node, key, name == "os.unsetenv", None)
         elif name.startswith(_RANDOM):
             yield self._effect(frame, node, "random", detail=name)
         elif name in _CLOCK:

@@ -200,10 +200,8 @@ def _state_text(effect: Effect) -> str:
     """``os.environ['X']``, ``shop.catalog._REGISTRY``, ``the working directory``."""
     if effect.kind == "env":
         return f"os.environ[{effect.key!r}]" if effect.key else "os.environ"
-    if effect.kind == "cwd":
-        return "the working directory"
-    if effect.kind == "sys.path":
-        return "sys.path"
+    if effect.kind in ("cwd", "sys.path"):
+        return "the working directory" if effect.kind == "cwd" else "sys.path"
     holder = effect.holder
     assert holder is not None
     module = holder.path.removesuffix(".py").replace("/", ".")
@@ -230,18 +228,11 @@ def restore_state(plan: _Plan, test: TestEffects, leaks: tuple[Leak, ...], who: 
     covered: set[tuple[str, str | None]] = set()
     for effect in test.lasting():
         fix = _restore(plan, draft, test, effect)
-        if fix is None:
-            plan.changes.append(
-                Change(
-                    _where(test, effect.site),
-                    f"{who} {_doing(effect)}",
-                    "put it back after the test (no patch: see the advice)",
-                )
-            )
-            continue
-        covered.add((effect.kind, effect.key))
+        if fix is not None:
+            covered.add((effect.kind, effect.key))
+            made += 1
+        fix = fix or "put it back after the test (no patch: see the advice)"
         plan.changes.append(Change(_where(test, effect.site), f"{who} {_doing(effect)}", fix))
-        made += 1
     for leak in leaks:
         made += _leak_fix(plan, draft, test, leak, who, covered)
     return made
@@ -366,19 +357,17 @@ def _owner_expression(plan: _Plan, draft: Draft, holder: Holder) -> str | None:
     module = draft.module
     project = plan.project
     assert project is not None
+    if holder.path == module.rel:  # a global (or a class) of the test module itself
+        if holder.owner is None:
+            return ""
+        return holder.owner if holder.owner in module.globals else None
     path = project.rootdir / holder.path
-    if holder.owner is not None:
-        if holder.path == module.rel:
-            return holder.owner if holder.owner in module.globals else None
-        for name, ref in module.imports.items():
-            if ref.path == path and ref.attr == holder.owner:
-                return name
-        return None
-    if holder.path == module.rel:
-        return ""  # a global of the test module itself
-    for name, ref in module.imports.items():
-        if ref.path == path and ref.attr is None:
-            return name
+    imported = (
+        n for n, ref in module.imports.items() if (ref.path, ref.attr) == (path, holder.owner)
+    )
+    name = next(imported, None)
+    if name is not None or holder.owner is not None:
+        return name  # a class is named only through an import of it
     dotted = project.dotted_name(path, module.path)
     if dotted is None:
         return None

@@ -571,7 +571,7 @@ class Analyzer:
                 return self._global(ref.module, attr, 0)
             sub = self.project.find(attr, ref.module.path.parent / "__init__.py")
             if ref.module.path.name == "__init__.py" and sub is not None:
-                module = self.project.module(sub[0])
+                module = self.project.module(sub)
                 return _Mod(module) if module is not None else None
             return _Root(Holder(ref.module.rel, None, attr, "other"), 0)
         if isinstance(ref, _Ext):

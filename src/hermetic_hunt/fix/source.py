@@ -66,7 +66,6 @@ class Module:
     rel: str
     text: str
     tree: ast.Module
-    dotted: str | None = None
     lines: list[str] = field(default_factory=list)
     _imports: dict[str, ImportRef] | None = None
     _globals: dict[str, ast.stmt] | None = None
@@ -224,7 +223,7 @@ class Project:
         except (OSError, RuntimeError, ValueError):
             return None
 
-    def module(self, rel_or_path: str | Path, dotted: str | None = None) -> Module | None:
+    def module(self, rel_or_path: str | Path) -> Module | None:
         path = Path(rel_or_path)
         if not path.is_absolute():
             path = self.rootdir / path
@@ -240,7 +239,7 @@ class Project:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             return None
-        module = Module(path, self.rel(path), text, tree, dotted)
+        module = Module(path, self.rel(path), text, tree)
         self._modules[path] = module
         module._imports = self._resolve_imports(module)
         return module
@@ -259,8 +258,8 @@ class Project:
     def _roots(self, near: Path) -> list[Path]:
         return list(dict.fromkeys([self.rootdir, self.rootdir / "src", *self.folders(near)]))
 
-    def find(self, dotted: str, near: Path) -> tuple[Path, str] | None:
-        """The file of module ``dotted`` (and its name), if it is ours."""
+    def find(self, dotted: str, near: Path) -> Path | None:
+        """The file of module ``dotted``, if it is ours."""
         parts = dotted.split(".")
         if not all(p.isidentifier() for p in parts):
             return None
@@ -268,7 +267,7 @@ class Project:
             base = root.joinpath(*parts)
             for candidate in (base.with_suffix(".py"), base / "__init__.py"):
                 if self._exists(candidate):
-                    return candidate, dotted
+                    return candidate
         return None
 
     def _exists(self, path: Path) -> bool:
@@ -276,7 +275,7 @@ class Project:
             return self._modules[path] is not None
         return path.is_file()
 
-    def _relative(self, module: Module, level: int, name: str | None) -> tuple[Path, str] | None:
+    def _relative(self, module: Module, level: int, name: str | None) -> Path | None:
         folder = module.path.parent
         for _ in range(level - 1):
             folder = folder.parent
@@ -285,7 +284,7 @@ class Project:
             if name is None and candidate.name != "__init__.py":
                 continue
             if self._exists(candidate) and self.inside(candidate):
-                return candidate, ""
+                return candidate
         return None
 
     def _resolve_imports(self, module: Module) -> dict[str, ImportRef]:
@@ -300,9 +299,7 @@ class Project:
                         # import a.b binds a (module a); import a.b as c binds c (module a.b)
                         name = alias.name if alias.asname else alias.name.split(".")[0]
                         hit = self.find(name, module.path)
-                        found[alias.asname or name] = ImportRef(
-                            hit[0] if hit else None, None, name, stmt.lineno, text
-                        )
+                        found[alias.asname or name] = ImportRef(hit, None, name, stmt.lineno, text)
                 elif isinstance(stmt, ast.ImportFrom):
                     self._from_import(module, stmt, found)
         return found
@@ -331,7 +328,7 @@ class Project:
             elif base:
                 sub = self.find(f"{base}.{alias.name}", module.path)
             # a submodule of ours, else a name of a module of ours, else an external name
-            path = sub[0] if sub else owner[0] if owner else None
+            path = sub or owner
             attr = None if sub else alias.name
             found[name] = ImportRef(path, attr, external, stmt.lineno, text)
 

@@ -331,9 +331,8 @@ def _const_str(node: ast.expr | None) -> str | None:
 class Analyzer:
     """Reads tests and the project code they call (see the module docstring)."""
 
-    def __init__(self, project: Project, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(self, project: Project) -> None:
         self.project = project
-        self.max_depth = max_depth
         self._cache: dict[str, TestEffects | None] = {}
 
     def test(self, nodeid: str) -> TestEffects | None:
@@ -484,7 +483,7 @@ class Analyzer:
                 return
         if isinstance(target, _Ext):
             yield from self._external_call(frame, node, target.name)
-        elif isinstance(target, _Func) and frame.depth < self.max_depth:
+        elif isinstance(target, _Func) and frame.depth < MAX_DEPTH:
             site = frame.site if frame.site is not None else node.lineno
             via = frame.via or frame.module.segment(func)
             yield from self._walk(

@@ -1013,16 +1013,13 @@ def _collision(plan: _Plan) -> None:
         "give each test its own"
     )
     name = os.path.basename(resource.rstrip(os.sep))
+    what = f"names the fixed path {resource!r}, which every worker shares"
+    fix = (
+        "make it per test with tmp_path (tmp_path_factory.mktemp for a module or session), or "
+        "put worker_id in its name"
+    )
     for nodeid in dict.fromkeys((facts.nodeid, partner)):
-        for where in _mentions(plan, nodeid, name):
-            plan.changes.append(
-                Change(
-                    where,
-                    f"names the fixed path {resource!r}, which every worker shares",
-                    "make it per test with tmp_path (tmp_path_factory.mktemp for a module or "
-                    "session), or put worker_id in its name",
-                )
-            )
+        plan.changes.extend(Change(where, what, fix) for where in _mentions(plan, nodeid, name))
     plan.advice.append(
         f"{resource}: under tmp_path each test (and each xdist worker) gets a folder of its own; "
         "a path that must stay fixed needs the worker_id fixture in its name "

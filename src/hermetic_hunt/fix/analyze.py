@@ -615,11 +615,7 @@ def _rewrite(stmt: ast.stmt, text: str) -> Rewrite | None:
 
 
 def _dedupe(effects: list[Effect]) -> list[Effect]:
-    seen: set[tuple[object, ...]] = set()
-    out = []
-    for effect in effects:
-        key = (effect.kind, effect.origin, effect.holder, effect.key, effect.site)
-        if key not in seen:
-            seen.add(key)
-            out.append(effect)
-    return out
+    first: dict[tuple[object, ...], Effect] = {}
+    for e in effects:
+        first.setdefault((e.kind, e.origin, e.holder, e.key, e.site), e)
+    return list(first.values())

@@ -12,6 +12,7 @@ import ast
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from hermetic_hunt.project import inside
@@ -68,7 +69,6 @@ class Module:
     tree: ast.Module
     lines: list[str] = field(default_factory=list)
     _imports: dict[str, ImportRef] | None = None
-    _globals: dict[str, ast.stmt] | None = None
 
     def __post_init__(self) -> None:
         self.lines = self.text.splitlines(keepends=True)
@@ -109,16 +109,10 @@ class Module:
                 return stmt
         return None
 
-    @property
+    @cached_property
     def globals(self) -> dict[str, ast.stmt]:
         """Names bound at module level -> the statement that (last) binds them."""
-        if self._globals is None:
-            found: dict[str, ast.stmt] = {}
-            for stmt in self.tree.body:
-                for name in bound_names(stmt):
-                    found[name] = stmt
-            self._globals = found
-        return self._globals
+        return {name: stmt for stmt in self.tree.body for name in bound_names(stmt)}
 
     @property
     def imports(self) -> dict[str, ImportRef]:

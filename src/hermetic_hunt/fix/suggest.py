@@ -111,9 +111,7 @@ class _Plan:
         return me.of(kind) if me else []
 
     def draft(self, module: Module) -> Draft:
-        if module.rel not in self.drafts:
-            self.drafts[module.rel] = Draft(module)
-        return self.drafts[module.rel]
+        return self.drafts.setdefault(module.rel, Draft(module))
 
     def finish(self) -> Suggestion:
         patch = build(list(self.drafts.values())) if self.drafts else None

@@ -69,6 +69,9 @@ _MUTATORS = frozenset(
     }
 )
 _ENVIRON = "os.environ"
+#: Methods of ``os.environ`` that delete variables (``update``, ``setdefault`` and
+#: ``__setitem__`` set them).
+_ENVIRON_DELETING = ("pop", "popitem", "clear", "__delitem__")
 _RANDOM = ("random.", "secrets.", "uuid.uuid1", "uuid.uuid4", "os.urandom", "numpy.random.")
 _CLOCK = frozenset(
     {
@@ -105,7 +108,6 @@ class Holder:
     owner: str | None
     name: str
     shape: str
-    line: int
 
     @property
     def label(self) -> str:
@@ -329,9 +331,8 @@ def _const_str(node: ast.expr | None) -> str | None:
 class Analyzer:
     """Reads tests and the project code they call (see the module docstring)."""
 
-    def __init__(self, project: Project, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(self, project: Project) -> None:
         self.project = project
-        self.max_depth = max_depth
         self._cache: dict[str, TestEffects | None] = {}
 
     def test(self, nodeid: str) -> TestEffects | None:
@@ -350,21 +351,9 @@ class Analyzer:
         function = module.function(name.classes, name.function)
         if function is None:
             return None
-        cls = None
-        if name.classes:
-            cls = module.class_def(name.classes[0])
-            for inner in name.classes[1:]:
-                cls = next(
-                    (
-                        n
-                        for n in (cls.body if cls else [])
-                        if isinstance(n, ast.ClassDef) and n.name == inner
-                    ),
-                    None,
-                )
         found = TestEffects(name, module, function)
         seen: set[tuple[str, int]] = set()
-        walked = list(self._walk(module, function, cls, 0, None, "", seen))
+        walked = list(self._walk(module, function, module.nested(name.classes), 0, None, "", seen))
         found.effects = _dedupe(sorted(walked, key=lambda e: e.site))
         return found
 
@@ -413,21 +402,14 @@ class Analyzer:
         for target in targets:
             if isinstance(target, ast.Name) and target.id in frame.declared:
                 stmt = frame.module.globals.get(target.id)
-                holder = Holder(
-                    frame.module.rel, None, target.id, shape_of(stmt), stmt.lineno if stmt else 0
-                )
+                holder = Holder(frame.module.rel, None, target.id, shape_of(stmt))
                 yield self._effect(frame, node, "rebind", holder=holder)
             elif isinstance(target, ast.Attribute):
                 ref = self.resolve(frame, target.value)
                 owned = self._attribute_holder(ref, target.attr)
                 if owned is not None:
                     rewrite = None
-                    if (
-                        frame.depth == 0
-                        and isinstance(node, ast.Assign)
-                        and len(node.targets) == 1
-                        and not deleting
-                    ):
+                    if frame.depth == 0 and isinstance(node, ast.Assign) and len(node.targets) == 1:
                         owner = frame.module.segment(target.value)
                         value = frame.module.segment(node.value)
                         rewrite = _rewrite(
@@ -456,24 +438,28 @@ class Analyzer:
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 value = frame.module.segment(node.value)
                 rewrite = _rewrite(node, f"monkeypatch.setenv({key}, {value})")
-        return self._effect(
-            frame, node, "env", key=name, rewrite=rewrite, detail="deleted" if deleting else "set"
-        )
+        return self._env(frame, node, name, deleting, rewrite)
+
+    def _env(
+        self, frame: _Frame, node: ast.AST, key: str | None, deleting: bool, rewrite: Rewrite | None
+    ) -> Effect:
+        detail = "deleted" if deleting else "set"
+        return self._effect(frame, node, "env", key=key, rewrite=rewrite, detail=detail)
+
+    def _whole(self, frame: _Frame, node: ast.Call, text: str) -> Rewrite | None:
+        """``text`` in place of the test's own statement that is just the call ``node``
+        (None: the call is made deeper than the test, or is part of a statement)."""
+        stmt = _statement_of(frame.module, node) if frame.depth == 0 else None
+        return _rewrite(stmt, text) if stmt is not None else None
 
     def _attribute_holder(self, ref: _Ref, attr: str) -> Holder | None:
         """The module global or class attribute ``ref.attr`` names, when assigned."""
         if isinstance(ref, _Mod):
             stmt = ref.module.globals.get(attr)
-            return Holder(ref.module.rel, None, attr, shape_of(stmt), stmt.lineno if stmt else 0)
+            return Holder(ref.module.rel, None, attr, shape_of(stmt))
         if isinstance(ref, _Class):
             stmt = _class_names(ref.node).get(attr)
-            return Holder(
-                ref.module.rel,
-                ref.node.name,
-                attr,
-                shape_of(stmt),
-                stmt.lineno if stmt else ref.node.lineno,
-            )
+            return Holder(ref.module.rel, ref.node.name, attr, shape_of(stmt))
         return None  # self.x = ...: an instance attribute, gone with the instance
 
     def _call(self, frame: _Frame, node: ast.Call, seen: set[tuple[str, int]]) -> Iterator[Effect]:
@@ -482,29 +468,14 @@ class Analyzer:
         if isinstance(func, ast.Attribute):
             owner = self.resolve(frame, func.value)
             if isinstance(owner, _Ext) and owner.name == _ENVIRON:
-                if func.attr in (
-                    "update",
-                    "pop",
-                    "popitem",
-                    "setdefault",
-                    "clear",
-                    "__setitem__",
-                    "__delitem__",
-                ):
+                if func.attr in (*_ENVIRON_DELETING, "update", "setdefault", "__setitem__"):
                     yield self._environ_call(frame, node, func.attr)
                 return
             if isinstance(owner, _Ext) and owner.name == "sys.path" and func.attr in _MUTATORS:
                 rewrite = None
-                if (
-                    frame.depth == 0
-                    and func.attr == "insert"
-                    and len(node.args) == 2
-                    and _is_zero(node.args[0])
-                ):
-                    stmt = _statement_of(frame.module, node)
-                    if stmt is not None:
-                        path = frame.module.segment(node.args[1])
-                        rewrite = _rewrite(stmt, f"monkeypatch.syspath_prepend({path})")
+                if func.attr == "insert" and len(node.args) == 2 and _is_zero(node.args[0]):
+                    path = frame.module.segment(node.args[1])
+                    rewrite = self._whole(frame, node, f"monkeypatch.syspath_prepend({path})")
                 yield self._effect(frame, node, "sys.path", rewrite=rewrite)
                 return
             if isinstance(owner, _Root) and func.attr in _MUTATORS:
@@ -512,7 +483,7 @@ class Analyzer:
                 return
         if isinstance(target, _Ext):
             yield from self._external_call(frame, node, target.name)
-        elif isinstance(target, _Func) and frame.depth < self.max_depth:
+        elif isinstance(target, _Func) and frame.depth < MAX_DEPTH:
             site = frame.site if frame.site is not None else node.lineno
             via = frame.via or frame.module.segment(func)
             yield from self._walk(
@@ -520,48 +491,27 @@ class Analyzer:
             )
 
     def _environ_call(self, frame: _Frame, node: ast.Call, method: str) -> Effect:
-        name = _const_str(node.args[0]) if node.args else None
+        key = frame.module.segment(node.args[0]) if node.args else ""
+        value = frame.module.segment(node.args[1]) if len(node.args) == 2 else ""
         rewrite = None
-        stmt = _statement_of(frame.module, node)
-        if frame.depth == 0 and stmt is not None and isinstance(stmt, ast.Expr):
-            key = frame.module.segment(node.args[0]) if node.args else ""
-            if method == "pop" and len(node.args) >= 1:
-                rewrite = _rewrite(stmt, f"monkeypatch.delenv({key}, raising=False)")
-            elif method == "setdefault" and len(node.args) == 2:
-                value = frame.module.segment(node.args[1])
-                rewrite = (
-                    None
-                    if not value
-                    else _rewrite(
-                        stmt, f"monkeypatch.setenv({key}, os.environ.get({key}, {value}))"
-                    )
-                )
-        deleting = method in ("pop", "popitem", "clear", "__delitem__")
-        return self._effect(
-            frame, node, "env", key=name, rewrite=rewrite, detail="deleted" if deleting else "set"
-        )
+        if method == "pop" and node.args:
+            rewrite = self._whole(frame, node, f"monkeypatch.delenv({key}, raising=False)")
+        elif method == "setdefault" and value:
+            text = f"monkeypatch.setenv({key}, os.environ.get({key}, {value}))"
+            rewrite = self._whole(frame, node, text)
+        name = _const_str(node.args[0]) if node.args else None
+        return self._env(frame, node, name, method in _ENVIRON_DELETING, rewrite)
 
     def _external_call(self, frame: _Frame, node: ast.Call, name: str) -> Iterator[Effect]:
         if name in ("os.chdir", "os.fchdir"):
             rewrite = None
-            stmt = _statement_of(frame.module, node)
-            if (
-                frame.depth == 0
-                and name == "os.chdir"
-                and isinstance(stmt, ast.Expr)
-                and len(node.args) == 1
-            ):
+            if name == "os.chdir" and len(node.args) == 1:
                 path = frame.module.segment(node.args[0])
-                rewrite = _rewrite(stmt, f"monkeypatch.chdir({path})")
+                rewrite = self._whole(frame, node, f"monkeypatch.chdir({path})")
             yield self._effect(frame, node, "cwd", rewrite=rewrite)
         elif name in ("os.putenv", "os.unsetenv"):
-            yield self._effect(
-                frame,
-                node,
-                "env",
-                key=_const_str(node.args[0]) if node.args else None,
-                detail="set" if name == "os.putenv" else "deleted",
-            )
+            key = _const_str(node.args[0]) if node.args else None
+            yield self._env(frame, node, key, name == "os.unsetenv", None)
         elif name.startswith(_RANDOM):
             yield self._effect(frame, node, "random", detail=name)
         elif name in _CLOCK:
@@ -599,7 +549,7 @@ class Analyzer:
         if isinstance(stmt, ast.ClassDef):
             return _Class(module, stmt)
         if stmt is not None:
-            return _Root(Holder(module.rel, None, name, shape_of(stmt), stmt.lineno), 0)
+            return _Root(Holder(module.rel, None, name, shape_of(stmt)), 0)
         ref = module.imports.get(name)
         if ref is None:
             return None
@@ -620,9 +570,9 @@ class Analyzer:
                 return self._global(ref.module, attr, 0)
             sub = self.project.find(attr, ref.module.path.parent / "__init__.py")
             if ref.module.path.name == "__init__.py" and sub is not None:
-                module = self.project.module(sub[0])
+                module = self.project.module(sub)
                 return _Mod(module) if module is not None else None
-            return _Root(Holder(ref.module.rel, None, attr, "other", 0), 0)
+            return _Root(Holder(ref.module.rel, None, attr, "other"), 0)
         if isinstance(ref, _Ext):
             return _Ext(f"{ref.name}.{attr}")
         if isinstance(ref, _Class):
@@ -640,10 +590,10 @@ class Analyzer:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return _Func(module, stmt, cls)
         if stmt is not None:
-            return _Root(Holder(module.rel, cls.name, attr, shape_of(stmt), stmt.lineno), 0)
+            return _Root(Holder(module.rel, cls.name, attr, shape_of(stmt)), 0)
         if instance:
             return None
-        return _Root(Holder(module.rel, cls.name, attr, "other", cls.lineno), 0)
+        return _Root(Holder(module.rel, cls.name, attr, "other"), 0)
 
 
 def _is_zero(node: ast.expr) -> bool:
@@ -665,11 +615,7 @@ def _rewrite(stmt: ast.stmt, text: str) -> Rewrite | None:
 
 
 def _dedupe(effects: list[Effect]) -> list[Effect]:
-    seen: set[tuple[object, ...]] = set()
-    out = []
-    for effect in effects:
-        key = (effect.kind, effect.origin, effect.holder, effect.key, effect.site)
-        if key not in seen:
-            seen.add(key)
-            out.append(effect)
-    return out
+    first: dict[tuple[object, ...], Effect] = {}
+    for e in effects:
+        first.setdefault((e.kind, e.origin, e.holder, e.key, e.site), e)
+    return list(first.values())

@@ -23,6 +23,7 @@ from hermetic_hunt.fix.suggest import Suggestion, describe, suggest
 from hermetic_hunt.fix.verify import RunPlace, Verification, runs_needed, verify
 from hermetic_hunt.models import database_path, parse_ref
 from hermetic_hunt.project import project_root
+from hermetic_hunt.stats import percent
 from hermetic_hunt.store import Store
 from hermetic_hunt.store import fixes as db
 from hermetic_hunt.store.core import real_now_iso
@@ -133,7 +134,7 @@ def _verify(
         )
     finally:
         history.close()
-    why = f" (enough to be 95% sure a {_pct(facts.rate)} flake is gone)" if not runs else ""
+    why = f" (enough to be 95% sure a {percent(facts.rate)} flake is gone)" if not runs else ""
     out.lines.append(verification.describe() + (why if verification.runs else ""))
     if verification.control:
         out.lines.append(f"  control: the reproducer {verification.control}")
@@ -194,9 +195,3 @@ def _store(
         db.save_fix(store, record, suggestion.patch.diff())
     except HuntError as exc:
         out.lines.append(f"(the verification was not stored: {exc})")
-
-
-def _pct(rate: float) -> str:
-    from hermetic_hunt.stats import percent
-
-    return percent(rate)

@@ -265,17 +265,17 @@ class Draft:
         """Put ``statements`` first in ``function``'s body (after its docstring)."""
         body = function.body
         anchor: ast.stmt | None = body[0]
-        if _is_docstring(body[0]):
+        if is_docstring(body[0]):
             anchor = body[1] if len(body) > 1 else None
             if anchor is None:
-                indent = _indent(self.lines[body[0].lineno - 1])
+                indent = indent_of(self.lines[body[0].lineno - 1])
                 after = (body[0].end_lineno or body[0].lineno) + 1
                 self.insert_lines(after, [indent + s for s in statements])
                 return True
         assert anchor is not None
         if anchor.lineno == function.lineno:
             return False  # def f(): pass -- a one-line function
-        indent = _indent(self.lines[anchor.lineno - 1])
+        indent = indent_of(self.lines[anchor.lineno - 1])
         self.insert_lines(anchor.lineno, [indent + s for s in statements])
         return True
 
@@ -304,7 +304,7 @@ class Draft:
                 if first_local is None and self._local(stmt):
                     first_local = stmt
                 last_import = stmt
-            elif not _is_docstring(stmt):
+            elif not is_docstring(stmt):
                 break
         if first_local is not None and statement.startswith("import "):
             # The standard library and pytest go above the project's own imports.
@@ -313,7 +313,7 @@ class Draft:
             return binds
         if last_import is not None:
             after = (last_import.end_lineno or last_import.lineno) + 1
-        elif body and _is_docstring(body[0]):
+        elif body and is_docstring(body[0]):
             after = (body[0].end_lineno or body[0].lineno) + 1
         else:
             after = 1
@@ -346,7 +346,7 @@ class Draft:
         return "".join(lines)
 
 
-def _is_docstring(stmt: ast.stmt) -> bool:
+def is_docstring(stmt: ast.stmt) -> bool:
     return (
         isinstance(stmt, ast.Expr)
         and isinstance(stmt.value, ast.Constant)
@@ -354,7 +354,7 @@ def _is_docstring(stmt: ast.stmt) -> bool:
     )
 
 
-def _indent(line: str) -> str:
+def indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 

@@ -12,6 +12,7 @@ import ast
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from hermetic_hunt.project import inside
@@ -41,10 +42,6 @@ class NodeName:
             return None
         return cls(parts[0], tuple(parts[1:-1]), function)
 
-    @property
-    def short(self) -> str:
-        return "::".join((*self.classes, self.function))
-
 
 @dataclass(frozen=True)
 class ImportRef:
@@ -70,10 +67,8 @@ class Module:
     rel: str
     text: str
     tree: ast.Module
-    dotted: str | None = None
     lines: list[str] = field(default_factory=list)
     _imports: dict[str, ImportRef] | None = None
-    _globals: dict[str, ast.stmt] | None = None
 
     def __post_init__(self) -> None:
         self.lines = self.text.splitlines(keepends=True)
@@ -87,25 +82,24 @@ class Module:
 
     # -- definitions ------------------------------------------------------------
 
-    def function(self, classes: tuple[str, ...], name: str) -> FunctionNode | None:
-        """The function ``name`` (in the nested classes ``classes``)."""
-        body: list[ast.stmt] = self.tree.body
-        for cls_name in classes:
-            found = next(
-                (n for n in body if isinstance(n, ast.ClassDef) and n.name == cls_name), None
-            )
+    def nested(self, classes: tuple[str, ...]) -> ast.ClassDef | None:
+        """The class ``classes`` name, each inside the one before (None: not found, or none)."""
+        found = None
+        for name in classes:
+            body = found.body if found else self.tree.body
+            found = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == name), None)
             if found is None:
                 return None
-            body = found.body
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-                return node
-        return None
+        return found
 
-    def class_def(self, name: str) -> ast.ClassDef | None:
-        return next(
-            (n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == name), None
-        )
+    def function(self, classes: tuple[str, ...], name: str) -> FunctionNode | None:
+        """The function ``name`` (in the nested classes ``classes``)."""
+        owner = self.nested(classes)
+        if classes and owner is None:
+            return None
+        body = owner.body if owner else self.tree.body
+        functions = (n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        return next((n for n in functions if n.name == name), None)
 
     def top_level(self, node: ast.AST) -> ast.stmt | None:
         """The module-level statement that contains ``node``."""
@@ -115,16 +109,10 @@ class Module:
                 return stmt
         return None
 
-    @property
+    @cached_property
     def globals(self) -> dict[str, ast.stmt]:
         """Names bound at module level -> the statement that (last) binds them."""
-        if self._globals is None:
-            found: dict[str, ast.stmt] = {}
-            for stmt in self.tree.body:
-                for name in bound_names(stmt):
-                    found[name] = stmt
-            self._globals = found
-        return self._globals
+        return {name: stmt for stmt in self.tree.body for name in bound_names(stmt)}
 
     @property
     def imports(self) -> dict[str, ImportRef]:
@@ -229,7 +217,7 @@ class Project:
         except (OSError, RuntimeError, ValueError):
             return None
 
-    def module(self, rel_or_path: str | Path, dotted: str | None = None) -> Module | None:
+    def module(self, rel_or_path: str | Path) -> Module | None:
         path = Path(rel_or_path)
         if not path.is_absolute():
             path = self.rootdir / path
@@ -245,25 +233,27 @@ class Project:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             return None
-        module = Module(path, self.rel(path), text, tree, dotted)
+        module = Module(path, self.rel(path), text, tree)
         self._modules[path] = module
         module._imports = self._resolve_imports(module)
         return module
 
     # -- imports ---------------------------------------------------------------------
 
-    def _roots(self, near: Path) -> list[Path]:
-        roots = [self.rootdir, self.rootdir / "src"]
+    def folders(self, near: Path) -> Iterator[Path]:
+        """The folders from ``near``'s up to the rootdir (those inside it)."""
         folder = near.parent
         while self.inside(folder):
-            roots.append(folder)
+            yield folder
             if folder == self.rootdir:
                 break
             folder = folder.parent
-        return list(dict.fromkeys(roots))
 
-    def find(self, dotted: str, near: Path) -> tuple[Path, str] | None:
-        """The file of module ``dotted`` (and its name), if it is ours."""
+    def _roots(self, near: Path) -> list[Path]:
+        return list(dict.fromkeys([self.rootdir, self.rootdir / "src", *self.folders(near)]))
+
+    def find(self, dotted: str, near: Path) -> Path | None:
+        """The file of module ``dotted``, if it is ours."""
         parts = dotted.split(".")
         if not all(p.isidentifier() for p in parts):
             return None
@@ -271,7 +261,7 @@ class Project:
             base = root.joinpath(*parts)
             for candidate in (base.with_suffix(".py"), base / "__init__.py"):
                 if self._exists(candidate):
-                    return candidate, dotted
+                    return candidate
         return None
 
     def _exists(self, path: Path) -> bool:
@@ -279,7 +269,7 @@ class Project:
             return self._modules[path] is not None
         return path.is_file()
 
-    def _relative(self, module: Module, level: int, name: str | None) -> tuple[Path, str] | None:
+    def _relative(self, module: Module, level: int, name: str | None) -> Path | None:
         folder = module.path.parent
         for _ in range(level - 1):
             folder = folder.parent
@@ -288,7 +278,7 @@ class Project:
             if name is None and candidate.name != "__init__.py":
                 continue
             if self._exists(candidate) and self.inside(candidate):
-                return candidate, ""
+                return candidate
         return None
 
     def _resolve_imports(self, module: Module) -> dict[str, ImportRef]:
@@ -300,17 +290,10 @@ class Project:
                         text = f"import {alias.name}" + (
                             f" as {alias.asname}" if alias.asname else ""
                         )
-                        if alias.asname:
-                            hit = self.find(alias.name, module.path)
-                            found[alias.asname] = ImportRef(
-                                hit[0] if hit else None, None, alias.name, stmt.lineno, text
-                            )
-                        else:
-                            head = alias.name.split(".")[0]
-                            hit = self.find(head, module.path)
-                            found[head] = ImportRef(
-                                hit[0] if hit else None, None, head, stmt.lineno, text
-                            )
+                        # import a.b binds a (module a); import a.b as c binds c (module a.b)
+                        name = alias.name if alias.asname else alias.name.split(".")[0]
+                        hit = self.find(name, module.path)
+                        found[alias.asname or name] = ImportRef(hit, None, name, stmt.lineno, text)
                 elif isinstance(stmt, ast.ImportFrom):
                     self._from_import(module, stmt, found)
         return found
@@ -338,12 +321,10 @@ class Project:
                 )
             elif base:
                 sub = self.find(f"{base}.{alias.name}", module.path)
-            if sub is not None:
-                found[name] = ImportRef(sub[0], None, external, stmt.lineno, text)
-            elif owner is not None:
-                found[name] = ImportRef(owner[0], alias.name, external, stmt.lineno, text)
-            else:
-                found[name] = ImportRef(None, alias.name, external, stmt.lineno, text)
+            # a submodule of ours, else a name of a module of ours, else an external name
+            path = sub or owner
+            attr = None if sub else alias.name
+            found[name] = ImportRef(path, attr, external, stmt.lineno, text)
 
     def dotted_name(self, path: Path, near: Path) -> str | None:
         """How ``near`` would import the module at ``path`` (``shop.catalog``)."""

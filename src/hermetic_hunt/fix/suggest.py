@@ -44,7 +44,7 @@ from hermetic_hunt.fix.analyze import (
     mutated_arguments,
     one_shot_values,
 )
-from hermetic_hunt.fix.patch import Draft, Patch, build
+from hermetic_hunt.fix.patch import Draft, Patch, build, indent_of, is_docstring
 from hermetic_hunt.fix.source import FunctionNode, Module, NodeName, Project
 from hermetic_hunt.kinds import Kind, primary_kind
 from hermetic_hunt.kinds import info as kind_info
@@ -101,21 +101,26 @@ class _Plan:
     drafts: dict[str, Draft] = field(default_factory=dict)
     reason: str = ""
 
+    def test(self, nodeid: str) -> TestEffects | None:
+        """Test ``nodeid`` read from the source (None: it cannot be read)."""
+        return self.analyzer.test(nodeid) if self.analyzer else None
+
+    def effects(self, kind: str) -> list[Effect]:
+        """The flake's own test's effects of ``kind`` (none when it cannot be read)."""
+        me = self.test(self.facts.nodeid)
+        return me.of(kind) if me else []
+
     def draft(self, module: Module) -> Draft:
-        if module.rel not in self.drafts:
-            self.drafts[module.rel] = Draft(module)
-        return self.drafts[module.rel]
+        return self.drafts.setdefault(module.rel, Draft(module))
 
     def finish(self) -> Suggestion:
         patch = build(list(self.drafts.values())) if self.drafts else None
-        reason = self.reason
-        if patch is None and not reason:
-            reason = "no patch: the change is described above"
         row = kind_info(self.kind)
         unverified = row.unverified if row is not None else ""
-        verifiable = patch is not None and not unverified
-        if patch is not None and unverified:
-            reason = reason or f"not run to verify it: {unverified}"
+        if patch is None:
+            reason = self.reason or "no patch: the change is described above"
+        else:  # a patch that is run to verify it needs no reason
+            reason = (self.reason or f"not run to verify it: {unverified}") if unverified else ""
         return Suggestion(
             flake_id=self.facts.flake_id,
             nodeid=self.facts.nodeid,
@@ -124,8 +129,8 @@ class _Plan:
             changes=tuple(self.changes),
             advice=tuple(dict.fromkeys(self.advice)),
             patch=patch,
-            verifiable=verifiable,
-            reason=reason if patch is None or not verifiable else "",
+            verifiable=patch is not None and not unverified,
+            reason=reason,
         )
 
 
@@ -193,10 +198,8 @@ def _state_text(effect: Effect) -> str:
     """``os.environ['X']``, ``shop.catalog._REGISTRY``, ``the working directory``."""
     if effect.kind == "env":
         return f"os.environ[{effect.key!r}]" if effect.key else "os.environ"
-    if effect.kind == "cwd":
-        return "the working directory"
-    if effect.kind == "sys.path":
-        return "sys.path"
+    if effect.kind in ("cwd", "sys.path"):
+        return "the working directory" if effect.kind == "cwd" else "sys.path"
     holder = effect.holder
     assert holder is not None
     module = holder.path.removesuffix(".py").replace("/", ".")
@@ -221,29 +224,19 @@ def restore_state(plan: _Plan, test: TestEffects, leaks: tuple[Leak, ...], who: 
     made = 0
     draft = plan.draft(test.module)
     covered: set[tuple[str, str | None]] = set()
-    fixtures_added: set[str] = set()
     for effect in test.lasting():
-        fix = _restore(plan, draft, test, effect, fixtures_added)
-        if fix is None:
-            plan.changes.append(
-                Change(
-                    _where(test, effect.site),
-                    f"{who} {_doing(effect)}",
-                    "put it back after the test (no patch: see the advice)",
-                )
-            )
-            continue
-        covered.add((effect.kind, effect.key))
+        fix = _restore(plan, draft, test, effect)
+        if fix is not None:
+            covered.add((effect.kind, effect.key))
+            made += 1
+        fix = fix or "put it back after the test (no patch: see the advice)"
         plan.changes.append(Change(_where(test, effect.site), f"{who} {_doing(effect)}", fix))
-        made += 1
     for leak in leaks:
-        made += _leak_fix(plan, draft, test, leak, who, covered, fixtures_added)
+        made += _leak_fix(plan, draft, test, leak, who, covered)
     return made
 
 
-def _restore(
-    plan: _Plan, draft: Draft, test: TestEffects, effect: Effect, fixtures: set[str]
-) -> str | None:
+def _restore(plan: _Plan, draft: Draft, test: TestEffects, effect: Effect) -> str | None:
     """Patch ``test`` so ``effect`` is undone; how (None: it cannot be patched)."""
     func = test.function
     rewrite = effect.rewrite
@@ -253,11 +246,9 @@ def _restore(
             draft.ensure_import("import os", "os")
         method = rewrite.text.split("(", 1)[0]
         return f"use {method}(): monkeypatch puts it back after the test"
-    if effect.kind in ("env", "cwd", "sys.path"):
-        name = {"env": "restore_environ", "cwd": "restore_cwd", "sys.path": "restore_sys_path"}[
-            effect.kind
-        ]
-        if not _use_fixture(plan, draft, func, name, _BUILTIN_FIXTURES[name], fixtures):
+    if effect.kind in _BUILTIN_FIXTURES:
+        name, block = _BUILTIN_FIXTURES[effect.kind]
+        if not _use_fixture(draft, func, name, block):
             return None
         return f"a fixture, {name}, that snapshots {_state_text(effect)} and restores it"
     holder = effect.holder
@@ -278,57 +269,25 @@ def _restore(
         if not draft.add_param(func, "monkeypatch"):
             return None
         statement = f'monkeypatch.setattr({owner}, "{holder.name}", {value})'
-        if statement in _prepended(draft, func):
-            return f"{statement} first: monkeypatch puts it back after the test"
-        if not draft.prepend(func, [statement]):
-            return None
-        _prepended(draft, func).add(statement)
+        prepended = draft.prepended.setdefault(func.lineno, set())
+        if statement not in prepended:
+            if not draft.prepend(func, [statement]):
+                return None
+            prepended.add(statement)
         return f"{statement} first: monkeypatch puts it back after the test"
     name = _fixture_name(draft, f"restore_{holder.name}")
-    block = _container_fixture(name, target, holder, deep=effect.deep)
+    block = _snapshot(name, target, holder.shape, deep=effect.deep)
     if effect.deep:
         draft.ensure_import("import copy", "copy")
-    if not _use_fixture(plan, draft, func, name, block, fixtures):
+    if not _use_fixture(draft, func, name, block):
         return None
     return f"a fixture, {name}, that snapshots {target} and restores it after the test"
 
 
-def _prepended(draft: Draft, func: FunctionNode) -> set[str]:
-    return draft.prepended.setdefault(func.lineno, set())
-
-
-_BUILTIN_FIXTURES = {
-    "restore_environ": [
-        "@pytest.fixture",
-        "def restore_environ():",
-        f'    """Puts os.environ back as it was before the test {_SUFFIX}."""',
-        "    saved = dict(os.environ)",
-        "    yield",
-        "    os.environ.clear()",
-        "    os.environ.update(saved)",
-    ],
-    "restore_cwd": [
-        "@pytest.fixture",
-        "def restore_cwd():",
-        f'    """Goes back to the working directory of before the test {_SUFFIX}."""',
-        "    saved = os.getcwd()",
-        "    yield",
-        "    os.chdir(saved)",
-    ],
-    "restore_sys_path": [
-        "@pytest.fixture",
-        "def restore_sys_path():",
-        f'    """Puts sys.path back as it was before the test {_SUFFIX}."""',
-        "    saved = list(sys.path)",
-        "    yield",
-        "    sys.path[:] = saved",
-    ],
-}
-
-
-def _container_fixture(name: str, target: str, holder: Holder, *, deep: bool) -> list[str]:
-    copy = f"copy.deepcopy({target})" if deep else f"{holder.shape}({target})"
-    if holder.shape == "list":
+def _snapshot(name: str, target: str, shape: str, *, deep: bool = False) -> list[str]:
+    """Fixture ``name``: a copy of the container ``target``, put back after the test."""
+    copy = f"copy.deepcopy({target})" if deep else f"{shape}({target})"
+    if shape == "list":
         restore = [f"    {target}[:] = saved"]
     else:
         restore = [f"    {target}.clear()", f"    {target}.update(saved)"]
@@ -342,9 +301,25 @@ def _container_fixture(name: str, target: str, holder: Holder, *, deep: bool) ->
     ]
 
 
-def _use_fixture(
-    plan: _Plan, draft: Draft, func: FunctionNode, name: str, block: list[str], fixtures: set[str]
-) -> bool:
+#: The fixtures that put back the process-wide state a test changes, by effect kind.
+_BUILTIN_FIXTURES = {
+    "env": ("restore_environ", _snapshot("restore_environ", "os.environ", "dict")),
+    "cwd": (
+        "restore_cwd",
+        [
+            "@pytest.fixture",
+            "def restore_cwd():",
+            f'    """Goes back to the working directory of before the test {_SUFFIX}."""',
+            "    saved = os.getcwd()",
+            "    yield",
+            "    os.chdir(saved)",
+        ],
+    ),
+    "sys.path": ("restore_sys_path", _snapshot("restore_sys_path", "sys.path", "list")),
+}
+
+
+def _use_fixture(draft: Draft, func: FunctionNode, name: str, block: list[str]) -> bool:
     """Define fixture ``name`` above the test (once per module) and request it."""
     if not draft.add_param(func, name):
         return False
@@ -359,7 +334,6 @@ def _use_fixture(
             return False
         draft.insert_above(top, block)
         defined.add(name)
-    fixtures.add(name)
     return True
 
 
@@ -381,19 +355,17 @@ def _owner_expression(plan: _Plan, draft: Draft, holder: Holder) -> str | None:
     module = draft.module
     project = plan.project
     assert project is not None
+    if holder.path == module.rel:  # a global (or a class) of the test module itself
+        if holder.owner is None:
+            return ""
+        return holder.owner if holder.owner in module.globals else None
     path = project.rootdir / holder.path
-    if holder.owner is not None:
-        if holder.path == module.rel:
-            return holder.owner if holder.owner in module.globals else None
-        for name, ref in module.imports.items():
-            if ref.path == path and ref.attr == holder.owner:
-                return name
-        return None
-    if holder.path == module.rel:
-        return ""  # a global of the test module itself
-    for name, ref in module.imports.items():
-        if ref.path == path and ref.attr is None:
-            return name
+    imported = (
+        n for n, ref in module.imports.items() if (ref.path, ref.attr) == (path, holder.owner)
+    )
+    name = next(imported, None)
+    if name is not None or holder.owner is not None:
+        return name  # a class is named only through an import of it
     dotted = project.dotted_name(path, module.path)
     if dotted is None:
         return None
@@ -403,10 +375,10 @@ def _owner_expression(plan: _Plan, draft: Draft, holder: Holder) -> str | None:
     return draft.ensure_import(f"from {head} import {last}" if head else f"import {last}", last)
 
 
-#: Leaked resources a built-in fixture puts back: resource -> (fixture, what it does).
+#: Leaked resources a built-in fixture puts back: resource -> what its fixture does.
 _RESTORERS = {
-    "env": ("restore_environ", "that snapshots os.environ and restores it"),
-    "cwd": ("restore_cwd", "that goes back to the working directory after the test"),
+    "env": "that snapshots os.environ and restores it",
+    "cwd": "that goes back to the working directory after the test",
 }
 
 
@@ -417,17 +389,16 @@ def _leak_fix(
     leak: Leak,
     who: str,
     covered: set[tuple[str, str | None]],
-    fixtures: set[str],
 ) -> int:
     """What a recorded leak that the source reading did not explain asks for."""
     func = test.function
     where = _where(test, func.lineno)
-    restorer = _RESTORERS.get(leak.resource)
-    if restorer is not None:
-        name, what = restorer
+    what = _RESTORERS.get(leak.resource)
+    if what is not None:
+        name, block = _BUILTIN_FIXTURES[leak.resource]
         if (leak.resource, leak.name) in covered or (leak.resource, None) in covered:
             return 0
-        if not _use_fixture(plan, draft, func, name, _BUILTIN_FIXTURES[name], fixtures):
+        if not _use_fixture(draft, func, name, block):
             return 0
         covered.add((leak.resource, None))
         plan.changes.append(Change(where, f"{who} {leak.describe()}", f"a fixture, {name}, {what}"))
@@ -452,13 +423,11 @@ def _leak_fix(
 def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> str | None:
     """Turn test ``source``'s statements (asserts left out) into a fixture in
     ``target``'s module that ``target`` requests; its name (None: not possible)."""
-    project, analyzer = plan.project, plan.analyzer
-    assert project is not None and analyzer is not None
-    found = analyzer.test(source)
+    found = plan.test(source)
     if found is None:
         return None
     func, module = found.function, found.module
-    body = [s for s in func.body if not isinstance(s, ast.Assert) and not _docstring(s)]
+    body = [s for s in func.body if not isinstance(s, ast.Assert) and not is_docstring(s)]
     if not body:
         return None
     params = [a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)]
@@ -477,19 +446,14 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
         ref = module.imports.get(name)
         if ref is None or not ref.text or ref.text.startswith("from ."):
             return None
-        mine = target.module.imports.get(name)
-        if mine is not None and (mine.path, mine.attr, mine.external) != (
-            ref.path,
-            ref.attr,
-            ref.external,
-        ):
-            return None
-        if name in target.module.globals:
+        mine = target.module.imports.get(name, ref)  # the target's own import of it
+        clash = (mine.path, mine.attr, mine.external) != (ref.path, ref.attr, ref.external)
+        if clash or name in target.module.globals:
             return None
         imports.append((ref.text, name))
     fixture = _fixture_name(draft, _short(source).removeprefix("test_") or "setup")
     needs = [p for p in params if p in used]
-    indent = _body_indent(module, func)
+    indent = indent_of(module.lines[func.body[0].lineno - 1])
     lines: list[str] = []
     for stmt in body:
         chunk = "".join(module.lines[stmt.lineno - 1 : stmt.end_lineno or stmt.lineno])
@@ -505,17 +469,9 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
     ]
     for statement, name in imports:
         draft.ensure_import(statement, name)
-    if not _use_fixture(plan, draft, target.function, fixture, block, set()):
+    if not _use_fixture(draft, target.function, fixture, block):
         return None
     return fixture
-
-
-def _docstring(stmt: ast.stmt) -> bool:
-    return (
-        isinstance(stmt, ast.Expr)
-        and isinstance(stmt.value, ast.Constant)
-        and isinstance(stmt.value.value, str)
-    )
 
 
 def _free_names(body: list[ast.stmt]) -> set[str]:
@@ -528,11 +484,6 @@ def _free_names(body: list[ast.stmt]) -> set[str]:
     return loaded - stored
 
 
-def _body_indent(module: Module, func: FunctionNode) -> str:
-    line = module.lines[func.body[0].lineno - 1]
-    return line[: len(line) - len(line.lstrip())]
-
-
 def _dedent(text: str, indent: str) -> str:
     return "".join(
         line[len(indent) :] if line.startswith(indent) else line.lstrip()
@@ -541,6 +492,15 @@ def _dedent(text: str, indent: str) -> str:
 
 
 # -- per kind ---------------------------------------------------------------------------
+
+
+def _list(plan: _Plan, effects: Sequence[Effect], what: str, fix: str) -> None:
+    """A change at each of ``effects``: ``what`` names ``{via}`` (the call of the test
+    that leads there), the effect's ``{detail}`` and its line's ``{text}``."""
+    for e in effects:
+        via = f"{e.via}() " if e.via else ""
+        what_here = what.format(via=via, detail=e.detail, text=e.origin_text)
+        plan.changes.append(Change(e.origin, what_here, fix))
 
 
 def _shared_stream(plan: _Plan, others: Sequence[str]) -> bool:
@@ -576,11 +536,11 @@ def _shared_stream(plan: _Plan, others: Sequence[str]) -> bool:
 
 @suggests("victim")
 def _victim(plan: _Plan) -> None:
-    facts, analyzer = plan.facts, plan.analyzer
+    facts = plan.facts
     polluters = facts.polluters[0] if facts.polluters else ()
     if _shared_stream(plan, polluters):
         return
-    me = analyzer.test(facts.nodeid) if analyzer else None
+    me = plan.test(facts.nodeid)
     names = " + ".join(_short(p) for p in polluters) or "another test"
     if facts.cleaners and me is not None:
         cleaner = facts.cleaners[0]
@@ -599,21 +559,13 @@ def _victim(plan: _Plan) -> None:
             )
             _describe_polluters(plan, polluters)
             return
-    made = described = 0
     for polluter in polluters:
-        test = analyzer.test(polluter) if analyzer else None
-        leaks = facts.leaks.get(polluter, ())
+        test = plan.test(polluter)
         if test is None:
-            for leak in leaks:
-                plan.changes.append(
-                    Change(
-                        "", f"{_short(polluter)} {leak.describe()}", "put it back after the test"
-                    )
-                )
-            described += len(leaks)
-            continue
-        made += restore_state(plan, test, leaks, _short(polluter))
-    if made or described or plan.changes:
+            _unread_leaks(plan, polluter)
+        else:
+            restore_state(plan, test, facts.leaks.get(polluter, ()), _short(polluter))
+    if plan.changes:
         plan.summary = f"fails after {names}: make " + (
             "them put back what they change"
             if len(polluters) > 1
@@ -633,10 +585,17 @@ def _victim(plan: _Plan) -> None:
     )
 
 
+def _unread_leaks(plan: _Plan, nodeid: str) -> None:
+    """What test ``nodeid`` left behind, without a place: its source cannot be read."""
+    for leak in plan.facts.leaks.get(nodeid, ()):
+        plan.changes.append(
+            Change("", f"{_short(nodeid)} {leak.describe()}", "put it back after the test")
+        )
+
+
 def _describe_polluters(plan: _Plan, polluters: tuple[str, ...]) -> None:
-    analyzer = plan.analyzer
     for polluter in polluters:
-        test = analyzer.test(polluter) if analyzer else None
+        test = plan.test(polluter)
         if test is None:
             continue
         for effect in test.lasting():
@@ -648,23 +607,19 @@ def _describe_polluters(plan: _Plan, polluters: tuple[str, ...]) -> None:
 
 def _shared_fixtures(plan: _Plan, polluters: tuple[str, ...], victim: str) -> list[str]:
     """Fixtures of a wider scope that the polluters and the victim both request."""
-    analyzer, project = plan.analyzer, plan.project
-    if analyzer is None or project is None:
-        return []
-    mine = analyzer.test(victim)
-    if mine is None:
+    mine, project = plan.test(victim), plan.project
+    if mine is None or project is None:
         return []
     wanted = _params(mine.function)
     out = []
     for polluter in polluters:
-        theirs = analyzer.test(polluter)
+        theirs = plan.test(polluter)
         if theirs is None:
             continue
         for name in sorted(wanted & _params(theirs.function)):
-            found = _fixture_def(project, mine.module, name)
-            if found is None or found[2] == "function":
+            where, scope = _fixture_def(project, mine.module, name) or ("", "function")
+            if scope == "function":
                 continue
-            where, _, scope = found
             out.append(
                 f"{_short(polluter)} and {_short(victim)} share the {scope}-scoped fixture "
                 f"{name} ({where}): what one changes there, the other sees; give each test its "
@@ -677,19 +632,11 @@ def _params(func: FunctionNode) -> set[str]:
     return {a.arg for a in (*func.args.args, *func.args.kwonlyargs)} - {"self", "cls"}
 
 
-def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, int, str] | None:
+def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, str] | None:
     """Where fixture ``name`` is defined (the test module, then conftest.py files up to
     the rootdir) and its scope."""
-    candidates = [near]
-    folder = near.path.parent
-    while project.inside(folder):
-        conftest = project.module(folder / "conftest.py")
-        if conftest is not None:
-            candidates.append(conftest)
-        if folder == project.rootdir:
-            break
-        folder = folder.parent
-    for module in candidates:
+    conftests = (project.module(folder / "conftest.py") for folder in project.folders(near.path))
+    for module in (near, *(m for m in conftests if m is not None)):
         stmt = module.globals.get(name)
         if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -697,20 +644,20 @@ def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, int, s
             if isinstance(deco, ast.Call):
                 for keyword in deco.keywords:
                     if keyword.arg == "scope" and isinstance(keyword.value, ast.Constant):
-                        return f"{module.rel}:{stmt.lineno}", stmt.lineno, str(keyword.value.value)
-            return f"{module.rel}:{stmt.lineno}", stmt.lineno, "function"
+                        return f"{module.rel}:{stmt.lineno}", str(keyword.value.value)
+            return f"{module.rel}:{stmt.lineno}", "function"
     return None
 
 
 @suggests("brittle")
 def _brittle(plan: _Plan) -> None:
-    facts, analyzer = plan.facts, plan.analyzer
+    facts = plan.facts
     setters = facts.state_setters[0] if facts.state_setters else ()
     if _shared_stream(plan, setters):
         return
     names = " + ".join(_short(s) for s in setters) or "another test"
     plan.summary = f"fails alone: it needs what {names} does first; set that up in the test"
-    me = analyzer.test(facts.nodeid) if analyzer else None
+    me = plan.test(facts.nodeid)
     if me is None or not setters:
         plan.advice.append(
             f"give {_short(facts.nodeid)} its own set-up (it passes only after {names})"
@@ -738,16 +685,11 @@ def _brittle(plan: _Plan) -> None:
 
 @suggests("self-polluting")
 def _self_polluting(plan: _Plan) -> None:
-    facts, analyzer = plan.facts, plan.analyzer
-    me = analyzer.test(facts.nodeid) if analyzer else None
+    facts = plan.facts
+    me = plan.test(facts.nodeid)
     plan.summary = "fails on its second run in one process: it leaves state for itself"
     if me is None:
-        for leak in facts.leaks.get(facts.nodeid, ()):
-            plan.changes.append(
-                Change(
-                    "", f"{_short(facts.nodeid)} {leak.describe()}", "put it back after the test"
-                )
-            )
+        _unread_leaks(plan, facts.nodeid)
         return
     if _copy_arguments(plan, me, _short(facts.nodeid)):
         plan.summary += ": work on a copy of its parametrize value"
@@ -827,8 +769,7 @@ def _network(plan: _Plan) -> None:
                 "mock it (monkeypatch.setattr on the function that makes the call)",
             )
         )
-    analyzer = plan.analyzer
-    me = analyzer.test(facts.nodeid) if analyzer else None
+    me = plan.test(facts.nodeid)
     if me is None:
         return
     draft = plan.draft(me.module)
@@ -838,8 +779,7 @@ def _network(plan: _Plan) -> None:
         plan.reason = f"no patch: it is marked {marker} already"
         return
     draft.ensure_import("import pytest", "pytest")
-    indent = me.module.lines[me.function.lineno - 1]
-    indent = indent[: len(indent) - len(indent.lstrip())]
+    indent = indent_of(me.module.lines[me.function.lineno - 1])
     first = min([me.function.lineno, *(d.lineno for d in me.function.decorator_list)])
     draft.insert_lines(first, [f"{indent}@pytest.mark.{marker}"])
     plan.changes.append(
@@ -872,18 +812,15 @@ def _decorator_name(node: ast.expr) -> str:
 
 @suggests("random")
 def _random(plan: _Plan) -> None:
-    facts, analyzer, project = plan.facts, plan.analyzer, plan.project
+    facts, project, me = plan.facts, plan.project, plan.test(plan.facts.nodeid)
     plan.summary = "depends on random draws: draw from an injected, seeded generator"
-    me = analyzer.test(facts.nodeid) if analyzer else None
-    draws = me.of("random") if me else []
-    for e in draws[:5]:
-        plan.changes.append(
-            Change(
-                e.origin,
-                f"{e.via + '() ' if e.via else ''}draws from {e.detail} ({e.origin_text})",
-                "take a random.Random (or a seed) as a parameter; seed it in the test",
-            )
-        )
+    draws = plan.effects("random")
+    _list(
+        plan,
+        draws[:5],
+        "{via}draws from {detail} ({text})",
+        "take a random.Random (or a seed) as a parameter; seed it in the test",
+    )
     if not draws:
         plan.advice.append("seed or inject the generator the code under test draws from")
         return
@@ -897,7 +834,7 @@ def _random(plan: _Plan) -> None:
     if owner is None or ref is None or ref.external != "random" or ref.path is not None:
         return
     draft = plan.draft(me.module)
-    holder = Holder(path, None, "random", "other", 0)
+    holder = Holder(path, None, "random", "other")
     expr = _owner_expression(plan, draft, holder)
     if expr is None or not draft.add_param(me.function, "monkeypatch"):
         plan.drafts.clear()
@@ -922,8 +859,7 @@ def _random(plan: _Plan) -> None:
 def _time(plan: _Plan) -> None:
     """By mechanism: a sleep racing a deadline (the clock profile showed it), or
     a date (the start time showed it): the value that breaks at that date."""
-    facts, analyzer = plan.facts, plan.analyzer
-    me = analyzer.test(facts.nodeid) if analyzer else None
+    facts, me = plan.facts, plan.test(plan.facts.nodeid)
     if facts.stretch is not None:
         _sleep_margin(plan, me, facts.stretch)
         return
@@ -943,15 +879,13 @@ def _time(plan: _Plan) -> None:
                 "day, Feb 29, New Year's Eve) with an explicit date",
             )
         )
-    reads = [e for e in (me.of("clock") if me else []) if not e.detail.endswith("sleep")]
-    for e in reads[:5]:
-        plan.changes.append(
-            Change(
-                e.origin,
-                f"{e.via + '() ' if e.via else ''}reads {e.detail}() ({e.origin_text})",
-                "take the time as a parameter, or freeze it in the test (time-machine, freezegun)",
-            )
-        )
+    reads = [e for e in plan.effects("clock") if not e.detail.endswith("sleep")]
+    _list(
+        plan,
+        reads[:5],
+        "{via}reads {detail}() ({text})",
+        "take the time as a parameter, or freeze it in the test (time-machine, freezegun)",
+    )
     plan.advice.append(
         f"replay the failure at its instant: hermetic-hunt replay {facts.flake_id} --run; "
         "test that date explicitly once the code takes the time as a parameter"
@@ -1009,17 +943,14 @@ def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float) -> None:
         f"the margin between the sleep and the deadline is too small (fails at >= "
         f"{stretch:.2f}x): on a busy CI machine sleeps last longer than asked"
     )
-    clock = me.of("clock") if me else []
-    sleeps = [e for e in clock if e.detail.endswith("sleep")]
-    for e in sleeps[:2]:
-        plan.changes.append(
-            Change(
-                e.origin,
-                f"{e.via + '() ' if e.via else ''}sleeps ({e.origin_text})",
-                "sleep well inside the deadline, or wait for the condition itself (an event, "
-                "a poll with a generous timeout)",
-            )
-        )
+    clock = plan.effects("clock")
+    _list(
+        plan,
+        [e for e in clock if e.detail.endswith("sleep")][:2],
+        "{via}sleeps ({text})",
+        "sleep well inside the deadline, or wait for the condition itself (an event, "
+        "a poll with a generous timeout)",
+    )
     location = facts.reproducer.location if facts.reproducer is not None else ""
     deadline = location if me is not None and location.startswith(f"{me.module.rel}:") else ""
     if not deadline:
@@ -1044,18 +975,14 @@ def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float) -> None:
 
 @suggests("hash-order")
 def _hash_order(plan: _Plan) -> None:
-    facts, analyzer = plan.facts, plan.analyzer
+    facts = plan.facts
     plan.summary = "depends on set or dict order (PYTHONHASHSEED): sort what it iterates"
-    me = analyzer.test(facts.nodeid) if analyzer else None
-    sets = [e for e in (me.of("set") if me else []) if not e.origin_text.startswith("assert")]
-    for e in sets[:5]:
-        plan.changes.append(
-            Change(
-                e.origin,
-                f"builds a set ({e.origin_text}); its order follows PYTHONHASHSEED",
-                "sort it (sorted(...)) before rendering or comparing",
-            )
-        )
+    _list(
+        plan,
+        [e for e in plan.effects("set") if not e.origin_text.startswith("assert")][:5],
+        "builds a set ({text}); its order follows PYTHONHASHSEED",
+        "sort it (sorted(...)) before rendering or comparing",
+    )
     if facts.reproducer is not None and facts.reproducer.hash_seed is not None:
         plan.advice.append(f"it fails with PYTHONHASHSEED={facts.reproducer.hash_seed}")
     plan.reason = "no patch: which order is right is the code's decision"
@@ -1063,17 +990,13 @@ def _hash_order(plan: _Plan) -> None:
 
 @suggests("concurrency")
 def _concurrency(plan: _Plan) -> None:
-    facts, analyzer = plan.facts, plan.analyzer
     plan.summary = "races between threads: guard the shared state with a lock"
-    me = analyzer.test(facts.nodeid) if analyzer else None
-    for e in (me.of("thread") if me else [])[:5]:
-        plan.changes.append(
-            Change(
-                e.origin,
-                f"{e.via + '() ' if e.via else ''}starts threads ({e.origin_text})",
-                "protect the state they share (threading.Lock around each read-modify-write)",
-            )
-        )
+    _list(
+        plan,
+        plan.effects("thread")[:5],
+        "{via}starts threads ({text})",
+        "protect the state they share (threading.Lock around each read-modify-write)",
+    )
     plan.reason = "no patch: where the lock goes is the code's decision"
 
 
@@ -1088,16 +1011,13 @@ def _collision(plan: _Plan) -> None:
         "give each test its own"
     )
     name = os.path.basename(resource.rstrip(os.sep))
+    what = f"names the fixed path {resource!r}, which every worker shares"
+    fix = (
+        "make it per test with tmp_path (tmp_path_factory.mktemp for a module or session), or "
+        "put worker_id in its name"
+    )
     for nodeid in dict.fromkeys((facts.nodeid, partner)):
-        for where in _mentions(plan, nodeid, name):
-            plan.changes.append(
-                Change(
-                    where,
-                    f"names the fixed path {resource!r}, which every worker shares",
-                    "make it per test with tmp_path (tmp_path_factory.mktemp for a module or "
-                    "session), or put worker_id in its name",
-                )
-            )
+        plan.changes.extend(Change(where, what, fix) for where in _mentions(plan, nodeid, name))
     plan.advice.append(
         f"{resource}: under tmp_path each test (and each xdist worker) gets a folder of its own; "
         "a path that must stay fixed needs the worker_id fixture in its name "

@@ -38,7 +38,6 @@ class _Seen:
     entry: Entry
     failed: bool = False
     passed: bool = False
-    skipped: bool = False
     detail: str = ""
 
 
@@ -50,7 +49,6 @@ class Quarantine:
     path: Path
     entries: list[Entry]
     seen: dict[str, _Seen] = field(default_factory=dict)
-    marked: int = 0
     streaks: dict[str, int] = field(default_factory=dict)
 
     @classmethod
@@ -90,7 +88,6 @@ class Quarantine:
                 continue
             reason = f"{PREFIX} {entry.label} ({self.path.name})"
             item.add_marker(pytest.mark.xfail(reason=reason, strict=False, run=True))
-            self.marked += 1
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = entry_for(self.entries, report.nodeid)
@@ -104,8 +101,6 @@ class Quarantine:
             message = getattr(crash, "message", "") or ""
             if message and not seen.detail:
                 seen.detail = message.splitlines()[0][:200]
-        elif report.skipped:
-            seen.skipped = True
         elif report.failed:
             seen.failed = True  # a failure xfail does not cover (strict, raises=...)
         elif report.when == "call" and report.passed:

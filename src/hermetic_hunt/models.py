@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import itertools
 import json
 import math
@@ -763,6 +764,8 @@ class Attempt:
     ) -> int:
         """:meth:`many_from_json` of ``raws`` (dicts unless ``alone``) added to ``out``:
         how many were rejected."""
+        if not raws:
+            return 0
         runs: list[tuple[set[str] | None, Sequence[Any]]] = []  # (keys if plain, attempts)
         if alone:
             runs.extend((None, [raw]) for raw in raws)
@@ -828,26 +831,37 @@ _MODE_SET = frozenset(MODES)
 Check = Callable[[Sequence[Any]], bool]
 
 
+def _types(*types: type | None) -> frozenset[type]:
+    return frozenset(type(None) if t is None else t for t in types)
+
+
 def _of(*types: type | None) -> Check:
     """A check: every value is of one of ``types`` (None: may be null)."""
-    allowed = frozenset(type(None) if t is None else t for t in types)
+    allowed = _types(*types)
     return lambda values: allowed.issuperset(map(type, values))
 
 
 def _counts(least: int = 0) -> Check:
-    ints = _of(int)
-    return lambda values: ints(values) and min(values) >= least
+    ints = _types(int)
+    return lambda values: ints.issuperset(map(type, values)) and min(values) >= least
 
 
 def _finite(*types: None) -> Check:
     # The sum of finite floats is finite unless it overflows (then: one by one).
-    floats = _of(float, *types)
-    return lambda values: floats(values) and math.isfinite(sum(filter(None, values)))
+    floats = _types(float, *types)
+    return lambda values: (
+        floats.issuperset(map(type, values)) and math.isfinite(sum(filter(None, values)))
+    )
 
 
 def _among(allowed: frozenset[str]) -> Check:
-    texts = _of(str)
-    return lambda values: texts(values) and allowed.issuperset(values)
+    def check(values: Sequence[Any]) -> bool:
+        try:  # (no other value JSON has equals a text)
+            return allowed.issuperset(values)
+        except TypeError:  # (an array or an object)
+            return False
+
+    return check
 
 
 def _one_of(allowed: frozenset[str], what: str) -> Callable[[Any], str]:
@@ -951,18 +965,43 @@ def _plain_keys(raws: Sequence[dict[str, Any]]) -> set[str] | None:
     return keys if ok else None
 
 
+class _Shape(NamedTuple):
+    """How attempts with the same plain keys are read: those keys, as sent."""
+
+    get: Callable[[dict[str, Any]], tuple[Any, ...]]
+    fields: tuple[str, ...]
+    checks: tuple[Check, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _shape(sent: tuple[str, ...]) -> _Shape | None:
+    """The shape of attempts with the plain keys ``sent`` (None: not each key
+    :meth:`Attempt.to_json` always writes)."""
+    if not _ALWAYS.issubset(sent):
+        return None
+    return _Shape(
+        operator.itemgetter(*sent),
+        tuple(PLAIN_KEYS[key][0] for key in sent),
+        tuple(PLAIN_KEYS[key][2] for key in sent),
+    )
+
+
 def _uniform(run: Sequence[dict[str, Any]], run_id: int, worker: str) -> Columns | None:
     """``run`` (dicts of one size) as :class:`Columns` when each has the plain keys of
-    the first, which has every key :meth:`Attempt.to_json` always writes; else None."""
-    first = run[0]
-    keys = [key for key in PLAIN_KEYS if key in first]
-    if len(keys) != len(first) or not _ALWAYS.issubset(keys):
+    the first, which has every key :meth:`Attempt.to_json` always writes, and each
+    column passes its check; else None."""
+    sent = tuple(run[0])
+    shape = _shape(sent) if _PLAIN_SET.issuperset(sent) else None  # (only those cached)
+    if shape is None:
         return None
     try:  # (a dict of the same size that has each of the keys has no other)
-        values = tuple(zip(*map(operator.itemgetter(*keys), run), strict=True))
+        values = tuple(zip(*map(shape.get, run), strict=True))
     except KeyError:
         return None
-    return _checked(keys, values, run_id, worker)
+    for check, column in zip(shape.checks, values, strict=True):
+        if not check(column):
+            return None
+    return Columns(shape.fields, values, run_id, worker)
 
 
 def _checked(

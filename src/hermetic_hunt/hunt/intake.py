@@ -21,10 +21,11 @@ each tied to its attempt by worker and position (:class:`RoundLeak`).
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from hermetic_hunt.engine import wire
 from hermetic_hunt.hunt.tally import Tallies
@@ -89,30 +90,32 @@ class Intake:
     ) -> tuple[int, list[dict[str, Any]]]:
         """A batch of lines from ``worker``'s process of ``round_no``: how many step
         lines it held, and its end messages (a job's last line)."""
-        steps = 0
+        decoded = wire.decode_batch(lines)
+        if None in decoded:  # (lines no round's process wrote)
+            self.rejected += decoded.count(None)
+            decoded = [message for message in decoded if message is not None]
+        messages = cast("list[dict[str, Any]]", decoded)
+        # A batch at a time (in C): step lines, the few others picked out.
+        ops = list(map(dict.__contains__, messages, itertools.repeat("op")))
         ends: list[dict[str, Any]] = []
-        raws: list[Any] = []
-        for message in wire.decode_batch(lines):
-            if message is None:
-                self.rejected += 1
-            elif "op" in message:
-                if message["op"] == wire.END:
-                    ends.append(message)
-            else:
-                steps += 1
-                found = message.get("attempts")
-                if type(found) is list:
-                    raws += found
-                elif found is not None:
-                    self.rejected += 1
-                reports = message.get("reports") if len(message) > 2 else None
-                for data in reports if type(reports) is list else ():
-                    self._show(data)
+        if any(ops):
+            ends = [m for m in itertools.compress(messages, ops) if m["op"] == wire.END]
+            messages = list(itertools.compress(messages, map(operator.not_, ops)))
+        found: list[Any] = list(map(dict.get, messages, itertools.repeat("attempts")))
+        if set(map(type, found)) <= {list}:
+            raws = list(itertools.chain.from_iterable(found))
+        else:  # (attempts that are no list: rejected)
+            self.rejected += sum(x is not None and type(x) is not list for x in found)
+            raws = [raw for x in found if type(x) is list for raw in x]
+        for message in itertools.compress(messages, map((2).__lt__, map(len, messages))):
+            reports = message.get("reports")  # (failing lines, subtests' counts)
+            for data in reports if type(reports) is list else ():
+                self._show(data)
         if raws:
             self._decode(raws, run_id, worker, round_no)
         for message in ends:  # (after the attempts whose leaks it says persisted)
             self._ended(worker, round_no, message)
-        return steps, ends
+        return len(messages), ends
 
     def _decode(self, raws: list[Any], run_id: int, worker: str, round_no: int) -> None:
         decoded, rejected = Attempt.many_from_json(raws, run_id=run_id, worker=worker)

@@ -966,23 +966,27 @@ def _plain_keys(raws: Sequence[dict[str, Any]]) -> set[str] | None:
 
 
 class _Shape(NamedTuple):
-    """How attempts with the same plain keys are read: those keys, as sent."""
+    """How attempts with the same plain keys are read: those keys, in one order."""
 
     get: Callable[[dict[str, Any]], tuple[Any, ...]]
     fields: tuple[str, ...]
     checks: tuple[Check, ...]
 
+    def read(self, values: tuple[tuple[Any, ...], ...], run_id: int, worker: str) -> Columns | None:
+        """The columns ``values`` (one per key) when each passes its check, else None."""
+        for check, column in zip(self.checks, values, strict=True):
+            if not check(column):
+                return None
+        return Columns(self.fields, values, run_id, worker)
+
 
 @functools.lru_cache(maxsize=64)
-def _shape(sent: tuple[str, ...]) -> _Shape | None:
-    """The shape of attempts with the plain keys ``sent`` (None: not each key
-    :meth:`Attempt.to_json` always writes)."""
-    if not _ALWAYS.issubset(sent):
-        return None
+def _shape(keys: tuple[str, ...]) -> _Shape:
+    """The shape of attempts with the plain keys ``keys``, in that order."""
     return _Shape(
-        operator.itemgetter(*sent),
-        tuple(PLAIN_KEYS[key][0] for key in sent),
-        tuple(PLAIN_KEYS[key][2] for key in sent),
+        operator.itemgetter(*keys),
+        tuple(PLAIN_KEYS[key][0] for key in keys),
+        tuple(PLAIN_KEYS[key][2] for key in keys),
     )
 
 
@@ -991,27 +995,14 @@ def _uniform(run: Sequence[dict[str, Any]], run_id: int, worker: str) -> Columns
     the first, which has every key :meth:`Attempt.to_json` always writes, and each
     column passes its check; else None."""
     sent = tuple(run[0])
-    shape = _shape(sent) if _PLAIN_SET.issuperset(sent) else None  # (only those cached)
-    if shape is None:
+    if not (_PLAIN_SET.issuperset(sent) and _ALWAYS.issubset(sent)):  # (only those cached)
         return None
+    shape = _shape(sent)
     try:  # (a dict of the same size that has each of the keys has no other)
         values = tuple(zip(*map(shape.get, run), strict=True))
     except KeyError:
         return None
-    for check, column in zip(shape.checks, values, strict=True):
-        if not check(column):
-            return None
-    return Columns(shape.fields, values, run_id, worker)
-
-
-def _checked(
-    keys: Sequence[str], values: tuple[tuple[Any, ...], ...], run_id: int, worker: str
-) -> Columns | None:
-    """The columns of ``keys`` when each passes its check, else None."""
-    for key, column in zip(keys, values, strict=True):
-        if not PLAIN_KEYS[key][2](column):
-            return None
-    return Columns(tuple(PLAIN_KEYS[key][0] for key in keys), values, run_id, worker)
+    return shape.read(values, run_id, worker)
 
 
 def _columns(
@@ -1019,15 +1010,16 @@ def _columns(
 ) -> Columns | None:
     """``run`` (plain attempts, ``present``: their keys) as :class:`Columns`; None when a
     column fails its check (the caller decodes them one by one)."""
-    keys = [key for key in PLAIN_KEYS if key in present]
-    if set(map(len, run)) == {len(keys)}:  # every attempt has every key (the usual run)
-        values = tuple(zip(*map(operator.itemgetter(*keys), run), strict=True))
+    shape = _shape(tuple(key for key in PLAIN_KEYS if key in present))
+    if set(map(len, run)) == {len(shape.fields)}:  # every attempt has every key (the usual run)
+        values = tuple(zip(*map(shape.get, run), strict=True))
     else:
         values = tuple(
             tuple(map(dict.get, run, itertools.repeat(key), itertools.repeat(PLAIN_KEYS[key][1])))
-            for key in keys
+            for key in PLAIN_KEYS
+            if key in present
         )
-    return _checked(keys, values, run_id, worker)
+    return shape.read(values, run_id, worker)
 
 
 #: Most paths an attempt's ``writes`` keep.

@@ -182,25 +182,7 @@ class _Server:
     # -- requests ----------------------------------------------------------------
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        future: Future[dict[str, Any]] = Future()
-        with self._lock:
-            if self._dead:
-                return {"status": "error", "detail": self.detail or "the probe server is gone"}
-            self._pending[int(message["id"])] = future
-        try:
-            self._requests.write(wire.encode(message))
-        except OSError:
-            with self._lock:
-                self._pending.pop(int(message["id"]), None)
-            return {"status": "error", "detail": self.detail or "the probe server is gone"}
-        wait = timeout + (GRACE if self.fork else 0.0)
-        try:
-            return future.result(timeout=wait)
-        except FutureTimeout:
-            # One-shot mode has no server-side timeout; a fork server that
-            # does not answer is wedged. Either way: stop it.
-            self.kill()
-            return {"status": "timeout", "detail": f"stopped after {timeout:g}s"}
+        return self.request_all([message], timeout)[0]
 
     def request_all(
         self, messages: Sequence[dict[str, Any]], timeout: float
@@ -209,8 +191,7 @@ class _Server:
         futures: list[Future[dict[str, Any]]] = []
         with self._lock:
             if self._dead:
-                gone = self.detail or "the probe server is gone"
-                return [{"status": "error", "detail": gone} for _ in messages]
+                return self._gone(len(messages))
             for message in messages:
                 futures.append(Future())
                 self._pending[int(message["id"])] = futures[-1]
@@ -220,16 +201,21 @@ class _Server:
             with self._lock:
                 for message in messages:
                     self._pending.pop(int(message["id"]), None)
-            gone = self.detail or "the probe server is gone"
-            return [{"status": "error", "detail": gone} for _ in messages]
+            return self._gone(len(messages))
         answers = []
         for future in futures:
             try:
-                answers.append(future.result(timeout=timeout + GRACE))
+                answers.append(future.result(timeout=timeout + (GRACE if self.fork else 0.0)))
             except FutureTimeout:
+                # One-shot mode has no server-side timeout; a fork server that
+                # does not answer is wedged. Either way: stop it.
                 self.kill()
                 answers.append({"status": "timeout", "detail": f"stopped after {timeout:g}s"})
         return answers
+
+    def _gone(self, count: int) -> list[dict[str, Any]]:
+        detail = self.detail or "the probe server is gone"
+        return [{"status": "error", "detail": detail} for _ in range(count)]
 
     def quit(self) -> None:
         with contextlib.suppress(OSError):

@@ -144,7 +144,7 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
                 break
     else:
         return False
-    resource = _shown(_resource(results, suspect.resource), case.settings.rootdir)
+    resource = relative(_resource(results, suspect.resource), case.settings.rootdir)
     case.claim(
         "collision",
         f"fails while {partner} runs at the same time in another process: both use {resource}; "
@@ -161,7 +161,7 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
     return True
 
 
-def _shown(path: str, rootdir: str) -> str:
+def relative(path: str, rootdir: str) -> str:
     """``path`` relative to the rootdir when it is inside it."""
     root = os.path.join(rootdir, "") if rootdir else ""
     return path[len(root) :] if root and path.startswith(root) else path

@@ -6,7 +6,6 @@ and the last resorts for a flake that reproduced neither alone nor in order.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -21,7 +20,7 @@ from hermetic_hunt.isolate.alone import (
     uncontrolled,
 )
 from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, History, dedupe
-from hermetic_hunt.isolate.collision import shared_path
+from hermetic_hunt.isolate.collision import relative, shared_path
 from hermetic_hunt.isolate.search import (
     BudgetExceeded,
     find_cleaners,
@@ -218,11 +217,6 @@ def crossed_victim(case: Case, step: Step, hash_seed: int) -> None:
     if len(case.finding.kinds) == before or not case.finding.polluters:
         return
     _crossed_facts(case, target, case.finding.polluters[0], "its polluter")
-
-
-def _relative(path: str, rootdir: str) -> str:
-    root = os.path.join(rootdir, "") if rootdir else ""
-    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def suspects(case: Case, preceding: list[Step], shown: Sequence[Attempt],
@@ -565,7 +559,7 @@ def _crossed_facts(case: Case, attempt: Attempt, culprits: Sequence[str], role: 
         return
     case.facts["crossed_workers"] = crossed
     where = ", ".join(
-        f"{c['polluter']} ({c['worker']}, {_relative(c['path'], case.settings.rootdir)})"
+        f"{c['polluter']} ({c['worker']}, {relative(c['path'], case.settings.rootdir)})"
         for c in crossed
     )
     case.finding.notes.append(

@@ -32,6 +32,7 @@ from hermetic_hunt.isolate import shared, wire
 from hermetic_hunt.isolate.blast import Polluters, victims_of
 from hermetic_hunt.isolate.case import ClassifySettings, Deadline
 from hermetic_hunt.isolate.classifier import Classifier
+from hermetic_hunt.isolate.collision import relative
 from hermetic_hunt.isolate.groups import Group, adopt, sample
 from hermetic_hunt.isolate.groups import group as groups_of
 from hermetic_hunt.isolate.order import recorded_step
@@ -262,7 +263,7 @@ class _Work:
         chosen = sorted(shared.sample(resource, duration), key=lambda n: order.get(n, 1 << 30))
         probe_case = Classifier(lead, self.flaky[lead], self.history, self.runner, self.settings)
         first = next(a for a in resource.failures()[lead])
-        rel = _relative(resource.path, self.settings.rootdir)
+        rel = relative(resource.path, self.settings.rootdir)
         verdict = shared.confirm(probe_case, resource, chosen, self._step_for,
                                  probe_case.hash_seed_of(first), f"shared {rel}")  # fmt: skip
         probes = list(probe_case.finding.probes)
@@ -496,12 +497,6 @@ class _Work:
         self.report.sampled[lead_id] = sampled
         self.total += len(again)
         return again
-
-
-def _relative(path: str, rootdir: str) -> str:
-    """``path`` relative to the rootdir when it is inside it."""
-    root = os.path.join(rootdir, "") if rootdir else ""
-    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:

@@ -324,14 +324,9 @@ def _stress(case: Case, step: Step, hash_seed: int) -> bool:
 
 def concurrency(case: Case, step: Step, hash_seed: int, results: list[ProbeResult]) -> None:
     """Identical inputs, different outcomes: rerun more, also in record mode."""
-    reruns = [case.probe("rerun", [step], hash_seed) for _ in range(case.settings.reruns)]
-    rerun_numbers = numbers(case, len(reruns))
-    record = replace(step, mode="record", attempt_id=None)
-    recorded = [
-        case.probe("rerun (record)", [record], hash_seed)
-        for _ in range(case.settings.record_reruns)
-    ]
-    record_numbers = numbers(case, len(recorded))
+    reruns, recorded = reruns_of(case, step, hash_seed)
+    numbered = numbers(case, len(reruns) + len(recorded))
+    rerun_numbers, record_numbers = numbered[: len(reruns)], numbered[len(reruns) :]
     seeded = results + reruns
     failed = sum(case.same(r) for r in seeded)
     journals = [
@@ -350,6 +345,16 @@ def concurrency(case: Case, step: Step, hash_seed: int, results: list[ProbeResul
         case.claim("concurrency", why, [*case.alone_numbers, *rerun_numbers, *record_numbers])
     case.reproduce([step], hash_seed, confirmed=any(case.same(r) for r in reruns))
     case.finding.notes.append(f"the reproducer fails in about {failed / len(seeded):.0%} of runs")
+
+
+def reruns_of(
+    case: Case, step: Step, hash_seed: int
+) -> tuple[list[ProbeResult], list[ProbeResult]]:
+    """Identical reruns of ``step`` alone: seeded, then in record mode (journals kept)."""
+    reruns = [case.probe("rerun", [step], hash_seed) for _ in range(case.settings.reruns)]
+    record = replace(step, mode="record", attempt_id=None)
+    runs = range(case.settings.record_reruns)
+    return reruns, [case.probe("rerun (record)", [record], hash_seed) for _ in runs]
 
 
 def uncontrolled(case: Case, what: str) -> bool:

@@ -7,7 +7,6 @@ and the last resorts for a flake that reproduced neither alone nor in order.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate.alone import (
@@ -16,6 +15,7 @@ from hermetic_hunt.isolate.alone import (
     consistent,
     names,
     numbers,
+    reruns_of,
     shows_pass,
     uncontrolled,
 )
@@ -617,12 +617,8 @@ def last_resorts(case: Case, step: Step, hash_seed: int) -> None:
     Reruns come first: a test that fails at random under identical inputs
     could otherwise pass for hash-order after a few lucky runs.
     """
-    reruns = [case.probe("rerun", [step], hash_seed) for _ in range(case.settings.reruns)]
-    record = replace(step, mode="record", attempt_id=None)
-    reruns += [
-        case.probe("rerun (record)", [record], hash_seed)
-        for _ in range(case.settings.record_reruns)
-    ]
+    seeded, recorded = reruns_of(case, step, hash_seed)
+    reruns = seeded + recorded
     rerun_numbers = numbers(case, len(reruns))
     failed = [n for n, r in zip(rerun_numbers, reruns, strict=True) if case.same(r)]
     if failed:

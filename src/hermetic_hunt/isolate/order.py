@@ -23,6 +23,7 @@ from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, History, dedupe
 from hermetic_hunt.isolate.collision import relative, shared_path
 from hermetic_hunt.isolate.search import (
     BudgetExceeded,
+    Search,
     find_cleaners,
     find_culprits,
     repeats_for,
@@ -301,15 +302,17 @@ def _thread_candidates(
     return [], 1
 
 
-def polluter_leaks(case: Case, sets: Sequence[Sequence[Step]]) -> dict[str, list[str]]:
-    """What each polluter left behind in the hunt (``{nodeid: [phrase, ...]}``)."""
+def _leaks_fact(case: Case, fact: str, sets: Sequence[Sequence[Step]]) -> None:
+    """The ``fact`` of what each member of ``sets`` left behind in the hunt
+    (``{nodeid: [phrase, ...]}``; none when none left anything)."""
     out: dict[str, list[str]] = {}
     for members in sets:
         for s in members:
             found = case.leaks_of(s.nodeid)
             if found and s.nodeid not in out:
                 out[s.nodeid] = [leak.describe() for leak in found]
-    return out
+    if out:
+        case.facts[fact] = out
 
 
 def victim(
@@ -348,22 +351,9 @@ def victim(
             else f"the {label} do not make it fail"
         )
         return
-    full_no = case.step_no()
-
-    def signal(subset: Sequence[int]) -> bool:
-        return case.same(
-            case.probe("polluter search", [*(candidates[i] for i in subset), step], hash_seed)
-        )
-
-    search = find_culprits(
-        range(len(candidates)), signal, confidence=case.settings.confidence, repeats=repeats
+    search, sets, search_numbers = _culprits(
+        case, candidates, step, hash_seed, "polluter", case.same, repeats
     )
-    sets = [[candidates[i] for i in found] for found in search.sets]
-    _search_notes(case, search.notes, search.partial, "polluter")
-    if search.confirmed and search.repeats == 1:
-        sets = _consistent_sets(case, sets, step, hash_seed, case.same, "polluter set")
-        search.partial = case.finding.status == "partial"
-    search_numbers = list(range(full_no, case.step_no() + 1))
     own = [s for s in sets if [x.nodeid for x in s] == [step.nodeid]]
     others = [s for s in sets if s not in own]
     if own and "self-polluting" not in case.finding.kinds:
@@ -384,43 +374,57 @@ def victim(
         [*case.alone_numbers, *search_numbers],
     )
     case.finding.polluters = [[x.nodeid for x in s] for s in others]
-    leaked = polluter_leaks(case, others)
-    if leaked:
-        case.facts["polluter_leaks"] = leaked
+    _leaks_fact(case, "polluter_leaks", others)
     case.reproduce([*others[0], step], hash_seed, confirmed=search.confirmed)
     if not search.partial:
         case.cleaner_work = (others, step, hash_seed, search.repeats)
         case.needs.add("cleaners")
 
 
-def _consistent_sets(
-    case: Case, sets: list[list[Step]], step: Step, hash_seed: int,
-    check: Callable[[ProbeResult], bool], what: str,
-) -> list[list[Step]]:  # fmt: skip
-    """The sets that show every time (all of them, unchecked, if the budget runs out)."""
-    kept = []
-    for index, members in enumerate(sets):
-        try:
-            if consistent(case, [*members, step], hash_seed, check, f"{what} {names(members)}"):
-                kept.append(members)
-        except BudgetExceeded as exc:
-            case.finding.status = "partial"
-            case.finding.notes.append(
-                f"{exc} while confirming the {what}s (--hermetic-hunt-isolate-budget): "
-                "partial result, not confirmed"
-            )
-            return kept + sets[index:]
-    return kept
+def _culprits(
+    case: Case, candidates: list[Step], step: Step, hash_seed: int, what: str,
+    check: Callable[[ProbeResult], bool], repeats: int = 1,
+) -> tuple[Search[int], list[list[Step]], list[int]]:  # fmt: skip
+    """Minimal ``what`` sets among ``candidates`` (``check``: the probe of a subset
+    before ``step`` shows the signal), each shown ``CONFIRM`` times in a row when the
+    search found them deterministic: the search, the sets and its probes' numbers
+    (from the caller's probe of every candidate on)."""
+    full_no = case.step_no()
 
+    def signal(subset: Sequence[int]) -> bool:
+        run = [*(candidates[i] for i in subset), step]
+        return check(case.probe(f"{what} search", run, hash_seed))
 
-def _search_notes(case: Case, notes: list[str], partial: bool, what: str) -> None:
-    case.finding.notes.extend(f"{what} search: {n}" for n in notes if "budget" not in n)
-    if partial:
+    search = find_culprits(
+        range(len(candidates)), signal, confidence=case.settings.confidence, repeats=repeats
+    )
+    sets = [[candidates[i] for i in found] for found in search.sets]
+    case.finding.notes.extend(f"{what} search: {n}" for n in search.notes if "budget" not in n)
+    if search.partial:
         case.finding.status = "partial"
         case.finding.notes.append(
             f"{case.stop_reason or 'budget reached'} during the {what} search "
             "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet"
         )
+    if search.confirmed and search.repeats == 1:
+        # The sets that show every time (all of them, unchecked, if the budget runs out).
+        kept = []
+        for index, members in enumerate(sets):
+            try:
+                shown_as = f"{what} set {names(members)}"
+                if consistent(case, [*members, step], hash_seed, check, shown_as):
+                    kept.append(members)
+            except BudgetExceeded as exc:
+                case.finding.status = "partial"
+                case.finding.notes.append(
+                    f"{exc} while confirming the {what} sets (--hermetic-hunt-isolate-budget): "
+                    "partial result, not confirmed"
+                )
+                kept += sets[index:]
+                break
+        sets = kept
+        search.partial = case.finding.status == "partial"
+    return search, sets, list(range(full_no, case.step_no() + 1))
 
 
 def cleaners(case: Case) -> None:
@@ -511,33 +515,21 @@ def brittle(case: Case) -> None:
             + (", nor what other workers ran before it" if crossed else "")
         )
         return
-    full_no = case.step_no()
-
-    def signal(subset: Sequence[int]) -> bool:
-        run = [*(candidates[i] for i in subset), step]
-        return case.probe("state-setter search", run, hash_seed).outcome == "passed"
-
-    search = find_culprits(range(len(candidates)), signal, confidence=case.settings.confidence)
-    _search_notes(case, search.notes, search.partial, "state-setter")
-    found_sets = [[candidates[i] for i in found] for found in search.sets]
-    if search.confirmed and search.repeats == 1:
-        found_sets = _consistent_sets(
-            case, found_sets, step, hash_seed, shows_pass, "state-setter set"
-        )
+    _, found_sets, search_numbers = _culprits(
+        case, candidates, step, hash_seed, "state-setter", shows_pass
+    )
     sets = [[x.nodeid for x in s] for s in found_sets]
     if not sets:
         return
     case.finding.state_setters = sets
-    leaked = polluter_leaks(case, found_sets)
-    if leaked:
-        case.facts["state_setter_leaks"] = leaked
+    _leaks_fact(case, "state_setter_leaks", found_sets)
     elsewhere = " (on another worker)" if crossed else ""
     case.claim(
         "brittle",
         f"fails alone every time; passes after {', '.join(sets[0])} (minimal state-setter "
         f"set among {len(candidates)} tests before passing attempt A{passing.attempt_id}"
         f"{elsewhere})",
-        [*case.alone_numbers, *range(full_no, case.step_no() + 1)],
+        [*case.alone_numbers, *search_numbers],
     )
     if crossed:
         _crossed_facts(case, passing, sets[0], "its state-setter")

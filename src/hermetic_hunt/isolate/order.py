@@ -19,7 +19,7 @@ from hermetic_hunt.isolate.alone import (
     shows_pass,
     uncontrolled,
 )
-from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, History, dedupe
+from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, ClassifySettings, History, dedupe
 from hermetic_hunt.isolate.collision import relative, shared_path
 from hermetic_hunt.isolate.search import (
     BudgetExceeded,
@@ -30,7 +30,7 @@ from hermetic_hunt.isolate.search import (
 )
 from hermetic_hunt.isolate.shared import touched
 from hermetic_hunt.models import REPEATED_RUN, Attempt, Step
-from hermetic_hunt.seeds import Dates, attempt_now, attempt_seed
+from hermetic_hunt.seeds import attempt_now, attempt_seed
 
 #: Sequences this long are replayed half by half before they are replayed whole.
 HALVES_FROM = 64
@@ -440,7 +440,7 @@ def cleaners(case: Case) -> None:
     polluters, step, hash_seed, repeats = case.cleaner_work
     excluded = {step.nodeid} | {x.nodeid for s in polluters for x in s}
     names_ = [n for n in case.history.tests() if n not in excluded and n in case.collected]
-    steps = {n: _step_for(case, n) for n in names_}
+    steps = {n: recorded_step(case.history, case.settings, n) for n in names_}
     first = case.step_no() + 1
     files = {_file_of(n) for n in excluded}
     near = [n for n in names_ if _file_of(n) in files]
@@ -469,20 +469,14 @@ def _file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def _step_for(case: Case, nodeid: str) -> Step:
-    return recorded_step(case.history, case.settings.base_seed, nodeid, case.settings.dates)
-
-
-def recorded_step(
-    history: History, base_seed: int, nodeid: str, dates: Dates | None = None
-) -> Step:
+def recorded_step(history: History, settings: ClassifySettings, nodeid: str) -> Step:
     """A recorded attempt of ``nodeid`` to run it with (derived if none; its start
-    time drawn from ``dates``, the hunt's)."""
+    time drawn from the hunt's dates)."""
     attempt = history.representative(nodeid)
     if attempt is not None:
         return Step.of(attempt)
-    seed = attempt_seed(base_seed, nodeid, 0)
-    return Step(nodeid, seed, attempt_now(seed, dates))
+    seed = attempt_seed(settings.base_seed, nodeid, 0)
+    return Step(nodeid, seed, attempt_now(seed, settings.dates))
 
 
 def brittle(case: Case) -> None:
@@ -595,7 +589,7 @@ def default_order(case: Case) -> None:
     if me > DEFAULT_ORDER_LIMIT:
         return
     run = tests[:me]
-    steps = [_step_for(case, n) for n in run]
+    steps = [recorded_step(case.history, case.settings, n) for n in run]
     result = case.probe(
         "in pytest's default order", [*steps, Step.of(target)], case.hash_seed_of(target)
     )

@@ -404,7 +404,7 @@ class _Work:
                     )
 
     def _step_for(self, nodeid: str) -> Step:
-        return recorded_step(self.history, self.settings.base_seed, nodeid, self.settings.dates)
+        return recorded_step(self.history, self.settings, nodeid)
 
     def extras_deadline(self) -> Deadline | None:
         """The cleaner searches' time, counted from now (they start once every

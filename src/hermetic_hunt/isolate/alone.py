@@ -109,8 +109,7 @@ def describe(result: ProbeResult) -> str:
     last = result.last
     if last is None:
         return f"{result.status} {result.detail}".strip()
-    text = f"{last.exc_type} at {last.location}" if last.exc_type else last.outcome
-    return text
+    return f"{last.exc_type} at {last.location}" if last.exc_type else last.outcome
 
 
 def _under_conditions(case: Case, target: Attempt) -> Attempt | None:

@@ -63,7 +63,7 @@ class Classifier(Case):
 
     def extras(self) -> None:
         """Phase 3: evidence beyond the verdict (cleaners); the verdict stays."""
-        if "cleaners" not in self.needs or self.finding.status == "error":
+        if not self.wants_extras:
             return
         self.needs.discard("cleaners")
         with contextlib.suppress(BudgetExceeded):  # find_cleaners keeps what it found

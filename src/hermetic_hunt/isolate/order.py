@@ -272,19 +272,15 @@ def _reproducing_sequence(
     return None
 
 
-def _thread_leakers(case: Case, preceding: list[Step]) -> list[Step]:
-    return [
-        s for s in preceding if any(leak.resource == "thread" for leak in case.leaks_of(s.nodeid))
-    ]
-
-
 def _thread_candidates(
     case: Case, preceding: list[Step], step: Step, hash_seed: int
 ) -> tuple[list[Step], int]:
     """Re-probe the tests that left a thread running, with the victim: a thread
     acts when it gets to run, so one pass proves nothing. Up to the runs that
     would show a failure of the hunt's rate, with the stated confidence."""
-    threads = _thread_leakers(case, preceding)
+    threads = [
+        s for s in preceding if any(leak.resource == "thread" for leak in case.leaks_of(s.nodeid))
+    ]
     if not threads:
         return [], 1
     runs = repeats_for(case.fail_rate, case.settings.confidence, cap=case.settings.thread_repeats)

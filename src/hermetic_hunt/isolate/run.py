@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -188,36 +188,25 @@ def _rate(attempts: Sequence[Attempt]) -> float:
     return sum(a.failed for a in plain) / len(plain) if plain else 0.0
 
 
+@dataclass(eq=False)
 class _Work:
     """One isolation's flakes: grouped, ranked, classified phase by phase, stored."""
 
-    def __init__(
-        self,
-        store: Store,
-        flaky: dict[str, list[Attempt]],
-        history: db.RunHistory,
-        runner: ProbeRunner,
-        settings: ClassifySettings,
-        rows: dict[str, tuple[int, str]],
-        report: IsolationReport,
-        say: Callable[[str], None] | None,
-        extras_seconds: float | None = None,
-    ) -> None:
-        self.store = store
-        self.extras_seconds = extras_seconds
-        self.flaky = flaky
-        self.history = history
-        self.runner = runner
-        self.settings = settings
-        self.rows = rows
-        self.report = report
-        self.say = say
-        self.saved: dict[str, int] = {}  # nodeid -> probes already stored
-        self.done = 0
-        self.total = 0
-        #: Failures explained by a path another worker used at the same time
-        #: (:mod:`.shared`), by nodeid: each classifier of the test starts with them.
-        self.crossed: dict[str, list[shared.Crossed]] = {}
+    store: Store
+    flaky: dict[str, list[Attempt]]
+    history: db.RunHistory
+    runner: ProbeRunner
+    settings: ClassifySettings
+    rows: dict[str, tuple[int, str]]
+    report: IsolationReport
+    say: Callable[[str], None] | None
+    extras_seconds: float | None = None
+    saved: dict[str, int] = field(default_factory=dict)  # nodeid -> probes already stored
+    done: int = 0
+    total: int = 0
+    #: Failures explained by a path another worker used at the same time
+    #: (:mod:`.shared`), by nodeid: each classifier of the test starts with them.
+    crossed: dict[str, list[shared.Crossed]] = field(default_factory=dict)
 
     def classifier(self, nodeid: str) -> Classifier:
         case = Classifier(nodeid, self.flaky[nodeid], self.history, self.runner, self.settings)

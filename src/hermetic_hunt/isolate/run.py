@@ -436,15 +436,7 @@ class _Work:
             return []
         verdict = lead.finding
         _, lead_id = self.rows[lead.nodeid]
-        if verdict.status == "isolated" and verdict.reproducer is None and verdict.kinds:
-            # Explained as far as anything could be (unexplained): nothing to replay.
-            for nodeid in g.others:
-                case = self.classifier(nodeid)
-                adopt(case, verdict, lead_id, probe=False)
-                self.store_result(case)
-            self.report.members[lead_id] = [self.rows[n][1] for n in g.others]
-            return []
-        if verdict.status != "isolated" or verdict.reproducer is None:
+        if verdict.status != "isolated" or (verdict.reproducer is None and not verdict.kinds):
             # Not finished: each instance waits for its own isolation.
             for nodeid in g.others:
                 case = self.classifier(nodeid)
@@ -456,7 +448,9 @@ class _Work:
                 )
                 self.store_result(case)
             return []
-        chosen = set(sample(g.others))
+        # No reproducer, yet explained as far as anything could be (unexplained):
+        # nothing to replay, every instance takes the verdict unprobed.
+        chosen = set(sample(g.others)) if verdict.reproducer is not None else set()
         again: list[Classifier] = []
         adopted: list[str] = []
         sampled: set[str] = set()

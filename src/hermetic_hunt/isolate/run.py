@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -482,21 +482,6 @@ class _Work:
         return again
 
 
-def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:
-    """Classifiers as their work completes (a failure is noted on the classifier)."""
-    try:
-        for future in as_completed(futures):
-            classifier = futures[future]
-            error = future.exception()
-            if error is not None:
-                classifier.fail(error)
-            yield classifier
-    except KeyboardInterrupt:
-        for future in futures:
-            future.cancel()
-        raise
-
-
 class _Pool:
     """Runs one phase of many classifiers in threads; yields each as it finishes."""
 
@@ -518,9 +503,20 @@ class _Pool:
     def each(
         self, classifiers: Sequence[Classifier], phase: Callable[[Classifier], None]
     ) -> Iterator[Classifier]:
-        """Submitted in order (most valuable first); yielded as they complete."""
+        """Submitted in order (most valuable first); yielded as they complete (a
+        failure is noted on the classifier)."""
         futures = {self.pool.submit(phase, case): case for case in classifiers}
-        return _completed(futures)
+        try:
+            for future in as_completed(futures):
+                classifier = futures[future]
+                error = future.exception()
+                if error is not None:
+                    classifier.fail(error)
+                yield classifier
+        except KeyboardInterrupt:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def _sandbox_off(

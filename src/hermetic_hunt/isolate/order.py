@@ -65,12 +65,9 @@ def order_dependent(case: Case) -> None:
     target = case.target
     assert target is not None
     step, hash_seed = Step.of(target), case.hash_seed_of(target)
-    self_polluting = True
-    for purpose in ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1)):
-        result = case.probe(purpose, [step, step], hash_seed)
-        if not (_first_passed(result) and case.same(result)):
-            self_polluting = False
-            break
+    purposes = ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1))
+    runs = (case.probe(purpose, [step, step], hash_seed) for purpose in purposes)
+    self_polluting = all(_first_passed(result) and case.same(result) for result in runs)
     if self_polluting:
         case.claim(
             "self-polluting",
@@ -122,11 +119,8 @@ def not_idempotent(case: Case) -> None:
             return  # its inputs (a seed, a start time) decide, not the run before it
         _twice_confirmed(case, steps, hash_seed, f"as in round {second.round_no}'s twice run")
         return
-    shown = next(
-        (n for n, (p, _) in enumerate(case.finding.probes) if p.purpose == "twice in one process"),
-        None,
-    )
-    result = case.finding.probes[shown][1] if shown is not None else None
+    twice = (r for p, r in case.finding.probes if p.purpose == "twice in one process")
+    result = next(twice, None)
     last = result.last if result is not None else None
     if result is not None and _first_passed(result) and last is not None and last.failed:
         step = Step.of(target)
@@ -328,18 +322,13 @@ def victim(
     candidates, repeats = _thread_candidates(case, preceding, step, hash_seed)
     if not candidates:
         leakers = [s for s in preceding if case.leaks_of(s.nodeid)]
+        before = suspects(case, preceding, case.failing, case.passing)
         narrowed = [
             ("tests that leaked state", leakers),
-            (
-                "tests before every failure, before no pass",
-                suspects(case, preceding, case.failing, case.passing),
-            ),
+            ("tests before every failure, before no pass", before),
         ]
         tries = _tries(case, label, preceding, as_run, narrowed)
-        candidates, repeats = (
-            _reproducing_sequence(case, tries, step, hash_seed, case.same) or [],
-            1,
-        )
+        candidates = _reproducing_sequence(case, tries, step, hash_seed, case.same) or []
     if not candidates:
         case.finding.notes.append(
             "the sequence that preceded the failure passes when replayed"

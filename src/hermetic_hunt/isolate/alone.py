@@ -395,12 +395,9 @@ def alternative_seeds(case: Case, count: int) -> list[int]:
     """Seeds of passing attempts first (they passed), then derived ones."""
     target = case.target
     assert target is not None
-
-    def derived(_: int) -> Iterator[int]:
-        for index in itertools.count():
-            yield digest_int("probe-seed", case.settings.base_seed, target.nodeid, index) & MAX_SEED
-
-    return _passing_first(count, target.seed, (a.seed for a in case.passing), derived)
+    nodeid, base = target.nodeid, case.settings.base_seed
+    derived = (digest_int("probe-seed", base, nodeid, i) & MAX_SEED for i in itertools.count())
+    return _passing_first(count, target.seed, (a.seed for a in case.passing), lambda _: derived)
 
 
 def alternative_nows(case: Case, count: int) -> list[float]:
@@ -419,13 +416,9 @@ def alternative_hash_seeds(case: Case, count: int) -> list[int]:
     """Hash seeds of passing attempts' processes first, then derived ones."""
     target = case.target
     assert target is not None
-
-    def derived(_: int) -> Iterator[int]:
-        for index in itertools.count(1):
-            yield probe_hash_seed(case.settings.base_seed, index)
-
+    derived = (probe_hash_seed(case.settings.base_seed, i) for i in itertools.count(1))
     passing = (a.hash_seed for a in case.passing)
-    return _passing_first(count, case.hash_seed_of(target), passing, derived)
+    return _passing_first(count, case.hash_seed_of(target), passing, lambda _: derived)
 
 
 def _passing_first(

@@ -384,22 +384,30 @@ class ProbeRunner:
                 server.quit()
                 with self._lock:
                     self._oneshots.discard(server)
-            answer.setdefault("duration", _PERF() - started)
-            result = self._learn(wire.result_from(answer))
-            self._tidy(probe.steps, [result])
+            result = self._results(probe.steps, [answer], started)[0]
         return result
 
-    def _tidy(self, steps: Sequence[Step], results: Sequence[ProbeResult]) -> None:
-        """Remove what the probe created in the checkout: the paths its tests wrote,
-        in the hunt and in it (only those: other probes may be running)."""
+    def _results(
+        self, steps: Sequence[Step], answers: Sequence[dict[str, Any]], started: float
+    ) -> list[ProbeResult]:
+        """The answers as results. The paths their tests wrote are learned, and what
+        the probe created in the checkout is removed: the paths its tests wrote, in
+        the hunt and in it (only those: other probes may be running)."""
+        for answer in answers:
+            answer.setdefault("duration", _PERF() - started)
+        results = [wire.result_from(answer) for answer in answers]
+        with self._lock:
+            for attempt in (a for result in results for a in result.steps if a.writes):
+                self._writes.setdefault(attempt.nodeid, set()).update(attempt.writes)
         if self.checkout is None:
-            return
+            return results
         with self._lock:
             paths = {p for s in steps for p in self._writes.get(s.nodeid, ())}
         paths.update(p for result in results for a in result.steps for p in a.writes)
         if paths:
             with self._tidying:
                 self.checkout.tidy(sorted(paths))
+        return results
 
     @contextlib.contextmanager
     def _paths(self, probe: Probe) -> Iterator[None]:
@@ -419,13 +427,6 @@ class ProbeRunner:
             with self._paths_free:
                 self._held.remove(paths)
                 self._paths_free.notify_all()
-
-    def _learn(self, result: ProbeResult) -> ProbeResult:
-        with self._lock:
-            for attempt in result.steps:
-                if attempt.writes:
-                    self._writes.setdefault(attempt.nodeid, set()).update(attempt.writes)
-        return result
 
     def run_together(self, probes: Sequence[Probe], after: str = "") -> list[ProbeResult]:
         """Run ``probes`` (one hash seed) each in its own process, started at the same
@@ -463,11 +464,7 @@ class ProbeRunner:
         messages = [wire.grouped(request, group, len(probes), after if index == 0 else "")
                     for index, request in enumerate(requests)]  # fmt: skip
         answers = ready.request_all(messages, self.timeout)
-        for answer in answers:
-            answer.setdefault("duration", _PERF() - started)
-        results = [self._learn(wire.result_from(answer)) for answer in answers]
-        self._tidy([s for probe in probes for s in probe.steps], results)
-        return results
+        return self._results([s for probe in probes for s in probe.steps], answers, started)
 
     def _job(self, probe: Probe) -> Job:
         """The probe's job, with the stored journals its record-mode steps replay

@@ -253,9 +253,7 @@ def confirm(
         results = case.probe_together(
             f"{shown_as}: both sides at the same time", [list(side_a), list(side_b)], hash_seed
         )
-        new = set()
-        for result, base in zip(results, baseline, strict=True):
-            new |= _failures(result) - base
+        new = set().union(*(_failures(r) - base for r, base in zip(results, baseline, strict=True)))
         if new:
             failed_runs += 1
             shown |= new

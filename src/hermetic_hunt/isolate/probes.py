@@ -181,13 +181,8 @@ class _Server:
 
     # -- requests ----------------------------------------------------------------
 
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        return self.request_all([message], timeout)[0]
-
-    def request_all(
-        self, messages: Sequence[dict[str, Any]], timeout: float
-    ) -> list[dict[str, Any]]:
-        """Send every message, then wait for each answer (a probe pair's members)."""
+    def request(self, messages: Sequence[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
+        """Send every message, then wait for each answer (a probe, or a probe pair's members)."""
         futures: list[Future[dict[str, Any]]] = []
         with self._lock:
             if self._dead:
@@ -370,7 +365,7 @@ class ProbeRunner:
                         "detail": self._failed[probe.hash_seed],
                     }
                 else:
-                    answer = ready.request(message, self.timeout)
+                    answer = ready.request([message], self.timeout)[0]
             else:
                 # no fork, a process of its own on another date, or the collecting
                 # process itself: a server per probe
@@ -378,7 +373,7 @@ class ProbeRunner:
                 with self._lock:
                     self._oneshots.add(server)
                 if server.wait_ready(STARTUP_TIMEOUT):
-                    answer = server.request(message, self.timeout)
+                    answer = server.request([message], self.timeout)[0]
                 else:
                     answer = {"status": "error", "detail": server.detail}
                 server.quit()
@@ -463,7 +458,7 @@ class ProbeRunner:
         ]
         messages = [wire.grouped(request, group, len(probes), after if index == 0 else "")
                     for index, request in enumerate(requests)]  # fmt: skip
-        answers = ready.request_all(messages, self.timeout)
+        answers = ready.request(messages, self.timeout)
         return self._results([s for probe in probes for s in probe.steps], answers, started)
 
     def _job(self, probe: Probe) -> Job:

@@ -430,16 +430,12 @@ def _passing_first(
     """``count`` values to vary one input with: the passing attempts' (they passed),
     in order, then ``more(found so far)``; never the target's ``own``, none twice."""
     seen = {own}
-    out: list[_T] = []
 
-    def take(values: Iterable[_T | None]) -> None:
+    def fresh(values: Iterable[_T | None]) -> Iterator[_T]:
         for value in values:
-            if len(out) >= count:
-                return
             if value is not None and value not in seen:
                 seen.add(value)
-                out.append(value)
+                yield value
 
-    take(passing)
-    take(more(len(out)))
-    return out
+    out = list(itertools.islice(fresh(passing), count))
+    return out + list(itertools.islice(fresh(more(len(out))), count - len(out)))

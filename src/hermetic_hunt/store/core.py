@@ -17,6 +17,7 @@ from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.models import Attempt, Columns, Leak, database_path
 from hermetic_hunt.store.attempts import INSERT, column_rows, to_row
 from hermetic_hunt.store.integrity import check_types, connect, writable
+from hermetic_hunt.store.rows import chunks
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -338,16 +339,14 @@ class Store:
             conn.executemany(
                 "INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", [(n,) for n in wanted]
             )
-        ids: dict[str, int] = {}
-        for chunk_start in range(0, len(wanted), 500):
-            chunk = wanted[chunk_start : chunk_start + 500]
-            marks = ",".join("?" * len(chunk))
+        return {
+            nodeid: row_id
+            for chunk, marks in chunks(wanted)
             for row_id, nodeid in self.conn.execute(
                 f"SELECT id, nodeid FROM tests WHERE nodeid IN ({marks})",  # noqa: S608
                 chunk,
-            ):
-                ids[nodeid] = row_id
-        return ids
+            )
+        }
 
     def add_attempts(
         self, records: Sequence[Attempt | Columns], test_ids: dict[str, int]

@@ -24,7 +24,7 @@ from hermetic_hunt.models import (
 from hermetic_hunt.store import flakes, runs
 from hermetic_hunt.store.attempts import violation
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import named, scalar
+from hermetic_hunt.store.rows import chunks, named, scalar
 from hermetic_hunt.untrusted import is_number, is_whole, text_or
 
 _FAIL = sql_set(FAILING)
@@ -100,12 +100,11 @@ def leaks_of(store: Store, nodeids: Sequence[str]) -> dict[str, tuple[Leak, ...]
     """Distinct leaks of each test in any run (what a round kept first)."""
     out: dict[str, list[Leak]] = {}
     wanted = list(dict.fromkeys(nodeids))
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk, marks in chunks(wanted):
         rows = store.conn.execute(
             "SELECT t.nodeid, l.resource, l.name, l.change, l.detail FROM leaks l "  # noqa: S608
             "JOIN attempts a ON a.id = l.attempt_id JOIN tests t ON t.id = a.test_id "
-            f"WHERE t.nodeid IN ({','.join('?' * len(chunk))}) ORDER BY l.persisted DESC, l.id",
+            f"WHERE t.nodeid IN ({marks}) ORDER BY l.persisted DESC, l.id",
             chunk,
         )
         for nodeid, resource, name, change, detail in rows:

@@ -15,6 +15,7 @@ from typing import Any
 
 from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, sql_set
 from hermetic_hunt.store.core import Store
+from hermetic_hunt.store.rows import chunks
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)
@@ -71,14 +72,13 @@ def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
     out: list[Tally] = []
     wanted = list(dict.fromkeys(nodeids))
     plain = f"({PLAIN_SQL})"
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk, marks in chunks(wanted):
         rows = store.conn.execute(
             f"SELECT t.nodeid, a.run_id, sum({plain} AND (a.outcome IN {_PASS} "  # noqa: S608
             f"OR a.outcome IN {_FAIL})), sum({plain} AND a.outcome IN {_FAIL}), "
             f"sum(NOT {plain} AND a.outcome IN {_FAIL}) "
             "FROM attempts a JOIN tests t ON t.id = a.test_id "
-            f"WHERE t.nodeid IN ({','.join('?' * len(chunk))}) "
+            f"WHERE t.nodeid IN ({marks}) "
             "GROUP BY t.nodeid, a.run_id ORDER BY t.nodeid, a.run_id",
             chunk,
         ).fetchall()

@@ -30,7 +30,7 @@ from hermetic_hunt.models import (
 from hermetic_hunt.store import attempts
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.store.queries import second_runs
-from hermetic_hunt.store.rows import scalar
+from hermetic_hunt.store.rows import chunks, scalar
 from hermetic_hunt.untrusted import text_or
 
 _FAIL = sql_set(FAILING)
@@ -83,9 +83,8 @@ def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> 
 
 def attempts_of(store: Store, run_id: int, nodeids: Sequence[str]) -> dict[str, list[Attempt]]:
     out: dict[str, list[Attempt]] = {n: [] for n in nodeids}
-    for start in range(0, len(nodeids), 500):
-        chunk = list(nodeids[start : start + 500])
-        where = f"WHERE a.run_id = ? AND t.nodeid IN ({','.join('?' * len(chunk))}) ORDER BY a.id"
+    for chunk, marks in chunks(nodeids):
+        where = f"WHERE a.run_id = ? AND t.nodeid IN ({marks}) ORDER BY a.id"
         for attempt in attempts.read(store.conn, where, [run_id, *chunk], violations=True):
             out[attempt.nodeid].append(attempt)
     return out

@@ -43,7 +43,7 @@ from hermetic_hunt.store.merge_rules import (
     renumber,
     translate_reproducer,
 )
-from hermetic_hunt.store.rows import scalar
+from hermetic_hunt.store.rows import chunks, scalar
 
 Remap = dict[str, Callable[[Any], Any]]
 
@@ -234,11 +234,9 @@ class _Merger:
             next_id += 1
         self.summary.attempts += len(rows)
         remap: Remap = {"attempt_id": self.attempts.__getitem__}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            where = f"attempt_id IN ({','.join('?' * len(chunk))})"
+        for chunk, marks in chunks(ids):
             for table in ("failures", "violations", "journals"):
-                self._copy(table, where, chunk, remap)
+                self._copy(table, f"attempt_id IN ({marks})", chunk, remap)
 
     def attempt(self, src_id: Any) -> int | None:
         """The dest id of a source attempt (also of runs merged earlier)."""

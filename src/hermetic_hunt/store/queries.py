@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, REPEATED_RUN, sql_set
+from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, REPEATED_RUN, Violation, sql_set
 from hermetic_hunt.store.core import Store
 from hermetic_hunt.store.rows import (
     AttemptDetail,
@@ -23,8 +23,8 @@ from hermetic_hunt.store.rows import (
     RoundCell,
     StepRow,
     TestCounts,
-    ViolationDetail,
     ViolationRow,
+    chunks,
     named,
     scalar,
 )
@@ -147,8 +147,7 @@ def condition_rows(
     """Outcomes of ``nodeids`` per timing condition (plain runs only)."""
     clause, params = _plain_clause(runs)
     out: list[ConditionRow] = []
-    for start in range(0, len(nodeids), 500):
-        chunk = list(nodeids[start : start + 500])
+    for chunk, marks in chunks(nodeids):
         rows = store.conn.execute(
             f"""
             SELECT t.nodeid,
@@ -161,7 +160,7 @@ def condition_rows(
                    min(CASE WHEN a.outcome IN {_FAILING} AND json_valid(a.counts)
                             THEN json_extract(a.counts, '$.stretch') END)
             FROM attempts a JOIN tests t ON t.id = a.test_id
-            WHERE {clause} AND t.nodeid IN ({",".join("?" * len(chunk))})
+            WHERE {clause} AND t.nodeid IN ({marks})
             GROUP BY t.nodeid, condition ORDER BY t.nodeid, condition
             """,  # noqa: S608 - constants and placeholders only
             [*params, *chunk],
@@ -176,13 +175,11 @@ def condition_rows(
 
 def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureRow]:
     out: dict[int, FailureRow] = {}
-    ids = list(attempt_ids)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk, marks in chunks(attempt_ids):
         sql = (
             "SELECT a.id, a.run_id, coalesce(f.exc_type, ''), coalesce(f.message, ''), "  # noqa: S608
             "coalesce(f.location, '') FROM attempts a LEFT JOIN failures f "
-            f"ON f.attempt_id = a.id WHERE a.id IN ({','.join('?' * len(chunk))})"
+            f"ON f.attempt_id = a.id WHERE a.id IN ({marks})"
         )
         for attempt_id, run_id, exc_type, message, location in store.conn.execute(sql, chunk):
             # A failing attempt without a failures row (a crashed worker) keeps
@@ -223,14 +220,12 @@ def round_cells(
         return []
     clause, params = _runs_clause(runs, "a.run_id")
     out: list[RoundCell] = []
-    wanted = list(nodeids)
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk, marks in chunks(nodeids):
         sql = (
             f"SELECT t.nodeid, a.run_id, a.round AS round_no, sum(a.outcome IN {_PASSING}) AS "  # noqa: S608
             f"passed, sum(a.outcome IN {_FAILING}) AS failed FROM attempts a "
             "JOIN tests t ON t.id = a.test_id "
-            f"WHERE {clause} AND t.nodeid IN ({','.join('?' * len(chunk))}) "
+            f"WHERE {clause} AND t.nodeid IN ({marks}) "
             "GROUP BY t.nodeid, a.run_id, a.round ORDER BY t.nodeid, a.run_id, a.round"
         )
         out.extend(RoundCell(**row) for row in named(store.conn, sql, [*params, *chunk]))
@@ -257,7 +252,7 @@ def attempt_detail(store: Store, attempt_id: int) -> AttemptDetail | None:
             "SELECT op, host, port, detail FROM violations WHERE attempt_id = ? ORDER BY id",
             (attempt_id,),
         )
-        return AttemptDetail(**row, violations=tuple(ViolationDetail(**v) for v in violations))
+        return AttemptDetail(**row, violations=tuple(Violation(**v) for v in violations))
     return None
 
 

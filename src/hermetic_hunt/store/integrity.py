@@ -70,6 +70,11 @@ _TYPES = {"INTEGER": ("integer",), "REAL": ("real", "integer"), "TEXT": ("text",
 _EXPECTED: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
 
 
+def quote(identifier: str) -> str:
+    """``identifier`` as an SQL quoted identifier (``"`` doubled)."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
 def expected_columns() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
     """``{table: [(column, allowed typeof() values)]}`` of the schema the migrations create."""
     if not _EXPECTED:
@@ -81,7 +86,7 @@ def expected_columns() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
                 continue
             columns = []
             for _cid, name, declared, notnull, _default, pk in db.execute(
-                f"PRAGMA table_info({_quote(table)})"
+                f"PRAGMA table_info({quote(table)})"
             ).fetchall():
                 allowed = _TYPES[str(declared).upper()]
                 if not notnull and not pk:
@@ -108,14 +113,10 @@ def check_types(conn: sqlite3.Connection, path: Path) -> None:
         _check_table(conn, path, table, columns)
 
 
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
 def _check_table(
     conn: sqlite3.Connection, path: Path, table: str, columns: list[tuple[str, tuple[str, ...]]]
 ) -> None:
-    present = {str(name) for _, name, *_ in conn.execute(f"PRAGMA table_info({_quote(table)})")}
+    present = {str(name) for _, name, *_ in conn.execute(f"PRAGMA table_info({quote(table)})")}
     for name, _ in columns:
         if name not in present:
             raise BadDatabase(
@@ -123,12 +124,12 @@ def _check_table(
                 "edited (re-run the hunt)"
             )
     tests = [
-        f"typeof({_quote(name)}) NOT IN ({', '.join(repr(t) for t in allowed)})"
+        f"typeof({quote(name)}) NOT IN ({', '.join(repr(t) for t in allowed)})"
         for name, allowed in columns
     ]
-    typeofs = ", ".join(f"typeof({_quote(name)})" for name, _ in columns)
+    typeofs = ", ".join(f"typeof({quote(name)})" for name, _ in columns)
     row = conn.execute(
-        f"SELECT rowid, {typeofs} FROM {_quote(table)} "  # noqa: S608 - the schema's own names
+        f"SELECT rowid, {typeofs} FROM {quote(table)} "  # noqa: S608 - the schema's own names
         f"WHERE {' OR '.join(tests)} LIMIT 1"
     ).fetchone()
     if row is None:

@@ -116,7 +116,9 @@ class Store:
         ``report``, ``list``, ``show``, ``replay``, ``quarantine``) it is
         always opened read-only (a ``mode=ro`` URI): never created, migrated
         or switched to WAL. Every value in it is checked against the schema
-        before anything reads it (:meth:`check`). A relative ``path`` is taken
+        before anything reads it (:func:`~hermetic_hunt.store.integrity.check_types`:
+        a crafted or damaged database is refused in one line naming the first bad
+        value, rather than deep inside a report). A relative ``path`` is taken
         from ``base`` (default: the working directory), as
         :func:`~hermetic_hunt.models.database_path` says.
         """
@@ -139,7 +141,7 @@ class Store:
         store._write = write
         try:
             store._prepare()
-            store.check()
+            check_types(conn, resolved)
             if not read_only:
                 store._watch(resolved)
         except BadDatabase:
@@ -188,18 +190,6 @@ class Store:
                 )
             migrations.apply(self.db)
             self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
-
-    def check(self) -> None:
-        """Every value has the type the schema gives its column (else :class:`BadDatabase`).
-
-        A crafted or damaged database is refused here, in one line naming the
-        first bad value, rather than deep inside a report. Checked against the
-        schema this version's migrations create, not the one stored in the
-        file (which a crafted file may have altered): text where a number
-        belongs, a number or blob where text belongs, a NULL in a NOT NULL
-        column, a missing table or column.
-        """
-        check_types(self.conn, self.path)
 
     def _applied_names(self, tables: set[str]) -> list[str]:
         if migrations.migrations_table not in tables:
@@ -388,23 +378,16 @@ class Store:
                     journals.append(
                         (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
                     )
-            for insert, found in plain.items():
+            for insert, found in [*plain.items(), (INSERT, rows)]:
                 conn.executemany(insert, found)
-            if rows:
-                conn.executemany(INSERT, rows)
-            if failures:
-                conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
-            if violations:
-                conn.executemany(
-                    "INSERT INTO violations (attempt_id, op, host, port, detail) "
-                    "VALUES (?,?,?,?,?)",
-                    violations,
-                )
-            if journals:
-                conn.executemany(
-                    "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)",
-                    journals,
-                )
+            conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
+            conn.executemany(
+                "INSERT INTO violations (attempt_id, op, host, port, detail) VALUES (?,?,?,?,?)",
+                violations,
+            )
+            conn.executemany(
+                "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)", journals
+            )
             conn.execute(
                 "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, first.run_id)
             )

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermetic_hunt.errors import BadJournal
-from hermetic_hunt.untrusted import is_number
+from hermetic_hunt.untrusted import depth, is_number
 
 FORMAT = "hermetic-hunt-journal"
 VERSION = 1
@@ -107,14 +107,6 @@ def _count(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
-def _depth(value: Any, limit: int) -> int:
-    """Nesting depth of a parsed JSON value, counted up to ``limit + 1``."""
-    if limit < 0 or not isinstance(value, (dict, list)):
-        return 0
-    children = value.values() if isinstance(value, dict) else value
-    return 1 + max((_depth(child, limit - 1) for child in children), default=0)
-
-
 def _require(condition: bool, where: str, what: str) -> None:
     if not condition:
         raise BadJournal(f"{where}: {what}")
@@ -131,7 +123,7 @@ def _parse(data: object, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise BadJournal(f"{where}: journal is not a JSON object")
     _require(
-        _depth(obj, MAX_DEPTH) <= MAX_DEPTH,
+        depth(obj, MAX_DEPTH) <= MAX_DEPTH,
         where,
         f"journal is nested deeper than a journal is ({MAX_DEPTH} levels)",
     )

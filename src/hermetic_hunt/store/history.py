@@ -8,14 +8,13 @@ CI is untrusted).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, sql_set
 from hermetic_hunt.store.core import Store
 from hermetic_hunt.store.rows import chunks
+from hermetic_hunt.untrusted import json_or, text_or
 
 _FAIL = sql_set(FAILING)
 _PASS = sql_set(PASSING)
@@ -53,14 +52,10 @@ class ReplayPoint:
     git_sha: str | None
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def runs(store: Store) -> list[RunPoint]:
     rows = store.conn.execute("SELECT id, started_at, git_sha, git_branch FROM runs ORDER BY id")
     return [
-        RunPoint(run_id, _text(started_at) or "", _text(sha), _text(branch))
+        RunPoint(run_id, text_or(started_at), text_or(sha) or None, text_or(branch) or None)
         for run_id, started_at, sha, branch in rows
         if isinstance(run_id, int)
     ]
@@ -98,12 +93,8 @@ def replays(store: Store) -> list[ReplayPoint]:
         "JOIN flakes fl ON fl.id = r.flake_id ORDER BY r.id"
     ).fetchall()
     for flake_id, started_at, outcome, environment in rows:
-        try:
-            env = json.loads(environment) if isinstance(environment, str) else {}
-        except (ValueError, RecursionError):
-            env = {}
+        env = json_or(environment, {})
         sha = env.get("git_sha") if isinstance(env, dict) else None
-        out.append(
-            ReplayPoint(str(flake_id), _text(started_at) or "", _text(outcome) or "", _text(sha))
-        )
+        out.append(ReplayPoint(str(flake_id), text_or(started_at), text_or(outcome),
+                               text_or(sha) or None))  # fmt: skip
     return out

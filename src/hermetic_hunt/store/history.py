@@ -11,13 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, sql_set
+from hermetic_hunt.models import PLAIN_SQL
 from hermetic_hunt.store.core import Store
-from hermetic_hunt.store.rows import chunks
+from hermetic_hunt.store.rows import FAIL_SQL, PASS_SQL, chunks
 from hermetic_hunt.untrusted import json_or, text_or
-
-_FAIL = sql_set(FAILING)
-_PASS = sql_set(PASSING)
 
 
 @dataclass(frozen=True)
@@ -69,9 +66,9 @@ def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
     plain = f"({PLAIN_SQL})"
     for chunk, marks in chunks(wanted):
         rows = store.conn.execute(
-            f"SELECT t.nodeid, a.run_id, sum({plain} AND (a.outcome IN {_PASS} "  # noqa: S608
-            f"OR a.outcome IN {_FAIL})), sum({plain} AND a.outcome IN {_FAIL}), "
-            f"sum(NOT {plain} AND a.outcome IN {_FAIL}) "
+            f"SELECT t.nodeid, a.run_id, sum({plain} AND (a.outcome IN {PASS_SQL} "  # noqa: S608
+            f"OR a.outcome IN {FAIL_SQL})), sum({plain} AND a.outcome IN {FAIL_SQL}), "
+            f"sum(NOT {plain} AND a.outcome IN {FAIL_SQL}) "
             "FROM attempts a JOIN tests t ON t.id = a.test_id "
             f"WHERE t.nodeid IN ({marks}) "
             "GROUP BY t.nodeid, a.run_id ORDER BY t.nodeid, a.run_id",

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, REPEATED_RUN, Violation, sql_set
+from hermetic_hunt.models import PLAIN_SQL, REPEATED_RUN, Violation
 from hermetic_hunt.store.core import Store
 from hermetic_hunt.store.rows import (
+    FAIL_SQL,
+    PASS_SQL,
     AttemptDetail,
     CheckRow,
     ConditionRow,
@@ -29,9 +31,6 @@ from hermetic_hunt.store.rows import (
     scalar,
 )
 from hermetic_hunt.untrusted import is_whole
-
-_FAILING = sql_set(FAILING)
-_PASSING = sql_set(PASSING)
 
 
 def _runs_clause(runs: Sequence[int] | None, column: str) -> tuple[str, list[Any]]:
@@ -53,12 +52,12 @@ def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
     seconds = second_runs(store, runs)
     sql = f"""
         SELECT t.nodeid,
-               sum(a.outcome IN {_PASSING}) AS passed,
-               sum(a.outcome IN {_FAILING}) AS failed,
+               sum(a.outcome IN {PASS_SQL}) AS passed,
+               sum(a.outcome IN {FAIL_SQL}) AS failed,
                sum(a.outcome = 'skipped') AS skipped,
                sum(a.outcome = 'crashed') AS crashed,
                sum(a.violations > 0) AS with_violations,
-               min(CASE WHEN a.outcome IN {_FAILING} THEN a.id END) AS first_id
+               min(CASE WHEN a.outcome IN {FAIL_SQL} THEN a.id END) AS first_id
         FROM attempts a JOIN tests t ON t.id = a.test_id
         WHERE {clause}
         GROUP BY t.nodeid ORDER BY t.nodeid
@@ -91,8 +90,8 @@ def second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[int
         FROM attempts a JOIN tests t ON t.id = a.test_id
         JOIN attempts b ON b.test_id = a.test_id AND b.run_id = a.run_id
              AND b.worker = a.worker AND b.round = a.round AND b.repeat = 1
-             AND b.execution = 1 AND b.outcome IN {_PASSING}
-        WHERE {clause} AND a.repeat = {REPEATED_RUN} AND a.execution = 1 AND a.outcome IN {_FAILING}
+             AND b.execution = 1 AND b.outcome IN {PASS_SQL}
+        WHERE {clause} AND a.repeat = {REPEATED_RUN} AND a.execution = 1 AND a.outcome IN {FAIL_SQL}
         GROUP BY t.nodeid
         """,  # noqa: S608 - constants and placeholders only
         params,
@@ -155,9 +154,9 @@ def condition_rows(
                         WHEN a.switch_interval IS NOT NULL THEN 'switch'
                         WHEN a.profile IN ('jitter', 'slow') THEN a.profile
                         ELSE 'exact' END AS condition,
-                   sum(a.outcome IN {_PASSING}),
-                   sum(a.outcome IN {_FAILING}),
-                   min(CASE WHEN a.outcome IN {_FAILING} AND json_valid(a.counts)
+                   sum(a.outcome IN {PASS_SQL}),
+                   sum(a.outcome IN {FAIL_SQL}),
+                   min(CASE WHEN a.outcome IN {FAIL_SQL} AND json_valid(a.counts)
                             THEN json_extract(a.counts, '$.stretch') END)
             FROM attempts a JOIN tests t ON t.id = a.test_id
             WHERE {clause} AND t.nodeid IN ({marks})
@@ -222,8 +221,8 @@ def round_cells(
     out: list[RoundCell] = []
     for chunk, marks in chunks(nodeids):
         sql = (
-            f"SELECT t.nodeid, a.run_id, a.round AS round_no, sum(a.outcome IN {_PASSING}) AS "  # noqa: S608
-            f"passed, sum(a.outcome IN {_FAILING}) AS failed FROM attempts a "
+            f"SELECT t.nodeid, a.run_id, a.round AS round_no, sum(a.outcome IN {PASS_SQL}) AS "  # noqa: S608
+            f"passed, sum(a.outcome IN {FAIL_SQL}) AS failed FROM attempts a "
             "JOIN tests t ON t.id = a.test_id "
             f"WHERE {clause} AND t.nodeid IN ({marks}) "
             "GROUP BY t.nodeid, a.run_id, a.round ORDER BY t.nodeid, a.run_id, a.round"
@@ -269,7 +268,7 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
     Prefers an attempt of the same run; the comparison in ``show`` is between
     a failing and a passing attempt of the same test.
     """
-    outcomes = _FAILING if failing else _PASSING
+    outcomes = FAIL_SQL if failing else PASS_SQL
     found = scalar(
         store.conn,
         f"""
@@ -287,7 +286,7 @@ def first_failing_attempt(store: Store, nodeid: str) -> int | None:
     found = scalar(
         store.conn,
         f"SELECT min(a.id) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
-        f"WHERE t.nodeid = ? AND a.outcome IN {_FAILING} AND {PLAIN_SQL}",
+        f"WHERE t.nodeid = ? AND a.outcome IN {FAIL_SQL} AND {PLAIN_SQL}",
         (nodeid,),
     )
     return int(found) if found is not None else None

@@ -19,10 +19,11 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase, BadJournal
 from hermetic_hunt.findings import Flake
 from hermetic_hunt.journal import MAX_COMPRESSED
-from hermetic_hunt.models import FAILING, Attempt, Settings, sql_set
+from hermetic_hunt.models import Attempt, Settings
 from hermetic_hunt.store import attempts, flakes, runs
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.store.fixes import fail_counts
+from hermetic_hunt.store.rows import FAIL_SQL
 
 
 class ReplaySource:
@@ -49,7 +50,7 @@ class ReplaySource:
 
     def newest_failing_attempt(self, nodeid: str) -> Attempt | None:
         return self._attempt(
-            f"WHERE t.nodeid = ? AND a.outcome IN {sql_set(FAILING)} "
+            f"WHERE t.nodeid = ? AND a.outcome IN {FAIL_SQL} "
             "ORDER BY a.run_id DESC, a.id DESC LIMIT 1",
             (nodeid,),
         )

@@ -13,8 +13,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hermetic_hunt.models import FAILING, Violation, describe_leak
+from hermetic_hunt.models import FAILING, PASSING, Violation, describe_leak, sql_set
 from hermetic_hunt.untrusted import is_whole, json_or
+
+#: The outcomes that count as failing, and as passing, for an SQL ``IN``.
+FAIL_SQL = sql_set(FAILING)
+PASS_SQL = sql_set(PASSING)
 
 
 def named(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:

@@ -72,6 +72,21 @@ def _test_stats(where: str) -> str:
     )
 
 
+def _flake_history(plain: str) -> str:
+    """The view ``flake_history`` over the attempts ``plain`` keeps, as 0003 and 0006
+    create it."""
+    return f"""        CREATE VIEW flake_history AS
+        SELECT fl.flake_id, t.nodeid, a.run_id, r.started_at, r.git_sha, r.git_branch,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed
+        FROM flakes fl JOIN tests t ON t.id = fl.test_id
+        JOIN attempts a ON a.test_id = t.id AND {plain}
+        JOIN runs r ON r.id = a.run_id
+        GROUP BY fl.id, a.run_id;
+        """  # noqa: S608 - constant text
+
+
 @_migration("0001_initial")  # type: ignore[untyped-decorator]
 def _initial(db: Any) -> None:
     _script(
@@ -308,16 +323,8 @@ def _history_fixes(db: Any) -> None:
         );
         CREATE INDEX fixes_flake ON fixes(flake_id);
 
-        CREATE VIEW flake_history AS
-        SELECT fl.flake_id, t.nodeid, a.run_id, r.started_at, r.git_sha, r.git_branch,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed
-        FROM flakes fl JOIN tests t ON t.id = fl.test_id
-        JOIN attempts a ON a.test_id = t.id AND a.repeat = 0
-        JOIN runs r ON r.id = a.run_id
-        GROUP BY fl.id, a.run_id;
-        """,
+        """  # noqa: S608 - constant text
+        + _flake_history("a.repeat = 0"),
     )
 
 
@@ -356,20 +363,9 @@ def _plain_first_runs(db: Any) -> None:
         DROP VIEW test_stats;
         DROP VIEW test_stats_all;
         DROP VIEW flake_history;
-        """  # noqa: S608 - constant text
+        """
         + _test_stats("WHERE a.repeat != 2")
-        + """
-
-        CREATE VIEW flake_history AS
-        SELECT fl.flake_id, t.nodeid, a.run_id, r.started_at, r.git_sha, r.git_branch,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed
-        FROM flakes fl JOIN tests t ON t.id = fl.test_id
-        JOIN attempts a ON a.test_id = t.id AND a.repeat != 2
-        JOIN runs r ON r.id = a.run_id
-        GROUP BY fl.id, a.run_id;
-        """,
+        + _flake_history("a.repeat != 2"),
     )
 
 

@@ -351,7 +351,6 @@ class Store:
         if not records:
             return []
         total = sum(len(r) if isinstance(r, Columns) else 1 for r in records)
-        first = records[0]
         with self.transaction() as conn:
             (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()
             ids = list(range(last + 1, last + 1 + total))
@@ -369,11 +368,9 @@ class Store:
                     continue
                 attempt_id, next_id = next_id, next_id + 1
                 rows.append(to_row(attempt_id, rec, test_ids[rec.nodeid]))
-                if rec.failure is not None:
-                    f = rec.failure
-                    failures.append((attempt_id, f.exc_type, f.message, f.location, f.excerpt))
-                for v in rec.violations:
-                    violations.append((attempt_id, v.op, v.host, v.port, v.detail))
+                if rec.failure is not None:  # (exc_type, message, location, excerpt)
+                    failures.append((attempt_id, *rec.failure.to_json()))
+                violations.extend((attempt_id, *v.to_json()) for v in rec.violations)
                 if rec.journal is not None:
                     journals.append(
                         (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
@@ -389,7 +386,7 @@ class Store:
                 "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)", journals
             )
             conn.execute(
-                "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, first.run_id)
+                "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, records[0].run_id)
             )
         return ids
 

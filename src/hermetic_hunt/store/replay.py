@@ -96,17 +96,16 @@ class ReplaySource:
                 "SELECT length(data), typeof(data) FROM journals WHERE attempt_id = ?",
                 (attempt_id,),
             ).fetchone()
-        if found is None:
-            return None
-        size, kind = found
-        if kind not in ("blob", "text"):
-            raise BadJournal(f"{where}: stored as {kind}, not as bytes; run a new hunt")
-        if not isinstance(size, int) or size > MAX_COMPRESSED:
-            raise BadJournal(
-                f"{where}: journal is {size:,} bytes, over the {MAX_COMPRESSED:,} limit; "
-                "run a new hunt"
-            )
-        with self._reading():
+            if found is None:
+                return None
+            size, kind = found
+            if kind not in ("blob", "text"):
+                raise BadJournal(f"{where}: stored as {kind}, not as bytes; run a new hunt")
+            if not isinstance(size, int) or size > MAX_COMPRESSED:
+                raise BadJournal(
+                    f"{where}: journal is {size:,} bytes, over the {MAX_COMPRESSED:,} limit; "
+                    "run a new hunt"
+                )
             (blob,) = self.conn.execute(
                 "SELECT data FROM journals WHERE attempt_id = ?", (attempt_id,)
             ).fetchone()

@@ -61,11 +61,11 @@ def runs(store: Store) -> list[RunPoint]:
 def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
     """Per run, the plain attempts of each of ``nodeids`` that counted (passed or
     failed), and its repeated runs that failed."""
-    out: list[Tally] = []
-    wanted = list(dict.fromkeys(nodeids))
     plain = f"({PLAIN_SQL})"
-    for chunk, marks in chunks(wanted):
-        rows = store.conn.execute(
+    return [
+        Tally(str(nodeid), run_id, int(counted or 0), int(failed or 0), int(repeated or 0))
+        for chunk, marks in chunks(dict.fromkeys(nodeids))
+        for nodeid, run_id, counted, failed, repeated in store.conn.execute(
             f"SELECT t.nodeid, a.run_id, sum({plain} AND (a.outcome IN {PASS_SQL} "  # noqa: S608
             f"OR a.outcome IN {FAIL_SQL})), sum({plain} AND a.outcome IN {FAIL_SQL}), "
             f"sum(NOT {plain} AND a.outcome IN {FAIL_SQL}) "
@@ -73,13 +73,9 @@ def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
             f"WHERE t.nodeid IN ({marks}) "
             "GROUP BY t.nodeid, a.run_id ORDER BY t.nodeid, a.run_id",
             chunk,
-        ).fetchall()
-        out.extend(
-            Tally(str(nodeid), run_id, int(counted or 0), int(failed or 0), int(repeated or 0))
-            for nodeid, run_id, counted, failed, repeated in rows
-            if isinstance(run_id, int)
         )
-    return out
+        if isinstance(run_id, int)
+    ]
 
 
 def replays(store: Store) -> list[ReplayPoint]:

@@ -173,18 +173,18 @@ def condition_rows(
 
 
 def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureRow]:
-    out: dict[int, FailureRow] = {}
-    for chunk, marks in chunks(attempt_ids):
-        sql = (
+    # A failing attempt without a failures row (a crashed worker) keeps an
+    # empty failure: it still has a replayable id.
+    return {
+        row[0]: FailureRow(*row)  # (attempt id, run id, exc_type, message, location)
+        for chunk, marks in chunks(attempt_ids)
+        for row in store.conn.execute(
             "SELECT a.id, a.run_id, coalesce(f.exc_type, ''), coalesce(f.message, ''), "  # noqa: S608
             "coalesce(f.location, '') FROM attempts a LEFT JOIN failures f "
-            f"ON f.attempt_id = a.id WHERE a.id IN ({marks})"
+            f"ON f.attempt_id = a.id WHERE a.id IN ({marks})",
+            chunk,
         )
-        for attempt_id, run_id, exc_type, message, location in store.conn.execute(sql, chunk):
-            # A failing attempt without a failures row (a crashed worker) keeps
-            # an empty failure: it still has a replayable id.
-            out[attempt_id] = FailureRow(attempt_id, run_id, exc_type, message, location)
-    return out
+    }
 
 
 def check_rows(store: Store, runs: Sequence[int] | None) -> list[CheckRow]:
@@ -215,20 +215,20 @@ def round_cells(
 ) -> list[RoundCell]:
     """Outcomes by (run, round) of ``nodeids``: the outcome-by-round view (every
     attempt: a twice round's repeated run and reruns make a round's cell "both")."""
-    if not nodeids:
-        return []
     clause, params = _runs_clause(runs, "a.run_id")
-    out: list[RoundCell] = []
-    for chunk, marks in chunks(nodeids):
-        sql = (
+    return [
+        RoundCell(**row)
+        for chunk, marks in chunks(nodeids)
+        for row in named(
+            store.conn,
             f"SELECT t.nodeid, a.run_id, a.round AS round_no, sum(a.outcome IN {PASS_SQL}) AS "  # noqa: S608
             f"passed, sum(a.outcome IN {FAIL_SQL}) AS failed FROM attempts a "
             "JOIN tests t ON t.id = a.test_id "
             f"WHERE {clause} AND t.nodeid IN ({marks}) "
-            "GROUP BY t.nodeid, a.run_id, a.round ORDER BY t.nodeid, a.run_id, a.round"
+            "GROUP BY t.nodeid, a.run_id, a.round ORDER BY t.nodeid, a.run_id, a.round",
+            [*params, *chunk],
         )
-        out.extend(RoundCell(**row) for row in named(store.conn, sql, [*params, *chunk]))
-    return out
+    ]
 
 
 # -- show ------------------------------------------------------------------------

@@ -139,7 +139,6 @@ def _parse(data: object, where: str) -> dict[str, Any]:
 def _events(obj: dict[str, Any], where: str) -> dict[str, list[Any]]:
     events = obj.get("events", {})
     _require(isinstance(events, dict), where, "'events' must be an object")
-    clean: dict[str, list[Any]] = {}
     for source, values in events.items():
         _require(source in SOURCES, where, f"unknown event source {source!r}")
         _require(isinstance(values, list), where, f"events of {source!r} must be a list")
@@ -156,8 +155,7 @@ def _events(obj: dict[str, Any], where: str) -> dict[str, list[Any]]:
             )
         else:
             _require(all(is_number(v) for v in values), where, f"{source!r} events must be numbers")
-        clean[source] = values
-    return clean
+    return dict(events)
 
 
 def _scalars(value: Any) -> bool:

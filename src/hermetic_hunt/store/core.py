@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 import time
@@ -64,13 +65,9 @@ def _identity(path: Path) -> tuple[int, int]:
 
 def _free_name(path: Path) -> Path:
     """``flakes.recovered.db`` next to ``flakes.db`` (``-2``, ``-3``... when taken)."""
-    number = 1
-    while True:
-        tail = "" if number == 1 else f"-{number}"
-        candidate = path.with_name(f"{path.stem}.recovered{tail}{path.suffix}")
-        if not candidate.exists():
-            return candidate
-        number += 1
+    tails = ("" if number == 1 else f"-{number}" for number in itertools.count(1))
+    names = (path.with_name(f"{path.stem}.recovered{tail}{path.suffix}") for tail in tails)
+    return next(name for name in names if not name.exists())
 
 
 class Store:

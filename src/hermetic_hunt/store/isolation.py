@@ -222,15 +222,11 @@ def resolve_refs(store: Store, refs: Sequence[str]) -> list[str]:
     out = []
     for ref in refs:
         parsed = parse_ref(ref)
-        nodeid = (
-            scalar(
-                store.conn,
-                "SELECT t.nodeid FROM flakes fl JOIN tests t ON t.id = fl.test_id "
-                "WHERE fl.flake_id = ?",
-                (str(parsed),),
-            )
-            if parsed is not None and parsed.kind == "flake"
-            else None
+        flake_id = str(parsed) if parsed is not None and parsed.kind == "flake" else None
+        nodeid = scalar(
+            store.conn,
+            "SELECT t.nodeid FROM flakes fl JOIN tests t ON t.id = fl.test_id WHERE flake_id = ?",
+            (flake_id,),
         )
         if nodeid is None:
             nodeid = scalar(store.conn, "SELECT nodeid FROM tests WHERE nodeid = ?", (ref,))

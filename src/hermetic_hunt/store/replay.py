@@ -23,7 +23,7 @@ from hermetic_hunt.models import Attempt, Settings
 from hermetic_hunt.store import attempts, flakes, runs
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.store.fixes import fail_counts
-from hermetic_hunt.store.rows import FAIL_SQL
+from hermetic_hunt.store.rows import FAIL_SQL, scalar
 
 
 class ReplaySource:
@@ -63,10 +63,7 @@ class ReplaySource:
 
     def test_known(self, nodeid: str) -> bool:
         with self._reading():
-            return (
-                self.conn.execute("SELECT 1 FROM tests WHERE nodeid = ?", (nodeid,)).fetchone()
-                is not None
-            )
+            return scalar(self.conn, "SELECT 1 FROM tests WHERE nodeid = ?", (nodeid,)) is not None
 
     def _flake(self, where: str, params: tuple[Any, ...]) -> Flake | None:
         with self._reading():

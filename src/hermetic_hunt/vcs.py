@@ -120,14 +120,13 @@ def changed_files(base_sha: str, cwd: str | os.PathLike[str]) -> set[Path]:
     if top is None:
         return set()
     out: set[Path] = set()
-    for args in (
-        ["diff", "--name-only", "-z", "--diff-filter=ACMRT", base_sha],
-        ["ls-files", "--others", "--exclude-standard", "-z"],
-    ):
-        status, text = run(args, top)
-        if status == 0:
-            out.update((top / name).resolve() for name in text.split("\0") if name)
-    return out
+    status, text = run(["diff", "--name-only", "-z", "--diff-filter=ACMRT", base_sha], top)
+    if status == 0:
+        out.update(top / name for name in text.split("\0") if name)
+    status, text = run(["ls-files", "--others", "--exclude-standard", "-z"], top)
+    if status == 0:
+        out.update(top / name for name in text.split("\0") if name)
+    return {p.resolve() for p in out}
 
 
 def commit_time(rev: str, cwd: str | os.PathLike[str]) -> float | None:

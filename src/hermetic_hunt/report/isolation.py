@@ -23,7 +23,7 @@ from hermetic_hunt.report.words import (
     LIST_LIMIT,
     clean,
     listing,
-    relation_texts,
+    relation_lines,
 )
 
 
@@ -105,13 +105,8 @@ def _flake_lines(
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
     out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
-    texts = relation_texts(v, flake_id)
-    for label in ("collides with", "polluters", "state-setters", "cleaners"):
-        if label in texts:
-            more = unfinished if label in ("polluters", "state-setters") else ""
-            out.append(f"      {label}{more}: {texts[label]}")
-    if "dates" in texts:
-        out.append(f"      {texts['dates']}")
+    labels = ("collides with", "polluters", "state-setters", "cleaners")
+    out.extend(relation_lines(v, flake_id, labels, unfinished))
     if members:
         out.append(
             f"      and {len(members)} more parametrization{'s' * (len(members) != 1)} of "

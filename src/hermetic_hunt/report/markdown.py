@@ -93,7 +93,7 @@ def _tests_table(groups: list[Group]) -> list[str]:
     for g in groups:
         t = g.lead
         failure = t.failure.describe() if t.failure and t.failure.exc_type else ""
-        relations = relation_lines(t.flake) if t.flake is not None else []
+        relations = relation_lines(t.flake, t.flake.flake_id) if t.flake is not None else []
         rows.append(
             [
                 t.flake.flake_id if t.flake else "–",

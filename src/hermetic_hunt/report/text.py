@@ -55,7 +55,7 @@ def _group_block(group: Group) -> list[str]:
     if timing is not None:
         out.append(f"      timing: {timing}")
     if flake is not None:
-        out.extend(relation_lines(flake))
+        out.extend(relation_lines(flake, flake.flake_id))
     if test.failure is not None and test.failure.exc_type:
         out.append(f"      failure: {clean(test.failure.describe())}")
     if test.check is not None and test.status not in STATUS_TEXT:

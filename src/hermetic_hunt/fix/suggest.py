@@ -396,9 +396,8 @@ def _leak_fix(
     what = _RESTORERS.get(leak.resource)
     if what is not None:
         name, block = _BUILTIN_FIXTURES[leak.resource]
-        if (leak.resource, leak.name) in covered or (leak.resource, None) in covered:
-            return 0
-        if not _use_fixture(draft, func, name, block):
+        done = covered & {(leak.resource, leak.name), (leak.resource, None)}
+        if done or not _use_fixture(draft, func, name, block):
             return 0
         covered.add((leak.resource, None))
         plan.changes.append(Change(where, f"{who} {leak.describe()}", f"a fixture, {name}, {what}"))
@@ -752,23 +751,14 @@ def _network(plan: _Plan) -> None:
     facts = plan.facts
     marker = facts.integration_marker
     root = plan.project.rootdir if plan.project else None
-    calls = sorted(
-        {
-            f"{v.op} {v.host}"
-            + (f":{v.port}" if v.port else "")
-            + (f" at {_relative(v.detail, root)}" if v.detail else "")
-            for v in facts.blocked
-        }
-    )
+    calls = {
+        (f"{v.op} {v.host}" + (f":{v.port}" if v.port else ""), _relative(v.detail, root))
+        for v in facts.blocked
+    }
     plan.summary = f"makes network calls: mock them, or mark it @pytest.mark.{marker}"
-    for call in calls[:5]:
-        plan.changes.append(
-            Change(
-                call.split(" at ", 1)[1] if " at " in call else "",
-                f"calls {call.split(' at ', 1)[0]}",
-                "mock it (monkeypatch.setattr on the function that makes the call)",
-            )
-        )
+    for call, where in sorted(calls)[:5]:
+        fix = "mock it (monkeypatch.setattr on the function that makes the call)"
+        plan.changes.append(Change(where, f"calls {call}", fix))
     me = plan.test(facts.nodeid)
     if me is None:
         return
@@ -860,15 +850,15 @@ def _time(plan: _Plan) -> None:
     """By mechanism: a sleep racing a deadline (the clock profile showed it), or
     a date (the start time showed it): the value that breaks at that date."""
     facts, me = plan.facts, plan.test(plan.facts.nodeid)
+    location = facts.reproducer.location if facts.reproducer is not None else ""
     if facts.stretch is not None:
-        _sleep_margin(plan, me, facts.stretch)
+        _sleep_margin(plan, me, facts.stretch, location)
         return
     when = ""
     if facts.reproducer is not None and facts.reproducer.steps[-1].now is not None:
         instant = datetime.fromtimestamp(facts.reproducer.steps[-1].now, timezone.utc)
         when = f" (it failed at {instant:%Y-%m-%d %H:%M:%S} UTC)"
     plan.summary = f"depends on the clock{when}: inject the clock or freeze it in the test"
-    location = facts.reproducer.location if facts.reproducer is not None else ""
     value = _breaking_value(me, location) if me is not None else None
     if me is not None and value is not None:
         plan.changes.append(
@@ -936,7 +926,7 @@ def _breaking_value(me: TestEffects, location: str) -> int | None:
     return line if inline else None
 
 
-def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float) -> None:
+def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float, location: str) -> None:
     """A sleep and a deadline too close: CI's slower sleeps cross it."""
     facts = plan.facts
     plan.summary = (
@@ -951,7 +941,6 @@ def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float) -> None:
         "sleep well inside the deadline, or wait for the condition itself (an event, "
         "a poll with a generous timeout)",
     )
-    location = facts.reproducer.location if facts.reproducer is not None else ""
     deadline = location if me is not None and location.startswith(f"{me.module.rel}:") else ""
     if not deadline:
         deadline = next((e.origin for e in clock if not e.detail.endswith("sleep")), "")

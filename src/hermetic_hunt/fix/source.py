@@ -287,9 +287,7 @@ class Project:
             for stmt in _import_statements(node):
                 if isinstance(stmt, ast.Import):
                     for alias in stmt.names:
-                        text = f"import {alias.name}" + (
-                            f" as {alias.asname}" if alias.asname else ""
-                        )
+                        text = ast.unparse(ast.Import(names=[alias]))
                         # import a.b binds a (module a); import a.b as c binds c (module a.b)
                         name = alias.name if alias.asname else alias.name.split(".")[0]
                         hit = self.find(name, module.path)
@@ -311,16 +309,12 @@ class Project:
                 continue
             name = alias.asname or alias.name
             external = f"{base}.{alias.name}" if base else alias.name
-            text = f"from {'.' * stmt.level}{base} import {alias.name}" + (
-                f" as {alias.asname}" if alias.asname else ""
-            )
+            text = ast.unparse(ast.ImportFrom(stmt.module, [alias], stmt.level))
             sub = None
             if stmt.level:
-                sub = self._relative(
-                    module, stmt.level, f"{base}.{alias.name}" if base else alias.name
-                )
+                sub = self._relative(module, stmt.level, external)
             elif base:
-                sub = self.find(f"{base}.{alias.name}", module.path)
+                sub = self.find(external, module.path)
             # a submodule of ours, else a name of a module of ours, else an external name
             path = sub or owner
             attr = None if sub else alias.name

@@ -40,8 +40,6 @@ EXIT_NOT_VERIFIED = 1
 class FixOutcome:
     lines: list[str] = field(default_factory=list)
     exit_status: int = EXIT_OK
-    suggestion: Suggestion | None = None
-    verification: Verification | None = None
 
 
 def fix(
@@ -63,7 +61,7 @@ def fix(
     with Store.open(database_path(db_path, cwd), create=False) as store:
         # 1. the flake's facts, in the project the user stands in, and its suggestion
         facts = _facts_in_project(store, str(parsed), cwd)
-        suggestion = out.suggestion = suggest(facts)
+        suggestion = suggest(facts)
         if diff_only:
             out.lines = [suggestion.diff.rstrip("\n")] if suggestion.patch else []
             return out
@@ -78,7 +76,7 @@ def fix(
             return out
         out.lines += ["", suggestion.diff.rstrip("\n"), ""]
         # 3. the verification on a copy (or why there is none)
-        verification = out.verification = _verify(store, facts, suggestion, check, runs, say, out)
+        verification = _verify(store, facts, suggestion, check, runs, say, out)
         if verification is not None and verification.outcome in ("not-verified", "error"):
             out.exit_status = EXIT_NOT_VERIFIED  # it failed, or the check itself did not run
         # 4. the patch written to the checkout, when asked and verified

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -172,19 +172,17 @@ def shape_of(stmt: ast.stmt | None) -> str:
 class Project:
     """The source files under ``rootdir``, parsed on demand (and cached).
 
-    ``read(path)`` returns a file's text or None (tests pass their own).
     Dotted module names are looked up under the rootdir, its ``src/``, and
     the directories between the importing file and the rootdir -- where
     pytest's rootdir-relative imports and ``pythonpath = .`` find them.
     """
 
-    def __init__(self, rootdir: str | Path, read: Callable[[Path], str | None] | None = None):
+    def __init__(self, rootdir: str | Path):
         self.rootdir = Path(rootdir)
         try:
             self._real_root: Path | None = self.rootdir.resolve()
         except (OSError, RuntimeError, ValueError):
             self._real_root = None
-        self._read = read or _read_text
         self._modules: dict[Path, Module | None] = {}
 
     def rel(self, path: Path) -> str:
@@ -226,7 +224,7 @@ class Project:
         self._modules[path] = None  # a module importing itself stops here
         if not self.inside(path):
             return None
-        text = self._read(path)
+        text = _read_text(path)
         if text is None or len(text) > MAX_SOURCE:
             return None
         try:

@@ -150,10 +150,10 @@ def suggests(kind: Kind) -> Callable[[Callable[[_Plan], None]], Callable[[_Plan]
     return register
 
 
-def suggest(facts: FixFacts, project: Project | None = None) -> Suggestion:
-    """The suggested fix of one flake (``project``: its source; None: advice only)."""
-    if project is None and facts.rootdir and Path(facts.rootdir).is_dir():
-        project = Project(facts.rootdir)
+def suggest(facts: FixFacts) -> Suggestion:
+    """The suggested fix of one flake (advice only when its rootdir is not here)."""
+    here = facts.rootdir and Path(facts.rootdir).is_dir()
+    project = Project(facts.rootdir) if here else None
     plan = _Plan(facts, project, Analyzer(project) if project else None, primary_kind(facts.kinds))
     if project is None:
         plan.reason = f"no patch: the hunt's rootdir {facts.rootdir or '(unknown)'} is not here"

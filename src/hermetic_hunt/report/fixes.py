@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 
 from hermetic_hunt import stats
 from hermetic_hunt.findings import FixFacts, StoredFix
@@ -87,13 +88,9 @@ def fix_views(
 def id_span(ids: Sequence[str]) -> str:
     """``F4-F6, F9``: flake ids, consecutive runs shortened."""
     numbers = sorted({int(i[1:]) for i in ids if i[1:].isdigit()})
-    spans: list[list[int]] = []
-    for n in numbers:
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    out = [f"F{a}" if a == b else f"F{a}-F{b}" for a, b in spans]
+    # consecutive numbers keep one difference from their index in the sorted list
+    runs = [[n for _, n in run] for _, run in groupby(enumerate(numbers), lambda p: p[1] - p[0])]
+    out = [f"F{run[0]}" if len(run) == 1 else f"F{run[0]}-F{run[-1]}" for run in runs]
     return ", ".join(out + [i for i in ids if not i[1:].isdigit()])
 
 

@@ -124,14 +124,10 @@ def _flake_lines(
     elif v.status != "isolated" and v.notes:
         out.append(f"      note: {clean(v.notes[-1])}")
     elif "unexplained" in v.kinds:
-        why = v.notes[0] if v.notes else _why(v, "unexplained")
+        claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == "unexplained"]
+        why = v.notes[0] if v.notes else str(claims[0]["why"]) if claims else ""
         out.append(f"      note: {clean(why)}")
     if v.reproducer is not None:
         command = pasteable.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
         out.append(f"      replay: {command}")
     return out
-
-
-def _why(v: Finding, kind: str) -> str:
-    claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == kind]
-    return str(claims[0]["why"]) if claims else ""

@@ -241,11 +241,7 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
         replay=replayer(store, cwd)(flake_id, flake_run(flake)),
         group=members,
         leaks={n: found[n] for n in dict.fromkeys(related) if n in found},
-        **(
-            {"grouped_as": f"tests that collide over {group.shared['resource']}"}
-            if group is not None and group.shared is not None
-            else {}
-        ),
+        shared=group.shared["resource"] if group is not None and group.shared is not None else None,
     )
 
 

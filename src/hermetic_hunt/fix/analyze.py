@@ -343,13 +343,9 @@ class Analyzer:
 
     def _test(self, nodeid: str) -> TestEffects | None:
         name = NodeName.parse(nodeid)
-        if name is None:
-            return None
-        module = self.project.module(name.path)
-        if module is None:
-            return None
-        function = module.function(name.classes, name.function)
-        if function is None:
+        module = self.project.module(name.path) if name is not None else None
+        function = module.function(name.classes, name.function) if module and name else None
+        if name is None or module is None or function is None:
             return None
         found = TestEffects(name, module, function)
         seen: set[tuple[str, int]] = set()

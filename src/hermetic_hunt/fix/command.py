@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from hermetic_hunt import environment, pasteable
@@ -176,18 +176,15 @@ def _store(
 ) -> None:
     """Keep the verdict in ``fixes`` (a failure to store it is said, not raised)."""
     assert suggestion.patch is not None
+    verdict = verification or Verification("not-verified", detail="applied without verification")
     record = StoredFix(
         flake_id=facts.flake_id,
         created_at=real_now_iso(),
         kind=suggestion.kind,
         patch_sha=suggestion.patch.sha,
-        outcome=verification.outcome if verification else "not-verified",
-        runs=verification.runs if verification else 0,
-        passed=verification.passed if verification else 0,
-        control=verification.control if verification else "",
-        detail=(verification.detail if verification else "applied without verification"),
         git_sha=environment.git_sha(facts.rootdir) if facts.rootdir else None,
         applied=applied,
+        **asdict(verdict),  # its outcome, runs, passed, control and detail
     )
     try:
         db.save_fix(store, record, suggestion.patch.diff())

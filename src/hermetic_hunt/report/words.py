@@ -63,14 +63,6 @@ def listing(
     return f"{len(names)} {noun}, e.g. {sep.join(names[:limit])}{more}"
 
 
-def leak_text(phrases: Sequence[object]) -> str:
-    """What a test left behind, in one phrase: ``left os.environ['X'] set, and 2 more``."""
-    if not phrases:
-        return ""
-    more = f", and {len(phrases) - 1} more" if len(phrases) > 1 else ""
-    return f"{clean(phrases[0])}{more}"
-
-
 def set_texts(
     sets: Sequence[Sequence[str]], *, leaks: Any = None, members: int | None = None
 ) -> list[str]:
@@ -81,10 +73,12 @@ def set_texts(
     """
     known = leaks if isinstance(leaks, dict) else {}
 
-    def member(nodeid: str) -> str:
+    def member(nodeid: str) -> str:  # what it left: ``left os.environ['X'] set, and 2 more``
         left = known.get(nodeid)
-        phrases = left if isinstance(left, list) else []
-        return f"{clean(nodeid)} ({leak_text(phrases)})" if phrases else clean(nodeid)
+        if not isinstance(left, list) or not left:
+            return clean(nodeid)
+        more = f", and {len(left) - 1} more" if len(left) > 1 else ""
+        return f"{clean(nodeid)} ({clean(left[0])}{more})"
 
     def together(group: Sequence[str]) -> str:
         if members is None or len(group) <= members:

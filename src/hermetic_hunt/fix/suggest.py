@@ -110,6 +110,11 @@ class _Plan:
         me = self.test(self.facts.nodeid)
         return me.of(kind) if me else []
 
+    def at_test(self, me: TestEffects, what: str, fix: str) -> None:
+        """A change at the flake's own test function (``what``: what it does)."""
+        where = f"{me.module.rel}:{me.function.lineno}"
+        self.changes.append(Change(where, f"{_short(self.facts.nodeid)} {what}", fix))
+
     def draft(self, module: Module) -> Draft:
         return self.drafts.setdefault(module.rel, Draft(module))
 
@@ -549,12 +554,10 @@ def _victim(plan: _Plan) -> None:
                 f"fails after {names}; {_short(cleaner)} resets what it leaves: run that reset "
                 f"before the test, as a fixture ({fixture})"
             )
-            plan.changes.append(
-                Change(
-                    _where(me, me.function.lineno),
-                    f"{_short(facts.nodeid)} runs on the state {names} leaves",
-                    f"request the fixture {fixture}: {_short(cleaner)}'s reset without its asserts",
-                )
+            plan.at_test(
+                me,
+                f"runs on the state {names} leaves",
+                f"request the fixture {fixture}: {_short(cleaner)}'s reset without its asserts",
             )
             _describe_polluters(plan, polluters)
             return
@@ -673,12 +676,10 @@ def _brittle(plan: _Plan) -> None:
             )
             return
         made.append(fixture)
-    plan.changes.append(
-        Change(
-            _where(me, me.function.lineno),
-            f"{_short(facts.nodeid)} relies on {names} having run",
-            f"request {', '.join(made)}: the set-up of {names} without its asserts",
-        )
+    plan.at_test(
+        me,
+        f"relies on {names} having run",
+        f"request {', '.join(made)}: the set-up of {names} without its asserts",
     )
 
 
@@ -772,13 +773,11 @@ def _network(plan: _Plan) -> None:
     indent = indent_of(me.module.lines[me.function.lineno - 1])
     first = min([me.function.lineno, *(d.lineno for d in me.function.decorator_list)])
     draft.insert_lines(first, [f"{indent}@pytest.mark.{marker}"])
-    plan.changes.append(
-        Change(
-            _where(me, me.function.lineno),
-            f"{_short(facts.nodeid)} needs the network",
-            f"or mark it @pytest.mark.{marker}: it keeps real "
-            "network in a hunt (and CI can deselect it)",
-        )
+    plan.at_test(
+        me,
+        "needs the network",
+        f"or mark it @pytest.mark.{marker}: it keeps real network in a hunt (and CI can "
+        "deselect it)",
     )
 
 
@@ -802,7 +801,7 @@ def _decorator_name(node: ast.expr) -> str:
 
 @suggests("random")
 def _random(plan: _Plan) -> None:
-    facts, project, me = plan.facts, plan.project, plan.test(plan.facts.nodeid)
+    project, me = plan.project, plan.test(plan.facts.nodeid)
     plan.summary = "depends on random draws: draw from an injected, seeded generator"
     draws = plan.effects("random")
     _list(
@@ -831,13 +830,10 @@ def _random(plan: _Plan) -> None:
         return
     draft.ensure_import("import random", "random")
     draft.prepend(me.function, [f'monkeypatch.setattr({expr}, "random", random.Random(0))'])
-    plan.changes.append(
-        Change(
-            _where(me, me.function.lineno),
-            f"{_short(facts.nodeid)} gets whatever {path} draws",
-            f"inject a seeded generator: {expr}."
-            "random = random.Random(0) for the test (monkeypatch)",
-        )
+    plan.at_test(
+        me,
+        f"gets whatever {path} draws",
+        f"inject a seeded generator: {expr}.random = random.Random(0) for the test (monkeypatch)",
     )
     plan.advice.append(
         "a seeded generator makes the test repeatable; if the values can collide in real use, "

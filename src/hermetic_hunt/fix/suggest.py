@@ -764,7 +764,9 @@ def _network(plan: _Plan) -> None:
     if me is None:
         return
     draft = plan.draft(me.module)
-    names = [_decorator_name(d) for d in me.function.decorator_list]
+    names = [
+        ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in me.function.decorator_list
+    ]
     if f"pytest.mark.{marker}" in names:
         plan.drafts.clear()
         plan.reason = f"no patch: it is marked {marker} already"
@@ -786,17 +788,6 @@ def _relative(location: str, root: Path | None) -> str:
     if root is None or not location.startswith(str(root)):
         return location
     return location[len(str(root)) :].lstrip("/\\") or location
-
-
-def _decorator_name(node: ast.expr) -> str:
-    target = node.func if isinstance(node, ast.Call) else node
-    parts = []
-    while isinstance(target, ast.Attribute):
-        parts.append(target.attr)
-        target = target.value
-    if isinstance(target, ast.Name):
-        parts.append(target.id)
-    return ".".join(reversed(parts))
 
 
 @suggests("random")

@@ -479,13 +479,9 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
 
 
 def _free_names(body: list[ast.stmt]) -> set[str]:
-    loaded: set[str] = set()
-    stored: set[str] = set()
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name):
-                (loaded if isinstance(node.ctx, ast.Load) else stored).add(node.id)
-    return loaded - stored
+    names = [node for stmt in body for node in ast.walk(stmt) if isinstance(node, ast.Name)]
+    loaded = {n.id for n in names if isinstance(n.ctx, ast.Load)}
+    return loaded - {n.id for n in names if not isinstance(n.ctx, ast.Load)}
 
 
 def _dedent(text: str, indent: str) -> str:
@@ -875,13 +871,9 @@ _CLOCK_CALLS = frozenset({"now", "today", "utcnow", "time", "monotonic", "perf_c
 
 
 def _reads_clock(node: ast.AST) -> bool:
-    for call in ast.walk(node):
-        if isinstance(call, ast.Call):
-            func = call.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in _CLOCK_CALLS:
-                return True
-    return False
+    calls = (call.func for call in ast.walk(node) if isinstance(call, ast.Call))
+    names = (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "") for f in calls)
+    return any(name in _CLOCK_CALLS for name in names)
 
 
 def _breaking_value(me: TestEffects, location: str) -> int | None:

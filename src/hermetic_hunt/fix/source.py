@@ -68,7 +68,8 @@ class Module:
     text: str
     tree: ast.Module
     lines: list[str] = field(default_factory=list)
-    _imports: dict[str, ImportRef] | None = None
+    #: What each imported name binds (resolved by :meth:`Project.module`).
+    imports: dict[str, ImportRef] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.lines = self.text.splitlines(keepends=True)
@@ -113,12 +114,6 @@ class Module:
     def globals(self) -> dict[str, ast.stmt]:
         """Names bound at module level -> the statement that (last) binds them."""
         return {name: stmt for stmt in self.tree.body for name in bound_names(stmt)}
-
-    @property
-    def imports(self) -> dict[str, ImportRef]:
-        if self._imports is None:
-            raise RuntimeError("imports are resolved by Project.module()")
-        return self._imports
 
 
 def bound_names(stmt: ast.stmt) -> Iterator[str]:
@@ -233,7 +228,7 @@ class Project:
             return None
         module = Module(path, self.rel(path), text, tree)
         self._modules[path] = module
-        module._imports = self._resolve_imports(module)
+        module.imports = self._resolve_imports(module)
         return module
 
     # -- imports ---------------------------------------------------------------------

@@ -181,19 +181,14 @@ class Project:
         self._modules: dict[Path, Module | None] = {}
 
     def rel(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.rootdir).as_posix()
-        except ValueError:
-            return path.as_posix()
+        return (
+            path.relative_to(self.rootdir) if path.is_relative_to(self.rootdir) else path
+        ).as_posix()
 
     def inside(self, path: Path) -> bool:
         """``path`` is below the rootdir, as written and once resolved (``..`` and
         symbolic links followed): a nodeid from a database cannot lead outside."""
-        try:
-            path.relative_to(self.rootdir)
-        except ValueError:
-            return False
-        if ".." in path.parts:
+        if not path.is_relative_to(self.rootdir) or ".." in path.parts:
             return False
         return self._real_root is not None and (not path.exists() or inside(self._real_root, path))
 
@@ -316,11 +311,9 @@ class Project:
     def dotted_name(self, path: Path, near: Path) -> str | None:
         """How ``near`` would import the module at ``path`` (``shop.catalog``)."""
         for root in self._roots(near):
-            try:
-                rel = path.relative_to(root)
-            except ValueError:
+            if not path.is_relative_to(root):
                 continue
-            parts = list(rel.with_suffix("").parts)
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts and parts[-1] == "__init__":
                 parts.pop()
             if parts and all(p.isidentifier() for p in parts):

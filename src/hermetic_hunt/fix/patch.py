@@ -306,12 +306,9 @@ class Draft:
             self._above.append(statement)
             self._above_line = first_local.lineno
             return binds
-        if last_import is not None:
-            after = (last_import.end_lineno or last_import.lineno) + 1
-        elif body and is_docstring(body[0]):
-            after = (body[0].end_lineno or body[0].lineno) + 1
-        else:
-            after = 1
+        # below the last import, else below the module's docstring, else first
+        anchor = last_import or (body[0] if body and is_docstring(body[0]) else None)
+        after = (anchor.end_lineno or anchor.lineno) + 1 if anchor is not None else 1
         self.insert_lines(after, [statement])
         return binds
 

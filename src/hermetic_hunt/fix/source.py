@@ -67,12 +67,12 @@ class Module:
     rel: str
     text: str
     tree: ast.Module
-    lines: list[str] = field(default_factory=list)
     #: What each imported name binds (resolved by :meth:`Project.module`).
     imports: dict[str, ImportRef] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.lines = self.text.splitlines(keepends=True)
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines(keepends=True)
 
     def segment(self, node: ast.AST) -> str:
         return ast.get_source_segment(self.text, node) or ""

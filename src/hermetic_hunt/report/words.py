@@ -267,13 +267,9 @@ def exposure_line(report: Report) -> str:
         if level not in CI_EXPOSURES:
             apart = f" · apart: {len(groups)} {EXPOSURE_TEXT[level]} (failed only before today)"
             continue
-        text = groups[0].exposure_text if len(groups) == 1 else EXPOSURE_TEXT[level]
-        if len(groups) != 1:
-            text = text.replace("fails ", "fail ", 1)
-        parts.append(f"{len(groups)} {text}")
-    if not parts:
-        return "what CI will see: nothing failed" + apart
-    return "what CI will see: " + " · ".join(parts) + apart
+        many = EXPOSURE_TEXT[level].replace("fails ", "fail ", 1)
+        parts.append(f"{len(groups)} {groups[0].exposure_text if len(groups) == 1 else many}")
+    return "what CI will see: " + (" · ".join(parts) or "nothing failed") + apart
 
 
 def stable_groups(report: Report) -> list[tuple[int, int]]:

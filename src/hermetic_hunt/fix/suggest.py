@@ -424,7 +424,7 @@ def _leak_fix(
 # -- set-up as a fixture (a cleaner's reset, a state-setter's set-up) -----------------------
 
 
-def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> str | None:
+def setup_fixture(plan: _Plan, source: str, target: TestEffects) -> str | None:
     """Turn test ``source``'s statements (asserts left out) into a fixture in
     ``target``'s module that ``target`` requests; its name (None: not possible)."""
     found = plan.test(source)
@@ -468,7 +468,7 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
     block = [
         "@pytest.fixture",
         f"def {fixture}({', '.join(needs)}):",
-        f'    """{_short(source)}\'s set-up, {role} {_SUFFIX}."""',
+        f'    """{_short(source)}\'s set-up, before the test {_SUFFIX}."""',
         *lines,
     ]
     for statement, name in imports:
@@ -544,7 +544,7 @@ def _victim(plan: _Plan) -> None:
     names = " + ".join(_short(p) for p in polluters) or "another test"
     if facts.cleaners and me is not None:
         cleaner = facts.cleaners[0]
-        fixture = setup_fixture(plan, cleaner, me, "before the test")
+        fixture = setup_fixture(plan, cleaner, me)
         if fixture is not None:
             plan.summary = (
                 f"fails after {names}; {_short(cleaner)} resets what it leaves: run that reset "
@@ -663,7 +663,7 @@ def _brittle(plan: _Plan) -> None:
         return
     made = []
     for setter in setters:
-        fixture = setup_fixture(plan, setter, me, "before the test")
+        fixture = setup_fixture(plan, setter, me)
         if fixture is None:
             plan.drafts.clear()
             plan.advice.append(

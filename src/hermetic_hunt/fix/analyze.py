@@ -598,10 +598,8 @@ def _is_zero(node: ast.expr) -> bool:
 
 def _statement_of(module: Module, node: ast.expr) -> ast.stmt | None:
     """The statement whose whole value is ``node`` (``os.chdir(p)`` on its own)."""
-    for stmt in ast.walk(module.tree):
-        if isinstance(stmt, ast.Expr) and stmt.value is node:
-            return stmt
-    return None
+    found = (s for s in ast.walk(module.tree) if isinstance(s, ast.Expr) and s.value is node)
+    return next(found, None)
 
 
 def _rewrite(stmt: ast.stmt, text: str) -> Rewrite | None:

@@ -105,10 +105,8 @@ class Module:
     def top_level(self, node: ast.AST) -> ast.stmt | None:
         """The module-level statement that contains ``node``."""
         line = getattr(node, "lineno", 0)
-        for stmt in self.tree.body:
-            if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
-                return stmt
-        return None
+        found = (s for s in self.tree.body if s.lineno <= line <= (s.end_lineno or s.lineno))
+        return next(found, None)
 
     @cached_property
     def globals(self) -> dict[str, ast.stmt]:

@@ -73,12 +73,9 @@ def fix_views(
     out = {}
     for fact in facts:
         suggestion = suggest(fact)
-        verification = None
-        if suggestion.patch is not None:
-            sha = suggestion.patch.sha
-            verification = next(
-                (f for f in stored.get(fact.flake_id, ()) if f.patch_sha == sha), None
-            )
+        sha = suggestion.patch.sha if suggestion.patch is not None else None
+        mine = (f for f in stored.get(fact.flake_id, ()) if sha is not None and f.patch_sha == sha)
+        verification = next(mine, None)  # the stored verification of exactly this patch
         out[fact.flake_id] = FixView(
             suggestion, verification, shlex.join(["hermetic-hunt", "fix", fact.flake_id, *where])
         )

@@ -133,7 +133,7 @@ class HuntScheduling:
         # The initial workers gw0..gwN-1 serve slots 0..N-1 whatever order
         # they become ready in (their hash seeds follow the same order); a
         # replacement takes the slot whose work is waiting, else a free one.
-        name = str(getattr(getattr(node, "gateway", None), "id", ""))
+        name = _worker(node)
         own = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else -1
         waiting = [slot for slot in free if self.backlog.get(slot)]
         if own in free and not waiting:
@@ -145,9 +145,7 @@ class HuntScheduling:
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         assert node in self.node2slot
         self.node2collection[node] = list(collection)
-        if self.collection is not None and not self._fits(node):
-            return
-        if self.collection is not None:
+        if self.collection is not None and self._fits(node):
             self._send_backlog()
 
     def mark_test_complete(self, node: Any, item_index: Any, duration: float = 0) -> None:
@@ -211,10 +209,8 @@ class HuntScheduling:
             return
         self.reference, first = next(iter(self.node2collection.items()))
         self.collection = list(first)
-        for node in list(self.node2collection):
-            if node in self.node2slot and not self._fits(node):
-                self._done = True
-                return
+        if any(node in self.node2slot and not self._fits(node) for node in self.node2collection):
+            return  # (the hunt is done: _fits said why)
         self.hunt.set_tests(self.collection)
         if not self.collection:
             self._done = True
@@ -296,13 +292,10 @@ class HuntScheduling:
     def _send_backlog(self) -> None:
         for node, slot in list(self.node2slot.items()):
             waiting = self.backlog.get(slot)
-            if not waiting or self.running.get(node) is not None:
-                continue
-            if node not in self.node2collection:
-                continue
-            job = waiting.pop(0)
-            self.running[node] = _Running(job)
-            node.sendcommand(COMMAND, job=job.to_json())
+            if waiting and self.running.get(node) is None and node in self.node2collection:
+                job = waiting.pop(0)
+                self.running[node] = _Running(job)
+                node.sendcommand(COMMAND, job=job.to_json())
 
 
 def _worker(node: Any) -> str:

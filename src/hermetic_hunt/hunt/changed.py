@@ -97,18 +97,10 @@ class DependencyGraph:
 
     def closure(self, path: Path) -> set[Path]:
         """Every project file ``path`` depends on, itself included."""
-        seen = {path}
-        frontier = [path]
+        seen = frontier = {path}
         for _ in range(MAX_DEPTH):
-            nxt = []
-            for item in frontier:
-                for target in self.imports(item):
-                    if target not in seen:
-                        seen.add(target)
-                        nxt.append(target)
-            if not nxt:
-                break
-            frontier = nxt
+            frontier = {target for item in frontier for target in self.imports(item)} - seen
+            seen = seen | frontier
         return seen
 
 
@@ -145,12 +137,8 @@ def select(
 ) -> dict[Path, str]:
     """``{test file: why}`` for the files the change touches."""
     graph = DependencyGraph(rootdir, dict(modules if modules is not None else sys.modules))
-    out = {}
-    for path in dict.fromkeys(paths):
-        why = why_selected(path, changed, graph)
-        if why is not None:
-            out[path] = why
-    return out
+    whys = {path: why_selected(path, changed, graph) for path in dict.fromkeys(paths)}
+    return {path: why for path, why in whys.items() if why is not None}
 
 
 class ChangedFilter:

@@ -36,8 +36,8 @@ from hermetic_hunt.hunt import ending
 from hermetic_hunt.hunt.rounds import Rounds
 from hermetic_hunt.hunt.signals import Interrupts
 from hermetic_hunt.hunt.state import HuntState
-from hermetic_hunt.models import Attempt, RunInfo, Settings
-from hermetic_hunt.store import Store, runs
+from hermetic_hunt.models import Attempt, RunInfo
+from hermetic_hunt.store import runs
 
 _PERF = time.perf_counter
 
@@ -49,15 +49,8 @@ class HuntController(HuntState):
     comes back from them.
     """
 
-    def __init__(
-        self,
-        config: pytest.Config,
-        settings: Settings,
-        store: Store,
-        workers: int,
-        worker_spec: list[str],
-    ) -> None:
-        super().__init__(config, settings, store, workers, worker_spec)
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.rounds = Rounds(self)
         self.session: pytest.Session | None = None
         #: SIGTERM/SIGHUP take the Ctrl-C path; a second signal waits for the final write.

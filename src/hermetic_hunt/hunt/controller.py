@@ -59,7 +59,8 @@ class HuntController(HuntState):
         self.uncollected: list[str] = []
         #: Collection failed: no round ran (see :meth:`collection_stops`).
         self.stopped_at_collection = False
-        self._interrupted = False
+        #: pytest saw a KeyboardInterrupt (Ctrl-C, or a signal turned into one).
+        self.interrupted = False
         self._finished = False
 
     # -- set-up -------------------------------------------------------------
@@ -170,7 +171,7 @@ class HuntController(HuntState):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self) -> None:
-        self._interrupted = True
+        self.interrupted = True
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.finish(session, int(exitstatus))
@@ -182,7 +183,7 @@ class HuntController(HuntState):
         self.rounds.seconds = _PERF() - self.rounds.started
         self.rounds.end_stress()
         ending.finish(self, self.rounds, self.interrupts, session, exitstatus,
-                      interrupted=self._interrupted)  # fmt: skip
+                      interrupted=self.interrupted)  # fmt: skip
 
     def summary_header(self) -> str:
         seconds = self.rounds.seconds if self._finished else _PERF() - self.rounds.started

@@ -313,7 +313,6 @@ class XdistController:
         self._saved_hash_seed: str | None = None
         self._vary_hash_seed = "PYTHONHASHSEED" not in os.environ
         self._next_slot = 0
-        self._interrupted = False
         self.hash_seeds: dict[str, str] = {}
 
     @pytest.hookimpl(wrapper=True)
@@ -346,17 +345,13 @@ class XdistController:
         node.workerinput[WORKERINPUT_KEY] = self.hunt.settings.to_json()
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_keyboard_interrupt(self) -> None:
-        self._interrupted = True
-
-    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """After Ctrl-C: the batches workers sent that xdist's stopped loop never read.
 
         Runs before the controller's own session finish (which stores them).
         """
         scheduler = self.scheduler
-        if scheduler is None or not self._interrupted:
+        if scheduler is None or not self.hunt.interrupted:
             return
         scheduler.stop()
         for node, payload in _compat.late_batches(session.config, quiet=0.2, most=2.0):

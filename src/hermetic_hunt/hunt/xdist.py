@@ -272,7 +272,7 @@ class HuntScheduling:
 
     def _advance(self) -> None:
         """Start the next round when the current one is over."""
-        if self.pending > 0 or any(self.backlog.values()) or self._done:
+        if self.has_pending or self._done:
             return
         if self.hunt.error is not None or self.hunt.stopping():
             self._done = True

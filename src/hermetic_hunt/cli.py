@@ -97,7 +97,6 @@ def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
     ID is a flake id (F3), an attempt id (A1207) or a test's nodeid (its
     newest flake). The command is `pytest --hermetic-replay-db=PATH::ID`.
     """
-    import os
     import subprocess
     import sys
 
@@ -119,13 +118,12 @@ def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
 
 # -- reading a database: report, list, show, merge, demo ---------------------------------
 
-_RUN_OPTION = click.option(
-    "--run",
-    "run_id",
-    type=click.IntRange(min=1),
-    metavar="R",
-    help="Only run R of the database (default: every run in it).",
-)
+
+def _run_option(help: str) -> Callable[[F], F]:
+    return click.option("--run", "run_id", type=click.IntRange(min=1), metavar="R", help=help)
+
+
+_RUN_OPTION = _run_option("Only run R of the database (default: every run in it).")
 
 
 def _examples(*lines: str) -> str:
@@ -230,9 +228,7 @@ def list_flakes(db: str, run_id: int | None) -> None:
 )
 @click.argument("ids", nargs=-1, metavar="[ID]...")
 @DB_OPTION
-@click.option(
-    "--run", "run_id", type=click.IntRange(min=1), metavar="R", help="Run R (default: the newest)."
-)
+@_run_option("Run R (default: the newest).")
 @click.option(
     "--budget",
     metavar="BUDGET",
@@ -367,7 +363,6 @@ def quarantine(db: str, output: str | None, confirmed_only: bool) -> None:
     was confirmed in a comment: a plain file to review and commit. Flakes
     whose history says they are fixed are left out (named in the header).
     """
-    import os
     from pathlib import Path
 
     from hermetic_hunt.pasteable import display_path
@@ -405,8 +400,6 @@ def merge(inputs: tuple[str, ...], output: str) -> None:
     merging the same database again changes nothing. Attempt and flake ids
     are renumbered in OUT.db; a test flaky on several shards gets one flake.
     """
-    import os
-
     from hermetic_hunt.store.merge import merge_databases
 
     for line in merge_databases(list(inputs), output).lines(os.getcwd()):

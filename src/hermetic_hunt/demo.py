@@ -77,18 +77,13 @@ def hunt_argv(rounds: int, seed: int, workers: str) -> list[str]:
     ]  # fmt: skip
 
 
-def hunt_environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
 def run_hunt(target: Path, argv: list[str], echo: Echo) -> int:
     """Run the hunt in ``target``, streaming its output through ``echo``."""
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
     with subprocess.Popen(
         argv,
         cwd=target,
-        env=hunt_environment(),
+        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

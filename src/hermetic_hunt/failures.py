@@ -110,15 +110,12 @@ def from_report(
     """
     longrepr = report.longrepr
     known_type = exc_type
-    known_location = location
     crash = getattr(longrepr, "reprcrash", None)
     text = str(getattr(report, "longreprtext", "") or longrepr or "")
     excerpt = text[-EXCERPT_LIMIT:]
     if crash is not None:
         exc_type, message = _split_crash_message(str(crash.message))
-        location = _location(longrepr, str(crash.path), crash.lineno, rootdir)
-        if known_location:
-            location = known_location
+        location = location or _location(longrepr, str(crash.path), crash.lineno, rootdir)
     elif isinstance(longrepr, tuple) and len(longrepr) == 3:
         exc_type, message, location = "Skipped", str(longrepr[2]), f"{longrepr[0]}:{longrepr[1]}"
     else:

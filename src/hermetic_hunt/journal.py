@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermetic_hunt.errors import BadJournal
-from hermetic_hunt.untrusted import is_number
+from hermetic_hunt.untrusted import depth, is_number
 
 FORMAT = "hermetic-hunt-journal"
 VERSION = 1
@@ -107,14 +107,6 @@ def _count(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
-def _depth(value: Any, limit: int) -> int:
-    """Nesting depth of a parsed JSON value, counted up to ``limit + 1``."""
-    if limit < 0 or not isinstance(value, (dict, list)):
-        return 0
-    children = value.values() if isinstance(value, dict) else value
-    return 1 + max((_depth(child, limit - 1) for child in children), default=0)
-
-
 def _require(condition: bool, where: str, what: str) -> None:
     if not condition:
         raise BadJournal(f"{where}: {what}")
@@ -131,7 +123,7 @@ def _parse(data: object, where: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise BadJournal(f"{where}: journal is not a JSON object")
     _require(
-        _depth(obj, MAX_DEPTH) <= MAX_DEPTH,
+        depth(obj, MAX_DEPTH) <= MAX_DEPTH,
         where,
         f"journal is nested deeper than a journal is ({MAX_DEPTH} levels)",
     )
@@ -147,7 +139,6 @@ def _parse(data: object, where: str) -> dict[str, Any]:
 def _events(obj: dict[str, Any], where: str) -> dict[str, list[Any]]:
     events = obj.get("events", {})
     _require(isinstance(events, dict), where, "'events' must be an object")
-    clean: dict[str, list[Any]] = {}
     for source, values in events.items():
         _require(source in SOURCES, where, f"unknown event source {source!r}")
         _require(isinstance(values, list), where, f"events of {source!r} must be a list")
@@ -164,8 +155,7 @@ def _events(obj: dict[str, Any], where: str) -> dict[str, list[Any]]:
             )
         else:
             _require(all(is_number(v) for v in values), where, f"{source!r} events must be numbers")
-        clean[source] = values
-    return clean
+    return dict(events)
 
 
 def _scalars(value: Any) -> bool:

@@ -9,15 +9,17 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
+from typing import TypeVar
 
 from hermetic_hunt.errors import BadOption
-from hermetic_hunt.models import MAX_HORIZON_DAYS, MODES, ORDERS, Mode, Order, Shard
+from hermetic_hunt.models import MAX_HORIZON_DAYS, Shard
 from hermetic_hunt.timing import DEFAULT_TIME_MIX, EXACT_MIX, TimeMix
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs)\s*$", re.I)
 _UNITS = {"s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0}
 _UNITS.update({"h": 3600.0, "hr": 3600.0, "hrs": 3600.0})
 MAX_ROUNDS = 1_000_000
+_Word = TypeVar("_Word", bound=str)
 
 
 def parse_duration(text: str) -> float | None:
@@ -49,25 +51,13 @@ def parse_hunt(text: str) -> tuple[int | None, float | None]:
     return None, seconds
 
 
-def parse_choice(option: str, text: str, choices: tuple[str, ...]) -> str:
+def parse_choice(option: str, text: str, choices: tuple[_Word, ...]) -> _Word:
+    """One of ``choices`` (``--hermetic-hunt-mode``: one of :data:`MODES`, ...)."""
     value = text.strip().lower()
-    if value not in choices:
-        raise BadOption(f"{option}: expected one of {', '.join(choices)}, got {text!r}")
-    return value
-
-
-def parse_mode(text: str) -> Mode:
-    value = parse_choice("--hermetic-hunt-mode", text, MODES)
-    return next(mode for mode in MODES if mode == value)
-
-
-def parse_order(text: str) -> Order:
-    value = parse_choice("--hermetic-hunt-order", text, ORDERS)
-    return next(order for order in ORDERS if order == value)
-
-
-def parse_isolate(text: str) -> bool:
-    return parse_choice("--hermetic-hunt-isolate", text, ("on", "off")) == "on"
+    for choice in choices:
+        if choice == value:
+            return choice
+    raise BadOption(f"{option}: expected one of {', '.join(choices)}, got {text!r}")
 
 
 def parse_shard(text: str) -> Shard:

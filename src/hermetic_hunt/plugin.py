@@ -28,6 +28,8 @@ from hermetic_hunt.models import (
     DEFAULT_PROBE_TIMEOUT,
     DEFAULT_TEST_TIMEOUT,
     MIN_ISOLATE_SECONDS,
+    MODES,
+    ORDERS,
     Settings,
     database_path,
 )
@@ -42,15 +44,15 @@ if TYPE_CHECKING:
 class HuntOption:
     """One hunt option that takes a value: written once, read by a loop.
 
-    ``settings`` turns the option's text into the :class:`Settings` fields it
-    sets (raising :class:`~hermetic_hunt.errors.BadOption` with the fix);
+    ``settings`` turns the option's flag and text into the :class:`Settings`
+    fields it sets (raising :class:`~hermetic_hunt.errors.BadOption` with the fix);
     fields of options not given keep the defaults declared on ``Settings``.
     ``ini``: the option can also be set as an ini key of the same name.
     """
 
     flag: str
     help: str
-    settings: Callable[[str], dict[str, Any]]
+    settings: Callable[[str, str], dict[str, Any]]
     ini: bool = True
 
     @property
@@ -62,8 +64,8 @@ class HuntOption:
         return self.dest if self.ini else None
 
 
-def _budget_fields(text: str) -> dict[str, Any]:
-    probes, seconds, _ = options.parse_isolate_budget(text)
+def _budget_fields(flag: str, text: str) -> dict[str, Any]:
+    probes, seconds, _ = options.parse_isolate_budget(text, flag)
     return {"isolate_seconds": seconds, **({"isolate_budget": probes} if probes else {})}
 
 
@@ -72,24 +74,24 @@ HUNT_OPTIONS: tuple[HuntOption, ...] = (
     HuntOption(
         "--hermetic-hunt-db",
         "SQLite database the hunt writes (default: flakes.db in the invocation directory).",
-        lambda text: {"db_path": Path(os.path.expanduser(text))},
+        lambda _, text: {"db_path": Path(os.path.expanduser(text))},
     ),
     HuntOption(
         "--hermetic-hunt-mode",
         "seeded (default: seeded time and randomness, replay by seed), record (real time "
         "and entropy, journaled; replay by journal) or off (no sandbox).",
-        lambda text: {"mode": options.parse_mode(text)},
+        lambda flag, text: {"mode": options.parse_choice(flag, text, MODES)},
     ),
     HuntOption(
         "--hermetic-hunt-order",
         "Order of each round: auto (default: shuffle, reversed, grouped in turn), shuffle, "
         "grouped (module -> class -> function) or reversed.",
-        lambda text: {"order": options.parse_order(text)},
+        lambda flag, text: {"order": options.parse_choice(flag, text, ORDERS)},
     ),
     HuntOption(
         "--hermetic-hunt-isolate",
         "on (default): after the rounds, isolate why each flaky test flakes; off: skip it.",
-        lambda text: {"isolate": options.parse_isolate(text)},
+        lambda flag, text: {"isolate": options.parse_choice(flag, text, ("on", "off")) == "on"},
     ),
     HuntOption(
         "--hermetic-hunt-isolate-budget",
@@ -102,51 +104,45 @@ HUNT_OPTIONS: tuple[HuntOption, ...] = (
         "--hermetic-hunt-probe-timeout",
         "Seconds (or 30s, 2m) after which an isolation probe is stopped "
         f"(default {DEFAULT_PROBE_TIMEOUT:g}).",
-        lambda text: {
-            "probe_timeout": options.parse_seconds("--hermetic-hunt-probe-timeout", text)
-        },
+        lambda flag, text: {"probe_timeout": options.parse_seconds(flag, text)},
     ),
     HuntOption(
         "--hermetic-hunt-timeout",
         "Seconds (or 30s, 2m) one attempt of a test may run: a test that runs longer "
         "(hangs) is stopped, its attempt fails as Timeout with where it was, and the "
         f"round goes on (default {DEFAULT_TEST_TIMEOUT:g}).",
-        lambda text: {"test_timeout": options.parse_seconds("--hermetic-hunt-timeout", text)},
+        lambda flag, text: {"test_timeout": options.parse_seconds(flag, text)},
     ),
     HuntOption(
         "--hermetic-hunt-integration-marker",
         f"Tests with this marker keep real network during a hunt (default: "
         f"{DEFAULT_INTEGRATION_MARKER}).",
-        lambda text: {
-            "integration_marker": options.parse_marker_name(
-                "--hermetic-hunt-integration-marker", text
-            )
-        },
+        lambda flag, text: {"integration_marker": options.parse_marker_name(flag, text)},
     ),
     HuntOption(
         "--hermetic-hunt-time",
         "Timing conditions of the rounds: default (most rounds exact; jitter 20%, slow 10%, "
         "stress 10%, switch 10%, edge 10% of rounds), exact (none), or percents like "
         "jitter=30,switch=10.",
-        lambda text: {"time": options.parse_time(text)},
+        lambda _, text: {"time": options.parse_time(text)},
     ),
     HuntOption(
         "--hermetic-hunt-horizon",
         "How far ahead of today round start dates reach (month ends, Feb 29, DST changes, "
         "2038...): 4y (default), 26w, 90d.",
-        lambda text: {"horizon_days": options.parse_horizon(text)},
+        lambda _, text: {"horizon_days": options.parse_horizon(text)},
     ),
     HuntOption(
         "--hermetic-hunt-today",
         "Where start dates begin: now (default), commit (HEAD's commit date, for an old "
         "checkout) or a day like 2024-02-29. Failures only before the real today are "
         "'past dates only'.",
-        lambda text: {"dates_from": _dates_from(text)},
+        lambda _, text: {"dates_from": _dates_from(text)},
     ),
     HuntOption(
         "--hermetic-hunt-shard",
         "K/M: this machine runs shard K of M; shards' rounds never repeat each other.",
-        lambda text: {"shard": options.parse_shard(text)},
+        lambda _, text: {"shard": options.parse_shard(text)},
         ini=False,
     ),
 )
@@ -225,8 +221,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-#: The changed-tests option (flag, dest, ini, help): a hunt option with an optional value.
-_CHANGED = ("--hermetic-hunt-changed", "hermetic_hunt_changed", None, "")
+#: The changed-tests option (flag, dest): a hunt option with an optional value.
+_CHANGED = ("--hermetic-hunt-changed", "hermetic_hunt_changed")
 
 
 def option_value(config: pytest.Config, dest: str, ini: str | None) -> str | None:
@@ -247,7 +243,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "--hermetic-replay-runs only applies to a replay: add --hermetic-replay-db=PATH::ID"
         )
     if hunt is None and replay is None:
-        given = [(o.flag, o.dest) for o in HUNT_OPTIONS] + [_CHANGED[:2]]
+        given = [(o.flag, o.dest) for o in HUNT_OPTIONS] + [_CHANGED]
         stray = [flag for flag, dest in given if config.getoption(dest) is not None]
         if stray:
             raise pytest.UsageError(
@@ -297,7 +293,7 @@ def settings_from_config(config: pytest.Config, hunt_value: str, base_seed: int)
     for option in HUNT_OPTIONS:
         text = option_value(config, option.dest, option.ini_key)
         if text is not None:
-            fields.update(option.settings(text))
+            fields.update(option.settings(option.flag, text))
     # The run's today, fixed now and stored: start dates, the coming dates and
     # "past dates only" are measured from it, in this run and in its replays.
     fields["today"] = float(int(time.time()))
@@ -334,9 +330,11 @@ def _check_conflicts(config: pytest.Config) -> None:
 
 
 def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
-    from hermetic_hunt.engine.engine import Engine, hand_seeding_to_the_hunt
+    from hermetic_hunt import _compat
+    from hermetic_hunt.engine.engine import Engine, declare_marker, hand_seeding_to_the_hunt
     from hermetic_hunt.hunt import xdist
 
+    plugins = config.pluginmanager
     hand_seeding_to_the_hunt(config)
     if config.getoption("hermetic_hunt_changed") is not None:
         from hermetic_hunt.hunt.changed import ChangedFilter
@@ -348,7 +346,7 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
             return  # a worker of a session whose controller is not hunting
         if config.getoption("hermetic_seed") is None:
             config.option.hermetic_seed = settings.base_seed
-        config.pluginmanager.register(
+        plugins.register(
             xdist.XdistWorker(config, Engine(config, settings)), "hermetic-hunt-worker"
         )
         return
@@ -365,32 +363,21 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
     settings = settings_from_config(config, hunt_value, base_seed)
 
     from hermetic_hunt.hunt.controller import HuntController
+    from hermetic_hunt.hunt.local import LocalLoop
     from hermetic_hunt.store import Store
 
     store = Store.open(settings.db_path)
     config.add_cleanup(store.close)
     distributed = config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None))
+    specs = _compat.parse_tx_specs(config) if distributed else ["main"]
+    controller = HuntController(config, settings, store, len(specs), specs)
+    plugins.register(controller, "hermetic-hunt")
     if distributed:
-        from hermetic_hunt import _compat
-
-        specs = _compat.parse_tx_specs(config)
-        controller = HuntController(config, settings, store, len(specs), specs)
-        config.pluginmanager.register(controller, "hermetic-hunt")
-        config.pluginmanager.register(
-            xdist.XdistController(controller, len(specs)), "hermetic-hunt-xdist"
-        )
+        plugins.register(xdist.XdistController(controller, len(specs)), "hermetic-hunt-xdist")
     else:
-        from hermetic_hunt.hunt.local import LocalLoop
-
-        controller = HuntController(config, settings, store, 1, ["main"])
-        config.pluginmanager.register(controller, "hermetic-hunt")
-        config.pluginmanager.register(
-            LocalLoop(controller, Engine(config, settings)), "hermetic-hunt-loop"
-        )
-    config.pluginmanager.register(EndOfHunt(controller), "hermetic-hunt-summary")
+        plugins.register(LocalLoop(controller, Engine(config, settings)), "hermetic-hunt-loop")
+    plugins.register(EndOfHunt(controller), "hermetic-hunt-summary")
     config.add_cleanup(controller.interrupts.install().uninstall)
-    from hermetic_hunt.engine.engine import declare_marker
-
     declare_marker(config, settings.integration_marker)
 
 

@@ -11,8 +11,10 @@ Seeds are 63-bit so they fit SQLite's signed 64-bit INTEGER.
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import hashlib
+import itertools
 import math
 import os
 import time
@@ -117,9 +119,6 @@ class Stream:
         return self._next() / 2**64
 
 
-_Stream = Stream
-
-
 def _last_day(year: int, month: int) -> int:
     return calendar.monthrange(year, month)[1]
 
@@ -210,15 +209,9 @@ def _edge(kind: str, stream: Stream, dates: Dates) -> datetime:
     if kind == "dst":
         # US: second Sunday of March / first Sunday of November, 2:00 local
         # (~07:00-10:00 UTC); EU: last Sunday of March / October, 01:00 UTC.
-        rule = stream.below(4)
-        if rule == 0:
-            base = _nth_weekday(year, 3, 6, 2) + timedelta(hours=7)
-        elif rule == 1:
-            base = _nth_weekday(year, 11, 6, 1) + timedelta(hours=6)
-        elif rule == 2:
-            base = _nth_weekday(year, 3, 6, -1) + timedelta(hours=1)
-        else:
-            base = _nth_weekday(year, 10, 6, -1) + timedelta(hours=1)
+        # (month, which Sunday, hour UTC) of each rule:
+        month, nth, hour = ((3, 2, 7), (11, 1, 6), (3, -1, 1), (10, -1, 1))[stream.below(4)]
+        base = _nth_weekday(year, month, 6, nth) + timedelta(hours=hour)
         return base + timedelta(seconds=stream.below(4 * 3600) - 2 * 3600)
     if kind == "weekend":
         saturday = _nth_weekday(year, month, 5, 1 + stream.below(4))
@@ -232,15 +225,9 @@ def _edge(kind: str, stream: Stream, dates: Dates) -> datetime:
 def now_for(seed: int, dates: Dates | None = None) -> tuple[str, float]:
     """``(edge kind, epoch seconds)`` for ``seed``; see :func:`attempt_now`."""
     window = dates if dates is not None else Dates.from_now()
-    stream = _Stream("now", seed)
-    total = sum(weight for _, weight in EDGE_WEIGHTS)
-    pick = stream.below(total)
-    kind = EDGE_WEIGHTS[-1][0]
-    for name, weight in EDGE_WEIGHTS:
-        if pick < weight:
-            kind = name
-            break
-        pick -= weight
+    stream = Stream("now", seed)
+    bounds = list(itertools.accumulate(weight for _, weight in EDGE_WEIGHTS))
+    kind = EDGE_WEIGHTS[bisect.bisect_right(bounds, stream.below(bounds[-1]))][0]
     for _ in range(_TRIES):
         instant = _edge(kind, stream, window)
         if instant.timestamp() in window:

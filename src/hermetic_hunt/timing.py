@@ -78,11 +78,8 @@ class TimeMix:
         a condition a run's version did not have (``edge``) ran in none of its rounds."""
         if not isinstance(data, dict):
             return EXACT_MIX
-        values = {}
-        for name, _ in DEFAULT_TIME_MIX.shares():
-            value = data.get(name, 0)
-            ok = is_whole(value) and 0 <= value <= 100
-            values[name] = value if ok else 0
+        values = {name: data.get(name, 0) for name, _ in DEFAULT_TIME_MIX.shares()}
+        values = {k: v if is_whole(v) and 0 <= v <= 100 else 0 for k, v in values.items()}
         if sum(values.values()) > 100:
             return EXACT_MIX
         return cls(**values)

@@ -254,3 +254,20 @@ def test_quarantine_is_refused_by_a_hunt_and_changed_by_a_replay(pytester: pytes
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --hermetic-hunt-changed only applies to a hunt*"])
+
+
+def test_a_left_out_past_dates_flake_prints_its_crafted_test_id_escaped(tmp_path, monkeypatch):
+    crafted = "tests/test_time.py::test_x[\n\x1b[2J]"
+    rows = Rows(tmp_path / "flakes.db")
+    run = rows.run()
+    rows.attempts(run, crafted, "PPPPFPPPPP")
+    rows.flake(
+        crafted, "F1", kinds=["time"], evidence={"runs": [run], "dates": {"past_only": True}}
+    )
+    rows.close()
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["quarantine"])
+    assert result.exit_code == 0, result.output
+    # escaped as every other left-out line is (not a line break folded into a blank)
+    assert "# F1 tests/test_time.py::test_x[\\x0a\\x1b[2J]: past dates only\n" in result.output
+    assert "\x1b" not in result.output

@@ -343,13 +343,9 @@ class Analyzer:
 
     def _test(self, nodeid: str) -> TestEffects | None:
         name = NodeName.parse(nodeid)
-        if name is None:
-            return None
-        module = self.project.module(name.path)
-        if module is None:
-            return None
-        function = module.function(name.classes, name.function)
-        if function is None:
+        module = self.project.module(name.path) if name is not None else None
+        function = module.function(name.classes, name.function) if module and name else None
+        if name is None or module is None or function is None:
             return None
         found = TestEffects(name, module, function)
         seen: set[tuple[str, int]] = set()
@@ -602,10 +598,8 @@ def _is_zero(node: ast.expr) -> bool:
 
 def _statement_of(module: Module, node: ast.expr) -> ast.stmt | None:
     """The statement whose whole value is ``node`` (``os.chdir(p)`` on its own)."""
-    for stmt in ast.walk(module.tree):
-        if isinstance(stmt, ast.Expr) and stmt.value is node:
-            return stmt
-    return None
+    found = (s for s in ast.walk(module.tree) if isinstance(s, ast.Expr) and s.value is node)
+    return next(found, None)
 
 
 def _rewrite(stmt: ast.stmt, text: str) -> Rewrite | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from hermetic_hunt import environment, pasteable
@@ -40,8 +40,6 @@ EXIT_NOT_VERIFIED = 1
 class FixOutcome:
     lines: list[str] = field(default_factory=list)
     exit_status: int = EXIT_OK
-    suggestion: Suggestion | None = None
-    verification: Verification | None = None
 
 
 def fix(
@@ -63,7 +61,7 @@ def fix(
     with Store.open(database_path(db_path, cwd), create=False) as store:
         # 1. the flake's facts, in the project the user stands in, and its suggestion
         facts = _facts_in_project(store, str(parsed), cwd)
-        suggestion = out.suggestion = suggest(facts)
+        suggestion = suggest(facts)
         if diff_only:
             out.lines = [suggestion.diff.rstrip("\n")] if suggestion.patch else []
             return out
@@ -78,7 +76,7 @@ def fix(
             return out
         out.lines += ["", suggestion.diff.rstrip("\n"), ""]
         # 3. the verification on a copy (or why there is none)
-        verification = out.verification = _verify(store, facts, suggestion, check, runs, say, out)
+        verification = _verify(store, facts, suggestion, check, runs, say, out)
         if verification is not None and verification.outcome in ("not-verified", "error"):
             out.exit_status = EXIT_NOT_VERIFIED  # it failed, or the check itself did not run
         # 4. the patch written to the checkout, when asked and verified
@@ -178,18 +176,15 @@ def _store(
 ) -> None:
     """Keep the verdict in ``fixes`` (a failure to store it is said, not raised)."""
     assert suggestion.patch is not None
+    verdict = verification or Verification("not-verified", detail="applied without verification")
     record = StoredFix(
         flake_id=facts.flake_id,
         created_at=real_now_iso(),
         kind=suggestion.kind,
         patch_sha=suggestion.patch.sha,
-        outcome=verification.outcome if verification else "not-verified",
-        runs=verification.runs if verification else 0,
-        passed=verification.passed if verification else 0,
-        control=verification.control if verification else "",
-        detail=(verification.detail if verification else "applied without verification"),
         git_sha=environment.git_sha(facts.rootdir) if facts.rootdir else None,
         applied=applied,
+        **asdict(verdict),  # its outcome, runs, passed, control and detail
     )
     try:
         db.save_fix(store, record, suggestion.patch.diff())

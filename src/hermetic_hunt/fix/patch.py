@@ -264,19 +264,14 @@ class Draft:
     def prepend(self, function: FunctionNode, statements: list[str]) -> bool:
         """Put ``statements`` first in ``function``'s body (after its docstring)."""
         body = function.body
-        anchor: ast.stmt | None = body[0]
-        if is_docstring(body[0]):
-            anchor = body[1] if len(body) > 1 else None
-            if anchor is None:
-                indent = indent_of(self.lines[body[0].lineno - 1])
-                after = (body[0].end_lineno or body[0].lineno) + 1
-                self.insert_lines(after, [indent + s for s in statements])
-                return True
-        assert anchor is not None
-        if anchor.lineno == function.lineno:
-            return False  # def f(): pass -- a one-line function
-        indent = indent_of(self.lines[anchor.lineno - 1])
-        self.insert_lines(anchor.lineno, [indent + s for s in statements])
+        if is_docstring(body[0]) and len(body) == 1:  # below the docstring, at its indent
+            line, before = body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1
+        else:  # above the first statement (after the docstring)
+            line = before = body[1 if is_docstring(body[0]) else 0].lineno
+            if line == function.lineno:
+                return False  # def f(): pass -- a one-line function
+        indent = indent_of(self.lines[line - 1])
+        self.insert_lines(before, [indent + s for s in statements])
         return True
 
     # -- module level ------------------------------------------------------------
@@ -311,12 +306,9 @@ class Draft:
             self._above.append(statement)
             self._above_line = first_local.lineno
             return binds
-        if last_import is not None:
-            after = (last_import.end_lineno or last_import.lineno) + 1
-        elif body and is_docstring(body[0]):
-            after = (body[0].end_lineno or body[0].lineno) + 1
-        else:
-            after = 1
+        # below the last import, else below the module's docstring, else first
+        anchor = last_import or (body[0] if body and is_docstring(body[0]) else None)
+        after = (anchor.end_lineno or anchor.lineno) + 1 if anchor is not None else 1
         self.insert_lines(after, [statement])
         return binds
 

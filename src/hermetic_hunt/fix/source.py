@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -67,11 +67,12 @@ class Module:
     rel: str
     text: str
     tree: ast.Module
-    lines: list[str] = field(default_factory=list)
-    _imports: dict[str, ImportRef] | None = None
+    #: What each imported name binds (resolved by :meth:`Project.module`).
+    imports: dict[str, ImportRef] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.lines = self.text.splitlines(keepends=True)
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines(keepends=True)
 
     def segment(self, node: ast.AST) -> str:
         return ast.get_source_segment(self.text, node) or ""
@@ -104,21 +105,13 @@ class Module:
     def top_level(self, node: ast.AST) -> ast.stmt | None:
         """The module-level statement that contains ``node``."""
         line = getattr(node, "lineno", 0)
-        for stmt in self.tree.body:
-            if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
-                return stmt
-        return None
+        found = (s for s in self.tree.body if s.lineno <= line <= (s.end_lineno or s.lineno))
+        return next(found, None)
 
     @cached_property
     def globals(self) -> dict[str, ast.stmt]:
         """Names bound at module level -> the statement that (last) binds them."""
         return {name: stmt for stmt in self.tree.body for name in bound_names(stmt)}
-
-    @property
-    def imports(self) -> dict[str, ImportRef]:
-        if self._imports is None:
-            raise RuntimeError("imports are resolved by Project.module()")
-        return self._imports
 
 
 def bound_names(stmt: ast.stmt) -> Iterator[str]:
@@ -172,35 +165,28 @@ def shape_of(stmt: ast.stmt | None) -> str:
 class Project:
     """The source files under ``rootdir``, parsed on demand (and cached).
 
-    ``read(path)`` returns a file's text or None (tests pass their own).
     Dotted module names are looked up under the rootdir, its ``src/``, and
     the directories between the importing file and the rootdir -- where
     pytest's rootdir-relative imports and ``pythonpath = .`` find them.
     """
 
-    def __init__(self, rootdir: str | Path, read: Callable[[Path], str | None] | None = None):
+    def __init__(self, rootdir: str | Path):
         self.rootdir = Path(rootdir)
         try:
             self._real_root: Path | None = self.rootdir.resolve()
         except (OSError, RuntimeError, ValueError):
             self._real_root = None
-        self._read = read or _read_text
         self._modules: dict[Path, Module | None] = {}
 
     def rel(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.rootdir).as_posix()
-        except ValueError:
-            return path.as_posix()
+        return (
+            path.relative_to(self.rootdir) if path.is_relative_to(self.rootdir) else path
+        ).as_posix()
 
     def inside(self, path: Path) -> bool:
         """``path`` is below the rootdir, as written and once resolved (``..`` and
         symbolic links followed): a nodeid from a database cannot lead outside."""
-        try:
-            path.relative_to(self.rootdir)
-        except ValueError:
-            return False
-        if ".." in path.parts:
+        if not path.is_relative_to(self.rootdir) or ".." in path.parts:
             return False
         return self._real_root is not None and (not path.exists() or inside(self._real_root, path))
 
@@ -226,7 +212,7 @@ class Project:
         self._modules[path] = None  # a module importing itself stops here
         if not self.inside(path):
             return None
-        text = self._read(path)
+        text = _read_text(path)
         if text is None or len(text) > MAX_SOURCE:
             return None
         try:
@@ -235,7 +221,7 @@ class Project:
             return None
         module = Module(path, self.rel(path), text, tree)
         self._modules[path] = module
-        module._imports = self._resolve_imports(module)
+        module.imports = self._resolve_imports(module)
         return module
 
     # -- imports ---------------------------------------------------------------------
@@ -287,9 +273,7 @@ class Project:
             for stmt in _import_statements(node):
                 if isinstance(stmt, ast.Import):
                     for alias in stmt.names:
-                        text = f"import {alias.name}" + (
-                            f" as {alias.asname}" if alias.asname else ""
-                        )
+                        text = ast.unparse(ast.Import(names=[alias]))
                         # import a.b binds a (module a); import a.b as c binds c (module a.b)
                         name = alias.name if alias.asname else alias.name.split(".")[0]
                         hit = self.find(name, module.path)
@@ -311,16 +295,12 @@ class Project:
                 continue
             name = alias.asname or alias.name
             external = f"{base}.{alias.name}" if base else alias.name
-            text = f"from {'.' * stmt.level}{base} import {alias.name}" + (
-                f" as {alias.asname}" if alias.asname else ""
-            )
+            text = ast.unparse(ast.ImportFrom(stmt.module, [alias], stmt.level))
             sub = None
             if stmt.level:
-                sub = self._relative(
-                    module, stmt.level, f"{base}.{alias.name}" if base else alias.name
-                )
+                sub = self._relative(module, stmt.level, external)
             elif base:
-                sub = self.find(f"{base}.{alias.name}", module.path)
+                sub = self.find(external, module.path)
             # a submodule of ours, else a name of a module of ours, else an external name
             path = sub or owner
             attr = None if sub else alias.name
@@ -329,11 +309,9 @@ class Project:
     def dotted_name(self, path: Path, near: Path) -> str | None:
         """How ``near`` would import the module at ``path`` (``shop.catalog``)."""
         for root in self._roots(near):
-            try:
-                rel = path.relative_to(root)
-            except ValueError:
+            if not path.is_relative_to(root):
                 continue
-            parts = list(rel.with_suffix("").parts)
+            parts = list(path.relative_to(root).with_suffix("").parts)
             if parts and parts[-1] == "__init__":
                 parts.pop()
             if parts and all(p.isidentifier() for p in parts):

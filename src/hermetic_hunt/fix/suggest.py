@@ -110,6 +110,11 @@ class _Plan:
         me = self.test(self.facts.nodeid)
         return me.of(kind) if me else []
 
+    def at_test(self, me: TestEffects, what: str, fix: str) -> None:
+        """A change at the flake's own test function (``what``: what it does)."""
+        where = f"{me.module.rel}:{me.function.lineno}"
+        self.changes.append(Change(where, f"{_short(self.facts.nodeid)} {what}", fix))
+
     def draft(self, module: Module) -> Draft:
         return self.drafts.setdefault(module.rel, Draft(module))
 
@@ -150,10 +155,10 @@ def suggests(kind: Kind) -> Callable[[Callable[[_Plan], None]], Callable[[_Plan]
     return register
 
 
-def suggest(facts: FixFacts, project: Project | None = None) -> Suggestion:
-    """The suggested fix of one flake (``project``: its source; None: advice only)."""
-    if project is None and facts.rootdir and Path(facts.rootdir).is_dir():
-        project = Project(facts.rootdir)
+def suggest(facts: FixFacts) -> Suggestion:
+    """The suggested fix of one flake (advice only when its rootdir is not here)."""
+    here = facts.rootdir and Path(facts.rootdir).is_dir()
+    project = Project(facts.rootdir) if here else None
     plan = _Plan(facts, project, Analyzer(project) if project else None, primary_kind(facts.kinds))
     if project is None:
         plan.reason = f"no patch: the hunt's rootdir {facts.rootdir or '(unknown)'} is not here"
@@ -396,9 +401,8 @@ def _leak_fix(
     what = _RESTORERS.get(leak.resource)
     if what is not None:
         name, block = _BUILTIN_FIXTURES[leak.resource]
-        if (leak.resource, leak.name) in covered or (leak.resource, None) in covered:
-            return 0
-        if not _use_fixture(draft, func, name, block):
+        done = covered & {(leak.resource, leak.name), (leak.resource, None)}
+        if done or not _use_fixture(draft, func, name, block):
             return 0
         covered.add((leak.resource, None))
         plan.changes.append(Change(where, f"{who} {leak.describe()}", f"a fixture, {name}, {what}"))
@@ -420,7 +424,7 @@ def _leak_fix(
 # -- set-up as a fixture (a cleaner's reset, a state-setter's set-up) -----------------------
 
 
-def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> str | None:
+def setup_fixture(plan: _Plan, source: str, target: TestEffects) -> str | None:
     """Turn test ``source``'s statements (asserts left out) into a fixture in
     ``target``'s module that ``target`` requests; its name (None: not possible)."""
     found = plan.test(source)
@@ -464,7 +468,7 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
     block = [
         "@pytest.fixture",
         f"def {fixture}({', '.join(needs)}):",
-        f'    """{_short(source)}\'s set-up, {role} {_SUFFIX}."""',
+        f'    """{_short(source)}\'s set-up, before the test {_SUFFIX}."""',
         *lines,
     ]
     for statement, name in imports:
@@ -475,13 +479,9 @@ def setup_fixture(plan: _Plan, source: str, target: TestEffects, role: str) -> s
 
 
 def _free_names(body: list[ast.stmt]) -> set[str]:
-    loaded: set[str] = set()
-    stored: set[str] = set()
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name):
-                (loaded if isinstance(node.ctx, ast.Load) else stored).add(node.id)
-    return loaded - stored
+    names = [node for stmt in body for node in ast.walk(stmt) if isinstance(node, ast.Name)]
+    loaded = {n.id for n in names if isinstance(n.ctx, ast.Load)}
+    return loaded - {n.id for n in names if not isinstance(n.ctx, ast.Load)}
 
 
 def _dedent(text: str, indent: str) -> str:
@@ -544,18 +544,16 @@ def _victim(plan: _Plan) -> None:
     names = " + ".join(_short(p) for p in polluters) or "another test"
     if facts.cleaners and me is not None:
         cleaner = facts.cleaners[0]
-        fixture = setup_fixture(plan, cleaner, me, "before the test")
+        fixture = setup_fixture(plan, cleaner, me)
         if fixture is not None:
             plan.summary = (
                 f"fails after {names}; {_short(cleaner)} resets what it leaves: run that reset "
                 f"before the test, as a fixture ({fixture})"
             )
-            plan.changes.append(
-                Change(
-                    _where(me, me.function.lineno),
-                    f"{_short(facts.nodeid)} runs on the state {names} leaves",
-                    f"request the fixture {fixture}: {_short(cleaner)}'s reset without its asserts",
-                )
+            plan.at_test(
+                me,
+                f"runs on the state {names} leaves",
+                f"request the fixture {fixture}: {_short(cleaner)}'s reset without its asserts",
             )
             _describe_polluters(plan, polluters)
             return
@@ -665,7 +663,7 @@ def _brittle(plan: _Plan) -> None:
         return
     made = []
     for setter in setters:
-        fixture = setup_fixture(plan, setter, me, "before the test")
+        fixture = setup_fixture(plan, setter, me)
         if fixture is None:
             plan.drafts.clear()
             plan.advice.append(
@@ -674,12 +672,10 @@ def _brittle(plan: _Plan) -> None:
             )
             return
         made.append(fixture)
-    plan.changes.append(
-        Change(
-            _where(me, me.function.lineno),
-            f"{_short(facts.nodeid)} relies on {names} having run",
-            f"request {', '.join(made)}: the set-up of {names} without its asserts",
-        )
+    plan.at_test(
+        me,
+        f"relies on {names} having run",
+        f"request {', '.join(made)}: the set-up of {names} without its asserts",
     )
 
 
@@ -752,28 +748,21 @@ def _network(plan: _Plan) -> None:
     facts = plan.facts
     marker = facts.integration_marker
     root = plan.project.rootdir if plan.project else None
-    calls = sorted(
-        {
-            f"{v.op} {v.host}"
-            + (f":{v.port}" if v.port else "")
-            + (f" at {_relative(v.detail, root)}" if v.detail else "")
-            for v in facts.blocked
-        }
-    )
+    calls = {
+        (f"{v.op} {v.host}" + (f":{v.port}" if v.port else ""), _relative(v.detail, root))
+        for v in facts.blocked
+    }
     plan.summary = f"makes network calls: mock them, or mark it @pytest.mark.{marker}"
-    for call in calls[:5]:
-        plan.changes.append(
-            Change(
-                call.split(" at ", 1)[1] if " at " in call else "",
-                f"calls {call.split(' at ', 1)[0]}",
-                "mock it (monkeypatch.setattr on the function that makes the call)",
-            )
-        )
+    for call, where in sorted(calls)[:5]:
+        fix = "mock it (monkeypatch.setattr on the function that makes the call)"
+        plan.changes.append(Change(where, f"calls {call}", fix))
     me = plan.test(facts.nodeid)
     if me is None:
         return
     draft = plan.draft(me.module)
-    names = [_decorator_name(d) for d in me.function.decorator_list]
+    names = [
+        ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in me.function.decorator_list
+    ]
     if f"pytest.mark.{marker}" in names:
         plan.drafts.clear()
         plan.reason = f"no patch: it is marked {marker} already"
@@ -782,13 +771,11 @@ def _network(plan: _Plan) -> None:
     indent = indent_of(me.module.lines[me.function.lineno - 1])
     first = min([me.function.lineno, *(d.lineno for d in me.function.decorator_list)])
     draft.insert_lines(first, [f"{indent}@pytest.mark.{marker}"])
-    plan.changes.append(
-        Change(
-            _where(me, me.function.lineno),
-            f"{_short(facts.nodeid)} needs the network",
-            f"or mark it @pytest.mark.{marker}: it keeps real "
-            "network in a hunt (and CI can deselect it)",
-        )
+    plan.at_test(
+        me,
+        "needs the network",
+        f"or mark it @pytest.mark.{marker}: it keeps real network in a hunt (and CI can "
+        "deselect it)",
     )
 
 
@@ -799,20 +786,9 @@ def _relative(location: str, root: Path | None) -> str:
     return location[len(str(root)) :].lstrip("/\\") or location
 
 
-def _decorator_name(node: ast.expr) -> str:
-    target = node.func if isinstance(node, ast.Call) else node
-    parts = []
-    while isinstance(target, ast.Attribute):
-        parts.append(target.attr)
-        target = target.value
-    if isinstance(target, ast.Name):
-        parts.append(target.id)
-    return ".".join(reversed(parts))
-
-
 @suggests("random")
 def _random(plan: _Plan) -> None:
-    facts, project, me = plan.facts, plan.project, plan.test(plan.facts.nodeid)
+    project, me = plan.project, plan.test(plan.facts.nodeid)
     plan.summary = "depends on random draws: draw from an injected, seeded generator"
     draws = plan.effects("random")
     _list(
@@ -841,13 +817,10 @@ def _random(plan: _Plan) -> None:
         return
     draft.ensure_import("import random", "random")
     draft.prepend(me.function, [f'monkeypatch.setattr({expr}, "random", random.Random(0))'])
-    plan.changes.append(
-        Change(
-            _where(me, me.function.lineno),
-            f"{_short(facts.nodeid)} gets whatever {path} draws",
-            f"inject a seeded generator: {expr}."
-            "random = random.Random(0) for the test (monkeypatch)",
-        )
+    plan.at_test(
+        me,
+        f"gets whatever {path} draws",
+        f"inject a seeded generator: {expr}.random = random.Random(0) for the test (monkeypatch)",
     )
     plan.advice.append(
         "a seeded generator makes the test repeatable; if the values can collide in real use, "
@@ -860,15 +833,15 @@ def _time(plan: _Plan) -> None:
     """By mechanism: a sleep racing a deadline (the clock profile showed it), or
     a date (the start time showed it): the value that breaks at that date."""
     facts, me = plan.facts, plan.test(plan.facts.nodeid)
+    location = facts.reproducer.location if facts.reproducer is not None else ""
     if facts.stretch is not None:
-        _sleep_margin(plan, me, facts.stretch)
+        _sleep_margin(plan, me, facts.stretch, location)
         return
     when = ""
     if facts.reproducer is not None and facts.reproducer.steps[-1].now is not None:
         instant = datetime.fromtimestamp(facts.reproducer.steps[-1].now, timezone.utc)
         when = f" (it failed at {instant:%Y-%m-%d %H:%M:%S} UTC)"
     plan.summary = f"depends on the clock{when}: inject the clock or freeze it in the test"
-    location = facts.reproducer.location if facts.reproducer is not None else ""
     value = _breaking_value(me, location) if me is not None else None
     if me is not None and value is not None:
         plan.changes.append(
@@ -898,13 +871,9 @@ _CLOCK_CALLS = frozenset({"now", "today", "utcnow", "time", "monotonic", "perf_c
 
 
 def _reads_clock(node: ast.AST) -> bool:
-    for call in ast.walk(node):
-        if isinstance(call, ast.Call):
-            func = call.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in _CLOCK_CALLS:
-                return True
-    return False
+    calls = (call.func for call in ast.walk(node) if isinstance(call, ast.Call))
+    names = (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "") for f in calls)
+    return any(name in _CLOCK_CALLS for name in names)
 
 
 def _breaking_value(me: TestEffects, location: str) -> int | None:
@@ -936,7 +905,7 @@ def _breaking_value(me: TestEffects, location: str) -> int | None:
     return line if inline else None
 
 
-def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float) -> None:
+def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float, location: str) -> None:
     """A sleep and a deadline too close: CI's slower sleeps cross it."""
     facts = plan.facts
     plan.summary = (
@@ -951,7 +920,6 @@ def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float) -> None:
         "sleep well inside the deadline, or wait for the condition itself (an event, "
         "a poll with a generous timeout)",
     )
-    location = facts.reproducer.location if facts.reproducer is not None else ""
     deadline = location if me is not None and location.startswith(f"{me.module.rel}:") else ""
     if not deadline:
         deadline = next((e.origin for e in clock if not e.detail.endswith("sleep")), "")

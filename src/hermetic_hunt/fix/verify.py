@@ -209,7 +209,6 @@ def verify(
     *,
     journals: Callable[[int], bytes | None] | None = None,
     parallel: int = 2,
-    timeout: float | None = None,
     exclude: tuple[Path, ...] = (),
     say: Callable[[str], None] | None = None,
 ) -> Verification:
@@ -218,7 +217,7 @@ def verify(
     if hash_seed is None:
         hash_seed = probe_hash_seed(place.base_seed, 0)
     probe = Probe("verify a fix", reproducer.steps, hash_seed)
-    wait = timeout or place.settings.probe_timeout
+    wait = place.settings.probe_timeout
     with tempfile.TemporaryDirectory(prefix="hermetic-hunt-fix-") as tmp:
         try:
             nodeids = tuple(step.nodeid for step in reproducer.steps)

@@ -47,16 +47,21 @@ class DependencyGraph:
     def __post_init__(self) -> None:
         self._by_file: dict[Path, ModuleType] = {}
         for module in list(self.modules.values()):
-            path = _file_of(module)
-            if path is not None and self._ours(path):
+            path = self._file(module)
+            if path is not None:
                 self._by_file.setdefault(path, module)
 
-    def _ours(self, path: Path) -> bool:
+    def _file(self, module: ModuleType | None) -> Path | None:
+        """``module``'s file when it is the project's (under the rootdir, not installed)."""
+        name = getattr(module, "__file__", None)
+        if not isinstance(name, str) or not name.endswith(".py"):
+            return None
         try:
-            path.relative_to(self.rootdir)
-        except ValueError:
-            return False
-        return "site-packages" not in path.parts
+            path = Path(name).resolve()
+        except OSError:
+            return None
+        ours = path.is_relative_to(self.rootdir) and "site-packages" not in path.parts
+        return path if ours else None
 
     def imports(self, path: Path) -> set[Path]:
         if path not in self._edges:
@@ -85,41 +90,18 @@ class DependencyGraph:
                     base = ".".join([*parts[:keep], *([base] if base else [])])
                 names = [base] + [f"{base}.{a.name}" if base else a.name for a in node.names]
             for name in names:
-                target = self._resolve(name)
+                target = self._file(self.modules.get(name))
                 if target is not None and target != path:
                     found.add(target)
         return found
 
-    def _resolve(self, name: str) -> Path | None:
-        module = self.modules.get(name)
-        path = _file_of(module) if module is not None else None
-        return path if path is not None and self._ours(path) else None
-
     def closure(self, path: Path) -> set[Path]:
         """Every project file ``path`` depends on, itself included."""
-        seen = {path}
-        frontier = [path]
+        seen = frontier = {path}
         for _ in range(MAX_DEPTH):
-            nxt = []
-            for item in frontier:
-                for target in self.imports(item):
-                    if target not in seen:
-                        seen.add(target)
-                        nxt.append(target)
-            if not nxt:
-                break
-            frontier = nxt
+            frontier = {target for item in frontier for target in self.imports(item)} - seen
+            seen = seen | frontier
         return seen
-
-
-def _file_of(module: ModuleType | None) -> Path | None:
-    name = getattr(module, "__file__", None)
-    if not isinstance(name, str) or not name.endswith(".py"):
-        return None
-    try:
-        return Path(name).resolve()
-    except OSError:
-        return None
 
 
 def why_selected(test_file: Path, changed: set[Path], graph: DependencyGraph) -> str | None:
@@ -145,12 +127,8 @@ def select(
 ) -> dict[Path, str]:
     """``{test file: why}`` for the files the change touches."""
     graph = DependencyGraph(rootdir, dict(modules if modules is not None else sys.modules))
-    out = {}
-    for path in dict.fromkeys(paths):
-        why = why_selected(path, changed, graph)
-        if why is not None:
-            out[path] = why
-    return out
+    whys = {path: why_selected(path, changed, graph) for path in dict.fromkeys(paths)}
+    return {path: why for path, why in whys.items() if why is not None}
 
 
 class ChangedFilter:

@@ -36,8 +36,8 @@ from hermetic_hunt.hunt import ending
 from hermetic_hunt.hunt.rounds import Rounds
 from hermetic_hunt.hunt.signals import Interrupts
 from hermetic_hunt.hunt.state import HuntState
-from hermetic_hunt.models import Attempt, RunInfo, Settings
-from hermetic_hunt.store import Store, runs
+from hermetic_hunt.models import Attempt, RunInfo
+from hermetic_hunt.store import runs
 
 _PERF = time.perf_counter
 
@@ -49,15 +49,8 @@ class HuntController(HuntState):
     comes back from them.
     """
 
-    def __init__(
-        self,
-        config: pytest.Config,
-        settings: Settings,
-        store: Store,
-        workers: int,
-        worker_spec: list[str],
-    ) -> None:
-        super().__init__(config, settings, store, workers, worker_spec)
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.rounds = Rounds(self)
         self.session: pytest.Session | None = None
         #: SIGTERM/SIGHUP take the Ctrl-C path; a second signal waits for the final write.
@@ -66,7 +59,8 @@ class HuntController(HuntState):
         self.uncollected: list[str] = []
         #: Collection failed: no round ran (see :meth:`collection_stops`).
         self.stopped_at_collection = False
-        self._interrupted = False
+        #: pytest saw a KeyboardInterrupt (Ctrl-C, or a signal turned into one).
+        self.interrupted = False
         self._finished = False
 
     # -- set-up -------------------------------------------------------------
@@ -177,7 +171,7 @@ class HuntController(HuntState):
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_keyboard_interrupt(self) -> None:
-        self._interrupted = True
+        self.interrupted = True
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.finish(session, int(exitstatus))
@@ -189,7 +183,7 @@ class HuntController(HuntState):
         self.rounds.seconds = _PERF() - self.rounds.started
         self.rounds.end_stress()
         ending.finish(self, self.rounds, self.interrupts, session, exitstatus,
-                      interrupted=self._interrupted)  # fmt: skip
+                      interrupted=self.interrupted)  # fmt: skip
 
     def summary_header(self) -> str:
         seconds = self.rounds.seconds if self._finished else _PERF() - self.rounds.started

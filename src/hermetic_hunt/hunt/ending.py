@@ -13,7 +13,6 @@ from __future__ import annotations
 import pytest
 
 from hermetic_hunt import pasteable
-from hermetic_hunt.errors import HuntError
 from hermetic_hunt.hunt.rounds import Rounds
 from hermetic_hunt.hunt.signals import Interrupts
 from hermetic_hunt.hunt.state import HuntState
@@ -24,11 +23,9 @@ from hermetic_hunt.store import runs
 def finish(hunt: HuntState, rounds: Rounds, interrupts: Interrupts, session: pytest.Session,
            exitstatus: int, *, interrupted: bool) -> None:  # fmt: skip
     """The end of the rounds: store, set the run's and pytest's status, isolate."""
-    try:
+    with hunt.writing():
         hunt.intake.flush()
         hunt.intake.store_leaks(hunt.run_id)
-    except HuntError as exc:
-        hunt.error = hunt.error or str(exc)
     tallies = hunt.intake.tallies
     interrupted = (
         interrupted
@@ -60,11 +57,9 @@ def finish(hunt: HuntState, rounds: Rounds, interrupts: Interrupts, session: pyt
 
 
 def _finish_run(hunt: HuntState, rounds: Rounds, status: str, exit_status: int) -> None:
-    try:
+    with hunt.writing():
         runs.finish_run(hunt.store, hunt.run_id, status=status,
                         rounds_done=rounds.completed, exit_status=exit_status)  # fmt: skip
-    except HuntError as exc:
-        hunt.error = hunt.error or str(exc)
 
 
 def _isolate(hunt: HuntState, rounds: Rounds) -> None:

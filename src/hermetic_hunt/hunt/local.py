@@ -7,7 +7,7 @@ lines go straight to the controller.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import partial
 
 import pytest
 
@@ -42,13 +42,9 @@ class LocalLoop:
         hash_seed = process_hash_seed()
         for round_no in hunt.rounds.numbers():
             job = hunt.rounds.job(hunt.rounds.plan(round_no, 1), 0)
-
-            def sink(lines: Sequence[bytes], round_no: int = round_no) -> None:
-                hunt.ingest(lines, WORKER, round_no)
-
+            sink = partial(hunt.ingest, worker=WORKER, round_no=round_no)
             run_job(self.engine, session, job, setup, sink, hash_seed=hash_seed,
-                    stop=lambda: bool(session.shouldfail or session.shouldstop
-                                      or hunt.error is not None))  # fmt: skip
+                    stop=lambda: hunt.stopping() or hunt.error is not None)  # fmt: skip
             if session.shouldfail:
                 raise session.Failed(session.shouldfail)
             if session.shouldstop:

@@ -195,11 +195,8 @@ class Rounds:
 def make_job(settings: Settings, round_no: int, slot: int, nodeids: Sequence[str],
              twice: bool) -> Job:  # fmt: skip
     """The job of worker ``slot`` in ``round_no``: its tests, in order (each twice in a row)."""
-    mode = settings.mode
-    if twice:
-        steps = tuple(Step(n, mode=mode) for n in nodeids for _ in (1, 2))
-        repeats: tuple[int, ...] = tuple(r for _ in nodeids for r in (1, 2))
-    else:
-        steps, repeats = tuple(Step(n, mode=mode) for n in nodeids), ()
+    runs = (1, 2) if twice else (1,)
+    steps = tuple(Step(n, mode=settings.mode) for n in nodeids for _ in runs)
+    repeats = tuple(r for _ in nodeids for r in runs) if twice else ()
     return Job(steps, round_no, start=round_now(settings.base_seed, round_no, slot, settings.dates),
                repeats=repeats)  # fmt: skip

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from hermetic_hunt.seeds import digest_int, round_key
 from hermetic_hunt.timing import DEFAULT_TIME_MIX, VIRTUAL_CLOCK, Condition, TimeMix
@@ -96,15 +97,10 @@ def condition_for(
         return "exact"
     offset = digest_int("conditions", base_seed) % 2**32
     pick = ((offset + round_no * _GOLDEN) % 2**32) * 100 >> 32
-    chosen: Condition = "exact"
-    for name, share in mix.shares():
-        if pick < share:
-            chosen = name
-            break
-        pick -= share
-    if chosen in VIRTUAL_CLOCK and mode != "seeded":
-        return "exact"
-    if chosen == "stress" and mode == "seeded":
+    shares = mix.shares()
+    ends = zip(shares, accumulate(share for _, share in shares), strict=True)
+    chosen: Condition = next((name for (name, _), end in ends if pick < end), "exact")
+    if chosen in (VIRTUAL_CLOCK if mode != "seeded" else {"stress"}):
         return "exact"
     return chosen
 
@@ -158,6 +154,10 @@ def grouped(base_seed: int, round_no: int, tests: Sequence[str]) -> list[int]:
     return sorted(range(len(tests)), key=key)
 
 
+#: The strategies that shuffle, each by its own key.
+_SHUFFLES = {"shuffle": shuffled, "twice": shuffled, "grouped": grouped}
+
+
 def round_order(base_seed: int, round_no: int, tests: Sequence[str], order: str) -> list[int]:
     """The order of ``round_no``: indices into ``tests``.
 
@@ -168,36 +168,24 @@ def round_order(base_seed: int, round_no: int, tests: Sequence[str], order: str)
     strategy = strategy_for(order, round_no)
     if strategy == DEFAULT_ROUND:
         return list(range(len(tests)))
-    if strategy in ("shuffle", "twice"):
-        return shuffled(base_seed, round_no, tests)
-    if strategy == "grouped":
-        return grouped(base_seed, round_no, tests)
     if strategy == "reversed":
         # Walk back to the nearest non-reversed round (bounded: under "auto"
         # it is the previous round; under "reversed" it is the default round).
-        depth = 0
         earlier = round_no - 1
-        while earlier >= 0 and strategy_for(order, earlier) == "reversed":
-            depth += 1
+        while strategy_for(order, earlier) == "reversed":
             earlier -= 1
-        if earlier < 0:
-            base = list(range(len(tests)))
-        else:
-            base = round_order(base_seed, earlier, tests, order)
-        return base[::-1] if depth % 2 == 0 else base
-    raise ValueError(f"unknown order strategy {strategy!r}")
+        base = round_order(base_seed, earlier, tests, order)
+        return base[::-1] if (round_no - earlier) % 2 else base
+    if strategy not in _SHUFFLES:
+        raise ValueError(f"unknown order strategy {strategy!r}")
+    return _SHUFFLES[strategy](base_seed, round_no, tests)
 
 
 def split(order: Sequence[int], workers: int) -> tuple[tuple[int, ...], ...]:
     """Contiguous, balanced slices of ``order``: one per worker."""
     size, extra = divmod(len(order), workers)
-    slices = []
-    start = 0
-    for w in range(workers):
-        end = start + size + (1 if w < extra else 0)
-        slices.append(tuple(order[start:end]))
-        start = end
-    return tuple(slices)
+    starts = [w * size + min(w, extra) for w in range(workers + 1)]
+    return tuple(tuple(order[starts[w] : starts[w + 1]]) for w in range(workers))
 
 
 def rotate(slices: tuple[tuple[int, ...], ...], round_no: int) -> tuple[tuple[int, ...], ...]:

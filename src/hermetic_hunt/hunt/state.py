@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -24,6 +25,7 @@ from hermetic_hunt.models import Settings
 from hermetic_hunt.store import Store
 
 
+@dataclass(eq=False, repr=False)  # (the controller, a plugin, keeps identity and repr)
 class HuntState:
     """A hunt's state on the process that owns its session.
 
@@ -33,21 +35,15 @@ class HuntState:
     ``isolation``: its report, once isolation ran.
     """
 
-    def __init__(
-        self,
-        config: pytest.Config,
-        settings: Settings,
-        store: Store,
-        workers: int,
-        worker_spec: list[str],
-    ) -> None:
-        self.config = config
-        self.settings = settings
-        self.store = store
-        self.workers = workers
-        self.worker_spec = worker_spec
-        self.terminal = Terminal(config)
-        self.intake = Intake(store, self.terminal.show, self._moved,
+    config: pytest.Config
+    settings: Settings
+    store: Store
+    workers: int
+    worker_spec: list[str]
+
+    def __post_init__(self) -> None:
+        self.terminal = Terminal(self.config)
+        self.intake = Intake(self.store, self.terminal.show, self._moved,
                              self.terminal.listing if self.terminal.verbose else None)  # fmt: skip
         self.run_id = 0
         self.tests: list[str] = []

@@ -133,7 +133,7 @@ class HuntScheduling:
         # The initial workers gw0..gwN-1 serve slots 0..N-1 whatever order
         # they become ready in (their hash seeds follow the same order); a
         # replacement takes the slot whose work is waiting, else a free one.
-        name = str(getattr(getattr(node, "gateway", None), "id", ""))
+        name = _worker(node)
         own = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else -1
         waiting = [slot for slot in free if self.backlog.get(slot)]
         if own in free and not waiting:
@@ -145,9 +145,7 @@ class HuntScheduling:
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         assert node in self.node2slot
         self.node2collection[node] = list(collection)
-        if self.collection is not None and not self._fits(node):
-            return
-        if self.collection is not None:
+        if self.collection is not None and self._fits(node):
             self._send_backlog()
 
     def mark_test_complete(self, node: Any, item_index: Any, duration: float = 0) -> None:
@@ -211,10 +209,8 @@ class HuntScheduling:
             return
         self.reference, first = next(iter(self.node2collection.items()))
         self.collection = list(first)
-        for node in list(self.node2collection):
-            if node in self.node2slot and not self._fits(node):
-                self._done = True
-                return
+        if any(node in self.node2slot and not self._fits(node) for node in self.node2collection):
+            return  # (the hunt is done: _fits said why)
         self.hunt.set_tests(self.collection)
         if not self.collection:
             self._done = True
@@ -276,7 +272,7 @@ class HuntScheduling:
 
     def _advance(self) -> None:
         """Start the next round when the current one is over."""
-        if self.pending > 0 or any(self.backlog.values()) or self._done:
+        if self.has_pending or self._done:
             return
         if self.hunt.error is not None or self.hunt.stopping():
             self._done = True
@@ -296,13 +292,10 @@ class HuntScheduling:
     def _send_backlog(self) -> None:
         for node, slot in list(self.node2slot.items()):
             waiting = self.backlog.get(slot)
-            if not waiting or self.running.get(node) is not None:
-                continue
-            if node not in self.node2collection:
-                continue
-            job = waiting.pop(0)
-            self.running[node] = _Running(job)
-            node.sendcommand(COMMAND, job=job.to_json())
+            if waiting and self.running.get(node) is None and node in self.node2collection:
+                job = waiting.pop(0)
+                self.running[node] = _Running(job)
+                node.sendcommand(COMMAND, job=job.to_json())
 
 
 def _worker(node: Any) -> str:
@@ -320,7 +313,6 @@ class XdistController:
         self._saved_hash_seed: str | None = None
         self._vary_hash_seed = "PYTHONHASHSEED" not in os.environ
         self._next_slot = 0
-        self._interrupted = False
         self.hash_seeds: dict[str, str] = {}
 
     @pytest.hookimpl(wrapper=True)
@@ -353,17 +345,13 @@ class XdistController:
         node.workerinput[WORKERINPUT_KEY] = self.hunt.settings.to_json()
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_keyboard_interrupt(self) -> None:
-        self._interrupted = True
-
-    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """After Ctrl-C: the batches workers sent that xdist's stopped loop never read.
 
         Runs before the controller's own session finish (which stores them).
         """
         scheduler = self.scheduler
-        if scheduler is None or not self._interrupted:
+        if scheduler is None or not self.hunt.interrupted:
             return
         scheduler.stop()
         for node, payload in _compat.late_batches(session.config, quiet=0.2, most=2.0):

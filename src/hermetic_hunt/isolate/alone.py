@@ -109,8 +109,7 @@ def describe(result: ProbeResult) -> str:
     last = result.last
     if last is None:
         return f"{result.status} {result.detail}".strip()
-    text = f"{last.exc_type} at {last.location}" if last.exc_type else last.outcome
-    return text
+    return f"{last.exc_type} at {last.location}" if last.exc_type else last.outcome
 
 
 def _under_conditions(case: Case, target: Attempt) -> Attempt | None:
@@ -324,14 +323,9 @@ def _stress(case: Case, step: Step, hash_seed: int) -> bool:
 
 def concurrency(case: Case, step: Step, hash_seed: int, results: list[ProbeResult]) -> None:
     """Identical inputs, different outcomes: rerun more, also in record mode."""
-    reruns = [case.probe("rerun", [step], hash_seed) for _ in range(case.settings.reruns)]
-    rerun_numbers = numbers(case, len(reruns))
-    record = replace(step, mode="record", attempt_id=None)
-    recorded = [
-        case.probe("rerun (record)", [record], hash_seed)
-        for _ in range(case.settings.record_reruns)
-    ]
-    record_numbers = numbers(case, len(recorded))
+    reruns, recorded = reruns_of(case, step, hash_seed)
+    numbered = numbers(case, len(reruns) + len(recorded))
+    rerun_numbers, record_numbers = numbered[: len(reruns)], numbered[len(reruns) :]
     seeded = results + reruns
     failed = sum(case.same(r) for r in seeded)
     journals = [
@@ -350,6 +344,16 @@ def concurrency(case: Case, step: Step, hash_seed: int, results: list[ProbeResul
         case.claim("concurrency", why, [*case.alone_numbers, *rerun_numbers, *record_numbers])
     case.reproduce([step], hash_seed, confirmed=any(case.same(r) for r in reruns))
     case.finding.notes.append(f"the reproducer fails in about {failed / len(seeded):.0%} of runs")
+
+
+def reruns_of(
+    case: Case, step: Step, hash_seed: int
+) -> tuple[list[ProbeResult], list[ProbeResult]]:
+    """Identical reruns of ``step`` alone: seeded, then in record mode (journals kept)."""
+    reruns = [case.probe("rerun", [step], hash_seed) for _ in range(case.settings.reruns)]
+    record = replace(step, mode="record", attempt_id=None)
+    runs = range(case.settings.record_reruns)
+    return reruns, [case.probe("rerun (record)", [record], hash_seed) for _ in runs]
 
 
 def uncontrolled(case: Case, what: str) -> bool:
@@ -391,12 +395,9 @@ def alternative_seeds(case: Case, count: int) -> list[int]:
     """Seeds of passing attempts first (they passed), then derived ones."""
     target = case.target
     assert target is not None
-
-    def derived(_: int) -> Iterator[int]:
-        for index in itertools.count():
-            yield digest_int("probe-seed", case.settings.base_seed, target.nodeid, index) & MAX_SEED
-
-    return _passing_first(count, target.seed, (a.seed for a in case.passing), derived)
+    nodeid, base = target.nodeid, case.settings.base_seed
+    derived = (digest_int("probe-seed", base, nodeid, i) & MAX_SEED for i in itertools.count())
+    return _passing_first(count, target.seed, (a.seed for a in case.passing), lambda _: derived)
 
 
 def alternative_nows(case: Case, count: int) -> list[float]:
@@ -415,13 +416,9 @@ def alternative_hash_seeds(case: Case, count: int) -> list[int]:
     """Hash seeds of passing attempts' processes first, then derived ones."""
     target = case.target
     assert target is not None
-
-    def derived(_: int) -> Iterator[int]:
-        for index in itertools.count(1):
-            yield probe_hash_seed(case.settings.base_seed, index)
-
+    derived = (probe_hash_seed(case.settings.base_seed, i) for i in itertools.count(1))
     passing = (a.hash_seed for a in case.passing)
-    return _passing_first(count, case.hash_seed_of(target), passing, derived)
+    return _passing_first(count, case.hash_seed_of(target), passing, lambda _: derived)
 
 
 def _passing_first(
@@ -433,16 +430,12 @@ def _passing_first(
     """``count`` values to vary one input with: the passing attempts' (they passed),
     in order, then ``more(found so far)``; never the target's ``own``, none twice."""
     seen = {own}
-    out: list[_T] = []
 
-    def take(values: Iterable[_T | None]) -> None:
+    def fresh(values: Iterable[_T | None]) -> Iterator[_T]:
         for value in values:
-            if len(out) >= count:
-                return
             if value is not None and value not in seen:
                 seen.add(value)
-                out.append(value)
+                yield value
 
-    take(passing)
-    take(more(len(out)))
-    return out
+    out = list(itertools.islice(fresh(passing), count))
+    return out + list(itertools.islice(fresh(more(len(out))), count - len(out)))

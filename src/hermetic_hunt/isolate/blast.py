@@ -21,11 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hermetic_hunt.findings import Finding, Probe, ProbeResult
+from hermetic_hunt.isolate.alone import CONFIRM
 from hermetic_hunt.isolate.case import Deadline, Prober
 from hermetic_hunt.models import FAILING, FOUND_BY, Attempt, Reproducer, Step
-
-#: Runs of the reproducer that must all fail before the victim is claimed.
-CONFIRM = 3
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ hunt's record (:mod:`hermetic_hunt.store.isolation`).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -37,9 +38,7 @@ EVIDENCE_IDS = 20
 
 def choose_target(failing: Sequence[Attempt]) -> Attempt:
     """The failing attempt to explain: most common signature, shortest history."""
-    counts: dict[tuple[str, str], int] = {}
-    for a in failing:
-        counts[a.signature] = counts.get(a.signature, 0) + 1
+    counts = Counter(a.signature for a in failing)
     best = max(counts.values())
     return min(
         (a for a in failing if counts[a.signature] == best),

@@ -63,7 +63,7 @@ class Classifier(Case):
 
     def extras(self) -> None:
         """Phase 3: evidence beyond the verdict (cleaners); the verdict stays."""
-        if "cleaners" not in self.needs or self.finding.status == "error":
+        if not self.wants_extras:
             return
         self.needs.discard("cleaners")
         with contextlib.suppress(BudgetExceeded):  # find_cleaners keeps what it found
@@ -83,9 +83,9 @@ class Classifier(Case):
     def _guarded(self, work: Callable[[], None]) -> None:
         try:
             work()
-        except TimeBudgetExceeded as exc:
+        except BudgetExceeded as exc:
             self._done = True
-            if not self.finding.probes:
+            if isinstance(exc, TimeBudgetExceeded) and not self.finding.probes:
                 self.finding.status = "pending"
                 self.finding.notes.append(
                     f"not isolated: the {exc} before it started "
@@ -95,11 +95,6 @@ class Classifier(Case):
             self.finding.status = "partial"
             if not any("budget" in note for note in self.finding.notes):
                 self.finding.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
-        except BudgetExceeded as exc:
-            self.finding.status = "partial"
-            if not any("budget" in note for note in self.finding.notes):
-                self.finding.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
-            self._done = True
 
     def _environment(self) -> None:
         anchor = self.target or (self.violating[0] if self.violating else None)

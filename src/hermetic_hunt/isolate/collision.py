@@ -119,7 +119,7 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
     mine, theirs = Step.of(target), Step.of(suspect.partner)
     partner = suspect.partner.nodeid
     alone = case.probe(f"collision: {partner} alone", [theirs], hash_seed)
-    if alone.status != "completed" or _failed(alone):
+    if alone.status != "completed" or any(a.failed for a in alone.steps):
         return False
     shown = [case.step_no()]
     # A run of the pair counts when the test fails there as it failed in the hunt:
@@ -144,7 +144,7 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
                 break
     else:
         return False
-    resource = _shown(_resource(results, suspect.resource), case.settings.rootdir)
+    resource = relative(_resource(results, suspect.resource), case.settings.rootdir)
     case.claim(
         "collision",
         f"fails while {partner} runs at the same time in another process: both use {resource}; "
@@ -161,14 +161,10 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
     return True
 
 
-def _shown(path: str, rootdir: str) -> str:
+def relative(path: str, rootdir: str) -> str:
     """``path`` relative to the rootdir when it is inside it."""
     root = os.path.join(rootdir, "") if rootdir else ""
     return path[len(root) :] if root and path.startswith(root) else path
-
-
-def _failed(result: ProbeResult) -> bool:
-    return any(attempt.failed for attempt in result.steps)
 
 
 def _resource(results: Sequence[ProbeResult], recorded: str) -> str:

@@ -50,10 +50,6 @@ def _key(nodeid: str, attempts: Sequence[Attempt]) -> tuple[str, str, str, bool]
     return function_of(nodeid), exc_type, location, repeated_only
 
 
-def _failures(attempts: Sequence[Attempt]) -> int:
-    return sum(a.failed for a in attempts)
-
-
 def group(tests: Mapping[str, Sequence[Attempt]]) -> list[Group]:
     """The groups of ``tests`` (single tests are groups of one), in nodeid order.
 
@@ -65,7 +61,7 @@ def group(tests: Mapping[str, Sequence[Attempt]]) -> list[Group]:
         by_key.setdefault(_key(nodeid, tests[nodeid]), []).append(nodeid)
     out = []
     for members in by_key.values():
-        lead = min(members, key=lambda n: (-_failures(tests[n]), n))
+        lead = min(members, key=lambda n: (-sum(a.failed for a in tests[n]), n))
         out.append(Group((lead, *(n for n in members if n != lead))))
     return sorted(out, key=lambda g: g.lead)
 

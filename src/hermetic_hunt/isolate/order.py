@@ -6,9 +6,7 @@ and the last resorts for a flake that reproduced neither alone nor in order.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from hermetic_hunt.findings import Probe, ProbeResult
 from hermetic_hunt.isolate.alone import (
@@ -17,20 +15,22 @@ from hermetic_hunt.isolate.alone import (
     consistent,
     names,
     numbers,
+    reruns_of,
     shows_pass,
     uncontrolled,
 )
-from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, History, dedupe
-from hermetic_hunt.isolate.collision import shared_path
+from hermetic_hunt.isolate.case import EVIDENCE_IDS, Case, ClassifySettings, History, dedupe
+from hermetic_hunt.isolate.collision import relative, shared_path
 from hermetic_hunt.isolate.search import (
     BudgetExceeded,
+    Search,
     find_cleaners,
     find_culprits,
     repeats_for,
 )
 from hermetic_hunt.isolate.shared import touched
 from hermetic_hunt.models import REPEATED_RUN, Attempt, Step
-from hermetic_hunt.seeds import Dates, attempt_now, attempt_seed
+from hermetic_hunt.seeds import attempt_now, attempt_seed
 
 #: Sequences this long are replayed half by half before they are replayed whole.
 HALVES_FROM = 64
@@ -65,12 +65,9 @@ def order_dependent(case: Case) -> None:
     target = case.target
     assert target is not None
     step, hash_seed = Step.of(target), case.hash_seed_of(target)
-    self_polluting = True
-    for purpose in ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1)):
-        result = case.probe(purpose, [step, step], hash_seed)
-        if not (_first_passed(result) and case.same(result)):
-            self_polluting = False
-            break
+    purposes = ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1))
+    runs = (case.probe(purpose, [step, step], hash_seed) for purpose in purposes)
+    self_polluting = all(_first_passed(result) and case.same(result) for result in runs)
     if self_polluting:
         case.claim(
             "self-polluting",
@@ -122,11 +119,8 @@ def not_idempotent(case: Case) -> None:
             return  # its inputs (a seed, a start time) decide, not the run before it
         _twice_confirmed(case, steps, hash_seed, f"as in round {second.round_no}'s twice run")
         return
-    shown = next(
-        (n for n, (p, _) in enumerate(case.finding.probes) if p.purpose == "twice in one process"),
-        None,
-    )
-    result = case.finding.probes[shown][1] if shown is not None else None
+    twice = (r for p, r in case.finding.probes if p.purpose == "twice in one process")
+    result = next(twice, None)
     last = result.last if result is not None else None
     if result is not None and _first_passed(result) and last is not None and last.failed:
         step = Step.of(target)
@@ -220,11 +214,6 @@ def crossed_victim(case: Case, step: Step, hash_seed: int) -> None:
     _crossed_facts(case, target, case.finding.polluters[0], "its polluter")
 
 
-def _relative(path: str, rootdir: str) -> str:
-    root = os.path.join(rootdir, "") if rootdir else ""
-    return path[len(root) :] if root and path.startswith(root) else path
-
-
 def suspects(case: Case, preceding: list[Step], shown: Sequence[Attempt],
              not_shown: Sequence[Attempt]) -> list[Step]:  # fmt: skip
     """The tests of ``preceding`` that ran before every attempt in ``shown`` and
@@ -277,19 +266,15 @@ def _reproducing_sequence(
     return None
 
 
-def _thread_leakers(case: Case, preceding: list[Step]) -> list[Step]:
-    return [
-        s for s in preceding if any(leak.resource == "thread" for leak in case.leaks_of(s.nodeid))
-    ]
-
-
 def _thread_candidates(
     case: Case, preceding: list[Step], step: Step, hash_seed: int
 ) -> tuple[list[Step], int]:
     """Re-probe the tests that left a thread running, with the victim: a thread
     acts when it gets to run, so one pass proves nothing. Up to the runs that
     would show a failure of the hunt's rate, with the stated confidence."""
-    threads = _thread_leakers(case, preceding)
+    threads = [
+        s for s in preceding if any(leak.resource == "thread" for leak in case.leaks_of(s.nodeid))
+    ]
     if not threads:
         return [], 1
     runs = repeats_for(case.fail_rate, case.settings.confidence, cap=case.settings.thread_repeats)
@@ -307,15 +292,17 @@ def _thread_candidates(
     return [], 1
 
 
-def polluter_leaks(case: Case, sets: Sequence[Sequence[Step]]) -> dict[str, list[str]]:
-    """What each polluter left behind in the hunt (``{nodeid: [phrase, ...]}``)."""
+def _leaks_fact(case: Case, fact: str, sets: Sequence[Sequence[Step]]) -> None:
+    """The ``fact`` of what each member of ``sets`` left behind in the hunt
+    (``{nodeid: [phrase, ...]}``; none when none left anything)."""
     out: dict[str, list[str]] = {}
     for members in sets:
         for s in members:
             found = case.leaks_of(s.nodeid)
             if found and s.nodeid not in out:
                 out[s.nodeid] = [leak.describe() for leak in found]
-    return out
+    if out:
+        case.facts[fact] = out
 
 
 def victim(
@@ -335,18 +322,13 @@ def victim(
     candidates, repeats = _thread_candidates(case, preceding, step, hash_seed)
     if not candidates:
         leakers = [s for s in preceding if case.leaks_of(s.nodeid)]
+        before = suspects(case, preceding, case.failing, case.passing)
         narrowed = [
             ("tests that leaked state", leakers),
-            (
-                "tests before every failure, before no pass",
-                suspects(case, preceding, case.failing, case.passing),
-            ),
+            ("tests before every failure, before no pass", before),
         ]
         tries = _tries(case, label, preceding, as_run, narrowed)
-        candidates, repeats = (
-            _reproducing_sequence(case, tries, step, hash_seed, case.same) or [],
-            1,
-        )
+        candidates = _reproducing_sequence(case, tries, step, hash_seed, case.same) or []
     if not candidates:
         case.finding.notes.append(
             "the sequence that preceded the failure passes when replayed"
@@ -354,22 +336,9 @@ def victim(
             else f"the {label} do not make it fail"
         )
         return
-    full_no = case.step_no()
-
-    def signal(subset: Sequence[int]) -> bool:
-        return case.same(
-            case.probe("polluter search", [*(candidates[i] for i in subset), step], hash_seed)
-        )
-
-    search = find_culprits(
-        range(len(candidates)), signal, confidence=case.settings.confidence, repeats=repeats
+    search, sets, search_numbers = _culprits(
+        case, candidates, step, hash_seed, "polluter", case.same, repeats
     )
-    sets = [[candidates[i] for i in found] for found in search.sets]
-    _search_notes(case, search.notes, search.partial, "polluter")
-    if search.confirmed and search.repeats == 1:
-        sets = _consistent_sets(case, sets, step, hash_seed, case.same, "polluter set")
-        search.partial = case.finding.status == "partial"
-    search_numbers = list(range(full_no, case.step_no() + 1))
     own = [s for s in sets if [x.nodeid for x in s] == [step.nodeid]]
     others = [s for s in sets if s not in own]
     if own and "self-polluting" not in case.finding.kinds:
@@ -390,43 +359,57 @@ def victim(
         [*case.alone_numbers, *search_numbers],
     )
     case.finding.polluters = [[x.nodeid for x in s] for s in others]
-    leaked = polluter_leaks(case, others)
-    if leaked:
-        case.facts["polluter_leaks"] = leaked
+    _leaks_fact(case, "polluter_leaks", others)
     case.reproduce([*others[0], step], hash_seed, confirmed=search.confirmed)
     if not search.partial:
         case.cleaner_work = (others, step, hash_seed, search.repeats)
         case.needs.add("cleaners")
 
 
-def _consistent_sets(
-    case: Case, sets: list[list[Step]], step: Step, hash_seed: int,
-    check: Callable[[ProbeResult], bool], what: str,
-) -> list[list[Step]]:  # fmt: skip
-    """The sets that show every time (all of them, unchecked, if the budget runs out)."""
-    kept = []
-    for index, members in enumerate(sets):
-        try:
-            if consistent(case, [*members, step], hash_seed, check, f"{what} {names(members)}"):
-                kept.append(members)
-        except BudgetExceeded as exc:
-            case.finding.status = "partial"
-            case.finding.notes.append(
-                f"{exc} while confirming the {what}s (--hermetic-hunt-isolate-budget): "
-                "partial result, not confirmed"
-            )
-            return kept + sets[index:]
-    return kept
+def _culprits(
+    case: Case, candidates: list[Step], step: Step, hash_seed: int, what: str,
+    check: Callable[[ProbeResult], bool], repeats: int = 1,
+) -> tuple[Search[int], list[list[Step]], list[int]]:  # fmt: skip
+    """Minimal ``what`` sets among ``candidates`` (``check``: the probe of a subset
+    before ``step`` shows the signal), each shown ``CONFIRM`` times in a row when the
+    search found them deterministic: the search, the sets and its probes' numbers
+    (from the caller's probe of every candidate on)."""
+    full_no = case.step_no()
 
+    def signal(subset: Sequence[int]) -> bool:
+        run = [*(candidates[i] for i in subset), step]
+        return check(case.probe(f"{what} search", run, hash_seed))
 
-def _search_notes(case: Case, notes: list[str], partial: bool, what: str) -> None:
-    case.finding.notes.extend(f"{what} search: {n}" for n in notes if "budget" not in n)
-    if partial:
+    search = find_culprits(
+        range(len(candidates)), signal, confidence=case.settings.confidence, repeats=repeats
+    )
+    sets = [[candidates[i] for i in found] for found in search.sets]
+    case.finding.notes.extend(f"{what} search: {n}" for n in search.notes if "budget" not in n)
+    if search.partial:
         case.finding.status = "partial"
         case.finding.notes.append(
             f"{case.stop_reason or 'budget reached'} during the {what} search "
             "(--hermetic-hunt-isolate-budget): partial result, the set is not minimal yet"
         )
+    if search.confirmed and search.repeats == 1:
+        # The sets that show every time (all of them, unchecked, if the budget runs out).
+        kept = []
+        for index, members in enumerate(sets):
+            try:
+                shown_as = f"{what} set {names(members)}"
+                if consistent(case, [*members, step], hash_seed, check, shown_as):
+                    kept.append(members)
+            except BudgetExceeded as exc:
+                case.finding.status = "partial"
+                case.finding.notes.append(
+                    f"{exc} while confirming the {what} sets (--hermetic-hunt-isolate-budget): "
+                    "partial result, not confirmed"
+                )
+                kept += sets[index:]
+                break
+        sets = kept
+        search.partial = case.finding.status == "partial"
+    return search, sets, list(range(full_no, case.step_no() + 1))
 
 
 def cleaners(case: Case) -> None:
@@ -442,7 +425,7 @@ def cleaners(case: Case) -> None:
     polluters, step, hash_seed, repeats = case.cleaner_work
     excluded = {step.nodeid} | {x.nodeid for s in polluters for x in s}
     names_ = [n for n in case.history.tests() if n not in excluded and n in case.collected]
-    steps = {n: _step_for(case, n) for n in names_}
+    steps = {n: recorded_step(case.history, case.settings, n) for n in names_}
     first = case.step_no() + 1
     files = {_file_of(n) for n in excluded}
     near = [n for n in names_ if _file_of(n) in files]
@@ -471,20 +454,14 @@ def _file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def _step_for(case: Case, nodeid: str) -> Step:
-    return recorded_step(case.history, case.settings.base_seed, nodeid, case.settings.dates)
-
-
-def recorded_step(
-    history: History, base_seed: int, nodeid: str, dates: Dates | None = None
-) -> Step:
+def recorded_step(history: History, settings: ClassifySettings, nodeid: str) -> Step:
     """A recorded attempt of ``nodeid`` to run it with (derived if none; its start
-    time drawn from ``dates``, the hunt's)."""
+    time drawn from the hunt's dates)."""
     attempt = history.representative(nodeid)
     if attempt is not None:
         return Step.of(attempt)
-    seed = attempt_seed(base_seed, nodeid, 0)
-    return Step(nodeid, seed, attempt_now(seed, dates))
+    seed = attempt_seed(settings.base_seed, nodeid, 0)
+    return Step(nodeid, seed, attempt_now(seed, settings.dates))
 
 
 def brittle(case: Case) -> None:
@@ -517,33 +494,21 @@ def brittle(case: Case) -> None:
             + (", nor what other workers ran before it" if crossed else "")
         )
         return
-    full_no = case.step_no()
-
-    def signal(subset: Sequence[int]) -> bool:
-        run = [*(candidates[i] for i in subset), step]
-        return case.probe("state-setter search", run, hash_seed).outcome == "passed"
-
-    search = find_culprits(range(len(candidates)), signal, confidence=case.settings.confidence)
-    _search_notes(case, search.notes, search.partial, "state-setter")
-    found_sets = [[candidates[i] for i in found] for found in search.sets]
-    if search.confirmed and search.repeats == 1:
-        found_sets = _consistent_sets(
-            case, found_sets, step, hash_seed, shows_pass, "state-setter set"
-        )
+    _, found_sets, search_numbers = _culprits(
+        case, candidates, step, hash_seed, "state-setter", shows_pass
+    )
     sets = [[x.nodeid for x in s] for s in found_sets]
     if not sets:
         return
     case.finding.state_setters = sets
-    leaked = polluter_leaks(case, found_sets)
-    if leaked:
-        case.facts["state_setter_leaks"] = leaked
+    _leaks_fact(case, "state_setter_leaks", found_sets)
     elsewhere = " (on another worker)" if crossed else ""
     case.claim(
         "brittle",
         f"fails alone every time; passes after {', '.join(sets[0])} (minimal state-setter "
         f"set among {len(candidates)} tests before passing attempt A{passing.attempt_id}"
         f"{elsewhere})",
-        [*case.alone_numbers, *range(full_no, case.step_no() + 1)],
+        [*case.alone_numbers, *search_numbers],
     )
     if crossed:
         _crossed_facts(case, passing, sets[0], "its state-setter")
@@ -565,7 +530,7 @@ def _crossed_facts(case: Case, attempt: Attempt, culprits: Sequence[str], role: 
         return
     case.facts["crossed_workers"] = crossed
     where = ", ".join(
-        f"{c['polluter']} ({c['worker']}, {_relative(c['path'], case.settings.rootdir)})"
+        f"{c['polluter']} ({c['worker']}, {relative(c['path'], case.settings.rootdir)})"
         for c in crossed
     )
     case.finding.notes.append(
@@ -609,7 +574,7 @@ def default_order(case: Case) -> None:
     if me > DEFAULT_ORDER_LIMIT:
         return
     run = tests[:me]
-    steps = [_step_for(case, n) for n in run]
+    steps = [recorded_step(case.history, case.settings, n) for n in run]
     result = case.probe(
         "in pytest's default order", [*steps, Step.of(target)], case.hash_seed_of(target)
     )
@@ -623,12 +588,8 @@ def last_resorts(case: Case, step: Step, hash_seed: int) -> None:
     Reruns come first: a test that fails at random under identical inputs
     could otherwise pass for hash-order after a few lucky runs.
     """
-    reruns = [case.probe("rerun", [step], hash_seed) for _ in range(case.settings.reruns)]
-    record = replace(step, mode="record", attempt_id=None)
-    reruns += [
-        case.probe("rerun (record)", [record], hash_seed)
-        for _ in range(case.settings.record_reruns)
-    ]
+    seeded, recorded = reruns_of(case, step, hash_seed)
+    reruns = seeded + recorded
     rerun_numbers = numbers(case, len(reruns))
     failed = [n for n, r in zip(rerun_numbers, reruns, strict=True) if case.same(r)]
     if failed:

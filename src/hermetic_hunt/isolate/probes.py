@@ -181,36 +181,12 @@ class _Server:
 
     # -- requests ----------------------------------------------------------------
 
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        future: Future[dict[str, Any]] = Future()
-        with self._lock:
-            if self._dead:
-                return {"status": "error", "detail": self.detail or "the probe server is gone"}
-            self._pending[int(message["id"])] = future
-        try:
-            self._requests.write(wire.encode(message))
-        except OSError:
-            with self._lock:
-                self._pending.pop(int(message["id"]), None)
-            return {"status": "error", "detail": self.detail or "the probe server is gone"}
-        wait = timeout + (GRACE if self.fork else 0.0)
-        try:
-            return future.result(timeout=wait)
-        except FutureTimeout:
-            # One-shot mode has no server-side timeout; a fork server that
-            # does not answer is wedged. Either way: stop it.
-            self.kill()
-            return {"status": "timeout", "detail": f"stopped after {timeout:g}s"}
-
-    def request_all(
-        self, messages: Sequence[dict[str, Any]], timeout: float
-    ) -> list[dict[str, Any]]:
-        """Send every message, then wait for each answer (a probe pair's members)."""
+    def request(self, messages: Sequence[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
+        """Send every message, then wait for each answer (a probe, or a probe pair's members)."""
         futures: list[Future[dict[str, Any]]] = []
         with self._lock:
             if self._dead:
-                gone = self.detail or "the probe server is gone"
-                return [{"status": "error", "detail": gone} for _ in messages]
+                return self._gone(len(messages))
             for message in messages:
                 futures.append(Future())
                 self._pending[int(message["id"])] = futures[-1]
@@ -220,16 +196,21 @@ class _Server:
             with self._lock:
                 for message in messages:
                     self._pending.pop(int(message["id"]), None)
-            gone = self.detail or "the probe server is gone"
-            return [{"status": "error", "detail": gone} for _ in messages]
+            return self._gone(len(messages))
         answers = []
         for future in futures:
             try:
-                answers.append(future.result(timeout=timeout + GRACE))
+                answers.append(future.result(timeout=timeout + (GRACE if self.fork else 0.0)))
             except FutureTimeout:
+                # One-shot mode has no server-side timeout; a fork server that
+                # does not answer is wedged. Either way: stop it.
                 self.kill()
                 answers.append({"status": "timeout", "detail": f"stopped after {timeout:g}s"})
         return answers
+
+    def _gone(self, count: int) -> list[dict[str, Any]]:
+        detail = self.detail or "the probe server is gone"
+        return [{"status": "error", "detail": detail} for _ in range(count)]
 
     def quit(self) -> None:
         with contextlib.suppress(OSError):
@@ -384,7 +365,7 @@ class ProbeRunner:
                         "detail": self._failed[probe.hash_seed],
                     }
                 else:
-                    answer = ready.request(message, self.timeout)
+                    answer = ready.request([message], self.timeout)[0]
             else:
                 # no fork, a process of its own on another date, or the collecting
                 # process itself: a server per probe
@@ -392,28 +373,36 @@ class ProbeRunner:
                 with self._lock:
                     self._oneshots.add(server)
                 if server.wait_ready(STARTUP_TIMEOUT):
-                    answer = server.request(message, self.timeout)
+                    answer = server.request([message], self.timeout)[0]
                 else:
                     answer = {"status": "error", "detail": server.detail}
                 server.quit()
                 with self._lock:
                     self._oneshots.discard(server)
-            answer.setdefault("duration", _PERF() - started)
-            result = self._learn(wire.result_from(answer))
-            self._tidy(probe.steps, [result])
+            result = self._results(probe.steps, [answer], started)[0]
         return result
 
-    def _tidy(self, steps: Sequence[Step], results: Sequence[ProbeResult]) -> None:
-        """Remove what the probe created in the checkout: the paths its tests wrote,
-        in the hunt and in it (only those: other probes may be running)."""
+    def _results(
+        self, steps: Sequence[Step], answers: Sequence[dict[str, Any]], started: float
+    ) -> list[ProbeResult]:
+        """The answers as results. The paths their tests wrote are learned, and what
+        the probe created in the checkout is removed: the paths its tests wrote, in
+        the hunt and in it (only those: other probes may be running)."""
+        for answer in answers:
+            answer.setdefault("duration", _PERF() - started)
+        results = [wire.result_from(answer) for answer in answers]
+        with self._lock:
+            for attempt in (a for result in results for a in result.steps if a.writes):
+                self._writes.setdefault(attempt.nodeid, set()).update(attempt.writes)
         if self.checkout is None:
-            return
+            return results
         with self._lock:
             paths = {p for s in steps for p in self._writes.get(s.nodeid, ())}
         paths.update(p for result in results for a in result.steps for p in a.writes)
         if paths:
             with self._tidying:
                 self.checkout.tidy(sorted(paths))
+        return results
 
     @contextlib.contextmanager
     def _paths(self, probe: Probe) -> Iterator[None]:
@@ -433,13 +422,6 @@ class ProbeRunner:
             with self._paths_free:
                 self._held.remove(paths)
                 self._paths_free.notify_all()
-
-    def _learn(self, result: ProbeResult) -> ProbeResult:
-        with self._lock:
-            for attempt in result.steps:
-                if attempt.writes:
-                    self._writes.setdefault(attempt.nodeid, set()).update(attempt.writes)
-        return result
 
     def run_together(self, probes: Sequence[Probe], after: str = "") -> list[ProbeResult]:
         """Run ``probes`` (one hash seed) each in its own process, started at the same
@@ -476,12 +458,8 @@ class ProbeRunner:
         ]
         messages = [wire.grouped(request, group, len(probes), after if index == 0 else "")
                     for index, request in enumerate(requests)]  # fmt: skip
-        answers = ready.request_all(messages, self.timeout)
-        for answer in answers:
-            answer.setdefault("duration", _PERF() - started)
-        results = [self._learn(wire.result_from(answer)) for answer in answers]
-        self._tidy([s for probe in probes for s in probe.steps], results)
-        return results
+        answers = ready.request(messages, self.timeout)
+        return self._results([s for probe in probes for s in probe.steps], answers, started)
 
     def _job(self, probe: Probe) -> Job:
         """The probe's job, with the stored journals its record-mode steps replay

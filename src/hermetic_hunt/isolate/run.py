@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from hermetic_hunt.isolate import shared, wire
 from hermetic_hunt.isolate.blast import Polluters, victims_of
 from hermetic_hunt.isolate.case import ClassifySettings, Deadline
 from hermetic_hunt.isolate.classifier import Classifier
+from hermetic_hunt.isolate.collision import relative
 from hermetic_hunt.isolate.groups import Group, adopt, sample
 from hermetic_hunt.isolate.groups import group as groups_of
 from hermetic_hunt.isolate.order import recorded_step
@@ -187,36 +188,25 @@ def _rate(attempts: Sequence[Attempt]) -> float:
     return sum(a.failed for a in plain) / len(plain) if plain else 0.0
 
 
+@dataclass(eq=False)
 class _Work:
     """One isolation's flakes: grouped, ranked, classified phase by phase, stored."""
 
-    def __init__(
-        self,
-        store: Store,
-        flaky: dict[str, list[Attempt]],
-        history: db.RunHistory,
-        runner: ProbeRunner,
-        settings: ClassifySettings,
-        rows: dict[str, tuple[int, str]],
-        report: IsolationReport,
-        say: Callable[[str], None] | None,
-        extras_seconds: float | None = None,
-    ) -> None:
-        self.store = store
-        self.extras_seconds = extras_seconds
-        self.flaky = flaky
-        self.history = history
-        self.runner = runner
-        self.settings = settings
-        self.rows = rows
-        self.report = report
-        self.say = say
-        self.saved: dict[str, int] = {}  # nodeid -> probes already stored
-        self.done = 0
-        self.total = 0
-        #: Failures explained by a path another worker used at the same time
-        #: (:mod:`.shared`), by nodeid: each classifier of the test starts with them.
-        self.crossed: dict[str, list[shared.Crossed]] = {}
+    store: Store
+    flaky: dict[str, list[Attempt]]
+    history: db.RunHistory
+    runner: ProbeRunner
+    settings: ClassifySettings
+    rows: dict[str, tuple[int, str]]
+    report: IsolationReport
+    say: Callable[[str], None] | None
+    extras_seconds: float | None = None
+    saved: dict[str, int] = field(default_factory=dict)  # nodeid -> probes already stored
+    done: int = 0
+    total: int = 0
+    #: Failures explained by a path another worker used at the same time
+    #: (:mod:`.shared`), by nodeid: each classifier of the test starts with them.
+    crossed: dict[str, list[shared.Crossed]] = field(default_factory=dict)
 
     def classifier(self, nodeid: str) -> Classifier:
         case = Classifier(nodeid, self.flaky[nodeid], self.history, self.runner, self.settings)
@@ -262,7 +252,7 @@ class _Work:
         chosen = sorted(shared.sample(resource, duration), key=lambda n: order.get(n, 1 << 30))
         probe_case = Classifier(lead, self.flaky[lead], self.history, self.runner, self.settings)
         first = next(a for a in resource.failures()[lead])
-        rel = _relative(resource.path, self.settings.rootdir)
+        rel = relative(resource.path, self.settings.rootdir)
         verdict = shared.confirm(probe_case, resource, chosen, self._step_for,
                                  probe_case.hash_seed_of(first), f"shared {rel}")  # fmt: skip
         probes = list(probe_case.finding.probes)
@@ -403,7 +393,7 @@ class _Work:
                     )
 
     def _step_for(self, nodeid: str) -> Step:
-        return recorded_step(self.history, self.settings.base_seed, nodeid, self.settings.dates)
+        return recorded_step(self.history, self.settings, nodeid)
 
     def extras_deadline(self) -> Deadline | None:
         """The cleaner searches' time, counted from now (they start once every
@@ -446,15 +436,7 @@ class _Work:
             return []
         verdict = lead.finding
         _, lead_id = self.rows[lead.nodeid]
-        if verdict.status == "isolated" and verdict.reproducer is None and verdict.kinds:
-            # Explained as far as anything could be (unexplained): nothing to replay.
-            for nodeid in g.others:
-                case = self.classifier(nodeid)
-                adopt(case, verdict, lead_id, probe=False)
-                self.store_result(case)
-            self.report.members[lead_id] = [self.rows[n][1] for n in g.others]
-            return []
-        if verdict.status != "isolated" or verdict.reproducer is None:
+        if verdict.status != "isolated" or (verdict.reproducer is None and not verdict.kinds):
             # Not finished: each instance waits for its own isolation.
             for nodeid in g.others:
                 case = self.classifier(nodeid)
@@ -466,7 +448,9 @@ class _Work:
                 )
                 self.store_result(case)
             return []
-        chosen = set(sample(g.others))
+        # No reproducer, yet explained as far as anything could be (unexplained):
+        # nothing to replay, every instance takes the verdict unprobed.
+        chosen = set(sample(g.others)) if verdict.reproducer is not None else set()
         again: list[Classifier] = []
         adopted: list[str] = []
         sampled: set[str] = set()
@@ -498,27 +482,6 @@ class _Work:
         return again
 
 
-def _relative(path: str, rootdir: str) -> str:
-    """``path`` relative to the rootdir when it is inside it."""
-    root = os.path.join(rootdir, "") if rootdir else ""
-    return path[len(root) :] if root and path.startswith(root) else path
-
-
-def _completed(futures: dict[Future[None], Classifier]) -> Iterator[Classifier]:
-    """Classifiers as their work completes (a failure is noted on the classifier)."""
-    try:
-        for future in as_completed(futures):
-            classifier = futures[future]
-            error = future.exception()
-            if error is not None:
-                classifier.fail(error)
-            yield classifier
-    except KeyboardInterrupt:
-        for future in futures:
-            future.cancel()
-        raise
-
-
 class _Pool:
     """Runs one phase of many classifiers in threads; yields each as it finishes."""
 
@@ -540,9 +503,20 @@ class _Pool:
     def each(
         self, classifiers: Sequence[Classifier], phase: Callable[[Classifier], None]
     ) -> Iterator[Classifier]:
-        """Submitted in order (most valuable first); yielded as they complete."""
+        """Submitted in order (most valuable first); yielded as they complete (a
+        failure is noted on the classifier)."""
         futures = {self.pool.submit(phase, case): case for case in classifiers}
-        return _completed(futures)
+        try:
+            for future in as_completed(futures):
+                classifier = futures[future]
+                error = future.exception()
+                if error is not None:
+                    classifier.fail(error)
+                yield classifier
+        except KeyboardInterrupt:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def _sandbox_off(

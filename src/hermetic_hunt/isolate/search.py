@@ -108,16 +108,9 @@ class Oracle(Generic[T]):
         self.repeats = max(1, repeats)
         self.require = require
         self.probes = 0
-        #: The smallest subset seen to show the signal since :meth:`reset_smallest`.
+        #: The smallest subset seen to show the signal since the caller last set it.
         self.smallest: list[T] | None = None
         self._cache: dict[tuple[T, ...], tuple[bool, int]] = {}
-
-    def reset_smallest(self, subset: Sequence[T]) -> None:
-        self.smallest = list(subset)
-
-    def _positive(self, subset: Sequence[T]) -> None:
-        if self.require == "any" and (self.smallest is None or len(subset) < len(self.smallest)):
-            self.smallest = list(subset)
 
     def run_once(self, subset: Sequence[T]) -> bool:
         """One uncached probe."""
@@ -125,8 +118,9 @@ class Oracle(Generic[T]):
             self.budget.spend()
         self.probes += 1
         shown = bool(self.signal(list(subset)))
-        if shown:
-            self._positive(subset)
+        smaller = self.smallest is None or len(subset) < len(self.smallest)
+        if shown and self.require == "any" and smaller:
+            self.smallest = list(subset)
         return shown
 
     def seen(self, subset: Sequence[T]) -> None:
@@ -246,7 +240,7 @@ def find_culprits(
     search: Search[T] = Search(repeats=repeats)
     remaining = list(candidates)
     oracle.seen(remaining)
-    oracle.reset_smallest(remaining)
+    oracle.smallest = list(remaining)
     confirmed = 0
     try:
         while remaining and len(search.sets) < max_sets:
@@ -264,7 +258,7 @@ def find_culprits(
                 break
             search.notes.append(f"{len(rest)} candidates still show the signal without {found}")
             remaining = rest
-            oracle.reset_smallest(remaining)
+            oracle.smallest = list(remaining)
     except BudgetExceeded as exc:
         search.partial = True
         search.notes.append(str(exc))
@@ -316,7 +310,12 @@ def _probabilistic(oracle: Oracle[T], rate: float, confidence: float, search: Se
     candidate, as often as every other "no" is: else a test that fails at
     random now and then would pass for the victim of whatever ran before.
     """
-    _raise_repeats(oracle, rate, confidence, search)
+    oracle.repeats = max(oracle.repeats, repeats_for(rate, confidence))
+    search.rate = min(search.rate, rate)
+    search.notes.append(
+        f"the signal shows in about {rate:.0%} of runs: every 'no' now rests on "
+        f"{oracle.repeats} runs ({confidence:.0%} confidence)"
+    )
     if not search.baseline_checked:
         search.baseline_checked = True
         shown = sum(oracle.run_once([]) for _ in range(oracle.repeats))
@@ -328,15 +327,6 @@ def _probabilistic(oracle: Oracle[T], rate: float, confidence: float, search: Se
             )
             return False
     return not search.baseline_shown
-
-
-def _raise_repeats(oracle: Oracle[T], rate: float, confidence: float, search: Search[T]) -> None:
-    oracle.repeats = max(oracle.repeats, repeats_for(rate, confidence))
-    search.rate = min(search.rate, rate)
-    search.notes.append(
-        f"the signal shows in about {rate:.0%} of runs: every 'no' now rests on "
-        f"{oracle.repeats} runs ({confidence:.0%} confidence)"
-    )
 
 
 def _not_minimal(subset: list[T], oracle: Oracle[T]) -> list[T] | None:

@@ -253,9 +253,7 @@ def confirm(
         results = case.probe_together(
             f"{shown_as}: both sides at the same time", [list(side_a), list(side_b)], hash_seed
         )
-        new = set()
-        for result, base in zip(results, baseline, strict=True):
-            new |= _failures(result) - base
+        new = set().union(*(_failures(r) - base for r, base in zip(results, baseline, strict=True)))
         if new:
             failed_runs += 1
             shown |= new
@@ -314,15 +312,12 @@ def explained(
     (``also``: how its own probe showed it fail beside the others)."""
     shown = shared.shown | also
     locations = shared.locations | {where for _, _, where in also if where}
-    own = own_ways(attempts, round_of)
-    out = []
-    for attempt in resource.failures().get(nodeid, []):
-        signature = attempt.signature
-        if signature in own:
-            continue  # it fails that way with no other worker running: its own doing
-        if (nodeid, *signature) in shown or signature[1] in locations:
-            out.append(attempt)
-    return out
+    own = own_ways(attempts, round_of)  # ways it fails with no other worker running
+    return [
+        a
+        for a in resource.failures().get(nodeid, [])
+        if a.signature not in own and ((nodeid, *a.signature) in shown or a.location in locations)
+    ]
 
 
 @dataclass

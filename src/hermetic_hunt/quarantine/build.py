@@ -95,7 +95,9 @@ def quarantine_list(
             continue
         test = tests.get(flake.nodeid)
         if test is not None and test.exposure is not None and test.exposure not in CI_EXPOSURES:
-            left_out.append(f"{flake.flake_id} {flake.nodeid}: {EXPOSURE_TEXT[test.exposure]}")
+            left_out.append(
+                f"{flake.flake_id} {clean(flake.nodeid)}: {EXPOSURE_TEXT[test.exposure]}"
+            )
             continue
         # (no rate for a finding the calendar decides: its share is the hunt clock's)
         dated = test is not None and calendar_dates(test) is not None

@@ -13,6 +13,7 @@ One renderer per format, all pure (no database, no terminal):
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from hermetic_hunt.report.model import Report
@@ -27,30 +28,24 @@ def format_name(fmt: str) -> str:
     return ALIASES.get(fmt, fmt)
 
 
-def renderer(fmt: str) -> Callable[[Report], str]:
-    """The render function of ``fmt`` (imports only what that format needs; an alias
-    renders its format)."""
-    fmt = format_name(fmt)
-    if fmt == "text":
-        from hermetic_hunt.report.text import render_text
-
-        return render_text
-    if fmt == "markdown":
-        from hermetic_hunt.report.markdown import render_markdown
-
-        return render_markdown
-    if fmt == "html":
-        from hermetic_hunt.report.html import render_html
-
-        return render_html
-    if fmt == "json":
-        from hermetic_hunt.report.json_format import render_json
-
-        return render_json
-    raise ValueError(
-        f"unknown report format {fmt!r}: expected one of {', '.join([*FORMATS, *ALIASES])}"
-    )
+#: Each format's module and render function (imported only when that format is asked for).
+_RENDERERS = {
+    "text": ("text", "render_text"),
+    "markdown": ("markdown", "render_markdown"),
+    "html": ("html", "render_html"),
+    "json": ("json_format", "render_json"),
+}
 
 
 def render(report: Report, fmt: str = "text") -> str:
-    return renderer(fmt)(report)
+    """``report`` in format ``fmt`` (an alias renders its format)."""
+    fmt = format_name(fmt)
+    if fmt not in _RENDERERS:
+        raise ValueError(
+            f"unknown report format {fmt!r}: expected one of {', '.join([*FORMATS, *ALIASES])}"
+        )
+    module, function = _RENDERERS[fmt]
+    renderer: Callable[[Report], str] = getattr(
+        importlib.import_module(f"hermetic_hunt.report.{module}"), function
+    )
+    return renderer(report)

@@ -2,31 +2,25 @@
 
 :func:`fix_views` pairs each flake's :class:`~hermetic_hunt.fix.suggest.Suggestion`
 with the stored verification of exactly its patch (``hermetic-hunt fix``
-stores one; a verification of an older patch does not count). The
-``*_lines`` functions render both sections for text and Markdown; the HTML
-template and the JSON format read the same views (:func:`fix_json`,
-:func:`history_json`). Everything from the database or the source goes
-through the format's escaping.
+stores one; a verification of an older patch does not count). The text
+and Markdown reports lay both sections out; the HTML template and the JSON
+format read the same views (:func:`fix_json`, :func:`history_json`).
+Everything from the database or the source goes through the format's
+escaping.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from itertools import groupby
 
 from hermetic_hunt import stats
 from hermetic_hunt.findings import FixFacts, StoredFix
 from hermetic_hunt.fix.suggest import Suggestion, suggest
 from hermetic_hunt.models import DEFAULT_DB
 from hermetic_hunt.report.history import History, Seen
-
-_Clean = Callable[[object], str]
-
-
-class _Code(Protocol):
-    def __call__(self, value: object, *, table: bool = True) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -79,12 +73,9 @@ def fix_views(
     out = {}
     for fact in facts:
         suggestion = suggest(fact)
-        verification = None
-        if suggestion.patch is not None:
-            sha = suggestion.patch.sha
-            verification = next(
-                (f for f in stored.get(fact.flake_id, ()) if f.patch_sha == sha), None
-            )
+        sha = suggestion.patch.sha if suggestion.patch is not None else None
+        mine = (f for f in stored.get(fact.flake_id, ()) if sha is not None and f.patch_sha == sha)
+        verification = next(mine, None)  # the stored verification of exactly this patch
         out[fact.flake_id] = FixView(
             suggestion, verification, shlex.join(["hermetic-hunt", "fix", fact.flake_id, *where])
         )
@@ -94,110 +85,14 @@ def fix_views(
 def id_span(ids: Sequence[str]) -> str:
     """``F4-F6, F9``: flake ids, consecutive runs shortened."""
     numbers = sorted({int(i[1:]) for i in ids if i[1:].isdigit()})
-    spans: list[list[int]] = []
-    for n in numbers:
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    out = [f"F{a}" if a == b else f"F{a}-F{b}" for a, b in spans]
+    # consecutive numbers keep one difference from their index in the sorted list
+    runs = [[n for _, n in run] for _, run in groupby(enumerate(numbers), lambda p: p[1] - p[0])]
+    out = [f"F{run[0]}" if len(run) == 1 else f"F{run[0]}-F{run[-1]}" for run in runs]
     return ", ".join(out + [i for i in ids if not i[1:].isdigit()])
-
-
-# -- text --------------------------------------------------------------------------------
-
-
-def fix_text_lines(views: Sequence[FixView], clean: _Clean) -> list[str]:
-    if not views:
-        return []
-    out = ["", "suggested fixes (hermetic-hunt fix ID prints the patch, verifies and applies it):"]
-    for view in views:
-        s = view.suggestion
-        out.append(f"  {clean(view.label)} {clean(view.nodeid)}")
-        out.append(f"      {clean(s.kind)}: {clean(s.summary)}")
-        for change in s.changes:
-            where = f"{clean(change.where)}: " if change.where else ""
-            out.append(f"      {where}{clean(change.what)}")
-            out.append(f"        fix: {clean(change.fix)}")
-        out.extend(f"      - {clean(line)}" for line in s.advice)
-        if s.patch is not None:
-            files = ", ".join(clean(p) for p in s.patch.paths)
-            out.append(f"      patch: {files} ({clean(view.command)} --diff)")
-        out.append(f"      {clean(view.status)}")
-    return out
-
-
-def history_text_lines(histories: Sequence[tuple[str, History]], clean: _Clean) -> list[str]:
-    shown = [(label, h) for label, h in histories if h.lines()]
-    if not shown:
-        return []
-    out = ["", "history across runs and commits:"]
-    for label, h in shown:
-        out.append(f"  {clean(label)} {clean(h.nodeid)}")
-        out.extend(f"      {clean(line)}" for line in h.lines())
-        if len(h.trend) > 1:
-            out.append(f"      fail rate by run: {trend_text(h)}")
-    return out
 
 
 def trend_text(h: History) -> str:
     return ", ".join(f"run {p.run_id} {stats.percent(p.rate)}" for p in h.trend[-12:])
-
-
-# -- markdown ------------------------------------------------------------------------------
-
-
-def fix_markdown_lines(views: Sequence[FixView], text: _Clean, code: _Code) -> list[str]:
-    """One row per fix, folded (a step summary stays short): ``hermetic-hunt fix ID``
-    prints each change and the patch."""
-    if not views:
-        return []
-    rows = []
-    for view in views:
-        s = view.suggestion
-        where = "<br>".join(code(c.where) for c in s.changes if c.where)
-        patch = "patch: " + ", ".join(code(p) for p in s.patch.paths) if s.patch else ""
-        rows.append(
-            f"| {text(view.label)} | {code(view.nodeid)} | **{text(s.kind)}**: {text(s.summary)}"
-            f"{'<br>' + where if where else ''} | {patch} | {text(view.status)} |"
-        )
-    return [
-        "",
-        f"### Suggested fixes ({len(views)})",
-        "",
-        "<details><summary>One per flake: <code>hermetic-hunt fix ID</code> prints the "
-        "change and its patch, verifies it, and applies it with <code>--apply</code>."
-        "</summary>",
-        "",
-        "| id | test | suggestion | patch | verification |",
-        "| --- | --- | --- | --- | --- |",
-        *rows,
-        "",
-        "</details>",
-    ]
-
-
-def history_markdown_lines(
-    histories: Sequence[tuple[str, History]], text: _Clean, code: _Code
-) -> list[str]:
-    shown = [(label, h) for label, h in histories if h.lines()]
-    if not shown:
-        return []
-    out = [
-        "",
-        "### History across runs and commits",
-        "",
-        "| id | test | seen | fixed? | fail rate by run |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for label, h in shown:
-        lines = h.lines()
-        seen = text(lines[0]) if h.first is not None else ""
-        status = text(h.status_text())
-        out.append(
-            f"| {text(label)} | {code(h.nodeid)} | {seen} | {status} | {text(trend_text(h))} |"
-        )
-    return out
 
 
 # -- json ------------------------------------------------------------------------------------

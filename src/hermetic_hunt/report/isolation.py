@@ -7,8 +7,6 @@ the data is a :class:`~hermetic_hunt.findings.IsolationReport`.
 
 from __future__ import annotations
 
-import os
-
 from hermetic_hunt import pasteable
 from hermetic_hunt.findings import Finding, IsolationReport
 from hermetic_hunt.models import (
@@ -23,14 +21,13 @@ from hermetic_hunt.report.words import (
     LIST_LIMIT,
     clean,
     listing,
-    relation_texts,
+    relation_lines,
 )
 
 
 def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
     """The isolation's part of the end of a hunt and of ``hermetic-hunt isolate``:
     findings what CI will see first, each list bounded (``show`` lists all)."""
-    db_path = report.database
     if not report.flakes and not report.checks and not report.interrupted:
         return []
     probes = sum(len(v.probes) for _, v in report.flakes)
@@ -54,16 +51,7 @@ def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
             "(--hermetic-hunt-isolate-budget sets it)"
         )
     for flake_id, verdict in sorted(leads, key=lambda item: _rank(report, *item)):
-        members = report.members.get(flake_id, [])
-        sampled = len(report.sampled.get(flake_id, ()))
-        lines = _flake_lines(flake_id, verdict, members, sampled, db_path, cwd, report.rootdir)
-        if flake_id in report.collide:
-            path, others = report.collide[flake_id]
-            lines.insert(-1 if verdict.reproducer is not None else len(lines),
-                         f"      and {len(others)} more test{'s' * (len(others) != 1)} that only "
-                         f"collide over {clean(path)} ({listing(others, 'flakes')}): one finding, "
-                         f"hermetic-hunt show {flake_id} lists them")  # fmt: skip
-        out.extend(lines)
+        out.extend(_flake_lines(report, flake_id, verdict, cwd))
     if report.checks:
         out.append("always failing (run once with the sandbox off):")
         shown = report.checks[:LIST_LIMIT]
@@ -85,15 +73,7 @@ def _rank(report: IsolationReport, flake_id: str, v: Finding) -> tuple[int, floa
     return (where, -report.rates.get(flake_id, 0.0), int(digits) if digits.isdigit() else 0)
 
 
-def _flake_lines(
-    flake_id: str,
-    v: Finding,
-    members: list[str],
-    sampled: int,
-    db_path: str | os.PathLike[str],
-    cwd: str,
-    rootdir: str,
-) -> list[str]:
+def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -> list[str]:
     kinds = ", ".join(v.kinds) or "not classified"
     status = "" if v.status == "isolated" else f" [{v.status}]"
     level = v.evidence.get("exposure") if v.kinds and isinstance(v.evidence, dict) else None
@@ -105,14 +85,11 @@ def _flake_lines(
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
     out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
-    texts = relation_texts(v, flake_id)
-    for label in ("collides with", "polluters", "state-setters", "cleaners"):
-        if label in texts:
-            more = unfinished if label in ("polluters", "state-setters") else ""
-            out.append(f"      {label}{more}: {texts[label]}")
-    if "dates" in texts:
-        out.append(f"      {texts['dates']}")
+    labels = ("collides with", "polluters", "state-setters", "cleaners")
+    out.extend(relation_lines(v, flake_id, labels, unfinished))
+    members = report.members.get(flake_id, [])
     if members:
+        sampled = len(report.sampled.get(flake_id, ()))
         out.append(
             f"      and {len(members)} more parametrization{'s' * (len(members) != 1)} of "
             f"{clean(function_of(v.nodeid))} that fail the same way ({listing(members, 'flakes')}"
@@ -129,14 +106,17 @@ def _flake_lines(
     elif v.status != "isolated" and v.notes:
         out.append(f"      note: {clean(v.notes[-1])}")
     elif "unexplained" in v.kinds:
-        why = v.notes[0] if v.notes else _why(v, "unexplained")
+        claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == "unexplained"]
+        why = v.notes[0] if v.notes else str(claims[0]["why"]) if claims else ""
         out.append(f"      note: {clean(why)}")
+    if flake_id in report.collide:
+        path, others = report.collide[flake_id]
+        out.append(
+            f"      and {len(others)} more test{'s' * (len(others) != 1)} that only collide over "
+            f"{clean(path)} ({listing(others, 'flakes')}): one finding, hermetic-hunt show "
+            f"{flake_id} lists them"
+        )
     if v.reproducer is not None:
-        command = pasteable.replay_command(db_path, flake_id, cwd, rootdir=rootdir)
+        command = pasteable.replay_command(report.database, flake_id, cwd, rootdir=report.rootdir)
         out.append(f"      replay: {command}")
     return out
-
-
-def _why(v: Finding, kind: str) -> str:
-    claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == kind]
-    return str(claims[0]["why"]) if claims else ""

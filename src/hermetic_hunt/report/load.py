@@ -188,6 +188,10 @@ def show(db: str | os.PathLike[str], ref: str, cwd: str | None = None) -> str:
         return _show_flake(store, str(parsed), where)
 
 
+def _detail(store: Store, attempt_id: int | None) -> AttemptDetail | None:
+    return queries.attempt_detail(store, attempt_id) if attempt_id is not None else None
+
+
 def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
     detail = queries.attempt_detail(store, attempt_id)
     if detail is None:
@@ -197,19 +201,19 @@ def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
             f"attempt A{attempt_id} is not in {store.path.name} (it holds {held}): "
             "the report and the hunt's summary name attempts"
         )
-    summary, problem = _journal(store, detail)
-    comparison: Comparison | None
-    if detail.failing:
-        comparison = _compare(store, detail)
-    else:
+    try:
+        summary, problem = _decoded(store, detail), None
+    except BadJournal as exc:
+        summary, problem = None, f"unreadable: {exc}"
+    failing: AttemptDetail | None = detail
+    if not detail.failing:
         other = queries.counterpart(store, detail.nodeid, detail.id, failing=True)
-        other_detail = queries.attempt_detail(store, other) if other is not None else None
-        comparison = _compare(store, other_detail) if other_detail is not None else None
+        failing = _detail(store, other)
     return render_attempt(
         detail,
         journal=summary,
         journal_problem=problem,
-        comparison=comparison,
+        comparison=_compare(store, failing) if failing is not None else None,
         replay=replayer(store, cwd)(f"A{attempt_id}", detail.run_id),
         leaks=queries.attempt_leaks(store, attempt_id),
     )
@@ -219,13 +223,10 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
     flake = flakes.get(store, flake_id, pasteable.display_path(store.path, cwd))
     report = load_report(store, None, cwd)
     test = next((t for t in report.tests if t.nodeid == flake.nodeid), None)
-    failing_id = None
-    if flake.reproducer is not None and flake.reproducer.steps[-1].attempt_id is not None:
-        failing_id = flake.reproducer.steps[-1].attempt_id
-    failing = queries.attempt_detail(store, failing_id) if failing_id is not None else None
+    repro = flake.reproducer
+    failing = _detail(store, repro.steps[-1].attempt_id if repro is not None else None)
     if failing is None or not failing.failing or failing.nodeid != flake.nodeid:
-        first = queries.first_failing_attempt(store, flake.nodeid)
-        failing = queries.attempt_detail(store, first) if first is not None else None
+        failing = _detail(store, queries.first_failing_attempt(store, flake.nodeid))
     group = next((g for g in report.groups if any(t.nodeid == flake.nodeid for t in g.tests)), None)
     members = (
         [(t.flake.flake_id if t.flake else None, t.nodeid) for t in group.tests] if group else []
@@ -240,39 +241,26 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
         replay=replayer(store, cwd)(flake_id, flake_run(flake)),
         group=members,
         leaks={n: found[n] for n in dict.fromkeys(related) if n in found},
-        **(
-            {"grouped_as": f"tests that collide over {group.shared['resource']}"}
-            if group is not None and group.shared is not None
-            else {}
-        ),
+        shared=group.shared["resource"] if group is not None and group.shared is not None else None,
     )
 
 
-def _journal(store: Store, detail: AttemptDetail) -> tuple[journal.Journal | None, str | None]:
+def _decoded(store: Store, detail: AttemptDetail) -> journal.Journal | None:
+    """The attempt's journal (None: none stored; BadJournal: unreadable)."""
     data = queries.journal_data(store, detail.id)
     if data is None:
-        return None, None
-    try:
-        return journal.decode(data, where=f"A{detail.id}", expect_test=detail.nodeid), None
-    except BadJournal as exc:
-        return None, f"unreadable: {exc}"
-
-
-def _side(store: Store, detail: AttemptDetail) -> journal.Journal | dict[str, int]:
-    data = queries.journal_data(store, detail.id)
-    if data is not None:
-        return journal.decode(data, where=f"A{detail.id}", expect_test=detail.nodeid)
-    return detail.parsed_counts()
+        return None
+    return journal.decode(data, where=f"A{detail.id}", expect_test=detail.nodeid)
 
 
 def _compare(store: Store, failing: AttemptDetail) -> Comparison:
     """Compare ``failing`` with the nearest passing attempt of the same test."""
     passing_id = queries.counterpart(store, failing.nodeid, failing.id, failing=False)
-    passing = queries.attempt_detail(store, passing_id) if passing_id is not None else None
+    passing = _detail(store, passing_id)
     if passing is None:
         return Comparison(failing.id, None, "", ())
-    try:
-        left, right = _side(store, failing), _side(store, passing)
+    try:  # each side's journal, else its read counts
+        left, right = (_decoded(store, d) or d.parsed_counts() for d in (failing, passing))
     except BadJournal as exc:
         return Comparison(failing.id, passing.id, "journals", (), problem=f"unreadable: {exc}")
     both = isinstance(left, journal.Journal) and isinstance(right, journal.Journal)

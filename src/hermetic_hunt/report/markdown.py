@@ -8,9 +8,11 @@ code spans (:func:`code`) or as escaped text (:func:`text`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from hermetic_hunt import stats
-from hermetic_hunt.report.fixes import fix_markdown_lines, history_markdown_lines
+from hermetic_hunt.report.fixes import FixView, trend_text
+from hermetic_hunt.report.history import History
 from hermetic_hunt.report.model import Group, Report, calendar_dates
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
@@ -91,7 +93,7 @@ def _tests_table(groups: list[Group]) -> list[str]:
     for g in groups:
         t = g.lead
         failure = t.failure.describe() if t.failure and t.failure.exc_type else ""
-        relations = relation_lines(t.flake) if t.flake is not None else []
+        relations = relation_lines(t.flake, t.flake.flake_id) if t.flake is not None else []
         rows.append(
             [
                 t.flake.flake_id if t.flake else "–",
@@ -142,6 +144,56 @@ def _leaks(report: Report) -> list[str]:
     return out
 
 
+def _fixes(views: Sequence[FixView]) -> list[str]:
+    """One row per fix, folded (a step summary stays short): ``hermetic-hunt fix ID``
+    prints each change and the patch."""
+    if not views:
+        return []
+    rows = []
+    for view in views:
+        s = view.suggestion
+        where = "<br>".join(code(c.where) for c in s.changes if c.where)
+        rows.append(
+            [
+                text(view.label),
+                code(view.nodeid),
+                f"**{text(s.kind)}**: {text(s.summary)}{'<br>' + where if where else ''}",
+                "patch: " + ", ".join(code(p) for p in s.patch.paths) if s.patch else "",
+                text(view.status),
+            ]
+        )
+    return [
+        "",
+        f"### Suggested fixes ({len(views)})",
+        "",
+        "<details><summary>One per flake: <code>hermetic-hunt fix ID</code> prints the "
+        "change and its patch, verifies it, and applies it with <code>--apply</code>."
+        "</summary>",
+        "",
+        *_table(["id", "test", "suggestion", "patch", "verification"], rows),
+        "",
+        "</details>",
+    ]
+
+
+def _histories(histories: Sequence[tuple[str, History]]) -> list[str]:
+    rows = [
+        [
+            text(label),
+            code(h.nodeid),
+            text(h.lines()[0]) if h.first is not None else "",
+            text(h.status_text()),
+            text(trend_text(h)),
+        ]
+        for label, h in histories
+        if h.lines()
+    ]
+    if not rows:
+        return []
+    header = ["id", "test", "seen", "fixed?", "fail rate by run"]
+    return ["", "### History across runs and commits", "", *_table(header, rows)]
+
+
 def render_markdown(report: Report) -> str:
     which = f"run {report.selected_run}" if report.selected_run else f"{len(report.runs)} run(s)"
     if report.since:
@@ -180,8 +232,8 @@ def render_markdown(report: Report) -> str:
                 _table(["test", "call", "target", "attempts", "first"], rows),
             )
         )
-    out.extend(fix_markdown_lines(report.fix_views(), text, code))
-    out.extend(history_markdown_lines(report.history_items(), text, code))
+    out.extend(_fixes(report.fix_views()))
+    out.extend(_histories(report.history_items()))
     groups = stable_groups(report)
     if groups:
         out.extend(["", "### Never failed", ""])

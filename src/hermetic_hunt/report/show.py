@@ -207,12 +207,12 @@ def render_flake(
     replay: str,
     group: Sequence[tuple[str | None, str]] = (),
     leaks: Mapping[str, Sequence[Any]] | None = None,
-    grouped_as: str = "parametrizations that fail the same way",
+    shared: str | None = None,
 ) -> str:
     """``flake`` is a :class:`~hermetic_hunt.report.model.Flake`, ``test`` its
     :class:`~hermetic_hunt.report.model.TestResult` over every run (or None);
-    ``group``: ``(flake id, nodeid)`` of every test in its finding (``grouped_as``:
-    what they are -- parametrizations, or tests that collide over one path);
+    ``group``: ``(flake id, nodeid)`` of every test in its finding (parametrizations,
+    or, ``shared`` named, tests that collide over that path);
     ``leaks``: :class:`~hermetic_hunt.report.model.LeakRow` lists of the test
     and its polluters and state-setters. Every list is shown whole."""
     f = flake
@@ -231,7 +231,10 @@ def render_flake(
         out.append(_row(label, texts.get(label) or "-"))
     out.extend(_row(label, texts[label]) for label in ("collides with", "dates") if label in texts)
     if len(group) > 1:
-        out.append(f"{clean(grouped_as)} ({len(group)}, one finding):")
+        grouped = "parametrizations that fail the same way"
+        if shared is not None:
+            grouped = f"tests that collide over {shared}"
+        out.append(f"{clean(grouped)} ({len(group)}, one finding):")
         out.extend(f"  {clean(ref or '-'):<6}{clean(nodeid)}" for ref, nodeid in group)
     for nodeid, rows in (leaks or {}).items():
         if rows:

@@ -11,6 +11,8 @@ bounded. The plugin calls it (the hunt stage comes before the report stage).
 
 from __future__ import annotations
 
+import contextlib
+
 from hermetic_hunt import pasteable
 from hermetic_hunt.errors import HuntError
 from hermetic_hunt.findings import IsolationReport
@@ -48,7 +50,10 @@ def end_of_hunt(
     stopped early; ``incomplete``: the rounds whose attempts did not add up;
     ``rejected``: lines forged on the rounds' channels, ignored)."""
     out = ["", header]
-    report = _report(store, run_id, cwd) if attempts else None
+    report = None
+    if attempts:  # this run's report, read back from the database (None: it cannot be)
+        with contextlib.suppress(HuntError):
+            report = load_report(store, run_id, cwd)
     if report is not None:
         out.append(f"hermetic-hunt: {summary_line(report)}")
         if report.groups:
@@ -91,14 +96,6 @@ def next_steps(report: Report, store: Store, cwd: str) -> list[str]:
     html = pasteable.cli_command(["report", "--format", "html"], store.path, cwd)
     out.append(f"  {html}   # every finding with its fix and replay")
     return out
-
-
-def _report(store: Store, run_id: int, cwd: str) -> Report | None:
-    """This run's report, read back from the database (None: it cannot be read)."""
-    try:
-        return load_report(store, run_id, cwd)
-    except HuntError:
-        return None
 
 
 def _violators(report: Report) -> list[str]:

@@ -4,13 +4,15 @@ the layout of the findings, leaks and stable tests; the words are :mod:`.words`'
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from hermetic_hunt.fix.suggest import describe
 from hermetic_hunt.models import (
     CI_EXPOSURES,
     EXPOSURE_TEXT,
 )
-from hermetic_hunt.report.fixes import fix_text_lines, history_text_lines
+from hermetic_hunt.report.fixes import FixView, trend_text
+from hermetic_hunt.report.history import History
 from hermetic_hunt.report.model import Group, Report, TestResult, rank_key
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
@@ -53,7 +55,7 @@ def _group_block(group: Group) -> list[str]:
     if timing is not None:
         out.append(f"      timing: {timing}")
     if flake is not None:
-        out.extend(relation_lines(flake))
+        out.extend(relation_lines(flake, flake.flake_id))
     if test.failure is not None and test.failure.exc_type:
         out.append(f"      failure: {clean(test.failure.describe())}")
     if test.check is not None and test.status not in STATUS_TEXT:
@@ -157,6 +159,35 @@ def _stable(report: Report) -> list[str]:
     return out
 
 
+def _fixes(views: Sequence[FixView]) -> list[str]:
+    if not views:
+        return []
+    out = ["", "suggested fixes (hermetic-hunt fix ID prints the patch, verifies and applies it):"]
+    for view in views:
+        s = view.suggestion
+        out.append(f"  {clean(view.label)} {clean(view.nodeid)}")
+        out.append(f"      {clean(s.kind)}: {clean(s.summary)}")
+        out.extend(describe(s, indent="      ")[1:])  # its changes and advice
+        if s.patch is not None:
+            files = ", ".join(clean(p) for p in s.patch.paths)
+            out.append(f"      patch: {files} ({clean(view.command)} --diff)")
+        out.append(f"      {clean(view.status)}")
+    return out
+
+
+def _histories(histories: Sequence[tuple[str, History]]) -> list[str]:
+    shown = [(label, h) for label, h in histories if h.lines()]
+    if not shown:
+        return []
+    out = ["", "history across runs and commits:"]
+    for label, h in shown:
+        out.append(f"  {clean(label)} {clean(h.nodeid)}")
+        out.extend(f"      {clean(line)}" for line in h.lines())
+        if len(h.trend) > 1:
+            out.append(f"      fail rate by run: {trend_text(h)}")
+    return out
+
+
 def render_text(report: Report) -> str:
     out = [headline(report)]
     out.extend(f"  {run_line(run)}" for run in report.runs)
@@ -166,8 +197,8 @@ def render_text(report: Report) -> str:
     out.extend(finding_lines(report))
     out.extend(leak_lines(report))
     out.extend(_violations(report))
-    out.extend(fix_text_lines(report.fix_views(), clean))
-    out.extend(history_text_lines(report.history_items(), clean))
+    out.extend(_fixes(report.fix_views()))
+    out.extend(_histories(report.history_items()))
     out.extend(_stable(report))
     skipped = report.with_status("skipped")
     if skipped:

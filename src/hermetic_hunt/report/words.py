@@ -47,23 +47,20 @@ MEMBERS = 6
 
 
 def listing(
-    items: Sequence[object], noun: str, *, ref: str | None = None, limit: int = SHOW
+    items: Sequence[object],
+    noun: str,
+    *,
+    ref: str | None = None,
+    limit: int | None = SHOW,
+    sep: str = ", ",
 ) -> str:
-    """``a, b`` -- or, past ``limit``, ``68 cleaners, e.g. a, b, c; hermetic-hunt
-    show F1 lists all`` (the names cleaned)."""
+    """``a, b`` -- or, past ``limit`` (None: none), ``68 cleaners, e.g. a, b, c;
+    hermetic-hunt show F1 lists all`` (the names cleaned, joined by ``sep``)."""
     names = [clean(item) for item in items]
-    if len(names) <= limit:
-        return ", ".join(names)
+    if limit is None or len(names) <= limit:
+        return sep.join(names)
     more = f"; hermetic-hunt show {clean(ref)} lists all" if ref else ""
-    return f"{len(names)} {noun}, e.g. {', '.join(names[:limit])}{more}"
-
-
-def leak_text(phrases: Sequence[object]) -> str:
-    """What a test left behind, in one phrase: ``left os.environ['X'] set, and 2 more``."""
-    if not phrases:
-        return ""
-    more = f", and {len(phrases) - 1} more" if len(phrases) > 1 else ""
-    return f"{clean(phrases[0])}{more}"
+    return f"{len(names)} {noun}, e.g. {sep.join(names[:limit])}{more}"
 
 
 def set_texts(
@@ -76,10 +73,12 @@ def set_texts(
     """
     known = leaks if isinstance(leaks, dict) else {}
 
-    def member(nodeid: str) -> str:
+    def member(nodeid: str) -> str:  # what it left: ``left os.environ['X'] set, and 2 more``
         left = known.get(nodeid)
-        phrases = left if isinstance(left, list) else []
-        return f"{clean(nodeid)} ({leak_text(phrases)})" if phrases else clean(nodeid)
+        if not isinstance(left, list) or not left:
+            return clean(nodeid)
+        more = f", and {len(left) - 1} more" if len(left) > 1 else ""
+        return f"{clean(nodeid)} ({clean(left[0])}{more})"
 
     def together(group: Sequence[str]) -> str:
         if members is None or len(group) <= members:
@@ -88,25 +87,6 @@ def set_texts(
         return f"{head} + ... + {member(group[-1])} ({len(group)} tests)"
 
     return [together(group) for group in sets if group]
-
-
-def sets_text(
-    sets: Sequence[Sequence[str]],
-    *,
-    leaks: Any = None,
-    ref: str | None = None,
-    noun: str = "sets",
-    limit: int | None = SHOW,
-) -> str:
-    """``[[a, b], [c]]`` -> ``a + b; or c`` (each set is minimal on its own);
-    past ``limit`` sets only the first are shown, with the count."""
-    texts = set_texts(sets, leaks=leaks, members=None if limit is None else MEMBERS)
-    shown = texts if limit is None else texts[:limit]
-    text = "; or ".join(shown)
-    if len(shown) < len(texts):
-        more = f"; hermetic-hunt show {clean(ref)} lists all" if ref else ""
-        text = f"{len(texts)} {noun}, e.g. {text}{more}"
-    return text
 
 
 def dates_text(dates: Any) -> str:
@@ -287,13 +267,9 @@ def exposure_line(report: Report) -> str:
         if level not in CI_EXPOSURES:
             apart = f" · apart: {len(groups)} {EXPOSURE_TEXT[level]} (failed only before today)"
             continue
-        text = groups[0].exposure_text if len(groups) == 1 else EXPOSURE_TEXT[level]
-        if len(groups) != 1:
-            text = text.replace("fails ", "fail ", 1)
-        parts.append(f"{len(groups)} {text}")
-    if not parts:
-        return "what CI will see: nothing failed" + apart
-    return "what CI will see: " + " · ".join(parts) + apart
+        many = EXPOSURE_TEXT[level].replace("fails ", "fail ", 1)
+        parts.append(f"{len(groups)} {groups[0].exposure_text if len(groups) == 1 else many}")
+    return "what CI will see: " + (" · ".join(parts) or "nothing failed") + apart
 
 
 def stable_groups(report: Report) -> list[tuple[int, int]]:
@@ -390,25 +366,31 @@ def relation_texts(flake: Flake | Finding, ref: str, limit: int | None = SHOW) -
         ("polluters", flake.polluters, "polluter_leaks", "polluter sets"),
         ("state-setters", flake.state_setters, "state_setter_leaks", "state-setter sets"),
     ):
-        if sets:
-            out[label] = sets_text(sets, leaks=evidence.get(leaks), ref=ref, noun=noun, limit=limit)
+        if sets:  # each set minimal on its own: ``a + b; or c``
+            members = None if limit is None else MEMBERS
+            texts = set_texts(sets, leaks=evidence.get(leaks), members=members)
+            out[label] = listing(texts, noun, ref=ref, limit=limit, sep="; or ")
     if flake.cleaners:
-        shown = len(flake.cleaners) if limit is None else limit
-        out["cleaners"] = listing(flake.cleaners, "cleaners", ref=ref, limit=shown)
+        out["cleaners"] = listing(flake.cleaners, "cleaners", ref=ref, limit=limit)
     if isinstance(evidence.get("dates"), dict):
         out["dates"] = dates_text(evidence["dates"])
     return out
 
 
-def relation_lines(flake: Flake, indent: str = "      ") -> list[str]:
-    """Polluters (with what they left), state-setters, cleaners, the test it collides
-    with, and dates, bounded."""
-    texts = relation_texts(flake, flake.flake_id)
-    labels = ("collides with", "polluters", "cleaners", "state-setters")
-    out = [f"{indent}{label}: {texts[label]}" for label in labels if label in texts]
-    if "dates" in texts:
-        out.append(f"{indent}{texts['dates']}")
-    return out
+def relation_lines(
+    flake: Flake | Finding,
+    ref: str,
+    labels: Sequence[str] = ("collides with", "polluters", "cleaners", "state-setters"),
+    unfinished: str = "",
+) -> list[str]:
+    """:func:`relation_texts` as lines, in the order of ``labels``, then the dates;
+    ``unfinished`` follows the label of the polluters and state-setters."""
+    texts = relation_texts(flake, ref)
+    out = []
+    for label in (label for label in labels if label in texts):
+        more = unfinished if label in ("polluters", "state-setters") else ""
+        out.append(f"      {label}{more}: {texts[label]}")
+    return out + ([f"      {texts['dates']}"] if "dates" in texts else [])
 
 
 #: What a report section's heading adds around its exposure's words.

@@ -33,7 +33,7 @@ from hermetic_hunt.models import (
     Failure,
     Violation,
 )
-from hermetic_hunt.store.rows import named
+from hermetic_hunt.store.rows import chunks, named
 from hermetic_hunt.timing import as_profile, switch_interval
 from hermetic_hunt.untrusted import json_or, number_or, text_or, whole_or
 
@@ -184,13 +184,12 @@ def blocked_calls(
 ) -> dict[int, list[Violation]]:
     """``{attempt id: its violations}``, in stored order, :data:`MAX_VIOLATIONS` at most each."""
     out: dict[int, list[Violation]] = {}
-    for start in range(0, len(attempt_ids), 500):
-        chunk = list(attempt_ids[start : start + 500])
+    for chunk, marks in chunks(attempt_ids):
         for row in named(
             conn,
             "SELECT attempt_id, op, host, port, detail FROM (SELECT *, row_number() OVER "  # noqa: S608
             f"(PARTITION BY attempt_id ORDER BY id) AS n FROM violations WHERE attempt_id IN "
-            f"({','.join('?' * len(chunk))})) WHERE n <= ? ORDER BY attempt_id, n",
+            f"({marks})) WHERE n <= ? ORDER BY attempt_id, n",
             [*chunk, MAX_VIOLATIONS],
         ):
             out.setdefault(row["attempt_id"], []).append(violation(row))

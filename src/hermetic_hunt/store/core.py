@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 import time
@@ -17,6 +18,7 @@ from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.models import Attempt, Columns, Leak, database_path
 from hermetic_hunt.store.attempts import INSERT, column_rows, to_row
 from hermetic_hunt.store.integrity import check_types, connect, writable
+from hermetic_hunt.store.rows import chunks
 from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -63,13 +65,9 @@ def _identity(path: Path) -> tuple[int, int]:
 
 def _free_name(path: Path) -> Path:
     """``flakes.recovered.db`` next to ``flakes.db`` (``-2``, ``-3``... when taken)."""
-    number = 1
-    while True:
-        tail = "" if number == 1 else f"-{number}"
-        candidate = path.with_name(f"{path.stem}.recovered{tail}{path.suffix}")
-        if not candidate.exists():
-            return candidate
-        number += 1
+    tails = ("" if number == 1 else f"-{number}" for number in itertools.count(1))
+    names = (path.with_name(f"{path.stem}.recovered{tail}{path.suffix}") for tail in tails)
+    return next(name for name in names if not name.exists())
 
 
 class Store:
@@ -115,7 +113,9 @@ class Store:
         ``report``, ``list``, ``show``, ``replay``, ``quarantine``) it is
         always opened read-only (a ``mode=ro`` URI): never created, migrated
         or switched to WAL. Every value in it is checked against the schema
-        before anything reads it (:meth:`check`). A relative ``path`` is taken
+        before anything reads it (:func:`~hermetic_hunt.store.integrity.check_types`:
+        a crafted or damaged database is refused in one line naming the first bad
+        value, rather than deep inside a report). A relative ``path`` is taken
         from ``base`` (default: the working directory), as
         :func:`~hermetic_hunt.models.database_path` says.
         """
@@ -138,7 +138,7 @@ class Store:
         store._write = write
         try:
             store._prepare()
-            store.check()
+            check_types(conn, resolved)
             if not read_only:
                 store._watch(resolved)
         except BadDatabase:
@@ -187,18 +187,6 @@ class Store:
                 )
             migrations.apply(self.db)
             self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION:d}")
-
-    def check(self) -> None:
-        """Every value has the type the schema gives its column (else :class:`BadDatabase`).
-
-        A crafted or damaged database is refused here, in one line naming the
-        first bad value, rather than deep inside a report. Checked against the
-        schema this version's migrations create, not the one stored in the
-        file (which a crafted file may have altered): text where a number
-        belongs, a number or blob where text belongs, a NULL in a NOT NULL
-        column, a missing table or column.
-        """
-        check_types(self.conn, self.path)
 
     def _applied_names(self, tables: set[str]) -> list[str]:
         if migrations.migrations_table not in tables:
@@ -338,16 +326,14 @@ class Store:
             conn.executemany(
                 "INSERT OR IGNORE INTO tests (nodeid) VALUES (?)", [(n,) for n in wanted]
             )
-        ids: dict[str, int] = {}
-        for chunk_start in range(0, len(wanted), 500):
-            chunk = wanted[chunk_start : chunk_start + 500]
-            marks = ",".join("?" * len(chunk))
+        return {
+            nodeid: row_id
+            for chunk, marks in chunks(wanted)
             for row_id, nodeid in self.conn.execute(
                 f"SELECT id, nodeid FROM tests WHERE nodeid IN ({marks})",  # noqa: S608
                 chunk,
-            ):
-                ids[nodeid] = row_id
-        return ids
+            )
+        }
 
     def add_attempts(
         self, records: Sequence[Attempt | Columns], test_ids: dict[str, int]
@@ -362,7 +348,6 @@ class Store:
         if not records:
             return []
         total = sum(len(r) if isinstance(r, Columns) else 1 for r in records)
-        first = records[0]
         with self.transaction() as conn:
             (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()
             ids = list(range(last + 1, last + 1 + total))
@@ -380,34 +365,25 @@ class Store:
                     continue
                 attempt_id, next_id = next_id, next_id + 1
                 rows.append(to_row(attempt_id, rec, test_ids[rec.nodeid]))
-                if rec.failure is not None:
-                    f = rec.failure
-                    failures.append((attempt_id, f.exc_type, f.message, f.location, f.excerpt))
-                for v in rec.violations:
-                    violations.append((attempt_id, v.op, v.host, v.port, v.detail))
+                if rec.failure is not None:  # (exc_type, message, location, excerpt)
+                    failures.append((attempt_id, *rec.failure.to_json()))
+                violations.extend((attempt_id, *v.to_json()) for v in rec.violations)
                 if rec.journal is not None:
                     journals.append(
                         (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
                     )
-            for insert, found in plain.items():
+            for insert, found in [*plain.items(), (INSERT, rows)]:
                 conn.executemany(insert, found)
-            if rows:
-                conn.executemany(INSERT, rows)
-            if failures:
-                conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
-            if violations:
-                conn.executemany(
-                    "INSERT INTO violations (attempt_id, op, host, port, detail) "
-                    "VALUES (?,?,?,?,?)",
-                    violations,
-                )
-            if journals:
-                conn.executemany(
-                    "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)",
-                    journals,
-                )
+            conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)
+            conn.executemany(
+                "INSERT INTO violations (attempt_id, op, host, port, detail) VALUES (?,?,?,?,?)",
+                violations,
+            )
+            conn.executemany(
+                "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)", journals
+            )
             conn.execute(
-                "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, first.run_id)
+                "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, records[0].run_id)
             )
         return ids
 

@@ -12,23 +12,13 @@ from typing import Any
 
 from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.findings import FixFacts, Flake, StoredFix
-from hermetic_hunt.models import (
-    FAILING,
-    PASSING,
-    PLAIN_SQL,
-    REPEATED_RUN,
-    Leak,
-    Violation,
-    sql_set,
-)
+from hermetic_hunt.models import PLAIN_SQL, REPEATED_RUN, Leak, Violation
 from hermetic_hunt.store import flakes, runs
 from hermetic_hunt.store.attempts import violation
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import named, scalar
+from hermetic_hunt.store.rows import FAIL_SQL, PASS_SQL, chunks, named, scalar
 from hermetic_hunt.untrusted import is_number, is_whole, text_or
 
-_FAIL = sql_set(FAILING)
-_PASS = sql_set(PASSING)
 #: Most leaks and blocked calls read per test.
 LIMIT = 20
 
@@ -86,8 +76,8 @@ def fail_counts(store: Store, nodeid: str) -> tuple[int, int]:
     found = []
     for which in (PLAIN_SQL, f"a.repeat = {REPEATED_RUN}"):
         failed, counted = store.conn.execute(
-            f"SELECT sum(a.outcome IN {_FAIL}), sum(a.outcome IN {_FAIL} OR a.outcome IN "  # noqa: S608
-            f"{_PASS}) FROM attempts a JOIN tests t ON t.id = a.test_id "
+            f"SELECT sum(a.outcome IN {FAIL_SQL}), sum(a.outcome IN {FAIL_SQL} OR a.outcome IN "  # noqa: S608
+            f"{PASS_SQL}) FROM attempts a JOIN tests t ON t.id = a.test_id "
             f"WHERE t.nodeid = ? AND {which}",
             (nodeid,),
         ).fetchone()
@@ -100,12 +90,11 @@ def leaks_of(store: Store, nodeids: Sequence[str]) -> dict[str, tuple[Leak, ...]
     """Distinct leaks of each test in any run (what a round kept first)."""
     out: dict[str, list[Leak]] = {}
     wanted = list(dict.fromkeys(nodeids))
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk, marks in chunks(wanted):
         rows = store.conn.execute(
             "SELECT t.nodeid, l.resource, l.name, l.change, l.detail FROM leaks l "  # noqa: S608
             "JOIN attempts a ON a.id = l.attempt_id JOIN tests t ON t.id = a.test_id "
-            f"WHERE t.nodeid IN ({','.join('?' * len(chunk))}) ORDER BY l.persisted DESC, l.id",
+            f"WHERE t.nodeid IN ({marks}) ORDER BY l.persisted DESC, l.id",
             chunk,
         )
         for nodeid, resource, name, change, detail in rows:

@@ -23,7 +23,7 @@ from hermetic_hunt.findings import Finding, Flake, Probe, ProbeResult
 from hermetic_hunt.kinds import KINDS
 from hermetic_hunt.models import Reproducer, parse_ref
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import named
+from hermetic_hunt.store.rows import chunks, named
 from hermetic_hunt.untrusted import load_json, number_or, text_or, whole_or
 
 _SELECT = """
@@ -73,9 +73,7 @@ def known_verdicts(store: Store, nodeids: Sequence[str]) -> dict[str, tuple[str,
     """``{nodeid: (status, kinds)}`` of the flakes these tests already have (a damaged
     one is not known: isolation writes it anew)."""
     out: dict[str, tuple[str, list[str]]] = {}
-    for start in range(0, len(nodeids), 500):
-        chunk = list(nodeids[start : start + 500])
-        marks = ",".join("?" * len(chunk))
+    for chunk, marks in chunks(nodeids):
         for row in named(store.conn, _SELECT + f"WHERE t.nodeid IN ({marks})", chunk):
             with contextlib.suppress(BadDatabase):
                 flake = _flake(row, store.path.name)

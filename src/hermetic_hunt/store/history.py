@@ -8,16 +8,13 @@ CI is untrusted).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, sql_set
+from hermetic_hunt.models import PLAIN_SQL
 from hermetic_hunt.store.core import Store
-
-_FAIL = sql_set(FAILING)
-_PASS = sql_set(PASSING)
+from hermetic_hunt.store.rows import FAIL_SQL, PASS_SQL, chunks
+from hermetic_hunt.untrusted import json_or, text_or
 
 
 @dataclass(frozen=True)
@@ -52,14 +49,10 @@ class ReplayPoint:
     git_sha: str | None
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def runs(store: Store) -> list[RunPoint]:
     rows = store.conn.execute("SELECT id, started_at, git_sha, git_branch FROM runs ORDER BY id")
     return [
-        RunPoint(run_id, _text(started_at) or "", _text(sha), _text(branch))
+        RunPoint(run_id, text_or(started_at), text_or(sha) or None, text_or(branch) or None)
         for run_id, started_at, sha, branch in rows
         if isinstance(run_id, int)
     ]
@@ -68,26 +61,21 @@ def runs(store: Store) -> list[RunPoint]:
 def tallies(store: Store, nodeids: Sequence[str]) -> list[Tally]:
     """Per run, the plain attempts of each of ``nodeids`` that counted (passed or
     failed), and its repeated runs that failed."""
-    out: list[Tally] = []
-    wanted = list(dict.fromkeys(nodeids))
     plain = f"({PLAIN_SQL})"
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
-        rows = store.conn.execute(
-            f"SELECT t.nodeid, a.run_id, sum({plain} AND (a.outcome IN {_PASS} "  # noqa: S608
-            f"OR a.outcome IN {_FAIL})), sum({plain} AND a.outcome IN {_FAIL}), "
-            f"sum(NOT {plain} AND a.outcome IN {_FAIL}) "
+    return [
+        Tally(str(nodeid), run_id, int(counted or 0), int(failed or 0), int(repeated or 0))
+        for chunk, marks in chunks(dict.fromkeys(nodeids))
+        for nodeid, run_id, counted, failed, repeated in store.conn.execute(
+            f"SELECT t.nodeid, a.run_id, sum({plain} AND (a.outcome IN {PASS_SQL} "  # noqa: S608
+            f"OR a.outcome IN {FAIL_SQL})), sum({plain} AND a.outcome IN {FAIL_SQL}), "
+            f"sum(NOT {plain} AND a.outcome IN {FAIL_SQL}) "
             "FROM attempts a JOIN tests t ON t.id = a.test_id "
-            f"WHERE t.nodeid IN ({','.join('?' * len(chunk))}) "
+            f"WHERE t.nodeid IN ({marks}) "
             "GROUP BY t.nodeid, a.run_id ORDER BY t.nodeid, a.run_id",
             chunk,
-        ).fetchall()
-        out.extend(
-            Tally(str(nodeid), run_id, int(counted or 0), int(failed or 0), int(repeated or 0))
-            for nodeid, run_id, counted, failed, repeated in rows
-            if isinstance(run_id, int)
         )
-    return out
+        if isinstance(run_id, int)
+    ]
 
 
 def replays(store: Store) -> list[ReplayPoint]:
@@ -98,12 +86,8 @@ def replays(store: Store) -> list[ReplayPoint]:
         "JOIN flakes fl ON fl.id = r.flake_id ORDER BY r.id"
     ).fetchall()
     for flake_id, started_at, outcome, environment in rows:
-        try:
-            env = json.loads(environment) if isinstance(environment, str) else {}
-        except (ValueError, RecursionError):
-            env = {}
+        env = json_or(environment, {})
         sha = env.get("git_sha") if isinstance(env, dict) else None
-        out.append(
-            ReplayPoint(str(flake_id), _text(started_at) or "", _text(outcome) or "", _text(sha))
-        )
+        out.append(ReplayPoint(str(flake_id), text_or(started_at), text_or(outcome),
+                               text_or(sha) or None))  # fmt: skip
     return out

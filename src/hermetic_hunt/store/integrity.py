@@ -11,6 +11,7 @@ never meets text where it expects a number.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import urllib.parse
@@ -51,7 +52,6 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
             # its -shm file. Without a write-ahead log to read, nothing is
             # missed by reading the file as it is (immutable).
             conn.close()
-            wal = path.with_name(path.name + "-wal")
             if wal.exists() and wal.stat().st_size > 0:
                 raise BadDatabase(
                     f"{path} is read-only here and its write-ahead log {wal.name} holds data "
@@ -67,30 +67,30 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
 
 _TYPES = {"INTEGER": ("integer",), "REAL": ("real", "integer"), "TEXT": ("text",),
           "BLOB": ("blob", "text")}  # fmt: skip
-_EXPECTED: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
 
 
+def quote(identifier: str) -> str:
+    """``identifier`` as an SQL quoted identifier (``"`` doubled)."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+@functools.cache
 def expected_columns() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
     """``{table: [(column, allowed typeof() values)]}`` of the schema the migrations create."""
-    if not _EXPECTED:
-        found: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
-        db = sqlite_utils.Database(memory=True)
-        migrations.apply(db)
-        for table in db.table_names():
-            if table.startswith("_") or table.startswith("sqlite_"):
-                continue
-            columns = []
+    db = sqlite_utils.Database(memory=True)
+    migrations.apply(db)
+    found = {
+        table: [
+            (str(name), (*_TYPES[str(declared).upper()], *(() if notnull or pk else ("null",))))
             for _cid, name, declared, notnull, _default, pk in db.execute(
-                f"PRAGMA table_info({_quote(table)})"
-            ).fetchall():
-                allowed = _TYPES[str(declared).upper()]
-                if not notnull and not pk:
-                    allowed = (*allowed, "null")
-                columns.append((str(name), allowed))
-            found[table] = columns
-        db.close()
-        _EXPECTED.update(found)  # all at once: a concurrent caller never sees half of it
-    return _EXPECTED
+                f"PRAGMA table_info({quote(table)})"
+            ).fetchall()
+        ]
+        for table in db.table_names()
+        if not table.startswith(("_", "sqlite_"))
+    }
+    db.close()
+    return found
 
 
 def check_types(conn: sqlite3.Connection, path: Path) -> None:
@@ -108,14 +108,10 @@ def check_types(conn: sqlite3.Connection, path: Path) -> None:
         _check_table(conn, path, table, columns)
 
 
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
 def _check_table(
     conn: sqlite3.Connection, path: Path, table: str, columns: list[tuple[str, tuple[str, ...]]]
 ) -> None:
-    present = {str(name) for _, name, *_ in conn.execute(f"PRAGMA table_info({_quote(table)})")}
+    present = {str(name) for _, name, *_ in conn.execute(f"PRAGMA table_info({quote(table)})")}
     for name, _ in columns:
         if name not in present:
             raise BadDatabase(
@@ -123,12 +119,12 @@ def _check_table(
                 "edited (re-run the hunt)"
             )
     tests = [
-        f"typeof({_quote(name)}) NOT IN ({', '.join(repr(t) for t in allowed)})"
+        f"typeof({quote(name)}) NOT IN ({', '.join(repr(t) for t in allowed)})"
         for name, allowed in columns
     ]
-    typeofs = ", ".join(f"typeof({_quote(name)})" for name, _ in columns)
+    typeofs = ", ".join(f"typeof({quote(name)})" for name, _ in columns)
     row = conn.execute(
-        f"SELECT rowid, {typeofs} FROM {_quote(table)} "  # noqa: S608 - the schema's own names
+        f"SELECT rowid, {typeofs} FROM {quote(table)} "  # noqa: S608 - the schema's own names
         f"WHERE {' OR '.join(tests)} LIMIT 1"
     ).fetchone()
     if row is None:

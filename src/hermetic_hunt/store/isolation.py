@@ -18,25 +18,15 @@ from typing import Any
 
 from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.journal import MAX_COMPRESSED
-from hermetic_hunt.models import (
-    FAILING,
-    PASSING,
-    PLAIN_SQL,
-    Attempt,
-    Leak,
-    parse_ref,
-    sql_set,
-)
+from hermetic_hunt.models import PLAIN_SQL, Attempt, Leak, parse_ref
 from hermetic_hunt.store import attempts
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.store.queries import second_runs
-from hermetic_hunt.store.rows import scalar
+from hermetic_hunt.store.rows import FAIL_SQL, PASS_SQL, chunks, scalar
 from hermetic_hunt.untrusted import text_or
 
-_FAIL = sql_set(FAILING)
-_PASS = sql_set(PASSING)
 _REPRESENTATIVE = (
-    f"WHERE a.run_id = ? AND t.nodeid = ? ORDER BY a.repeat != 0, a.outcome IN {_PASS} DESC, "
+    f"WHERE a.run_id = ? AND t.nodeid = ? ORDER BY a.repeat != 0, a.outcome IN {PASS_SQL} DESC, "
     "a.id LIMIT 1"
 )
 _JOURNAL = (
@@ -56,8 +46,8 @@ class Candidates:
 def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> Candidates:
     """Flaky, violating and not-idempotent tests of ``run_id`` (restricted to ``only``)."""
     rows = store.conn.execute(
-        f"SELECT t.nodeid, sum({PLAIN_SQL} AND a.outcome IN {_PASS}), "  # noqa: S608
-        f"sum({PLAIN_SQL} AND a.outcome IN {_FAIL}), sum(a.violations > 0) "
+        f"SELECT t.nodeid, sum({PLAIN_SQL} AND a.outcome IN {PASS_SQL}), "  # noqa: S608
+        f"sum({PLAIN_SQL} AND a.outcome IN {FAIL_SQL}), sum(a.violations > 0) "
         "FROM attempts a JOIN tests t ON t.id = a.test_id "
         "WHERE a.run_id = ? GROUP BY t.nodeid ORDER BY t.nodeid",
         (run_id,),
@@ -83,9 +73,8 @@ def candidates(store: Store, run_id: int, only: Iterable[str] | None = None) -> 
 
 def attempts_of(store: Store, run_id: int, nodeids: Sequence[str]) -> dict[str, list[Attempt]]:
     out: dict[str, list[Attempt]] = {n: [] for n in nodeids}
-    for start in range(0, len(nodeids), 500):
-        chunk = list(nodeids[start : start + 500])
-        where = f"WHERE a.run_id = ? AND t.nodeid IN ({','.join('?' * len(chunk))}) ORDER BY a.id"
+    for chunk, marks in chunks(nodeids):
+        where = f"WHERE a.run_id = ? AND t.nodeid IN ({marks}) ORDER BY a.id"
         for attempt in attempts.read(store.conn, where, [run_id, *chunk], violations=True):
             out[attempt.nodeid].append(attempt)
     return out
@@ -233,15 +222,11 @@ def resolve_refs(store: Store, refs: Sequence[str]) -> list[str]:
     out = []
     for ref in refs:
         parsed = parse_ref(ref)
-        nodeid = (
-            scalar(
-                store.conn,
-                "SELECT t.nodeid FROM flakes fl JOIN tests t ON t.id = fl.test_id "
-                "WHERE fl.flake_id = ?",
-                (str(parsed),),
-            )
-            if parsed is not None and parsed.kind == "flake"
-            else None
+        flake_id = str(parsed) if parsed is not None and parsed.kind == "flake" else None
+        nodeid = scalar(
+            store.conn,
+            "SELECT t.nodeid FROM flakes fl JOIN tests t ON t.id = fl.test_id WHERE flake_id = ?",
+            (flake_id,),
         )
         if nodeid is None:
             nodeid = scalar(store.conn, "SELECT nodeid FROM tests WHERE nodeid = ?", (ref,))

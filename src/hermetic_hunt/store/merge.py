@@ -34,23 +34,19 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase
 from hermetic_hunt.pasteable import display_path
 from hermetic_hunt.store.core import Store
+from hermetic_hunt.store.integrity import quote
 from hermetic_hunt.store.merge_rules import (
     combine_flakes,
     dumps,
-    is_id,
     loads,
     next_flake_id,
     renumber,
     translate_reproducer,
 )
-from hermetic_hunt.store.rows import scalar
+from hermetic_hunt.store.rows import chunks, scalar
+from hermetic_hunt.untrusted import is_whole
 
 Remap = dict[str, Callable[[Any], Any]]
-
-
-def quote(identifier: str) -> str:
-    """``identifier`` as an SQL quoted identifier (``"`` doubled)."""
-    return '"' + str(identifier).replace('"', '""') + '"'
 
 
 def names(columns: Iterable[str]) -> str:
@@ -175,9 +171,12 @@ class _Merger:
             self.columns[table] = [str(name) for _, name, *_ in rows]
         return self.columns[table]
 
-    def _rows(self, table: str, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    def _rows(
+        self, table: str, where: str, params: Sequence[Any], conn: sqlite3.Connection | None = None
+    ) -> list[dict[str, Any]]:
+        """The rows of ``table`` in the input (or ``conn``), by column name."""
         columns = self._columns(table)
-        cursor = self.src.execute(
+        cursor = (conn or self.src).execute(
             f"SELECT {names(columns)} FROM {quote(table)} WHERE {where} ORDER BY rowid",  # noqa: S608
             list(params),
         )
@@ -234,15 +233,13 @@ class _Merger:
             next_id += 1
         self.summary.attempts += len(rows)
         remap: Remap = {"attempt_id": self.attempts.__getitem__}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            where = f"attempt_id IN ({','.join('?' * len(chunk))})"
+        for chunk, marks in chunks(ids):
             for table in ("failures", "violations", "journals"):
-                self._copy(table, where, chunk, remap)
+                self._copy(table, f"attempt_id IN ({marks})", chunk, remap)
 
     def attempt(self, src_id: Any) -> int | None:
         """The dest id of a source attempt (also of runs merged earlier)."""
-        if not is_id(src_id):
+        if not is_whole(src_id):
             return None
         if src_id in self.attempts:
             return self.attempts[src_id]
@@ -265,7 +262,7 @@ class _Merger:
         return self.attempts[src_id]
 
     def run_id(self, src_id: Any) -> int | None:
-        return self.runs.get(src_id) if is_id(src_id) else None
+        return self.runs.get(src_id) if is_whole(src_id) else None
 
     # -- flakes and what hangs off them --------------------------------------------
 
@@ -283,7 +280,7 @@ class _Merger:
                 if existing is not None:
                     mapping[src_row] = int(existing)
                 continue
-            mapping[src_row] = dest_row = self._store_flake(self._translated(flake))
+            mapping[src_row] = dest_row = self._store_flake(self._translated(flake), existing)
             for step in steps:
                 step.pop("id")
                 step.update(flake_id=dest_row, run_id=self.run_id(step["run_id"]))
@@ -317,17 +314,15 @@ class _Merger:
         flake["evidence"] = dumps(renumber(evidence, self.attempt, self.run_id))
         return flake
 
-    def _store_flake(self, incoming: dict[str, Any]) -> int:
-        current = scalar(
-            self.dst, "SELECT id FROM flakes WHERE test_id = ?", (incoming["test_id"],)
-        )
+    def _store_flake(self, incoming: dict[str, Any], current: int | None) -> int:
+        """``incoming`` as a new flake, or combined with flake row ``current`` of its test."""
         if current is None:
             incoming["flake_id"] = next_flake_id(
                 [flake_id for (flake_id,) in self.dst.execute("SELECT flake_id FROM flakes")]
             )
             self.summary.new_flakes.append(incoming["flake_id"])
             return self._insert("flakes", incoming)
-        (row,) = self._dest_rows("flakes", "id = ?", [current])
+        (row,) = self._rows("flakes", "id = ?", [current], self.dst)
         combined = combine_flakes(row, incoming)
         self.dst.execute(
             f"UPDATE flakes SET {', '.join(f'{quote(c)} = ?' for c in combined)} WHERE id = ?",  # noqa: S608
@@ -336,39 +331,28 @@ class _Merger:
         self.summary.combined_flakes.append(str(row["flake_id"]))
         return int(row["id"])
 
-    def _dest_rows(self, table: str, where: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        columns = self._columns(table)
-        cursor = self.dst.execute(
-            f"SELECT {names(columns)} FROM {quote(table)} WHERE {where}",  # noqa: S608
-            list(params),
-        )
-        return [dict(zip(columns, row, strict=True)) for row in cursor]
-
     def _replays(self, flakes: dict[int, int]) -> None:
         for replay in self._rows("replays", "1", []):
             replay.pop("id")
-            duplicate = self.dst.execute(
-                "SELECT 1 FROM replays WHERE target IS ? AND started_at IS ? AND outcome IS ? "
-                "AND detail IS ? AND environment IS ?",
-                [replay[c] for c in ("target", "started_at", "outcome", "detail", "environment")],
-            ).fetchone()
-            if duplicate is None:
-                replay["flake_id"] = flakes.get(replay["flake_id"])
-                replay["attempt_id"] = self.attempt(replay["attempt_id"])
-                self._insert("replays", replay)
+            replay["flake_id"] = flakes.get(replay["flake_id"])
+            replay["attempt_id"] = self.attempt(replay["attempt_id"])
+            self._add_once("replays", replay, ("target", "started_at", "outcome", "detail",
+                                               "environment"))  # fmt: skip
 
     def _fixes(self, flakes: dict[int, int]) -> None:
         """Verified fixes follow their flake (a verification already there is not copied)."""
         for fix in self._rows("fixes", "1", []):
             fix.pop("id")
-            dest = flakes.get(fix["flake_id"])
-            if dest is None:
-                continue
-            duplicate = self.dst.execute(
-                "SELECT 1 FROM fixes WHERE flake_id = ? AND created_at IS ? AND patch_sha IS ? "
-                "AND outcome IS ?",
-                (dest, fix["created_at"], fix["patch_sha"], fix["outcome"]),
-            ).fetchone()
-            if duplicate is None:
-                fix["flake_id"] = dest
-                self._insert("fixes", fix)
+            fix["flake_id"] = flakes.get(fix["flake_id"])
+            if fix["flake_id"] is not None:
+                self._add_once("fixes", fix, ("flake_id", "created_at", "patch_sha", "outcome"))
+
+    def _add_once(self, table: str, row: dict[str, Any], keys: tuple[str, ...]) -> None:
+        """Insert ``row`` unless ``table`` already has one with the same ``keys``."""
+        same = " AND ".join(f"{quote(k)} IS ?" for k in keys)
+        found = self.dst.execute(
+            f"SELECT 1 FROM {quote(table)} WHERE {same}",  # noqa: S608 - quoted names
+            [row[k] for k in keys],
+        ).fetchone()
+        if found is None:
+            self._insert(table, row)

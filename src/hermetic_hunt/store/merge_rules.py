@@ -34,10 +34,6 @@ _RUN_KEYS = ("run", "run_id", "runs", "run_ids")
 _RUN_SUFFIXES = ("_run", "_runs", "_run_id", "_run_ids")
 
 
-def is_id(value: Any) -> bool:
-    return is_whole(value)
-
-
 def loads(text: Any, what: str) -> Any:
     """Stored JSON (untrusted); ``None`` stays ``None``."""
     if text is None:
@@ -84,7 +80,7 @@ def renumber(value: Any, attempt: Mapper, run: Mapper) -> Any:
 
 
 def _map_id(value: Any, mapper: Mapper) -> Any:
-    if is_id(value):
+    if is_whole(value):
         return mapper(value)
     if isinstance(value, str) and value[:1] in ("A", "a") and value[1:].isdigit():
         mapped = mapper(int(value[1:]))

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hermetic_hunt.models import FAILING, PASSING, PLAIN_SQL, REPEATED_RUN, sql_set
+from hermetic_hunt.models import PLAIN_SQL, REPEATED_RUN, Violation
 from hermetic_hunt.store.core import Store
 from hermetic_hunt.store.rows import (
+    FAIL_SQL,
+    PASS_SQL,
     AttemptDetail,
     CheckRow,
     ConditionRow,
@@ -23,15 +25,12 @@ from hermetic_hunt.store.rows import (
     RoundCell,
     StepRow,
     TestCounts,
-    ViolationDetail,
     ViolationRow,
+    chunks,
     named,
     scalar,
 )
 from hermetic_hunt.untrusted import is_whole
-
-_FAILING = sql_set(FAILING)
-_PASSING = sql_set(PASSING)
 
 
 def _runs_clause(runs: Sequence[int] | None, column: str) -> tuple[str, list[Any]]:
@@ -53,12 +52,12 @@ def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
     seconds = second_runs(store, runs)
     sql = f"""
         SELECT t.nodeid,
-               sum(a.outcome IN {_PASSING}) AS passed,
-               sum(a.outcome IN {_FAILING}) AS failed,
+               sum(a.outcome IN {PASS_SQL}) AS passed,
+               sum(a.outcome IN {FAIL_SQL}) AS failed,
                sum(a.outcome = 'skipped') AS skipped,
                sum(a.outcome = 'crashed') AS crashed,
                sum(a.violations > 0) AS with_violations,
-               min(CASE WHEN a.outcome IN {_FAILING} THEN a.id END) AS first_id
+               min(CASE WHEN a.outcome IN {FAIL_SQL} THEN a.id END) AS first_id
         FROM attempts a JOIN tests t ON t.id = a.test_id
         WHERE {clause}
         GROUP BY t.nodeid ORDER BY t.nodeid
@@ -91,8 +90,8 @@ def second_runs(store: Store, runs: Sequence[int] | None) -> dict[str, tuple[int
         FROM attempts a JOIN tests t ON t.id = a.test_id
         JOIN attempts b ON b.test_id = a.test_id AND b.run_id = a.run_id
              AND b.worker = a.worker AND b.round = a.round AND b.repeat = 1
-             AND b.execution = 1 AND b.outcome IN {_PASSING}
-        WHERE {clause} AND a.repeat = {REPEATED_RUN} AND a.execution = 1 AND a.outcome IN {_FAILING}
+             AND b.execution = 1 AND b.outcome IN {PASS_SQL}
+        WHERE {clause} AND a.repeat = {REPEATED_RUN} AND a.execution = 1 AND a.outcome IN {FAIL_SQL}
         GROUP BY t.nodeid
         """,  # noqa: S608 - constants and placeholders only
         params,
@@ -147,8 +146,7 @@ def condition_rows(
     """Outcomes of ``nodeids`` per timing condition (plain runs only)."""
     clause, params = _plain_clause(runs)
     out: list[ConditionRow] = []
-    for start in range(0, len(nodeids), 500):
-        chunk = list(nodeids[start : start + 500])
+    for chunk, marks in chunks(nodeids):
         rows = store.conn.execute(
             f"""
             SELECT t.nodeid,
@@ -156,12 +154,12 @@ def condition_rows(
                         WHEN a.switch_interval IS NOT NULL THEN 'switch'
                         WHEN a.profile IN ('jitter', 'slow') THEN a.profile
                         ELSE 'exact' END AS condition,
-                   sum(a.outcome IN {_PASSING}),
-                   sum(a.outcome IN {_FAILING}),
-                   min(CASE WHEN a.outcome IN {_FAILING} AND json_valid(a.counts)
+                   sum(a.outcome IN {PASS_SQL}),
+                   sum(a.outcome IN {FAIL_SQL}),
+                   min(CASE WHEN a.outcome IN {FAIL_SQL} AND json_valid(a.counts)
                             THEN json_extract(a.counts, '$.stretch') END)
             FROM attempts a JOIN tests t ON t.id = a.test_id
-            WHERE {clause} AND t.nodeid IN ({",".join("?" * len(chunk))})
+            WHERE {clause} AND t.nodeid IN ({marks})
             GROUP BY t.nodeid, condition ORDER BY t.nodeid, condition
             """,  # noqa: S608 - constants and placeholders only
             [*params, *chunk],
@@ -175,20 +173,18 @@ def condition_rows(
 
 
 def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureRow]:
-    out: dict[int, FailureRow] = {}
-    ids = list(attempt_ids)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        sql = (
+    # A failing attempt without a failures row (a crashed worker) keeps an
+    # empty failure: it still has a replayable id.
+    return {
+        row[0]: FailureRow(*row)  # (attempt id, run id, exc_type, message, location)
+        for chunk, marks in chunks(attempt_ids)
+        for row in store.conn.execute(
             "SELECT a.id, a.run_id, coalesce(f.exc_type, ''), coalesce(f.message, ''), "  # noqa: S608
             "coalesce(f.location, '') FROM attempts a LEFT JOIN failures f "
-            f"ON f.attempt_id = a.id WHERE a.id IN ({','.join('?' * len(chunk))})"
+            f"ON f.attempt_id = a.id WHERE a.id IN ({marks})",
+            chunk,
         )
-        for attempt_id, run_id, exc_type, message, location in store.conn.execute(sql, chunk):
-            # A failing attempt without a failures row (a crashed worker) keeps
-            # an empty failure: it still has a replayable id.
-            out[attempt_id] = FailureRow(attempt_id, run_id, exc_type, message, location)
-    return out
+    }
 
 
 def check_rows(store: Store, runs: Sequence[int] | None) -> list[CheckRow]:
@@ -219,22 +215,20 @@ def round_cells(
 ) -> list[RoundCell]:
     """Outcomes by (run, round) of ``nodeids``: the outcome-by-round view (every
     attempt: a twice round's repeated run and reruns make a round's cell "both")."""
-    if not nodeids:
-        return []
     clause, params = _runs_clause(runs, "a.run_id")
-    out: list[RoundCell] = []
-    wanted = list(nodeids)
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
-        sql = (
-            f"SELECT t.nodeid, a.run_id, a.round AS round_no, sum(a.outcome IN {_PASSING}) AS "  # noqa: S608
-            f"passed, sum(a.outcome IN {_FAILING}) AS failed FROM attempts a "
+    return [
+        RoundCell(**row)
+        for chunk, marks in chunks(nodeids)
+        for row in named(
+            store.conn,
+            f"SELECT t.nodeid, a.run_id, a.round AS round_no, sum(a.outcome IN {PASS_SQL}) AS "  # noqa: S608
+            f"passed, sum(a.outcome IN {FAIL_SQL}) AS failed FROM attempts a "
             "JOIN tests t ON t.id = a.test_id "
-            f"WHERE {clause} AND t.nodeid IN ({','.join('?' * len(chunk))}) "
-            "GROUP BY t.nodeid, a.run_id, a.round ORDER BY t.nodeid, a.run_id, a.round"
+            f"WHERE {clause} AND t.nodeid IN ({marks}) "
+            "GROUP BY t.nodeid, a.run_id, a.round ORDER BY t.nodeid, a.run_id, a.round",
+            [*params, *chunk],
         )
-        out.extend(RoundCell(**row) for row in named(store.conn, sql, [*params, *chunk]))
-    return out
+    ]
 
 
 # -- show ------------------------------------------------------------------------
@@ -257,7 +251,7 @@ def attempt_detail(store: Store, attempt_id: int) -> AttemptDetail | None:
             "SELECT op, host, port, detail FROM violations WHERE attempt_id = ? ORDER BY id",
             (attempt_id,),
         )
-        return AttemptDetail(**row, violations=tuple(ViolationDetail(**v) for v in violations))
+        return AttemptDetail(**row, violations=tuple(Violation(**v) for v in violations))
     return None
 
 
@@ -274,7 +268,7 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
     Prefers an attempt of the same run; the comparison in ``show`` is between
     a failing and a passing attempt of the same test.
     """
-    outcomes = _FAILING if failing else _PASSING
+    outcomes = FAIL_SQL if failing else PASS_SQL
     found = scalar(
         store.conn,
         f"""
@@ -292,7 +286,7 @@ def first_failing_attempt(store: Store, nodeid: str) -> int | None:
     found = scalar(
         store.conn,
         f"SELECT min(a.id) FROM attempts a JOIN tests t ON t.id = a.test_id "  # noqa: S608
-        f"WHERE t.nodeid = ? AND a.outcome IN {_FAILING} AND {PLAIN_SQL}",
+        f"WHERE t.nodeid = ? AND a.outcome IN {FAIL_SQL} AND {PLAIN_SQL}",
         (nodeid,),
     )
     return int(found) if found is not None else None

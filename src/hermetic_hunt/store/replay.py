@@ -19,10 +19,11 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase, BadJournal
 from hermetic_hunt.findings import Flake
 from hermetic_hunt.journal import MAX_COMPRESSED
-from hermetic_hunt.models import FAILING, Attempt, Settings, sql_set
+from hermetic_hunt.models import Attempt, Settings
 from hermetic_hunt.store import attempts, flakes, runs
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.store.fixes import fail_counts
+from hermetic_hunt.store.rows import FAIL_SQL, scalar
 
 
 class ReplaySource:
@@ -49,7 +50,7 @@ class ReplaySource:
 
     def newest_failing_attempt(self, nodeid: str) -> Attempt | None:
         return self._attempt(
-            f"WHERE t.nodeid = ? AND a.outcome IN {sql_set(FAILING)} "
+            f"WHERE t.nodeid = ? AND a.outcome IN {FAIL_SQL} "
             "ORDER BY a.run_id DESC, a.id DESC LIMIT 1",
             (nodeid,),
         )
@@ -62,10 +63,7 @@ class ReplaySource:
 
     def test_known(self, nodeid: str) -> bool:
         with self._reading():
-            return (
-                self.conn.execute("SELECT 1 FROM tests WHERE nodeid = ?", (nodeid,)).fetchone()
-                is not None
-            )
+            return scalar(self.conn, "SELECT 1 FROM tests WHERE nodeid = ?", (nodeid,)) is not None
 
     def _flake(self, where: str, params: tuple[Any, ...]) -> Flake | None:
         with self._reading():
@@ -95,17 +93,16 @@ class ReplaySource:
                 "SELECT length(data), typeof(data) FROM journals WHERE attempt_id = ?",
                 (attempt_id,),
             ).fetchone()
-        if found is None:
-            return None
-        size, kind = found
-        if kind not in ("blob", "text"):
-            raise BadJournal(f"{where}: stored as {kind}, not as bytes; run a new hunt")
-        if not isinstance(size, int) or size > MAX_COMPRESSED:
-            raise BadJournal(
-                f"{where}: journal is {size:,} bytes, over the {MAX_COMPRESSED:,} limit; "
-                "run a new hunt"
-            )
-        with self._reading():
+            if found is None:
+                return None
+            size, kind = found
+            if kind not in ("blob", "text"):
+                raise BadJournal(f"{where}: stored as {kind}, not as bytes; run a new hunt")
+            if not isinstance(size, int) or size > MAX_COMPRESSED:
+                raise BadJournal(
+                    f"{where}: journal is {size:,} bytes, over the {MAX_COMPRESSED:,} limit; "
+                    "run a new hunt"
+                )
             (blob,) = self.conn.execute(
                 "SELECT data FROM journals WHERE attempt_id = ?", (attempt_id,)
             ).fetchone()

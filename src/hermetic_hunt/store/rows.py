@@ -9,12 +9,16 @@ text. They live here, below both, so the store never imports a stage.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hermetic_hunt.models import FAILING, describe_leak
+from hermetic_hunt.models import FAILING, PASSING, Violation, describe_leak, sql_set
 from hermetic_hunt.untrusted import is_whole, json_or
+
+#: The outcomes that count as failing, and as passing, for an SQL ``IN``.
+FAIL_SQL = sql_set(FAILING)
+PASS_SQL = sql_set(PASSING)
 
 
 def named(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
@@ -29,6 +33,15 @@ def scalar(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> An
     for (value,) in conn.execute(sql, params):
         return value
     return None
+
+
+def chunks(values: Iterable[Any]) -> Iterator[tuple[list[Any], str]]:
+    """``values`` 500 at a time (SQLite bounds the parameters of a statement), each
+    chunk with its placeholders (``?,?,...``) for an ``IN (...)``."""
+    found = list(values)
+    for start in range(0, len(found), 500):
+        chunk = found[start : start + 500]
+        yield chunk, ",".join("?" * len(chunk))
 
 
 @dataclass(frozen=True)
@@ -152,14 +165,6 @@ class RoundCell:
 
 
 @dataclass(frozen=True)
-class ViolationDetail:
-    op: str
-    host: str
-    port: int | None
-    detail: str
-
-
-@dataclass(frozen=True)
 class AttemptDetail:
     """One ``attempts`` row with its failure, journal size and violations."""
 
@@ -184,7 +189,7 @@ class AttemptDetail:
     excerpt: str | None
     journal_format: str | None
     journal_size: int | None
-    violations: tuple[ViolationDetail, ...] = ()
+    violations: tuple[Violation, ...] = ()
 
     @property
     def failing(self) -> bool:

@@ -45,6 +45,48 @@ def _migration(name: str) -> Any:
     return migrations(name=name)
 
 
+def _test_stats(where: str) -> str:
+    """The views ``test_stats`` (per run and test), ``test_stats_all`` (per test) and
+    ``flaky_tests`` over the attempts ``where`` keeps ("": all), as 0001, 0002 and 0006
+    create them (the text SQLite keeps of each view is the one they always wrote)."""
+    where = f"        {where}\n" if where else ""
+    views = [
+        f"""        CREATE VIEW {view} AS
+        SELECT {keys},
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
+               sum(a.outcome = 'skipped') AS skipped,
+               sum(a.outcome = 'crashed') AS crashed,
+               sum(a.violations > 0) AS with_violations,
+               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
+                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
+        FROM attempts a JOIN tests t ON t.id = a.test_id
+{where}        GROUP BY {keys};
+"""  # noqa: S608 - constant text
+        for view, keys in (("test_stats", "a.run_id, t.nodeid"), ("test_stats_all", "t.nodeid"))
+    ]
+    return "\n".join(views) + (  # noqa: S608 - constant text
+        "\n        CREATE VIEW flaky_tests AS\n"
+        "        SELECT * FROM test_stats_all WHERE passed > 0 AND failed > 0;\n"
+    )
+
+
+def _flake_history(plain: str) -> str:
+    """The view ``flake_history`` over the attempts ``plain`` keeps, as 0003 and 0006
+    create it."""
+    return f"""        CREATE VIEW flake_history AS
+        SELECT fl.flake_id, t.nodeid, a.run_id, r.started_at, r.git_sha, r.git_branch,
+               count(*) AS attempts,
+               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
+               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed
+        FROM flakes fl JOIN tests t ON t.id = fl.test_id
+        JOIN attempts a ON a.test_id = t.id AND {plain}
+        JOIN runs r ON r.id = a.run_id
+        GROUP BY fl.id, a.run_id;
+        """  # noqa: S608 - constant text
+
+
 @_migration("0001_initial")  # type: ignore[untyped-decorator]
 def _initial(db: Any) -> None:
     _script(
@@ -183,34 +225,9 @@ def _initial(db: Any) -> None:
         FROM attempts a JOIN tests t ON t.id = a.test_id
         LEFT JOIN failures f ON f.attempt_id = a.id;
 
-        CREATE VIEW test_stats AS
-        SELECT a.run_id, t.nodeid,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
-               sum(a.outcome = 'skipped') AS skipped,
-               sum(a.outcome = 'crashed') AS crashed,
-               sum(a.violations > 0) AS with_violations,
-               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
-                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
-        FROM attempts a JOIN tests t ON t.id = a.test_id
-        GROUP BY a.run_id, t.nodeid;
-
-        CREATE VIEW test_stats_all AS
-        SELECT t.nodeid,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
-               sum(a.outcome = 'skipped') AS skipped,
-               sum(a.outcome = 'crashed') AS crashed,
-               sum(a.violations > 0) AS with_violations,
-               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
-                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
-        FROM attempts a JOIN tests t ON t.id = a.test_id
-        GROUP BY t.nodeid;
-
-        CREATE VIEW flaky_tests AS
-        SELECT * FROM test_stats_all WHERE passed > 0 AND failed > 0;
+        """  # noqa: S608 - constant text
+        + _test_stats("")
+        + """
 
         CREATE VIEW flakes_view AS
         SELECT fl.flake_id, t.nodeid, fl.kinds, fl.status, fl.confirmed, fl.polluters,
@@ -264,36 +281,9 @@ def _fresh_rounds(db: Any) -> None:
         DROP VIEW flaky_tests;
         DROP VIEW test_stats;
         DROP VIEW test_stats_all;
-        CREATE VIEW test_stats AS
-        SELECT a.run_id, t.nodeid,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
-               sum(a.outcome = 'skipped') AS skipped,
-               sum(a.outcome = 'crashed') AS crashed,
-               sum(a.violations > 0) AS with_violations,
-               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
-                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
-        FROM attempts a JOIN tests t ON t.id = a.test_id
-        WHERE a.repeat = 0
-        GROUP BY a.run_id, t.nodeid;
-
-        CREATE VIEW test_stats_all AS
-        SELECT t.nodeid,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
-               sum(a.outcome = 'skipped') AS skipped,
-               sum(a.outcome = 'crashed') AS crashed,
-               sum(a.violations > 0) AS with_violations,
-               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
-                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
-        FROM attempts a JOIN tests t ON t.id = a.test_id
-        WHERE a.repeat = 0
-        GROUP BY t.nodeid;
-
-        CREATE VIEW flaky_tests AS
-        SELECT * FROM test_stats_all WHERE passed > 0 AND failed > 0;
+        """  # noqa: S608 - constant text
+        + _test_stats("WHERE a.repeat = 0")
+        + """
 
         CREATE VIEW leaks_view AS
         SELECT l.run_id, l.round, l.attempt_id, t.nodeid, l.resource, l.name, l.change,
@@ -333,16 +323,8 @@ def _history_fixes(db: Any) -> None:
         );
         CREATE INDEX fixes_flake ON fixes(flake_id);
 
-        CREATE VIEW flake_history AS
-        SELECT fl.flake_id, t.nodeid, a.run_id, r.started_at, r.git_sha, r.git_branch,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed
-        FROM flakes fl JOIN tests t ON t.id = fl.test_id
-        JOIN attempts a ON a.test_id = t.id AND a.repeat = 0
-        JOIN runs r ON r.id = a.run_id
-        GROUP BY fl.id, a.run_id;
-        """,
+        """  # noqa: S608 - constant text
+        + _flake_history("a.repeat = 0"),
     )
 
 
@@ -381,47 +363,9 @@ def _plain_first_runs(db: Any) -> None:
         DROP VIEW test_stats;
         DROP VIEW test_stats_all;
         DROP VIEW flake_history;
-        CREATE VIEW test_stats AS
-        SELECT a.run_id, t.nodeid,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
-               sum(a.outcome = 'skipped') AS skipped,
-               sum(a.outcome = 'crashed') AS crashed,
-               sum(a.violations > 0) AS with_violations,
-               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
-                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
-        FROM attempts a JOIN tests t ON t.id = a.test_id
-        WHERE a.repeat != 2
-        GROUP BY a.run_id, t.nodeid;
-
-        CREATE VIEW test_stats_all AS
-        SELECT t.nodeid,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed,
-               sum(a.outcome = 'skipped') AS skipped,
-               sum(a.outcome = 'crashed') AS crashed,
-               sum(a.violations > 0) AS with_violations,
-               round(1.0 * sum(a.outcome IN ('failed', 'crashed', 'xpassed'))
-                     / max(1, sum(a.outcome != 'skipped')), 4) AS fail_rate
-        FROM attempts a JOIN tests t ON t.id = a.test_id
-        WHERE a.repeat != 2
-        GROUP BY t.nodeid;
-
-        CREATE VIEW flaky_tests AS
-        SELECT * FROM test_stats_all WHERE passed > 0 AND failed > 0;
-
-        CREATE VIEW flake_history AS
-        SELECT fl.flake_id, t.nodeid, a.run_id, r.started_at, r.git_sha, r.git_branch,
-               count(*) AS attempts,
-               sum(a.outcome IN ('passed', 'xfailed')) AS passed,
-               sum(a.outcome IN ('failed', 'crashed', 'xpassed')) AS failed
-        FROM flakes fl JOIN tests t ON t.id = fl.test_id
-        JOIN attempts a ON a.test_id = t.id AND a.repeat != 2
-        JOIN runs r ON r.id = a.run_id
-        GROUP BY fl.id, a.run_id;
-        """,
+        """
+        + _test_stats("WHERE a.repeat != 2")
+        + _flake_history("a.repeat != 2"),
     )
 
 

@@ -184,3 +184,58 @@ def test_a_step_that_outlives_its_limit_is_killed_once_and_each_finished_step_re
     assert watched.overdue() and watched.timed_out and killed == [4242]
     now[0] = 200.0
     assert not watched.overdue() and killed == [4242]
+
+
+def test_a_steps_end_rearms_the_hang_timer_only_once_it_is_old_and_clears_a_stale_dump(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Re-arming faulthandler's timer restarts its thread: a step's end does it only
+    once the timer is ``slack`` old, so the dump still comes before the parent's
+    deadline; a dump of a step that ended after all is gone when it is re-armed."""
+    now = [100.0]
+    monkeypatch.setattr(fork, "_PERF", lambda: now[0])
+    armed: list[float] = []
+    monkeypatch.setattr(fork.faulthandler, "dump_traceback_later",
+                        lambda limit, file: armed.append(limit))  # fmt: skip
+    hang = fork._HangDump(str(tmp_path), 10.0, every_step=False)
+    assert hang.slack == 0.5
+    hang.arm()
+    now[0] = 100.4
+    hang.arm()  # a step that took 0.4 s: the timer (10 s from 100.0) still stands
+    assert armed == [10.0]
+    os.write(hang.fd, b"Thread 0x1 (most recent call first):\n")  # a slow step's dump
+    now[0] = 110.2
+    hang.arm()
+    assert armed == [10.0, 10.0]
+    assert (tmp_path / fork.HANG_DUMP).read_bytes() == b""
+    os.write(hang.fd, b"Current thread")  # the next dump starts at the file's beginning
+    assert (tmp_path / fork.HANG_DUMP).read_bytes() == b"Current thread"
+    os.close(hang.fd)
+
+
+def test_under_pytests_faulthandler_timeout_every_step_rearms_the_hang_timer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """pytest's faulthandler plugin cancels the timer after each test it armed it for."""
+    monkeypatch.setattr(fork, "_PERF", lambda: 100.0)
+    armed: list[float] = []
+    monkeypatch.setattr(fork.faulthandler, "dump_traceback_later",
+                        lambda limit, file: armed.append(limit))  # fmt: skip
+
+    class Config:
+        def __init__(self, value: object) -> None:
+            self.value = value
+
+        def getini(self, name: str) -> object:
+            if self.value is None:
+                raise ValueError(f"unknown configuration value: {name!r}")
+            return self.value
+
+    assert fork._faulthandler_timer(Config(5.0))
+    assert not fork._faulthandler_timer(Config(0.0))
+    assert not fork._faulthandler_timer(Config(None))  # -p no:faulthandler
+    hang = fork._HangDump(str(tmp_path), 10.0, every_step=fork._faulthandler_timer(Config("2")))
+    hang.arm()
+    hang.arm()
+    assert armed == [10.0, 10.0]
+    os.close(hang.fd)

@@ -96,6 +96,18 @@ def test_time_blocked_in_c_shows_on_the_virtual_clock(attempt: Sandbox) -> None:
     assert time.monotonic() - first < 1e-3
 
 
+@pytest.mark.usefixtures("real_gaps")
+def test_the_real_time_before_an_attempts_first_reading_is_not_the_tests(
+    attempt: Sandbox,
+) -> None:
+    # A loaded machine may take 80 ms to get from the attempt's start to the test's
+    # first line: the test's first reading is still its seed's (the marker's ``now``).
+    REAL_FUNCTIONS["sleep"](0.12)
+    assert time.time() == NOW
+    threading.Event().wait(0.12)  # between two readings, a stall shows as before
+    assert time.time() - NOW >= 0.12
+
+
 def test_without_other_threads_sleeps_take_no_real_time(attempt: Sandbox) -> None:
     real = REAL_FUNCTIONS["monotonic"]
     begin, virtual = real(), time.monotonic()

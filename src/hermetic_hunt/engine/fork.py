@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import inspect
+import math
 import os
 import random
 import re
@@ -490,7 +491,7 @@ def _child(
             )
             return data
 
-        hang = _HangDump(temp, engine.settings.test_timeout)
+        hang = _HangDump(temp, engine.settings.test_timeout, _faulthandler_timer(config))
 
         def on_step(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> None:
             assert channel is not None
@@ -519,20 +520,45 @@ class _HangDump:
     test timeout -- where it hangs, for the ``Timeout`` attempt its parent makes
     before it kills the child. (A test that sets its own ``faulthandler`` timer,
     pytest's ``faulthandler_timeout`` say, replaces this one: the attempt is still
-    a ``Timeout``, without where.)"""
+    a ``Timeout``, without where.)
 
-    def __init__(self, temp: str, limit: float) -> None:
+    Arming ``faulthandler``'s timer stops its thread and starts another (~0.1 ms),
+    so a step's end re-arms it only once it is :attr:`slack` seconds old: the dump
+    then comes at most that much before the parent's deadline (a step's first line
+    plus the limit and :data:`HANG_GRACE`), never after it. A dump of a step that
+    ended after all (it ran within ``slack`` of the limit) is cleared when the
+    timer is re-armed. Under pytest's ``faulthandler_timeout``, whose plugin
+    cancels the timer after every test, every step re-arms it."""
+
+    def __init__(self, temp: str, limit: float, every_step: bool) -> None:
         self.limit = limit
+        self.slack = 0.0 if every_step else min(0.5, limit / 10)
+        self.armed = -math.inf
         self.fd = os.open(os.path.join(temp, HANG_DUMP), os.O_WRONLY | os.O_CREAT, 0o600)
         os.set_inheritable(self.fd, False)
 
     def arm(self) -> None:
+        now = _PERF()
+        if now - self.armed < self.slack:
+            return
+        self.armed = now
         with contextlib.suppress(Exception):
+            if os.fstat(self.fd).st_size:
+                os.ftruncate(self.fd, 0)
+                os.lseek(self.fd, 0, os.SEEK_SET)
             faulthandler.dump_traceback_later(self.limit, file=self.fd)
 
     def disarm(self) -> None:
         with contextlib.suppress(Exception):
             faulthandler.cancel_dump_traceback_later()
+
+
+def _faulthandler_timer(config: Any) -> bool:
+    """pytest's own ``faulthandler`` plugin arms (and cancels) a timer around each test."""
+    try:
+        return float(config.getini("faulthandler_timeout") or 0) > 0
+    except (ValueError, TypeError):  # its plugin is off (-p no:faulthandler) / a bad value
+        return False
 
 
 def _protect(paths: Sequence[str]) -> None:

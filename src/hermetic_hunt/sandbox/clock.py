@@ -154,7 +154,9 @@ class SeededClock(ClockSource):
         self._ticks0 = elapsed
         self._tick = tick
         self._last_wall = -math.inf
-        self._real = REAL_MONOTONIC()
+        #: The real time of the last reading (None before the first: the time
+        #: pytest takes to reach the test is no gap of the test's).
+        self._real: float | None = None
         self._reads = 0
         self._spin_limit = spin_limit
         self._spin_error = spin_error
@@ -169,11 +171,10 @@ class SeededClock(ClockSource):
 
     def _read(self) -> None:
         self._reads += 1
-        real = REAL_MONOTONIC()
-        gap = real - self._real
+        real, last = REAL_MONOTONIC(), self._real
         self._real = real
-        if gap > REAL_GAP:
-            self._offset += gap
+        if last is not None and real - last > REAL_GAP:
+            self._offset += real - last
         if self._noise is not None:
             self._offset += self._noise.read()
         filetimes.note(REAL_TIME(), self._wall_now())

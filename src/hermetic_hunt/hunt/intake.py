@@ -121,12 +121,14 @@ class Intake:
         decoded, rejected = Attempt.many_from_json(raws, run_id=run_id, worker=worker)
         known, tallies, listing = self.test_ids, self.tallies, self._listing
         self.rejected += rejected
+        plain: list[Columns] = []  # (counted at once, at the end)
         for found in decoded:
             if isinstance(found, Columns):
-                columns = found if known.keys() >= set(found.nodeids) else self._known(found)
+                nodeids = found.nodeids
+                columns = found if all(map(known.__contains__, nodeids)) else self._known(found)
                 if columns is None:
                     continue
-                tallies.add_columns(columns)
+                plain.append(columns)
                 if listing is not None:
                     for nodeid, outcome in zip(columns.nodeids, columns.outcomes, strict=True):
                         if outcome not in FAILING:
@@ -144,6 +146,7 @@ class Intake:
                               for leak in found.leaks)  # fmt: skip
             self.pending.append(found)
             self.waiting += 1
+        tallies.add_columns(*plain)
 
     def _known(self, found: Columns) -> Columns | None:
         """``found`` without the attempts of tests the hunt did not schedule (rejected)."""

@@ -46,16 +46,25 @@ class Tallies:
         # (worker, round, nodeid) -> outcome of a twice round's first run
         self._first_runs: dict[tuple[str, int, str], str] = {}
 
-    def add_columns(self, columns: Columns) -> None:
-        """Attempts decoded a batch at a time (they carry no violations)."""
-        nodeids, outcomes, repeats = columns.nodeids, columns.outcomes, columns.column("repeat")
-        if repeats is None or not any(repeats):
-            self._count(nodeids, outcomes)
-            return
-        rounds = columns.column("round_no") or itertools.repeat(0)
-        executions = columns.column("execution") or itertools.repeat(1)
-        for row in zip(nodeids, outcomes, repeats, rounds, executions, strict=False):
-            self._one(*row, columns.worker)
+    def add_columns(self, *found: Columns) -> None:
+        """Attempts decoded a batch at a time (they carry no violations); the plain
+        runs of all of ``found`` counted at once (their counts do not depend on order)."""
+        plain: list[Columns] = []
+        for columns in found:
+            repeats = columns.column("repeat")
+            if repeats is None or not any(repeats):
+                plain.append(columns)
+                continue
+            rounds = columns.column("round_no") or itertools.repeat(0)
+            executions = columns.column("execution") or itertools.repeat(1)
+            for row in zip(columns.nodeids, columns.outcomes, repeats, rounds, executions,
+                           strict=False):  # fmt: skip
+                self._one(*row, columns.worker)
+        if len(plain) == 1:
+            self._count(plain[0].nodeids, plain[0].outcomes)
+        elif plain:
+            nodeids = list(itertools.chain.from_iterable(c.nodeids for c in plain))
+            self._count(nodeids, list(itertools.chain.from_iterable(c.outcomes for c in plain)))
 
     def add(self, attempt: Attempt) -> None:
         """One attempt, whatever it carries (violations, a failure...)."""

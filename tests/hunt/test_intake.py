@@ -102,3 +102,15 @@ def test_a_batch_becomes_columns_of_values_and_is_stored_as_the_codec_reads_it(
                 "ORDER BY id")  # fmt: skip
     assert back == [(7, "gw3", 2, i, json.dumps({"time": i + 1}, separators=(",", ":")))
                     for i in range(4)]  # fmt: skip
+
+
+def test_a_twice_rounds_second_run_that_fails_in_the_batch_of_its_passing_first_is_counted(
+    intake: Intake,
+) -> None:
+    first = Attempt(TESTS[0], "passed", round_no=3, repeat=1)
+    second = Attempt(TESTS[0], "failed", round_no=3, position=1, repeat=2, phase="call",
+                     failure=Failure("AssertionError", "boom", "t.py:3"))  # fmt: skip
+    intake.take([line(first.to_json(), second.to_json())], 1, "gw0", 3)
+    tallies = intake.tallies
+    assert tallies.second_run_failures[TESTS[0]] == 1 and tallies.not_idempotent() == [TESTS[0]]
+    assert (tallies.attempts, tallies.repeated) == (2, 1)

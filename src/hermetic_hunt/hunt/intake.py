@@ -121,7 +121,7 @@ class Intake:
         decoded, rejected = Attempt.many_from_json(raws, run_id=run_id, worker=worker)
         known, tallies, listing = self.test_ids, self.tallies, self._listing
         self.rejected += rejected
-        plain: list[Columns] = []  # (counted at once, at the end)
+        plain: list[Columns] = []  # (counted at once, before any attempt alone)
         for found in decoded:
             if isinstance(found, Columns):
                 nodeids = found.nodeids
@@ -139,6 +139,9 @@ class Intake:
             if found.nodeid not in known:
                 self.rejected += 1
                 continue
+            if plain:  # (counted first: a twice round's second run follows its first)
+                tallies.add_columns(*plain)
+                plain = []
             tallies.add(found)
             if listing is not None and not found.failed:
                 listing(found.nodeid, found.outcome)

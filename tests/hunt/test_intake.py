@@ -6,6 +6,7 @@ In process: a real store, the lines fake workers would send (forged ones too).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,23 @@ def test_a_twice_rounds_second_run_that_fails_in_the_batch_of_its_passing_first_
     tallies = intake.tallies
     assert tallies.second_run_failures[TESTS[0]] == 1 and tallies.not_idempotent() == [TESTS[0]]
     assert (tallies.attempts, tallies.repeated) == (2, 1)
+
+
+def test_a_failing_attempt_among_plain_ones_is_stored_whole_in_its_place(intake: Intake) -> None:
+    leak = Leak("env", "X", "added", "'1'")
+    ran = [Attempt(TESTS[i % 4], "passed", round_no=1, position=i, seed=i) for i in range(6)]
+    failed = replace(ran[2], outcome="failed", phase="call", leaks=(leak,),
+                     failure=Failure("AssertionError", "boom", "t.py:3"))  # fmt: skip
+    stray = replace(ran[1], nodeid="t.py::not_scheduled")
+    intake.take([line(*(a.to_json() for a in (ran[0], stray, failed, *ran[3:])))], 1, "gw2", 1)
+    assert [type(found).__name__ for found in intake.pending] == ["Columns"]
+    assert [(nodeid, outcome) for _, nodeid, _, outcome, _ in stored(intake)] == [
+        (TESTS[0], "passed"), (TESTS[2], "failed"), (TESTS[3], "passed"), (TESTS[0], "passed"),
+        (TESTS[1], "passed"),
+    ]  # fmt: skip
+    assert rows(intake.store.path, "SELECT attempt_id, exc_type FROM failures") == [
+        (2, "AssertionError")
+    ]
+    assert rows(intake.store.path, "SELECT phase FROM attempts WHERE id = 2") == [("call",)]
+    assert [(x.position, x.leak) for x in intake.leaks] == [(2, leak)]
+    assert intake.rejected == 1 and intake.tallies.failed[TESTS[2]] == 1

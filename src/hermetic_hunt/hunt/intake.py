@@ -7,7 +7,9 @@ is parsed at once and its attempts decoded a batch at a time
 the plain ones -- most of a hunt's -- stay columns of values, checked a
 column at a time, counted (:class:`~hermetic_hunt.hunt.tally.Tallies`) and
 inserted as rows; only an attempt that carries more (a failure, violations,
-leaks, writes) becomes an :class:`~hermetic_hunt.models.Attempt`. Decoded
+leaks, writes) becomes an :class:`~hermetic_hunt.models.Attempt` (a row of
+its run kept on the side: :attr:`Columns.aside <hermetic_hunt.models.Columns.aside>`,
+or on its own). Decoded
 attempts wait in :attr:`Intake.pending`, in the order they came, and are
 written in one transaction every :data:`FLUSH_EVERY` attempts or
 :data:`FLUSH_SECONDS` (and at each round's barrier).
@@ -133,6 +135,9 @@ class Intake:
                     for nodeid, outcome in zip(columns.nodeids, columns.outcomes, strict=True):
                         if outcome not in FAILING:
                             listing(nodeid, outcome)
+                for _, attempt in columns.aside:
+                    self.leaks.extend(RoundLeak(round_no, worker, attempt.position, leak)
+                                      for leak in attempt.leaks)  # fmt: skip
                 self.pending.append(columns)
                 self.waiting += len(columns)
                 continue
@@ -158,7 +163,9 @@ class Intake:
         if not any(keep):
             return None
         values = tuple(tuple(itertools.compress(column, keep)) for column in found.values)
-        return replace(found, values=values)
+        kept = list(itertools.accumulate(keep))  # (the index of a kept row: its count - 1)
+        aside = tuple((kept[index] - 1, attempt) for index, attempt in found.aside if keep[index])
+        return replace(found, values=values, aside=aside)
 
     def _ended(self, worker: str, round_no: int, message: dict[str, Any]) -> None:
         """A job's end line: the lines its parent rejected, the leaks still there at its end."""

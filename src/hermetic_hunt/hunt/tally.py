@@ -47,10 +47,12 @@ class Tallies:
         self._first_runs: dict[tuple[str, int, str], str] = {}
 
     def add_columns(self, *found: Columns) -> None:
-        """Attempts decoded a batch at a time (they carry no violations); the plain
-        runs of all of ``found`` counted at once (their counts do not depend on order)."""
+        """Attempts decoded a batch at a time (only the rows aside may carry violations);
+        the plain runs of all of ``found`` counted at once (their counts do not depend on
+        order)."""
         plain: list[Columns] = []
         for columns in found:
+            self.violation_attempts += sum(bool(a.violations) for _, a in columns.aside)
             repeats = columns.column("repeat")
             if repeats is None or not any(repeats):
                 plain.append(columns)

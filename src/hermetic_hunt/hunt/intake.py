@@ -109,10 +109,12 @@ class Intake:
         else:  # (attempts that are no list: rejected)
             self.rejected += sum(x is not None and type(x) is not list for x in found)
             raws = [raw for x in found if type(x) is list for raw in x]
-        for message in itertools.compress(messages, map((2).__lt__, map(len, messages))):
-            reports = message.get("reports")  # (failing lines, subtests' counts)
-            for data in reports if type(reports) is list else ():
-                self._show(data)
+        sizes = list(map(len, messages))
+        if max(sizes, default=0) > 2:  # (a plain step line has 2 keys)
+            for message in itertools.compress(messages, map((2).__lt__, sizes)):
+                reports = message.get("reports")  # (failing lines, subtests' counts)
+                for data in reports if type(reports) is list else ():
+                    self._show(data)
         if raws:
             self._decode(raws, run_id, worker, round_no)
         for message in ends:  # (after the attempts whose leaks it says persisted)

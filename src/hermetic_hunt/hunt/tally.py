@@ -101,12 +101,12 @@ class Tallies:
         passed = nodeids if kinds == {"passed"} else self._of(nodeids, outcomes, PASSING)
         failed = () if kinds.isdisjoint(FAILING) else self._of(nodeids, outcomes, FAILING)
         # A test becomes flaky with its first pass after a failure, or the reverse.
-        before = self.failed.keys() & passed
-        newly = {n for n in before if not self.passed[n]}
+        newly = {n for n in self.failed.keys() & passed if not self.passed[n]}
         self.passed.update(passed)
-        newly.update(n for n in set(failed) if self.passed[n] and not self.failed[n])
-        self.failed.update(failed)
-        self.failed_attempts += len(failed)
+        if failed:
+            newly.update(n for n in set(failed) if self.passed[n] and not self.failed[n])
+            self.failed.update(failed)
+            self.failed_attempts += len(failed)
         self.flaky += len(newly)
 
     @staticmethod

@@ -135,3 +135,16 @@ def test_a_failing_attempt_among_plain_ones_is_stored_whole_in_its_place(intake:
     assert rows(intake.store.path, "SELECT phase FROM attempts WHERE id = 2") == [("call",)]
     assert [(x.position, x.leak) for x in intake.leaks] == [(2, leak)]
     assert intake.rejected == 1 and intake.tallies.failed[TESTS[2]] == 1
+
+
+def test_a_row_aside_is_counted_as_its_whole_attempt_even_what_its_run_does_not_carry(
+    intake: Intake,
+) -> None:
+    first = [Attempt(name, "passed", round_no=2, position=i) for i, name in enumerate(TESTS)]
+    second = replace(first[0], outcome="failed", position=4, repeat=2, phase="call",
+                     failure=Failure("AssertionError", "boom", "t.py:3"))  # fmt: skip
+    intake.take([line(*(a.to_json() for a in (*first, second)))], 1, "gw0", 2)
+    assert [type(found).__name__ for found in intake.pending] == ["Columns"]
+    tallies = intake.tallies
+    assert (tallies.attempts, tallies.repeated, tallies.failed_attempts) == (5, 1, 1)
+    assert not tallies.failed and tallies.passed[TESTS[0]] == 1

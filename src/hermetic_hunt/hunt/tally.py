@@ -47,21 +47,27 @@ class Tallies:
         self._first_runs: dict[tuple[str, int, str], str] = {}
 
     def add_columns(self, *found: Columns) -> None:
-        """Attempts decoded a batch at a time (only the rows aside may carry violations);
-        the plain runs of all of ``found`` counted at once (their counts do not depend on
-        order)."""
+        """Attempts decoded a batch at a time; the plain runs of all of ``found`` counted
+        at once (their counts do not depend on order), a twice round's one row at a time,
+        in order (each row aside as its whole attempt: it may carry what its run's columns
+        do not, such as its repeat)."""
         plain: list[Columns] = []
         for columns in found:
-            self.violation_attempts += sum(bool(a.violations) for _, a in columns.aside)
+            aside = dict(columns.aside)
             repeats = columns.column("repeat")
-            if repeats is None or not any(repeats):
+            if not any(repeats or ()) and not any(a.repeat for a in aside.values()):
+                self.violation_attempts += sum(bool(a.violations) for a in aside.values())
                 plain.append(columns)
                 continue
-            rounds = columns.column("round_no") or itertools.repeat(0)
-            executions = columns.column("execution") or itertools.repeat(1)
-            for row in zip(columns.nodeids, columns.outcomes, repeats, rounds, executions,
-                           strict=False):  # fmt: skip
-                self._one(*row, columns.worker)
+            rows = zip(columns.nodeids, columns.outcomes, repeats or itertools.repeat(0),
+                       columns.column("round_no") or itertools.repeat(0),
+                       columns.column("execution") or itertools.repeat(1),
+                       strict=False)  # fmt: skip
+            for index, row in enumerate(rows):
+                if index in aside:
+                    self.add(aside[index])
+                else:
+                    self._one(*row, columns.worker)
         if len(plain) == 1:
             self._count(plain[0].nodeids, plain[0].outcomes)
         elif plain:

@@ -729,22 +729,27 @@ class Attempt:
         Consecutive attempts that hold only the plain values of :data:`PLAIN_KEYS`
         -- most of a hunt's -- are checked a column at a time (each column's
         types in one pass, in C) and come back as :class:`Columns`, never as
-        objects. The others (a failure, violations, leaks, writes, a journal;
-        a run whose column fails its check) go one at a time through
-        :meth:`from_json`; ``rejected`` counts the malformed ones. What either
-        way accepts is the same, and the order is the batch's.
+        objects; an attempt among them that carries more (a failure...) stays a
+        row of its run and is read whole on the side (:attr:`Columns.aside`).
+        The others (a run whose column fails its check, an attempt that fits no
+        run) go one at a time through :meth:`from_json`; ``rejected`` counts the
+        malformed ones. What either way accepts is the same, and the order is
+        the batch's.
         """
         out: list[Attempt | Columns] = []
         if set(map(type, raws)) != {dict}:  # (a line no hunt writes): each alone
             return out, cls._decode_runs(raws, out, run_id, worker, alone=True)
-        # The usual batch: runs of attempts with the same keys, found by their sizes
-        # (in C) and checked with one itemgetter; the rest of the batch as below.
+        # The usual batch: runs of attempts with the keys of their first (and more
+        # for a few: a failure...), found by their sizes (in C) and read with one
+        # itemgetter; the rest of the batch as below.
         rejected, done, start, sizes = 0, 0, 0, list(map(len, raws))
         while start < len(sizes):
-            size = sizes[start]
-            changes = map(size.__ne__, itertools.islice(sizes, start + 1, None))
-            end = next(itertools.compress(itertools.count(start + 1), changes), len(sizes))
-            found = _uniform(raws[start:end], run_id, worker) if end - start >= 4 else None
+            size, end = sizes[start], len(sizes)
+            if min(itertools.islice(sizes, start, None)) < size:  # (else: the rest is one run)
+                smaller = map(size.__gt__, itertools.islice(sizes, start + 1, None))
+                end = next(itertools.compress(itertools.count(start + 1), smaller))
+            run = raws[start:end]
+            found = _uniform(run, sizes[start:end], run_id, worker) if len(run) >= 4 else None
             if found is not None:
                 rejected += cls._decode_runs(raws[done:start], out, run_id, worker)
                 out.append(found)
@@ -800,13 +805,17 @@ class Columns:
     ``fields`` names each column after the :class:`Attempt` field it holds
     (``nodeid``, ``outcome``...); a field not named has its default in every
     row. ``run_id`` and ``worker`` are the receiver's, the same for every row.
-    Made by :meth:`Attempt.many_from_json`; stored by the store as rows.
+    ``aside``: the rows that carry more than their run's plain values (a
+    failure, a phase...), each as its index and the whole attempt
+    (:meth:`Attempt.from_json`; its plain values are the row's). Made by
+    :meth:`Attempt.many_from_json`; stored by the store as rows.
     """
 
     fields: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]
     run_id: int
     worker: str
+    aside: tuple[tuple[int, Attempt], ...] = ()
 
     def __len__(self) -> int:
         return len(self.values[0])
@@ -990,10 +999,13 @@ def _shape(keys: tuple[str, ...]) -> _Shape:
     )
 
 
-def _uniform(run: Sequence[dict[str, Any]], run_id: int, worker: str) -> Columns | None:
-    """``run`` (dicts of one size) as :class:`Columns` when each has the plain keys of
-    the first, which has every key :meth:`Attempt.to_json` always writes, and each
-    column passes its check; else None."""
+def _uniform(
+    run: Sequence[dict[str, Any]], sizes: Sequence[int], run_id: int, worker: str
+) -> Columns | None:
+    """``run`` (dicts, ``sizes``: their sizes, none smaller than the first's) as
+    :class:`Columns` when each has the plain keys of the first, which has every key
+    :meth:`Attempt.to_json` always writes, each column passes its check and each
+    larger attempt is read whole (:attr:`Columns.aside`); else None."""
     sent = tuple(run[0])
     if not (_PLAIN_SET.issuperset(sent) and _ALWAYS.issubset(sent)):  # (only those cached)
         return None
@@ -1002,7 +1014,15 @@ def _uniform(run: Sequence[dict[str, Any]], run_id: int, worker: str) -> Columns
         values = tuple(zip(*map(shape.get, run), strict=True))
     except KeyError:
         return None
-    return shape.read(values, run_id, worker)
+    columns = shape.read(values, run_id, worker)
+    if columns is None or max(sizes) == len(sent):
+        return columns
+    larger = [index for index, size in enumerate(sizes) if size != len(sent)]
+    try:
+        aside = tuple((i, Attempt.from_json(run[i], run_id=run_id, worker=worker)) for i in larger)
+    except ValueError:
+        return None
+    return replace(columns, aside=aside)
 
 
 def _columns(

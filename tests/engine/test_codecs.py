@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -163,8 +164,13 @@ def expanded(decoded: list[Attempt | Columns]) -> list[Attempt]:
         if isinstance(found, Attempt):
             out.append(found)
             continue
-        for row in zip(*found.values, strict=True):
+        aside = dict(found.aside)
+        for index, row in enumerate(zip(*found.values, strict=True)):
             values = dict(zip(found.fields, row, strict=True))
+            if index in aside:  # (read whole: its plain values are the row's)
+                assert {field: getattr(aside[index], field) for field in values} == values
+                out.append(aside[index])
+                continue
             out.append(Attempt(**values, run_id=found.run_id, worker=found.worker))
     return out
 
@@ -225,6 +231,20 @@ def test_plain_attempts_come_as_columns_and_the_others_as_attempts_in_order() ->
     decoded, rejected = Attempt.many_from_json(json.loads(json.dumps(raws)))
     assert [type(found).__name__ for found in decoded] == ["Columns", "Attempt", "Columns"]
     assert rejected == 0 and expanded(decoded) == [ran[0], ran[1], failed, ran[2]]
+
+
+def test_a_failing_attempt_among_plain_ones_stays_a_row_of_their_run_read_whole() -> None:
+    ran = [Attempt(f"t.py::t{i}", "passed", position=i, seed=i, duration=0.5) for i in range(6)]
+    failed = replace(ran[3], outcome="failed", phase="call", failure=Failure("E", "m", "t.py:1"),
+                     violations=(Violation("connect", "192.0.2.1", 80, ""),))  # fmt: skip
+    sent = [*ran[:3], failed, *ran[4:]]
+    decoded, rejected = Attempt.many_from_json(json.loads(json.dumps([a.to_json() for a in sent])))
+    assert [type(found).__name__ for found in decoded] == ["Columns"] and rejected == 0
+    assert [index for index, _ in decoded[0].aside] == [3] and expanded(decoded) == sent
+    forged = [a.to_json() for a in sent]
+    forged[3]["f"] = ["only", "two"]  # (refused as alone: the others still a run)
+    decoded, rejected = Attempt.many_from_json(json.loads(json.dumps(forged)))
+    assert rejected == 1 and expanded(decoded) == [*ran[:3], *ran[4:]]
 
 
 #: Values of every JSON type, and the numbers a check could let through.

@@ -6,6 +6,7 @@ In process: a real store, the lines fake workers would send (forged ones too).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,48 @@ def test_a_batch_becomes_columns_of_values_and_is_stored_as_the_codec_reads_it(
                 "ORDER BY id")  # fmt: skip
     assert back == [(7, "gw3", 2, i, json.dumps({"time": i + 1}, separators=(",", ":")))
                     for i in range(4)]  # fmt: skip
+
+
+def test_a_twice_rounds_second_run_that_fails_in_the_batch_of_its_passing_first_is_counted(
+    intake: Intake,
+) -> None:
+    first = Attempt(TESTS[0], "passed", round_no=3, repeat=1)
+    second = Attempt(TESTS[0], "failed", round_no=3, position=1, repeat=2, phase="call",
+                     failure=Failure("AssertionError", "boom", "t.py:3"))  # fmt: skip
+    intake.take([line(first.to_json(), second.to_json())], 1, "gw0", 3)
+    tallies = intake.tallies
+    assert tallies.second_run_failures[TESTS[0]] == 1 and tallies.not_idempotent() == [TESTS[0]]
+    assert (tallies.attempts, tallies.repeated) == (2, 1)
+
+
+def test_a_failing_attempt_among_plain_ones_is_stored_whole_in_its_place(intake: Intake) -> None:
+    leak = Leak("env", "X", "added", "'1'")
+    ran = [Attempt(TESTS[i % 4], "passed", round_no=1, position=i, seed=i) for i in range(6)]
+    failed = replace(ran[2], outcome="failed", phase="call", leaks=(leak,),
+                     failure=Failure("AssertionError", "boom", "t.py:3"))  # fmt: skip
+    stray = replace(ran[1], nodeid="t.py::not_scheduled")
+    intake.take([line(*(a.to_json() for a in (ran[0], stray, failed, *ran[3:])))], 1, "gw2", 1)
+    assert [type(found).__name__ for found in intake.pending] == ["Columns"]
+    assert [(nodeid, outcome) for _, nodeid, _, outcome, _ in stored(intake)] == [
+        (TESTS[0], "passed"), (TESTS[2], "failed"), (TESTS[3], "passed"), (TESTS[0], "passed"),
+        (TESTS[1], "passed"),
+    ]  # fmt: skip
+    assert rows(intake.store.path, "SELECT attempt_id, exc_type FROM failures") == [
+        (2, "AssertionError")
+    ]
+    assert rows(intake.store.path, "SELECT phase FROM attempts WHERE id = 2") == [("call",)]
+    assert [(x.position, x.leak) for x in intake.leaks] == [(2, leak)]
+    assert intake.rejected == 1 and intake.tallies.failed[TESTS[2]] == 1
+
+
+def test_a_row_aside_is_counted_as_its_whole_attempt_even_what_its_run_does_not_carry(
+    intake: Intake,
+) -> None:
+    first = [Attempt(name, "passed", round_no=2, position=i) for i, name in enumerate(TESTS)]
+    second = replace(first[0], outcome="failed", position=4, repeat=2, phase="call",
+                     failure=Failure("AssertionError", "boom", "t.py:3"))  # fmt: skip
+    intake.take([line(*(a.to_json() for a in (*first, second)))], 1, "gw0", 2)
+    assert [type(found).__name__ for found in intake.pending] == ["Columns"]
+    tallies = intake.tallies
+    assert (tallies.attempts, tallies.repeated, tallies.failed_attempts) == (5, 1, 1)
+    assert not tallies.failed and tallies.passed[TESTS[0]] == 1

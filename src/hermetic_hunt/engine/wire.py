@@ -147,6 +147,8 @@ def decode_batch(lines: Sequence[bytes]) -> list[dict[str, Any] | None]:
             except ValueError:
                 out.append(None)
         return out
+    if type(values) is list and set(map(type, values)) == {dict}:  # (the usual batch)
+        return values
     return [value if type(value) is dict else None for value in values]
 
 

@@ -7,7 +7,9 @@ is parsed at once and its attempts decoded a batch at a time
 the plain ones -- most of a hunt's -- stay columns of values, checked a
 column at a time, counted (:class:`~hermetic_hunt.hunt.tally.Tallies`) and
 inserted as rows; only an attempt that carries more (a failure, violations,
-leaks, writes) becomes an :class:`~hermetic_hunt.models.Attempt`. Decoded
+leaks, writes) becomes an :class:`~hermetic_hunt.models.Attempt` (a row of
+its run kept on the side: :attr:`Columns.aside <hermetic_hunt.models.Columns.aside>`,
+or on its own). Decoded
 attempts wait in :attr:`Intake.pending`, in the order they came, and are
 written in one transaction every :data:`FLUSH_EVERY` attempts or
 :data:`FLUSH_SECONDS` (and at each round's barrier).
@@ -107,10 +109,12 @@ class Intake:
         else:  # (attempts that are no list: rejected)
             self.rejected += sum(x is not None and type(x) is not list for x in found)
             raws = [raw for x in found if type(x) is list for raw in x]
-        for message in itertools.compress(messages, map((2).__lt__, map(len, messages))):
-            reports = message.get("reports")  # (failing lines, subtests' counts)
-            for data in reports if type(reports) is list else ():
-                self._show(data)
+        sizes = list(map(len, messages))
+        if max(sizes, default=0) > 2:  # (a plain step line has 2 keys)
+            for message in itertools.compress(messages, map((2).__lt__, sizes)):
+                reports = message.get("reports")  # (failing lines, subtests' counts)
+                for data in reports if type(reports) is list else ():
+                    self._show(data)
         if raws:
             self._decode(raws, run_id, worker, round_no)
         for message in ends:  # (after the attempts whose leaks it says persisted)
@@ -121,22 +125,30 @@ class Intake:
         decoded, rejected = Attempt.many_from_json(raws, run_id=run_id, worker=worker)
         known, tallies, listing = self.test_ids, self.tallies, self._listing
         self.rejected += rejected
+        plain: list[Columns] = []  # (counted at once, before any attempt alone)
         for found in decoded:
             if isinstance(found, Columns):
-                columns = found if known.keys() >= set(found.nodeids) else self._known(found)
+                nodeids = found.nodeids
+                columns = found if all(map(known.__contains__, nodeids)) else self._known(found)
                 if columns is None:
                     continue
-                tallies.add_columns(columns)
+                plain.append(columns)
                 if listing is not None:
                     for nodeid, outcome in zip(columns.nodeids, columns.outcomes, strict=True):
                         if outcome not in FAILING:
                             listing(nodeid, outcome)
+                for _, attempt in columns.aside:
+                    self.leaks.extend(RoundLeak(round_no, worker, attempt.position, leak)
+                                      for leak in attempt.leaks)  # fmt: skip
                 self.pending.append(columns)
                 self.waiting += len(columns)
                 continue
             if found.nodeid not in known:
                 self.rejected += 1
                 continue
+            if plain:  # (counted first: a twice round's second run follows its first)
+                tallies.add_columns(*plain)
+                plain = []
             tallies.add(found)
             if listing is not None and not found.failed:
                 listing(found.nodeid, found.outcome)
@@ -144,6 +156,7 @@ class Intake:
                               for leak in found.leaks)  # fmt: skip
             self.pending.append(found)
             self.waiting += 1
+        tallies.add_columns(*plain)
 
     def _known(self, found: Columns) -> Columns | None:
         """``found`` without the attempts of tests the hunt did not schedule (rejected)."""
@@ -152,7 +165,9 @@ class Intake:
         if not any(keep):
             return None
         values = tuple(tuple(itertools.compress(column, keep)) for column in found.values)
-        return replace(found, values=values)
+        kept = list(itertools.accumulate(keep))  # (the index of a kept row: its count - 1)
+        aside = tuple((kept[index] - 1, attempt) for index, attempt in found.aside if keep[index])
+        return replace(found, values=values, aside=aside)
 
     def _ended(self, worker: str, round_no: int, message: dict[str, Any]) -> None:
         """A job's end line: the lines its parent rejected, the leaks still there at its end."""

@@ -46,16 +46,33 @@ class Tallies:
         # (worker, round, nodeid) -> outcome of a twice round's first run
         self._first_runs: dict[tuple[str, int, str], str] = {}
 
-    def add_columns(self, columns: Columns) -> None:
-        """Attempts decoded a batch at a time (they carry no violations)."""
-        nodeids, outcomes, repeats = columns.nodeids, columns.outcomes, columns.column("repeat")
-        if repeats is None or not any(repeats):
-            self._count(nodeids, outcomes)
-            return
-        rounds = columns.column("round_no") or itertools.repeat(0)
-        executions = columns.column("execution") or itertools.repeat(1)
-        for row in zip(nodeids, outcomes, repeats, rounds, executions, strict=False):
-            self._one(*row, columns.worker)
+    def add_columns(self, *found: Columns) -> None:
+        """Attempts decoded a batch at a time; the plain runs of all of ``found`` counted
+        at once (their counts do not depend on order), a twice round's one row at a time,
+        in order (each row aside as its whole attempt: it may carry what its run's columns
+        do not, such as its repeat)."""
+        plain: list[Columns] = []
+        for columns in found:
+            aside = dict(columns.aside)
+            repeats = columns.column("repeat")
+            if not any(repeats or ()) and not any(a.repeat for a in aside.values()):
+                self.violation_attempts += sum(bool(a.violations) for a in aside.values())
+                plain.append(columns)
+                continue
+            rows = zip(columns.nodeids, columns.outcomes, repeats or itertools.repeat(0),
+                       columns.column("round_no") or itertools.repeat(0),
+                       columns.column("execution") or itertools.repeat(1),
+                       strict=False)  # fmt: skip
+            for index, row in enumerate(rows):
+                if index in aside:
+                    self.add(aside[index])
+                else:
+                    self._one(*row, columns.worker)
+        if len(plain) == 1:
+            self._count(plain[0].nodeids, plain[0].outcomes)
+        elif plain:
+            nodeids = list(itertools.chain.from_iterable(c.nodeids for c in plain))
+            self._count(nodeids, list(itertools.chain.from_iterable(c.outcomes for c in plain)))
 
     def add(self, attempt: Attempt) -> None:
         """One attempt, whatever it carries (violations, a failure...)."""
@@ -90,12 +107,12 @@ class Tallies:
         passed = nodeids if kinds == {"passed"} else self._of(nodeids, outcomes, PASSING)
         failed = () if kinds.isdisjoint(FAILING) else self._of(nodeids, outcomes, FAILING)
         # A test becomes flaky with its first pass after a failure, or the reverse.
-        before = self.failed.keys() & passed
-        newly = {n for n in before if not self.passed[n]}
+        newly = {n for n in self.failed.keys() & passed if not self.passed[n]}
         self.passed.update(passed)
-        newly.update(n for n in set(failed) if self.passed[n] and not self.failed[n])
-        self.failed.update(failed)
-        self.failed_attempts += len(failed)
+        if failed:
+            newly.update(n for n in set(failed) if self.passed[n] and not self.failed[n])
+            self.failed.update(failed)
+            self.failed_attempts += len(failed)
         self.flaky += len(newly)
 
     @staticmethod

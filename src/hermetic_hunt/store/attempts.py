@@ -21,7 +21,7 @@ import functools
 import itertools
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hermetic_hunt.models import (
@@ -76,7 +76,8 @@ _COUNTS = json.JSONEncoder(separators=(",", ":")).encode
 def column_rows(
     columns: Columns, first_id: int, test_ids: dict[str, int]
 ) -> tuple[str, list[tuple[Any, ...]]]:
-    """``columns`` as an INSERT and its rows, with ids from ``first_id`` on."""
+    """``columns`` as an INSERT and its rows, with ids from ``first_id`` on (but for the
+    rows of :attr:`Columns.aside <hermetic_hunt.models.Columns.aside>`: :func:`to_row`'s)."""
     values: list[Any] = [
         range(first_id, first_id + len(columns)),
         itertools.repeat(columns.run_id),
@@ -89,7 +90,13 @@ def column_rows(
             values.append([_COUNTS(counts) if counts else None for counts in column])
         else:
             values.append(column)
-    return _insert(columns.fields), list(zip(*values, strict=False))  # (repeat() is endless)
+    rows: Iterable[tuple[Any, ...]] = zip(*values, strict=False)  # (repeat() is endless)
+    if columns.aside:
+        keep = [True] * len(columns)
+        for index, _ in columns.aside:
+            keep[index] = False
+        rows = itertools.compress(rows, keep)
+    return _insert(columns.fields), list(rows)
 
 
 @functools.lru_cache(maxsize=64)

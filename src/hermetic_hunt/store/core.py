@@ -357,21 +357,23 @@ class Store:
             journals: list[tuple[Any, ...]] = []
             plain: dict[str, list[tuple[Any, ...]]] = {}  # the INSERT of Columns -> rows
             next_id = last + 1
-            for rec in records:
-                if isinstance(rec, Columns):
-                    insert, found = column_rows(rec, next_id, test_ids)
+            for record in records:
+                if isinstance(record, Columns):
+                    insert, found = column_rows(record, next_id, test_ids)
                     plain.setdefault(insert, []).extend(found)
-                    next_id += len(rec)
-                    continue
-                attempt_id, next_id = next_id, next_id + 1
-                rows.append(to_row(attempt_id, rec, test_ids[rec.nodeid]))
-                if rec.failure is not None:  # (exc_type, message, location, excerpt)
-                    failures.append((attempt_id, *rec.failure.to_json()))
-                violations.extend((attempt_id, *v.to_json()) for v in rec.violations)
-                if rec.journal is not None:
-                    journals.append(
-                        (attempt_id, rec.journal_format or "unknown", len(rec.journal), rec.journal)
-                    )
+                    whole = [(next_id + index, attempt) for index, attempt in record.aside]
+                    next_id += len(record)
+                else:
+                    whole = [(next_id, record)]
+                    next_id += 1
+                for attempt_id, rec in whole:
+                    rows.append(to_row(attempt_id, rec, test_ids[rec.nodeid]))
+                    if rec.failure is not None:  # (exc_type, message, location, excerpt)
+                        failures.append((attempt_id, *rec.failure.to_json()))
+                    violations.extend((attempt_id, *v.to_json()) for v in rec.violations)
+                    if rec.journal is not None:
+                        form, size = rec.journal_format or "unknown", len(rec.journal)
+                        journals.append((attempt_id, form, size, rec.journal))
             for insert, found in [*plain.items(), (INSERT, rows)]:
                 conn.executemany(insert, found)
             conn.executemany("INSERT INTO failures VALUES (?,?,?,?,?)", failures)

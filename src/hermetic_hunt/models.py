@@ -18,7 +18,6 @@ import base64
 import binascii
 import functools
 import itertools
-import json
 import math
 import operator
 import os
@@ -190,10 +189,6 @@ def hash_seed_problem(value: int | None) -> str | None:
     if value is None or 0 <= value <= MAX_HASH_SEED:
         return None
     return f"hash seed {value} is outside PYTHONHASHSEED's range 0..{MAX_HASH_SEED}"
-
-
-def failing(outcome: str) -> bool:
-    return outcome in FAILING
 
 
 def as_mode(value: object, default: Mode = DEFAULT_MODE) -> Mode:
@@ -488,14 +483,12 @@ class Step:
     @property
     def conditions(self) -> dict[str, Any]:
         """The step's timing conditions, as stored in JSON (only those that are set)."""
-        out: dict[str, Any] = {}
-        if self.profile is not None:
-            out["profile"] = self.profile
-        if self.switch_interval is not None:
-            out["switch_interval"] = self.switch_interval
-        if self.stress:
-            out["stress"] = self.stress
-        return out
+        out = {
+            "profile": self.profile,
+            "switch_interval": self.switch_interval,
+            "stress": self.stress or None,
+        }
+        return {key: value for key, value in out.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -1053,17 +1046,9 @@ def format_seconds(seconds: float) -> str:
     """``75`` -> ``1m15s``; ``3600`` -> ``1h``; ``0.5`` -> ``0.5s``."""
     if seconds < 60:
         return f"{seconds:g}s"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
+    hours, rest = divmod(round(seconds), 3600)
     minutes, secs = divmod(rest, 60)
-    text = ""
-    if hours:
-        text += f"{hours}h"
-    if minutes:
-        text += f"{minutes}m"
-    if secs:
-        text += f"{secs}s"
-    return text
+    return "".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
 
 
 # -- reproducers ----------------------------------------------------------------------------
@@ -1106,9 +1091,6 @@ class Reproducer:
             out["together"] = [s.to_json() for s in self.together]
             out["resource"] = self.resource
         return out
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json())
 
     @classmethod
     def from_json(cls, data: Any) -> Reproducer:

@@ -30,6 +30,7 @@ from hermetic_hunt.models import (
     FAILING,
     MODES,
     Attempt,
+    Failure,
     Step,
     looks_like_ref,
     parse_ref,
@@ -110,8 +111,7 @@ class Expected:
     violations: bool = False
 
     def describe(self) -> str:
-        text = f"{self.exc_type} {self.message}".strip() if self.message else self.exc_type
-        return f"{text} at {self.location}" if self.location else text or "a failure"
+        return Failure(self.exc_type, self.message, self.location).describe() or "a failure"
 
 
 @dataclass

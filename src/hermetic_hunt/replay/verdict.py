@@ -165,17 +165,16 @@ def judge(
         return ReplayVerdict(
             "not-reproduced", f"did not reproduce {label} ({test} did not run: {why})"
         )
+    failed = observed.outcome in FAILING
+    if expected.outcome == "passed" and failed:
+        return ReplayVerdict(
+            "failed-differently",
+            f"failed differently: {label} recorded a pass of {test}, the replay got "
+            f"{_got(observed)}",
+        )
+    if not failed and (expected.outcome != "passed" or observed.outcome != "passed"):
+        return ReplayVerdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
     if expected.outcome == "passed":
-        if observed.outcome in FAILING:
-            return ReplayVerdict(
-                "failed-differently",
-                f"failed differently: {label} recorded a pass of {test}, the replay got "
-                f"{_got(observed)}",
-            )
-        if observed.outcome != "passed":
-            return ReplayVerdict(
-                "not-reproduced", f"did not reproduce {label} ({observed.outcome})"
-            )
         if expected.violations and not observed.violations:
             return ReplayVerdict(
                 "not-reproduced",
@@ -188,8 +187,6 @@ def judge(
                 f"({observed.violations[0]})",
             )
         return ReplayVerdict("reproduced", f"reproduced {label}: {test} passed as recorded")
-    if observed.outcome not in FAILING:
-        return ReplayVerdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
     same = not expected.exc_type or (
         observed.exc_type == expected.exc_type and observed.location == expected.location
     )
@@ -244,11 +241,9 @@ def over_runs(plan: Plan, verdicts: Sequence[ReplayVerdict], runs: Runs) -> Repl
     One run says what :func:`judge` says.
     """
     assert verdicts
-    if runs.planned <= 1 and len(verdicts) == 1:
-        return verdicts[0]
+    if (runs.planned <= 1 and len(verdicts) == 1) or verdicts[0].outcome == "reproduced":
+        return verdicts[0]  # one run, or the first run did: as one run says it
     done = len(verdicts)
-    if verdicts[0].outcome == "reproduced":
-        return verdicts[0]  # the first run did: as one run says it
     for number, verdict in enumerate(verdicts, start=1):
         if verdict.outcome == "reproduced":
             head = f"reproduced {plan.label}"

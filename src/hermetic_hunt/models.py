@@ -23,7 +23,7 @@ import operator
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
@@ -286,10 +286,10 @@ class Settings:
     isolate: bool = True
     isolate_budget: int = DEFAULT_ISOLATE_BUDGET
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
-    integration_marker: str = DEFAULT_INTEGRATION_MARKER
-    shard: Shard = field(default_factory=Shard)
     #: Seconds one attempt may run before it is stopped (a ``Timeout`` failure).
     test_timeout: float = DEFAULT_TEST_TIMEOUT
+    integration_marker: str = DEFAULT_INTEGRATION_MARKER
+    shard: Shard = field(default_factory=Shard)
     #: Isolation's overall time budget in seconds; None: ``auto`` (as long
     #: as the rounds took, at least :data:`MIN_ISOLATE_SECONDS`).
     isolate_seconds: float | None = None
@@ -333,25 +333,11 @@ class Settings:
         return f"a {format_seconds(self.budget_seconds or 0)} budget"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "rounds": self.rounds,
-            "budget_seconds": self.budget_seconds,
-            "base_seed": self.base_seed,
-            "mode": self.mode,
-            "order": self.order,
+        """Every field by its name, in their order (the path, shard and time mix as JSON)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {
             "db_path": str(self.db_path),
-            "isolate": self.isolate,
-            "isolate_budget": self.isolate_budget,
-            "probe_timeout": self.probe_timeout,
-            "test_timeout": self.test_timeout,
-            "integration_marker": self.integration_marker,
             "shard": [self.shard.index, self.shard.count],
-            "isolate_seconds": self.isolate_seconds,
             "time": self.time.to_json(),
-            "today": self.today,
-            "dates_from": self.dates_from,
-            "horizon_days": self.horizon_days,
-            "default_round": self.default_round,
         }
 
     @classmethod

@@ -224,8 +224,8 @@ class ReplayRunner:
         deselected = [item for item in items if item.nodeid not in wanted]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
-        own = [self.runner.items[nodeid] for nodeid in dict.fromkeys(self.runner.items)]
-        items[:] = [*own, *(item for item in partner if item.nodeid not in self.runner.items)]
+        own = self.runner.items
+        items[:] = [*own.values(), *(item for item in partner if item.nodeid not in own)]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
@@ -393,8 +393,7 @@ def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
             f"{why}: run {command}"
         )
     assert entry is not None
-    env = dict(os.environ, PYTHONHASHSEED=needed)
-    env[REEXEC_ENV] = needed
+    env = {**os.environ, "PYTHONHASHSEED": needed, REEXEC_ENV: needed}
     flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()
     sys.stdout.write(
         f"hermetic-hunt replay: {plan.label} needs PYTHONHASHSEED={needed} (this process "
@@ -542,10 +541,5 @@ class ReplayReporter:
 
 def _observed(record: Attempt) -> Observed:
     failure = record.failure if record.outcome in FAILING else None
-    return Observed(
-        outcome=record.outcome,
-        exc_type=failure.exc_type if failure else "",
-        location=failure.location if failure else "",
-        message=failure.message if failure else "",
-        violations=tuple(v.describe() for v in record.violations),
-    )
+    texts = (failure.exc_type, failure.location, failure.message) if failure else ("", "", "")
+    return Observed(record.outcome, *texts, tuple(v.describe() for v in record.violations))

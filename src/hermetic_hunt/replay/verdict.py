@@ -73,19 +73,17 @@ def faithfulness_warnings(
                 f"{step.nodeid} was recorded without a sandbox (mode off): its time and "
                 "randomness are real, not replayed"
             )
-        if journal is None:
-            if step.mode == "record":
-                out.append(
-                    f"{step.nodeid} ran in record mode without a stored journal: it runs with "
-                    "real time and entropy"
-                )
-            continue
-        if journal.config.get("network") == "off":
+        if journal is None and step.mode == "record":
+            out.append(
+                f"{step.nodeid} ran in record mode without a stored journal: it runs with "
+                "real time and entropy"
+            )
+        if journal is not None and journal.config.get("network") == "off":
             out.append(
                 f"{step.nodeid} was recorded with the network allowed (integration marker "
                 "or network='off'): the replay reaches the real network too"
             )
-        if journal.overflow:
+        if journal is not None and journal.overflow:
             out.append(
                 f"the journal of A{step.attempt_id} kept only the first readings of "
                 f"{', '.join(journal.overflow)}: later ones come from the seed"

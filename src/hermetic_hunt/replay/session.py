@@ -46,6 +46,7 @@ from hermetic_hunt.replay.verdict import (
     ReplayVerdict,
     Runs,
     blocked_calls,
+    deciding,
     describe,
     earlier_failures,
     faithfulness_warnings,
@@ -251,7 +252,7 @@ class ReplayRunner:
 
         reporter = self.reporter
         hash_seed = process_hash_seed()
-        done: list[tuple[ReplayVerdict, list[dict[str, Any]], list[Attempt]]] = []
+        done: list[tuple[list[dict[str, Any]], list[Attempt]]] = []
         for _ in range(reporter.runs.planned):
             lines: list[bytes] = []
             with self._beside(session):
@@ -261,14 +262,11 @@ class ReplayRunner:
             records = [a for m in steps for a in wire.attempts_in(m)]
             verdict = reporter.verdict_of(records)
             reporter.verdicts.append(verdict)
-            done.append((verdict, steps, records))
+            done.append((steps, records))
             if verdict.outcome == "reproduced":
                 break
         # The run that decides the verdict is the one pytest reports.
-        first = {run[0].outcome: run for run in reversed(done)}
-        _, steps, reporter.records = first.get(
-            "reproduced", first.get("failed-differently", done[-1])
-        )
+        steps, reporter.records = done[deciding(reporter.verdicts)]
         for message in steps:
             self._show(session, message)
 

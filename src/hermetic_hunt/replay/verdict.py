@@ -241,17 +241,15 @@ def over_runs(plan: Plan, verdicts: Sequence[ReplayVerdict], runs: Runs) -> Repl
     assert verdicts
     if (runs.planned <= 1 and len(verdicts) == 1) or verdicts[0].outcome == "reproduced":
         return verdicts[0]  # one run, or the first run did: as one run says it
+    number = deciding(verdicts) + 1
+    verdict = verdicts[number - 1]
+    if verdict.outcome == "reproduced":
+        head = f"reproduced {plan.label}"
+        rest = verdict.line.removeprefix(head)
+        return ReplayVerdict("reproduced", f"{head} in run {number} of {runs.planned}{rest}")
+    if verdict.outcome == "failed-differently":
+        return ReplayVerdict(verdict.outcome, f"{verdict.line} (in run {number} of {runs.planned})")
     done = len(verdicts)
-    for number, verdict in enumerate(verdicts, start=1):
-        if verdict.outcome == "reproduced":
-            head = f"reproduced {plan.label}"
-            rest = verdict.line.removeprefix(head)
-            return ReplayVerdict("reproduced", f"{head} in run {number} of {runs.planned}{rest}")
-    for number, verdict in enumerate(verdicts, start=1):
-        if verdict.outcome == "failed-differently":
-            return ReplayVerdict(
-                verdict.outcome, f"{verdict.line} (in run {number} of {runs.planned})"
-            )
     last = verdicts[-1].line
     why = last[last.index("(") :] if last.endswith(")") and "(" in last else ""
     rate = f"a {stats.percent(runs.rate)} flake" if runs.rate else "a flake"
@@ -264,6 +262,13 @@ def over_runs(plan: Plan, verdicts: Sequence[ReplayVerdict], runs: Runs) -> Repl
         f"did not reproduce {plan.label} in {done} run{'s' * (done != 1)} ({expected})"
         + (f"; the last run: {why[1:-1]}" if why else ""),
     )
+
+
+def deciding(verdicts: Sequence[ReplayVerdict]) -> int:
+    """The index of the run that decides a replay of several: the first that reproduced,
+    else the first that failed differently, else the last."""
+    first = {verdict.outcome: index for index, verdict in reversed(list(enumerate(verdicts)))}
+    return first.get("reproduced", first.get("failed-differently", len(verdicts) - 1))
 
 
 def earlier_failures(outcomes: Sequence[tuple[str, str]]) -> list[str]:

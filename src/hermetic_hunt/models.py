@@ -1101,8 +1101,7 @@ class Reproducer:
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("signature fields must be text")
         hash_seed = whole(data.get("hash_seed"), "a hash seed", optional=True)
-        problem = hash_seed_problem(hash_seed)
-        if problem:
+        if problem := hash_seed_problem(hash_seed):
             raise ValueError(problem)
         return cls(
             steps=tuple(steps),

@@ -426,14 +426,8 @@ class Step:
     stress: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "nodeid": self.nodeid,
-            "seed": self.seed,
-            "now": self.now,
-            "mode": self.mode,
-            "attempt_id": self.attempt_id,
-            **self.conditions,
-        }
+        plain = ("nodeid", "seed", "now", "mode", "attempt_id")
+        return {key: getattr(self, key) for key in plain} | self.conditions
 
     @classmethod
     def from_json(cls, raw: Any) -> Step:

@@ -314,10 +314,9 @@ class Settings:
     @property
     def dates(self) -> Dates:
         """Where round start times are drawn (see :class:`~hermetic_hunt.seeds.Dates`)."""
-        start = self.dates_from if self.dates_from is not None else self.today
-        if start is None:
-            return Dates.from_now(self.horizon_days)
-        return Dates(start, self.horizon_days)
+        if self.dates_from is None:
+            return self.today_window
+        return Dates(self.dates_from, self.horizon_days)
 
     @property
     def today_window(self) -> Dates:

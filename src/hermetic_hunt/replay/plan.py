@@ -146,13 +146,8 @@ class Plan:
 
     def replayed(self) -> dict[int, Journal]:
         """The journals a replay feeds back (those of record-mode steps)."""
-        return {
-            step.attempt_id: journal
-            for step in self.steps
-            if step.mode == "record"
-            and step.attempt_id is not None
-            and (journal := self.journals.get(step.attempt_id)) is not None
-        }
+        recorded = {step.attempt_id for step in self.steps if step.mode == "record"}
+        return {key: journal for key, journal in self.journals.items() if key in recorded}
 
 
 def resolve(target: Target, source: Source) -> Plan:

@@ -18,13 +18,12 @@ import base64
 import binascii
 import functools
 import itertools
-import json
 import math
 import operator
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
@@ -192,10 +191,6 @@ def hash_seed_problem(value: int | None) -> str | None:
     return f"hash seed {value} is outside PYTHONHASHSEED's range 0..{MAX_HASH_SEED}"
 
 
-def failing(outcome: str) -> bool:
-    return outcome in FAILING
-
-
 def as_mode(value: object, default: Mode = DEFAULT_MODE) -> Mode:
     """``value`` as a :data:`Mode` (``default`` when it is none of them)."""
     return next((mode for mode in MODES if mode == value), default)
@@ -291,10 +286,10 @@ class Settings:
     isolate: bool = True
     isolate_budget: int = DEFAULT_ISOLATE_BUDGET
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
-    integration_marker: str = DEFAULT_INTEGRATION_MARKER
-    shard: Shard = field(default_factory=Shard)
     #: Seconds one attempt may run before it is stopped (a ``Timeout`` failure).
     test_timeout: float = DEFAULT_TEST_TIMEOUT
+    integration_marker: str = DEFAULT_INTEGRATION_MARKER
+    shard: Shard = field(default_factory=Shard)
     #: Isolation's overall time budget in seconds; None: ``auto`` (as long
     #: as the rounds took, at least :data:`MIN_ISOLATE_SECONDS`).
     isolate_seconds: float | None = None
@@ -319,10 +314,9 @@ class Settings:
     @property
     def dates(self) -> Dates:
         """Where round start times are drawn (see :class:`~hermetic_hunt.seeds.Dates`)."""
-        start = self.dates_from if self.dates_from is not None else self.today
-        if start is None:
-            return Dates.from_now(self.horizon_days)
-        return Dates(start, self.horizon_days)
+        if self.dates_from is None:
+            return self.today_window
+        return Dates(self.dates_from, self.horizon_days)
 
     @property
     def today_window(self) -> Dates:
@@ -338,25 +332,11 @@ class Settings:
         return f"a {format_seconds(self.budget_seconds or 0)} budget"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "rounds": self.rounds,
-            "budget_seconds": self.budget_seconds,
-            "base_seed": self.base_seed,
-            "mode": self.mode,
-            "order": self.order,
+        """Every field by its name, in their order (the path, shard and time mix as JSON)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {
             "db_path": str(self.db_path),
-            "isolate": self.isolate,
-            "isolate_budget": self.isolate_budget,
-            "probe_timeout": self.probe_timeout,
-            "test_timeout": self.test_timeout,
-            "integration_marker": self.integration_marker,
             "shard": [self.shard.index, self.shard.count],
-            "isolate_seconds": self.isolate_seconds,
             "time": self.time.to_json(),
-            "today": self.today,
-            "dates_from": self.dates_from,
-            "horizon_days": self.horizon_days,
-            "default_round": self.default_round,
         }
 
     @classmethod
@@ -445,14 +425,8 @@ class Step:
     stress: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "nodeid": self.nodeid,
-            "seed": self.seed,
-            "now": self.now,
-            "mode": self.mode,
-            "attempt_id": self.attempt_id,
-            **self.conditions,
-        }
+        plain = ("nodeid", "seed", "now", "mode", "attempt_id")
+        return {key: getattr(self, key) for key in plain} | self.conditions
 
     @classmethod
     def from_json(cls, raw: Any) -> Step:
@@ -488,14 +462,12 @@ class Step:
     @property
     def conditions(self) -> dict[str, Any]:
         """The step's timing conditions, as stored in JSON (only those that are set)."""
-        out: dict[str, Any] = {}
-        if self.profile is not None:
-            out["profile"] = self.profile
-        if self.switch_interval is not None:
-            out["switch_interval"] = self.switch_interval
-        if self.stress:
-            out["stress"] = self.stress
-        return out
+        out = {
+            "profile": self.profile,
+            "switch_interval": self.switch_interval,
+            "stress": self.stress or None,
+        }
+        return {key: value for key, value in out.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -1073,17 +1045,9 @@ def format_seconds(seconds: float) -> str:
     """``75`` -> ``1m15s``; ``3600`` -> ``1h``; ``0.5`` -> ``0.5s``."""
     if seconds < 60:
         return f"{seconds:g}s"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
+    hours, rest = divmod(round(seconds), 3600)
     minutes, secs = divmod(rest, 60)
-    text = ""
-    if hours:
-        text += f"{hours}h"
-    if minutes:
-        text += f"{minutes}m"
-    if secs:
-        text += f"{secs}s"
-    return text
+    return "".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n)
 
 
 # -- reproducers ----------------------------------------------------------------------------
@@ -1127,9 +1091,6 @@ class Reproducer:
             out["resource"] = self.resource
         return out
 
-    def dumps(self) -> str:
-        return json.dumps(self.to_json())
-
     @classmethod
     def from_json(cls, data: Any) -> Reproducer:
         """Parse stored JSON (untrusted): ValueError on anything malformed."""
@@ -1153,8 +1114,7 @@ class Reproducer:
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("signature fields must be text")
         hash_seed = whole(data.get("hash_seed"), "a hash seed", optional=True)
-        problem = hash_seed_problem(hash_seed)
-        if problem:
+        if problem := hash_seed_problem(hash_seed):
             raise ValueError(problem)
         return cls(
             steps=tuple(steps),

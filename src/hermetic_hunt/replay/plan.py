@@ -30,6 +30,7 @@ from hermetic_hunt.models import (
     FAILING,
     MODES,
     Attempt,
+    Failure,
     Step,
     looks_like_ref,
     parse_ref,
@@ -110,8 +111,7 @@ class Expected:
     violations: bool = False
 
     def describe(self) -> str:
-        text = f"{self.exc_type} {self.message}".strip() if self.message else self.exc_type
-        return f"{text} at {self.location}" if self.location else text or "a failure"
+        return Failure(self.exc_type, self.message, self.location).describe() or "a failure"
 
 
 @dataclass
@@ -146,13 +146,8 @@ class Plan:
 
     def replayed(self) -> dict[int, Journal]:
         """The journals a replay feeds back (those of record-mode steps)."""
-        return {
-            step.attempt_id: journal
-            for step in self.steps
-            if step.mode == "record"
-            and step.attempt_id is not None
-            and (journal := self.journals.get(step.attempt_id)) is not None
-        }
+        recorded = {step.attempt_id for step in self.steps if step.mode == "record"}
+        return {key: journal for key, journal in self.journals.items() if key in recorded}
 
 
 def resolve(target: Target, source: Source) -> Plan:
@@ -196,46 +191,31 @@ def resolve(target: Target, source: Source) -> Plan:
     )
 
 
-def _journal_of(source: Source, attempt_id: int, nodeid: str) -> Journal | None:
-    """The stored journal of an attempt, validated (None: none is stored).
+def _keep_journal(source: Source, step: Step, journals: dict[int, Journal]) -> None:
+    """Add the stored journal of ``step``'s attempt to ``journals``, validated (if one is stored).
 
-    Journals are kept for failing attempts only: a passing record-mode step
-    (a polluter, say) runs live, as it did in isolation, with a warning.
+    A ``record`` step replays it (a bad one is refused: BadJournal); a ``seeded``
+    step's only explains (threads, network): the seed reproduces, so a bad one
+    is left out. Journals are kept for failing attempts only: a passing
+    record-mode step (a polluter, say) runs live, as it did in isolation, with
+    a warning.
     """
-    data = source.journal(attempt_id)
-    where = f"the journal of A{attempt_id}"
+    if step.attempt_id is None or step.mode == "off":
+        return
+    data = source.journal(step.attempt_id)
+    where = f"the journal of A{step.attempt_id}"
     if data is None:
-        return None
+        return
     try:
-        return journal_format.decode(data, where=where, expect_test=nodeid)
-    except RecursionError:
-        raise BadJournal(f"{where}: journal is nested too deeply") from None
-
-
-def _explanation(source: Source, attempt_id: int, nodeid: str) -> Journal | None:
-    """A seeded attempt's journal: it explains (threads, network), the seed reproduces."""
-    try:
-        return _journal_of(source, attempt_id, nodeid)
-    except BadJournal:
-        return None
-
-
-def _attempt_step(attempt: Attempt, source: Source, journals: dict[int, Journal]) -> Step:
-    assert attempt.attempt_id is not None
-    mode = attempt.mode if attempt.mode in MODES else "seeded"
-    journal = None
-    if mode == "record" and attempt.has_journal:
-        journal = _journal_of(source, attempt.attempt_id, attempt.nodeid)
-    elif mode == "seeded" and attempt.has_journal:
-        journal = _explanation(source, attempt.attempt_id, attempt.nodeid)
-    if mode != "off" and attempt.seed is None:
-        raise BadDatabase(
-            f"A{attempt.attempt_id} has no seed stored although it ran in {mode} mode: "
-            "the database is damaged; run a new hunt"
+        journals[step.attempt_id] = journal_format.decode(
+            data, where=where, expect_test=step.nodeid
         )
-    if journal is not None:
-        journals[attempt.attempt_id] = journal
-    return Step.of(attempt, mode=mode)
+    except RecursionError:
+        if step.mode == "record":
+            raise BadJournal(f"{where}: journal is nested too deeply") from None
+    except BadJournal:
+        if step.mode == "record":
+            raise
 
 
 def _expected_of(attempt: Attempt) -> Expected:
@@ -249,7 +229,14 @@ def _attempt_plan(target: Target, attempt: Attempt, source: Source) -> Plan:
     if not attempt.nodeid:
         raise BadDatabase(f"A{attempt.attempt_id} names no test: the database is damaged")
     journals: dict[int, Journal] = {}
-    step = _attempt_step(attempt, source, journals)
+    step = Step.of(attempt, mode=attempt.mode if attempt.mode in MODES else "seeded")
+    if attempt.has_journal:
+        _keep_journal(source, step, journals)
+    if step.mode != "off" and step.seed is None:
+        raise BadDatabase(
+            f"A{attempt.attempt_id} has no seed stored although it ran in {step.mode} mode: "
+            "the database is damaged; run a new hunt"
+        )
     return Plan(
         label=f"A{attempt.attempt_id}",
         target=target,
@@ -287,22 +274,17 @@ def _flake_plan(target: Target, flake: Flake, source: Source) -> Plan:
             f"flake's own test {flake.nodeid!r}: the database is damaged or was edited; "
             "run a new hunt"
         )
-    steps = []
+    steps = repro.steps
     journals: dict[int, Journal] = {}
-    for index, step in enumerate(repro.steps, start=1):
-        journal = None
-        if step.mode == "record" and step.attempt_id is not None:
-            journal = _journal_of(source, step.attempt_id, step.nodeid)
-        elif step.mode != "off" and step.seed is None:
+    for index, step in enumerate(steps, start=1):
+        # A record step with its attempt replays that attempt's journal, not a seed.
+        from_journal = step.mode == "record" and step.attempt_id is not None
+        if step.mode != "off" and step.seed is None and not from_journal:
             raise BadDatabase(
                 f"step {index} of {flake.flake_id}'s reproducer ({step.nodeid}) has no seed: "
                 "the database is damaged; run a new hunt"
             )
-        elif step.mode == "seeded" and step.attempt_id is not None:
-            journal = _explanation(source, step.attempt_id, step.nodeid)
-        if journal is not None and step.attempt_id is not None:
-            journals[step.attempt_id] = journal
-        steps.append(step)
+        _keep_journal(source, step, journals)
     if repro.exc_type:
         expected = Expected("failed", repro.exc_type, repro.location, repro.message)
     elif "network" in flake.kinds:
@@ -313,7 +295,7 @@ def _flake_plan(target: Target, flake: Flake, source: Source) -> Plan:
     return Plan(
         label=flake.flake_id,
         target=target,
-        steps=tuple(steps),
+        steps=steps,
         hash_seed=repro.hash_seed,
         expected=expected,
         journals=journals,

@@ -46,6 +46,7 @@ from hermetic_hunt.replay.verdict import (
     ReplayVerdict,
     Runs,
     blocked_calls,
+    deciding,
     describe,
     earlier_failures,
     faithfulness_warnings,
@@ -109,59 +110,45 @@ def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
     # The reporter first: among trylast hooks the earlier registered runs
     # first, so a missing test gets the replay's own, more specific message.
     config.pluginmanager.register(reporter, "hermetic-hunt-replay")
+    # The path a collision's pair shares (relative paths are the rootdir's).
+    resource = Path(config.rootpath, plan.resource) if plan.together and plan.resource else None
     config.pluginmanager.register(
-        ReplayRunner(engine, runner, reporter, plan.together, _resource(config, plan)),
+        ReplayRunner(engine, runner, reporter, plan.together, resource),
         "hermetic-hunt-replay-runner",
     )
-
-
-def _resource(config: pytest.Config, plan: Plan) -> Path | None:
-    """The path a collision's pair shares (relative paths are the rootdir's)."""
-    if not plan.together or not plan.resource:
-        return None
-    return Path(config.rootpath, plan.resource)
 
 
 def _runs(config: pytest.Config, plan: Plan, rate: float | None) -> Runs:
     """How many times to run the reproducer (``--hermetic-replay-runs`` or its rate)."""
     raw = getattr(config.option, "hermetic_replay_runs", None)
-    override = None
-    if raw is not None:
-        text = str(raw).strip()
-        if not text.isdigit() or not 1 <= int(text) <= 10_000:
-            raise pytest.UsageError(
-                f"--hermetic-replay-runs: expected a number of runs from 1 to 10000, got {text!r}"
-            )
-        override = int(text)
-    runs = plan_runs(rate, override)
-    if runs.planned > 1:
-        from hermetic_hunt.engine.fork import fork_available
+    text = str(raw).strip()
+    if raw is not None and not (text.isdigit() and 1 <= int(text) <= 10_000):
+        raise pytest.UsageError(
+            f"--hermetic-replay-runs: expected a number of runs from 1 to 10000, got {text!r}"
+        )
+    runs = plan_runs(rate, None if raw is None else int(text))
+    if runs.planned <= 1:
+        return runs
+    from hermetic_hunt.engine.fork import fork_available
 
-        alone = [flag for dest, flag in _ONE_RUN if getattr(config.option, dest, False)]
-        if (getattr(config.option, "maxfail", 0) or 0) > 0:
-            alone.append("-x/--maxfail")
-        if not fork_available():
-            alone.append("this platform cannot fork")
-        if alone:
-            plan.notes.append(
-                f"one run in this process ({', '.join(alone)}), not {runs.planned} forked runs"
-            )
-            runs = Runs(1, runs.needed, runs.rate, runs.override)
-    if runs.planned > 1:
-        why = (
-            "--hermetic-replay-runs"
-            if runs.override
-            else (f"95% sure to show a {stats.percent(runs.rate)} flake" if runs.rate else "")
-        )
-        cap = (
-            f", capped from {runs.needed}"
-            if runs.needed > runs.planned and not runs.override
-            else ""
-        )
+    alone = [flag for dest, flag in _ONE_RUN if getattr(config.option, dest, False)]
+    if (getattr(config.option, "maxfail", 0) or 0) > 0:
+        alone.append("-x/--maxfail")
+    if not fork_available():
+        alone.append("this platform cannot fork")
+    if alone:
         plan.notes.append(
-            f"up to {runs.planned} runs, each in a fresh forked process, until one reproduces "
-            f"({why}{cap})"
+            f"one run in this process ({', '.join(alone)}), not {runs.planned} forked runs"
         )
+        return replace(runs, planned=1)
+    if runs.override:
+        why = "--hermetic-replay-runs"
+    else:
+        why = f"95% sure to show a {stats.percent(runs.rate)} flake" if runs.rate else ""
+        why += f", capped from {runs.needed}" if runs.needed > runs.planned else ""
+    plan.notes.append(
+        f"up to {runs.planned} runs, each in a fresh forked process, until one reproduces ({why})"
+    )
     return runs
 
 
@@ -185,7 +172,11 @@ def _load(
         settings = source.run_settings(plan.run_id)
         # An attempt replays exactly as it ran, once; a flake until it reproduces.
         rate = source.fail_rate(plan.test) if plan.flake_row is not None else None
-        _check_hash_seed(plan)
+        if hash_seed_problem(plan.hash_seed):  # Python would not start under it
+            raise BadDatabase(
+                f"{plan.label} has hash seed {plan.hash_seed} stored, outside PYTHONHASHSEED's "
+                f"range 0..{MAX_HASH_SEED}: the database is damaged or was edited; run a new hunt"
+            )
         if needs_reexec(plan.hash_seed, os.environ):
             store.close()
             _reexec_or_explain(config, plan)
@@ -234,8 +225,8 @@ class ReplayRunner:
         deselected = [item for item in items if item.nodeid not in wanted]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
-        own = [self.runner.items[nodeid] for nodeid in dict.fromkeys(self.runner.items)]
-        items[:] = [*own, *(item for item in partner if item.nodeid not in self.runner.items)]
+        own = self.runner.items
+        items[:] = [*own.values(), *(item for item in partner if item.nodeid not in own)]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
@@ -259,9 +250,9 @@ class ReplayRunner:
         from hermetic_hunt.engine.executor import process_hash_seed
         from hermetic_hunt.engine.fork import ChildSetup, run_job
 
-        reporter, plan = self.reporter, self.reporter.plan
+        reporter = self.reporter
         hash_seed = process_hash_seed()
-        done: list[tuple[ReplayVerdict, list[dict[str, Any]], list[Attempt]]] = []
+        done: list[tuple[list[dict[str, Any]], list[Attempt]]] = []
         for _ in range(reporter.runs.planned):
             lines: list[bytes] = []
             with self._beside(session):
@@ -269,18 +260,13 @@ class ReplayRunner:
                         hash_seed=hash_seed)  # fmt: skip
             steps = [m for m in map(_message, lines) if isinstance(m.get("step"), int)]
             records = [a for m in steps for a in wire.attempts_in(m)]
-            partner, beside = reporter.partner_in(records)
-            verdict = judge(plan, reporter.observed_in(records), partner=partner,
-                            partner_test=beside)  # fmt: skip
+            verdict = reporter.verdict_of(records)
             reporter.verdicts.append(verdict)
-            done.append((verdict, steps, records))
+            done.append((steps, records))
             if verdict.outcome == "reproduced":
                 break
         # The run that decides the verdict is the one pytest reports.
-        first = {run[0].outcome: run for run in reversed(done)}
-        _, steps, reporter.records = first.get(
-            "reproduced", first.get("failed-differently", done[-1])
-        )
+        steps, reporter.records = done[deciding(reporter.verdicts)]
         for message in steps:
             self._show(session, message)
 
@@ -385,15 +371,6 @@ def _pytest_entry() -> list[str] | None:
     return None
 
 
-def _check_hash_seed(plan: Plan) -> None:
-    """Refuse a stored hash seed Python cannot start under (it would die restarting)."""
-    if hash_seed_problem(plan.hash_seed):
-        raise BadDatabase(
-            f"{plan.label} has hash seed {plan.hash_seed} stored, outside PYTHONHASHSEED's "
-            f"range 0..{MAX_HASH_SEED}: the database is damaged or was edited; run a new hunt"
-        )
-
-
 def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
     """Restart this pytest under the plan's PYTHONHASHSEED (checked), or say how to."""
     needed = str(plan.hash_seed)
@@ -414,8 +391,7 @@ def _reexec_or_explain(config: pytest.Config, plan: Plan) -> None:
             f"{why}: run {command}"
         )
     assert entry is not None
-    env = dict(os.environ, PYTHONHASHSEED=needed)
-    env[REEXEC_ENV] = needed
+    env = {**os.environ, "PYTHONHASHSEED": needed, REEXEC_ENV: needed}
     flags: list[str] = getattr(subprocess, "_args_from_interpreter_flags", list)()
     sys.stdout.write(
         f"hermetic-hunt replay: {plan.label} needs PYTHONHASHSEED={needed} (this process "
@@ -504,9 +480,7 @@ class ReplayReporter:
         if self.verdicts:
             self.verdict = over_runs(self.plan, self.verdicts, self.runs)
         else:
-            partner, beside = self.partner_in(records)
-            observed = self.observed_in(records)
-            self.verdict = judge(self.plan, observed, self.stopped, partner, beside)
+            self.verdict = self.verdict_of(records, self.stopped)
         last = len(self.plan.steps) - 1
         before = [r for r in records if r.position < last and r.execution == 1]
         notes = earlier_failures([(r.nodeid, r.outcome) for r in before])
@@ -523,22 +497,20 @@ class ReplayReporter:
             self.lines.append("this replay may be less than faithful:")
             self.lines.extend(f"  - {text}" for text in dict.fromkeys(self.warnings))
 
-    def partner_in(self, records: list[Attempt]) -> tuple[Observed | None, str]:
-        """A collision's other side: the first of its attempts that failed -- or of the
-        plan's own steps but the last, when the sides hold several tests -- else its
-        last attempt; with the test it is of ("": no partner ran)."""
+    def verdict_of(self, records: list[Attempt], stopped: str = "") -> ReplayVerdict:
+        """The verdict of one run (its ``records``): what the last step's first execution
+        did, and a collision's other side -- the first of its attempts that failed (or of
+        the plan's own steps but the last, when the sides hold several tests), else its
+        last attempt, with the test it is of."""
         last = len(self.plan.steps) - 1
-        mine = [r for r in records if r.position < last and r.execution == 1]
+        firsts = [r for r in records if r.execution == 1]
+        observed = next((_observed(r) for r in firsts if r.position == last), None)
+        mine = [r for r in firsts if r.position < last]
         failing = [a for a in (*self.partner, *mine) if a.failed and a.execution == 1]
         chosen = failing[0] if failing else (self.partner[-1] if self.partner else None)
-        return (_observed(chosen), chosen.nodeid) if chosen is not None else (None, "")
-
-    def observed_in(self, records: list[Attempt]) -> Observed | None:
-        last = len(self.plan.steps) - 1
-        for record in records:
-            if record.position == last and record.execution == 1:
-                return _observed(record)
-        return None
+        if chosen is None:
+            return judge(self.plan, observed, stopped)
+        return judge(self.plan, observed, stopped, _observed(chosen), chosen.nodeid)
 
     def _store(self, verdict: ReplayVerdict, notes: list[str]) -> None:
         try:
@@ -567,10 +539,5 @@ class ReplayReporter:
 
 def _observed(record: Attempt) -> Observed:
     failure = record.failure if record.outcome in FAILING else None
-    return Observed(
-        outcome=record.outcome,
-        exc_type=failure.exc_type if failure else "",
-        location=failure.location if failure else "",
-        message=failure.message if failure else "",
-        violations=tuple(v.describe() for v in record.violations),
-    )
+    texts = (failure.exc_type, failure.location, failure.message) if failure else ("", "", "")
+    return Observed(record.outcome, *texts, tuple(v.describe() for v in record.violations))

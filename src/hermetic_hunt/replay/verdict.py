@@ -73,19 +73,17 @@ def faithfulness_warnings(
                 f"{step.nodeid} was recorded without a sandbox (mode off): its time and "
                 "randomness are real, not replayed"
             )
-        if journal is None:
-            if step.mode == "record":
-                out.append(
-                    f"{step.nodeid} ran in record mode without a stored journal: it runs with "
-                    "real time and entropy"
-                )
-            continue
-        if journal.config.get("network") == "off":
+        if journal is None and step.mode == "record":
+            out.append(
+                f"{step.nodeid} ran in record mode without a stored journal: it runs with "
+                "real time and entropy"
+            )
+        if journal is not None and journal.config.get("network") == "off":
             out.append(
                 f"{step.nodeid} was recorded with the network allowed (integration marker "
                 "or network='off'): the replay reaches the real network too"
             )
-        if journal.overflow:
+        if journal is not None and journal.overflow:
             out.append(
                 f"the journal of A{step.attempt_id} kept only the first readings of "
                 f"{', '.join(journal.overflow)}: later ones come from the seed"
@@ -165,17 +163,16 @@ def judge(
         return ReplayVerdict(
             "not-reproduced", f"did not reproduce {label} ({test} did not run: {why})"
         )
+    failed = observed.outcome in FAILING
+    if expected.outcome == "passed" and failed:
+        return ReplayVerdict(
+            "failed-differently",
+            f"failed differently: {label} recorded a pass of {test}, the replay got "
+            f"{_got(observed)}",
+        )
+    if not failed and (expected.outcome != "passed" or observed.outcome != "passed"):
+        return ReplayVerdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
     if expected.outcome == "passed":
-        if observed.outcome in FAILING:
-            return ReplayVerdict(
-                "failed-differently",
-                f"failed differently: {label} recorded a pass of {test}, the replay got "
-                f"{_got(observed)}",
-            )
-        if observed.outcome != "passed":
-            return ReplayVerdict(
-                "not-reproduced", f"did not reproduce {label} ({observed.outcome})"
-            )
         if expected.violations and not observed.violations:
             return ReplayVerdict(
                 "not-reproduced",
@@ -188,8 +185,6 @@ def judge(
                 f"({observed.violations[0]})",
             )
         return ReplayVerdict("reproduced", f"reproduced {label}: {test} passed as recorded")
-    if observed.outcome not in FAILING:
-        return ReplayVerdict("not-reproduced", f"did not reproduce {label} ({observed.outcome})")
     same = not expected.exc_type or (
         observed.exc_type == expected.exc_type and observed.location == expected.location
     )
@@ -244,21 +239,17 @@ def over_runs(plan: Plan, verdicts: Sequence[ReplayVerdict], runs: Runs) -> Repl
     One run says what :func:`judge` says.
     """
     assert verdicts
-    if runs.planned <= 1 and len(verdicts) == 1:
-        return verdicts[0]
+    if (runs.planned <= 1 and len(verdicts) == 1) or verdicts[0].outcome == "reproduced":
+        return verdicts[0]  # one run, or the first run did: as one run says it
+    number = deciding(verdicts) + 1
+    verdict = verdicts[number - 1]
+    if verdict.outcome == "reproduced":
+        head = f"reproduced {plan.label}"
+        rest = verdict.line.removeprefix(head)
+        return ReplayVerdict("reproduced", f"{head} in run {number} of {runs.planned}{rest}")
+    if verdict.outcome == "failed-differently":
+        return ReplayVerdict(verdict.outcome, f"{verdict.line} (in run {number} of {runs.planned})")
     done = len(verdicts)
-    if verdicts[0].outcome == "reproduced":
-        return verdicts[0]  # the first run did: as one run says it
-    for number, verdict in enumerate(verdicts, start=1):
-        if verdict.outcome == "reproduced":
-            head = f"reproduced {plan.label}"
-            rest = verdict.line.removeprefix(head)
-            return ReplayVerdict("reproduced", f"{head} in run {number} of {runs.planned}{rest}")
-    for number, verdict in enumerate(verdicts, start=1):
-        if verdict.outcome == "failed-differently":
-            return ReplayVerdict(
-                verdict.outcome, f"{verdict.line} (in run {number} of {runs.planned})"
-            )
     last = verdicts[-1].line
     why = last[last.index("(") :] if last.endswith(")") and "(" in last else ""
     rate = f"a {stats.percent(runs.rate)} flake" if runs.rate else "a flake"
@@ -271,6 +262,13 @@ def over_runs(plan: Plan, verdicts: Sequence[ReplayVerdict], runs: Runs) -> Repl
         f"did not reproduce {plan.label} in {done} run{'s' * (done != 1)} ({expected})"
         + (f"; the last run: {why[1:-1]}" if why else ""),
     )
+
+
+def deciding(verdicts: Sequence[ReplayVerdict]) -> int:
+    """The index of the run that decides a replay of several: the first that reproduced,
+    else the first that failed differently, else the last."""
+    first = {verdict.outcome: index for index, verdict in reversed(list(enumerate(verdicts)))}
+    return first.get("reproduced", first.get("failed-differently", len(verdicts) - 1))
 
 
 def earlier_failures(outcomes: Sequence[tuple[str, str]]) -> list[str]:

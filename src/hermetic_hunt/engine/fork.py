@@ -425,7 +425,7 @@ class Beside:
         try:
             while True:
                 ready, _, _ = select.select([self.child.fd], [], [], max(0.0, deadline - _PERF()))
-                chunk = os.read(self.child.fd, 65536) if ready else b""
+                chunk = os.read(self.child.fd, _READ) if ready else b""
                 if not ready:
                     self.child.kill()
                 if not chunk:
@@ -655,49 +655,44 @@ def run_job(
         child = spawn(engine, session, remaining, setup)
         child.watch(settings.test_timeout)
         try:
-            stopped = _drain(child, sink, stop=stop, tick=tick)
-        except BaseException:
-            child.kill()
-            with contextlib.suppress(OSError):
-                _drain(child, sink, blocking=False)
+            try:
+                stopped = _drain(child, sink, stop=stop, tick=tick)
+            except BaseException:
+                child.kill()
+                with contextlib.suppress(OSError):
+                    _drain(child, sink, blocking=False)
+                raise
+            if stopped:
+                child.kill()
+                return False
+            steps += child.steps_done
+            rejected += child.rejected
+            if setup.new_group:
+                child.reap()
+                child.end_group()
+            end = child.end or {}
+            status = str(end.get("status") or "")
+            index = child.steps_done
+            code = child.reap()
+            if status and status != "aborted":
+                detail = str(end.get("detail") or "")
+                sink([wire.end_line(status, detail, wire.round_leaks(end), steps=steps,
+                                    rejected=rejected)])  # fmt: skip
+                return True
+            if index >= len(remaining.steps):  # died (or aborted) after its last step
+                detail = "" if status else f"the process exited early ({describe_exit(code)})"
+            elif not status:  # it died in the middle of step ``index``
+                attempt = crashed(child, settings, setup.worker, hash_seed)
+                sink([wire.step_line(index, [attempt], [])])
+                steps += 1
+                index += 1
+                detail = "the last step crashed"
+            if index >= len(remaining.steps):
+                sink([wire.end_line("completed", detail, steps=steps, rejected=rejected)])
+                return True
+        finally:
             child.reap()
             child.cleanup()
-            raise
-        steps += child.steps_done
-        rejected += child.rejected
-        if stopped:
-            child.kill()
-            child.reap()
-            child.cleanup()
-            return False
-        if setup.new_group:
-            child.reap()
-            child.end_group()
-        end = child.end or {}
-        status = str(end.get("status") or "")
-        index = child.steps_done
-        code = child.reap()
-        if status and status != "aborted":
-            child.cleanup()
-            detail = str(end.get("detail") or "")
-            sink([wire.end_line(status, detail, wire.round_leaks(end), steps=steps,
-                                rejected=rejected)])  # fmt: skip
-            return True
-        if index >= len(remaining.steps):  # died (or aborted) after its last step
-            child.cleanup()
-            detail = "" if status else f"the process exited early ({describe_exit(code)})"
-            sink([wire.end_line("completed", detail, steps=steps, rejected=rejected)])
-            return True
-        if not status:  # it died in the middle of step ``index``
-            attempt = crashed(child, settings, setup.worker, hash_seed)
-            sink([wire.step_line(index, [attempt], [])])
-            steps += 1
-            index += 1
-        child.cleanup()
-        if index >= len(remaining.steps):
-            sink([wire.end_line("completed", "the last step crashed", steps=steps,
-                                rejected=rejected)])  # fmt: skip
-            return True
         remaining = remaining.rest(index - 1, remaining.start)
 
 

@@ -271,11 +271,14 @@ class AttemptExecutor:
         now = timeline.wall
         mode = step.mode
         self._seed, self._now, self._mode = seed, now, mode
-        self._switched = None
         interval = step.switch_interval
         if interval is None and slot.condition == "switch":
             interval = switch_interval_for(seed)
-        self._set_switch_interval(interval)
+        self._switched = interval
+        if interval is not None:
+            saved = sys.getswitchinterval()
+            sys.setswitchinterval(interval)
+            self._switch = (saved, sys.getswitchinterval())
         if mode == "off":
             self._seed = self._now = None
             return None
@@ -311,22 +314,6 @@ class AttemptExecutor:
             self._marker_cache[item.nodeid] = known
         return known
 
-    def _set_switch_interval(self, interval: float | None) -> None:
-        if interval is None:
-            return
-        saved = sys.getswitchinterval()
-        sys.setswitchinterval(interval)
-        self._switch = (saved, sys.getswitchinterval())
-        self._switched = interval
-
-    def _restore_switch_interval(self) -> None:
-        if self._switch is None:
-            return
-        saved, ours = self._switch
-        self._switch = None
-        if sys.getswitchinterval() == ours:  # else the test changed it: its own leak
-            sys.setswitchinterval(saved)
-
     def spec_for(
         self, item: pytest.Item, seed: int, now: float, mode: str, profile: str = "exact"
     ) -> SandboxSpec | None:
@@ -349,7 +336,11 @@ class AttemptExecutor:
             raise BadOption(f"{item.nodeid}: {exc}") from None
 
     def _close(self) -> None:
-        self._restore_switch_interval()
+        if self._switch is not None:
+            saved, ours = self._switch
+            self._switch = None
+            if sys.getswitchinterval() == ours:  # else the test changed it: its own leak
+                sys.setswitchinterval(saved)
         if self.sandbox is not None and self.sandbox.active:
             self._facts = self.sandbox.exit(keep_journal=self._failed)
             self.handle = None

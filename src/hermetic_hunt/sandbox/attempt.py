@@ -325,11 +325,9 @@ def _apply_env(spec: SandboxSpec, saved: state.Saved) -> None:
     if spec.scrub_env:
         for key in list(os.environ):
             if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
-                saved.note_env(key)
-                del os.environ[key]
+                saved.set_env(key, None)
     for key, value in spec.env:
-        saved.note_env(key)
-        state.set_env(key, value)
+        saved.set_env(key, value)
 
 
 def _enter_rng(active: _Active) -> None:
@@ -401,10 +399,7 @@ def _isolate_fs(chdir: bool, saved: state.Saved) -> FsPaths:
     for path in (paths.cwd, paths.home, paths.tmp):
         path.mkdir()
     for var in ("TMPDIR", "TEMP", "TMP", "HOME"):
-        saved.note_env(var)
-    for var in ("TMPDIR", "TEMP", "TMP"):
-        os.environ[var] = str(paths.tmp)
-    os.environ["HOME"] = str(paths.home)
+        saved.set_env(var, str(paths.home if var == "HOME" else paths.tmp))
     tempfile.tempdir = str(paths.tmp)
     if chdir:
         os.chdir(paths.cwd)
@@ -412,31 +407,23 @@ def _isolate_fs(chdir: bool, saved: state.Saved) -> FsPaths:
 
 
 def _replay_warnings(active: _Active) -> list[str]:
-    warnings = []
-    source = active.clock
-    if isinstance(source, ReplayClock):
-        for name, (used, recorded) in sorted(source.unconsumed().items()):
-            warnings.append(
-                f"replay read {name} {used} of {recorded} recorded time(s): the code path "
-                "consumed less than the recording"
-            )
-    drawn = active.entropy
-    if isinstance(drawn, entropy.ReplayEntropy):
-        left = drawn.unconsumed()
-        if left:
-            warnings.append(
-                f"replay drew urandom {left[0]} of {left[1]} recorded time(s): the code path "
-                "consumed less than the recording"
-            )
-    return warnings
+    short: list[tuple[str, str, int, int]] = []
+    if isinstance(active.clock, ReplayClock):
+        short = [("read", name, *used) for name, used in sorted(active.clock.unconsumed().items())]
+    if isinstance(active.entropy, entropy.ReplayEntropy) and (left := active.entropy.unconsumed()):
+        short.append(("drew", "urandom", *left))
+    return [
+        f"replay {verb} {name} {used} of {recorded} recorded time(s): the code path "
+        "consumed less than the recording"
+        for verb, name, used, recorded in short
+    ]
 
 
 def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
-    spec = active.spec
-    trace = active.trace
+    spec, trace, seed = active.spec, active.trace, active.random_seed
     counts = dict(trace.counts)
-    if end_state is not None and active.random_seed is not None:
-        words = state.words_consumed(active.random_seed, end_state)
+    if end_state is not None and seed is not None:
+        words = state.words_consumed(seed, end_state)
         if words is not None:
             counts["random"] = words
     return Journal(
@@ -444,7 +431,7 @@ def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
         mode="record" if spec.mode == "record" else "seeded",
         seed=spec.seed,
         now=spec.now,
-        random_seed=_hex(active.random_seed) if spec.mode == "record" else None,
+        random_seed=f"{seed:x}" if spec.mode == "record" and seed is not None else None,
         config={
             "clock": spec.clock,
             "rng": spec.rng,
@@ -458,10 +445,6 @@ def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
         threads=len(trace.threads),
         fingerprint=fingerprint(),
     )
-
-
-def _hex(value: int | None) -> str | None:
-    return None if value is None else f"{value:x}"
 
 
 def real_time() -> float:

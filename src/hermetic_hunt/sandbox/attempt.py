@@ -299,7 +299,6 @@ class Sandbox:
     def _restore(self, active: _Active) -> None:
         _compat.set_hermetic_handle(None)
         netguard.uninstall()
-        datetimes.set_clock(None)
         clock_patch.activate(None)
         aio.deactivate()
         entropy.activate(None)
@@ -381,7 +380,6 @@ def _enter_clock(active: _Active) -> None:
         )
     active.clock = source
     clock_patch.activate(source)
-    datetimes.set_clock(source)
     active.patches.update(_TIME_NAMESPACE, clock_patch.TIME_PATCH)
     datetimes.install(active.patches)
     if source is seeded:

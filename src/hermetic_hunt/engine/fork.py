@@ -724,26 +724,24 @@ def _drain(
     lines already read reach the sink first: they are finished attempts.
     """
     pending: list[bytes] = []
-
-    def hand_over() -> None:
-        if pending:
-            # Taken out of ``pending`` only inside the deferral: an interrupt
-            # between the two would drop the batch (the caller hands over what
-            # is still pending when it is interrupted).
-            with interrupts_deferred():
-                batch = list(pending)
-                pending.clear()
-                sink(batch)
-
     try:
-        if not blocking:
-            _read_rest(child, pending)
-            hand_over()
-            return False
-        return _read_lines(child, pending, hand_over, stop, tick)
-    except BaseException:
-        hand_over()
-        raise
+        if blocking:
+            return _read_lines(child, pending, sink, stop, tick)
+        _read_rest(child, pending)
+        return False
+    finally:
+        _hand_over(pending, sink)
+
+
+def _hand_over(pending: list[bytes], sink: Callable[[Sequence[bytes]], None]) -> None:
+    if pending:
+        # Taken out of ``pending`` only inside the deferral: an interrupt
+        # between the two would drop the batch (_drain hands over what is
+        # still pending whatever ends its loop).
+        with interrupts_deferred():
+            batch = list(pending)
+            pending.clear()
+            sink(batch)
 
 
 def _read_rest(child: Child, pending: list[bytes]) -> None:
@@ -764,7 +762,7 @@ def _read_rest(child: Child, pending: list[bytes]) -> None:
 def _read_lines(
     child: Child,
     pending: list[bytes],
-    hand_over: Callable[[], None],
+    sink: Callable[[Sequence[bytes]], None],
     stop: Callable[[], bool] | None,
     tick: Callable[[], None] | None,
 ) -> bool:
@@ -778,10 +776,9 @@ def _read_lines(
             if child.exited(ready):
                 with interrupts_deferred():
                     _read_rest(child, pending)
-                hand_over()
-                return False
+                return False  # (what is pending is handed over by _drain)
             if pending:
-                hand_over()
+                _hand_over(pending, sink)
                 if stop is not None and stop():
                     return True
             elif tick is not None:
@@ -791,16 +788,15 @@ def _read_lines(
                     tick()
             continue
         # Lines read from the pipe are finished attempts: Ctrl-C waits until
-        # they are in ``pending`` (and ``hand_over`` gives them to the sink).
+        # they are in ``pending`` (and ``_hand_over`` gives them to the sink).
         with interrupts_deferred():
             chunk = os.read(child.fd, _READ)
             pending.extend(child.feed(chunk))
         if not chunk:  # every writer closed it: the child is exiting
             child.reap()
-            hand_over()
             return False
         if len(pending) >= BATCH or child.ended:
-            hand_over()
+            _hand_over(pending, sink)
             if stop is not None and stop():
                 return True
         elif len(chunk) < _READ // 4:

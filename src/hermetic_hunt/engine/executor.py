@@ -50,9 +50,9 @@ from hermetic_hunt.sandbox import (
     Sandbox,
     SandboxSpec,
     follow_bound_clocks,
-    real_time,
     spec_from_marker,
 )
+from hermetic_hunt.sandbox.clock import REAL_TIME
 from hermetic_hunt.seeds import attempt_seed, second_edge, switch_interval_for
 from hermetic_hunt.timing import PROFILES, Condition
 
@@ -256,7 +256,7 @@ class AttemptExecutor:
         self.rootdir = str(item.config.rootpath)
         self._fold = Fold(item.nodeid, slot.round_no, slot.position, slot.repeat, self._execution)
         self._started = _PERF()
-        self._began = real_time()
+        self._began = REAL_TIME()  # wall-clock time no sandbox patches
         step, timeline = slot.step, slot.timeline
         first = self._execution == 1
         if step.seed is not None and first:
@@ -303,22 +303,17 @@ class AttemptExecutor:
         self.handle = self.sandbox.enter(spec)
         return None
 
-    def _markers(self, item: pytest.Item) -> tuple[bool, Any]:
-        """(integration?, hermetic marker) of ``item``, looked up once per test."""
-        known = self._marker_cache.get(item.nodeid)
-        if known is None:
-            known = (
-                item.get_closest_marker(self.settings.integration_marker) is not None,
-                item.get_closest_marker("hermetic"),
-            )
-            self._marker_cache[item.nodeid] = known
-        return known
-
     def spec_for(
         self, item: pytest.Item, seed: int, now: float, mode: str, profile: str = "exact"
     ) -> SandboxSpec | None:
         """The sandbox of this execution (None: not sandboxed)."""
-        integration, marker = self._markers(item)
+        known = self._marker_cache.get(item.nodeid)  # (integration?, hermetic marker)
+        if known is None:
+            known = self._marker_cache[item.nodeid] = (
+                item.get_closest_marker(self.settings.integration_marker) is not None,
+                item.get_closest_marker("hermetic"),
+            )
+        integration, marker = known
         base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid, profile=profile,
                            stream=self.stream)  # fmt: skip
         if integration:

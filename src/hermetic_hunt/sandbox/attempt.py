@@ -38,7 +38,6 @@ from hermetic_hunt.models import Violation
 from hermetic_hunt.sandbox import aio, datetimes, entropy, filetimes, netguard, state
 from hermetic_hunt.sandbox import clock as clock_patch
 from hermetic_hunt.sandbox.clock import (
-    REAL_TIME,
     ClockSource,
     RecordClock,
     ReplayClock,
@@ -443,8 +442,3 @@ def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
         threads=len(trace.threads),
         fingerprint=fingerprint(),
     )
-
-
-def real_time() -> float:
-    """Wall-clock time that no sandbox patches (for durations and timestamps)."""
-    return REAL_TIME()

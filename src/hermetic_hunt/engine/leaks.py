@@ -110,14 +110,6 @@ def bounded(text: object, limit: int = DETAIL) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
-def _env_value(name: str, value: str | None) -> str:
-    if value is None:
-        return ""
-    if any(marker in name.upper() for marker in _SECRET):
-        return "***"
-    return bounded(repr(value))
-
-
 #: The private temporary folder of this process's round (None: the system's is used).
 _private: list[str] = []
 #: The system's temporary directory, as it was before :func:`private_temp`.
@@ -207,16 +199,19 @@ def _process_name(pid: int) -> str:
         return f"pid {pid}"
 
 
-def _project_modules(count: int, rootdir: str) -> Iterator[Leak]:
-    """The newest ``count`` modules, if they are the project's own code.
+def _modules(before: Any, after: Any, rootdir: str | None) -> Iterator[Leak]:
+    """The modules imported since (the newest ``after - before``), if they are the
+    project's own code.
 
     ``sys.modules`` keeps insertion order: new modules are at its end, so
     this costs as many steps as modules were added. A test that imports a
     module of the standard library or of a dependency late is not a leak;
     one of the project's own modules can register things at import time.
     """
+    if after <= before or rootdir is None:
+        return
     root = os.path.join(os.path.realpath(rootdir), "")
-    for name in itertools.islice(reversed(list(sys.modules)), min(count, 50)):
+    for name in itertools.islice(reversed(list(sys.modules)), min(after - before, 50)):
         module = sys.modules.get(name)
         path = getattr(module, "__file__", None)
         if (
@@ -271,7 +266,9 @@ def _env(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
             continue
         old, new = before.get(key), after.get(key)
         change = "added" if old is None else "removed" if new is None else "changed"
-        yield Leak("env", name, change, _env_value(name, None if new is None else _decode(new)))
+        secret = any(marker in name.upper() for marker in _SECRET)
+        detail = "" if new is None else "***" if secret else bounded(repr(_decode(new)))
+        yield Leak("env", name, change, detail)
 
 
 def _get_cwd() -> tuple[str | None, str | None]:
@@ -315,12 +312,6 @@ def _effective(path: list[str], root: str | None) -> list[str]:
             continue
         seen.setdefault(entry, None)
     return list(seen)
-
-
-def _modules(before: Any, after: Any, rootdir: str | None) -> Iterable[Leak]:
-    if after > before and rootdir is not None:
-        return _project_modules(after - before, rootdir)
-    return ()
 
 
 def _get_logging() -> tuple[Any, ...]:

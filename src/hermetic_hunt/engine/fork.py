@@ -235,13 +235,10 @@ class Child:
     def stderr_tail(self) -> str:
         try:
             with open(os.path.join(self.temp, "stderr"), "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                handle.seek(max(0, size - STDERR_TAIL))
-                text = handle.read().decode("utf-8", "replace")
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - STDERR_TAIL))
+                return handle.read().decode("utf-8", "replace").strip()
         except OSError:
             return ""
-        return text.strip()
 
     def hang_dump(self) -> str:
         """The child's dump of its threads when a step outlived :attr:`limit` ("" if none)."""

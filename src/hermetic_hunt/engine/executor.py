@@ -50,9 +50,9 @@ from hermetic_hunt.sandbox import (
     Sandbox,
     SandboxSpec,
     follow_bound_clocks,
-    real_time,
     spec_from_marker,
 )
+from hermetic_hunt.sandbox.clock import REAL_TIME
 from hermetic_hunt.seeds import attempt_seed, second_edge, switch_interval_for
 from hermetic_hunt.timing import PROFILES, Condition
 
@@ -256,7 +256,7 @@ class AttemptExecutor:
         self.rootdir = str(item.config.rootpath)
         self._fold = Fold(item.nodeid, slot.round_no, slot.position, slot.repeat, self._execution)
         self._started = _PERF()
-        self._began = real_time()
+        self._began = REAL_TIME()  # wall-clock time no sandbox patches
         step, timeline = slot.step, slot.timeline
         first = self._execution == 1
         if step.seed is not None and first:
@@ -271,11 +271,14 @@ class AttemptExecutor:
         now = timeline.wall
         mode = step.mode
         self._seed, self._now, self._mode = seed, now, mode
-        self._switched = None
         interval = step.switch_interval
         if interval is None and slot.condition == "switch":
             interval = switch_interval_for(seed)
-        self._set_switch_interval(interval)
+        self._switched = interval
+        if interval is not None:
+            saved = sys.getswitchinterval()
+            sys.setswitchinterval(interval)
+            self._switch = (saved, sys.getswitchinterval())
         if mode == "off":
             self._seed = self._now = None
             return None
@@ -300,38 +303,17 @@ class AttemptExecutor:
         self.handle = self.sandbox.enter(spec)
         return None
 
-    def _markers(self, item: pytest.Item) -> tuple[bool, Any]:
-        """(integration?, hermetic marker) of ``item``, looked up once per test."""
-        known = self._marker_cache.get(item.nodeid)
-        if known is None:
-            known = (
-                item.get_closest_marker(self.settings.integration_marker) is not None,
-                item.get_closest_marker("hermetic"),
-            )
-            self._marker_cache[item.nodeid] = known
-        return known
-
-    def _set_switch_interval(self, interval: float | None) -> None:
-        if interval is None:
-            return
-        saved = sys.getswitchinterval()
-        sys.setswitchinterval(interval)
-        self._switch = (saved, sys.getswitchinterval())
-        self._switched = interval
-
-    def _restore_switch_interval(self) -> None:
-        if self._switch is None:
-            return
-        saved, ours = self._switch
-        self._switch = None
-        if sys.getswitchinterval() == ours:  # else the test changed it: its own leak
-            sys.setswitchinterval(saved)
-
     def spec_for(
         self, item: pytest.Item, seed: int, now: float, mode: str, profile: str = "exact"
     ) -> SandboxSpec | None:
         """The sandbox of this execution (None: not sandboxed)."""
-        integration, marker = self._markers(item)
+        known = self._marker_cache.get(item.nodeid)  # (integration?, hermetic marker)
+        if known is None:
+            known = self._marker_cache[item.nodeid] = (
+                item.get_closest_marker(self.settings.integration_marker) is not None,
+                item.get_closest_marker("hermetic"),
+            )
+        integration, marker = known
         base = SandboxSpec(seed=seed, now=now, mode=mode, test_id=item.nodeid, profile=profile,
                            stream=self.stream)  # fmt: skip
         if integration:
@@ -349,7 +331,11 @@ class AttemptExecutor:
             raise BadOption(f"{item.nodeid}: {exc}") from None
 
     def _close(self) -> None:
-        self._restore_switch_interval()
+        if self._switch is not None:
+            saved, ours = self._switch
+            self._switch = None
+            if sys.getswitchinterval() == ours:  # else the test changed it: its own leak
+                sys.setswitchinterval(saved)
         if self.sandbox is not None and self.sandbox.active:
             self._facts = self.sandbox.exit(keep_journal=self._failed)
             self.handle = None

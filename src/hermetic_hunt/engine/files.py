@@ -164,20 +164,15 @@ class FileWatch:
             if not any(f == folder or f.startswith(folder + os.sep) for f in filled):
                 changes.append(Change(folder + os.sep, "added", 0.0))
         if clean:
+            # Outermost first: what is inside a removed folder went with it.
             removed: list[str] = []
-            for path in sorted([c.path for c in changes if c.change == "added"] + added_folders):
-                if any(path.startswith(r + os.sep) for r in removed):
-                    continue
-                _remove(path.rstrip(os.sep))
-                if path.rstrip(os.sep) in added_folders:
-                    removed.append(path.rstrip(os.sep))
-            for path in list(now):
-                if (
-                    path in added_folders
-                    or any(path.startswith(r + os.sep) for r in removed)
-                    or (now[path] != _FOLDER and self._tree.get(path) is None)
-                ):
-                    now.pop(path, None)
+            added = {c.path.rstrip(os.sep) for c in changes if c.change == "added"}
+            for path in sorted(added.union(added_folders)):
+                if not any(path.startswith(r + os.sep) for r in removed):
+                    _remove(path)
+                    removed.append(path)
+            # (a folder the tree had holds nothing added: the walk names a folder first)
+            now = {path: value for path, value in now.items() if path in self._tree}
         self._tree = now
         temp = self._temp_entries()
         for path in temp.keys() - self._temp.keys():

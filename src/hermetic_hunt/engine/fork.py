@@ -236,13 +236,10 @@ class Child:
     def stderr_tail(self) -> str:
         try:
             with open(os.path.join(self.temp, "stderr"), "rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                size = handle.tell()
-                handle.seek(max(0, size - STDERR_TAIL))
-                text = handle.read().decode("utf-8", "replace")
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - STDERR_TAIL))
+                return handle.read().decode("utf-8", "replace").strip()
         except OSError:
             return ""
-        return text.strip()
 
     def hang_dump(self) -> str:
         """The child's dump of its threads when a step outlived :attr:`limit` ("" if none)."""
@@ -426,7 +423,7 @@ class Beside:
         try:
             while True:
                 ready, _, _ = select.select([self.child.fd], [], [], max(0.0, deadline - _PERF()))
-                chunk = os.read(self.child.fd, 65536) if ready else b""
+                chunk = os.read(self.child.fd, _READ) if ready else b""
                 if not ready:
                     self.child.kill()
                 if not chunk:
@@ -681,49 +678,44 @@ def run_job(
         child = spawn(engine, session, remaining, setup)
         child.watch(settings.test_timeout)
         try:
-            stopped = _drain(child, sink, stop=stop, tick=tick)
-        except BaseException:
-            child.kill()
-            with contextlib.suppress(OSError):
-                _drain(child, sink, blocking=False)
+            try:
+                stopped = _drain(child, sink, stop=stop, tick=tick)
+            except BaseException:
+                child.kill()
+                with contextlib.suppress(OSError):
+                    _drain(child, sink, blocking=False)
+                raise
+            if stopped:
+                child.kill()
+                return False
+            steps += child.steps_done
+            rejected += child.rejected
+            if setup.new_group:
+                child.reap()
+                child.end_group()
+            end = child.end or {}
+            status = str(end.get("status") or "")
+            index = child.steps_done
+            code = child.reap()
+            if status and status != "aborted":
+                detail = str(end.get("detail") or "")
+                sink([wire.end_line(status, detail, wire.round_leaks(end), steps=steps,
+                                    rejected=rejected)])  # fmt: skip
+                return True
+            if index >= len(remaining.steps):  # died (or aborted) after its last step
+                detail = "" if status else f"the process exited early ({describe_exit(code)})"
+            elif not status:  # it died in the middle of step ``index``
+                attempt = crashed(child, settings, setup.worker, hash_seed)
+                sink([wire.step_line(index, [attempt], [])])
+                steps += 1
+                index += 1
+                detail = "the last step crashed"
+            if index >= len(remaining.steps):
+                sink([wire.end_line("completed", detail, steps=steps, rejected=rejected)])
+                return True
+        finally:
             child.reap()
             child.cleanup()
-            raise
-        steps += child.steps_done
-        rejected += child.rejected
-        if stopped:
-            child.kill()
-            child.reap()
-            child.cleanup()
-            return False
-        if setup.new_group:
-            child.reap()
-            child.end_group()
-        end = child.end or {}
-        status = str(end.get("status") or "")
-        index = child.steps_done
-        code = child.reap()
-        if status and status != "aborted":
-            child.cleanup()
-            detail = str(end.get("detail") or "")
-            sink([wire.end_line(status, detail, wire.round_leaks(end), steps=steps,
-                                rejected=rejected)])  # fmt: skip
-            return True
-        if index >= len(remaining.steps):  # died (or aborted) after its last step
-            child.cleanup()
-            detail = "" if status else f"the process exited early ({describe_exit(code)})"
-            sink([wire.end_line("completed", detail, steps=steps, rejected=rejected)])
-            return True
-        if not status:  # it died in the middle of step ``index``
-            attempt = crashed(child, settings, setup.worker, hash_seed)
-            sink([wire.step_line(index, [attempt], [])])
-            steps += 1
-            index += 1
-        child.cleanup()
-        if index >= len(remaining.steps):
-            sink([wire.end_line("completed", "the last step crashed", steps=steps,
-                                rejected=rejected)])  # fmt: skip
-            return True
         remaining = remaining.rest(index - 1, remaining.start)
 
 
@@ -755,26 +747,24 @@ def _drain(
     lines already read reach the sink first: they are finished attempts.
     """
     pending: list[bytes] = []
-
-    def hand_over() -> None:
-        if pending:
-            # Taken out of ``pending`` only inside the deferral: an interrupt
-            # between the two would drop the batch (the caller hands over what
-            # is still pending when it is interrupted).
-            with interrupts_deferred():
-                batch = list(pending)
-                pending.clear()
-                sink(batch)
-
     try:
-        if not blocking:
-            _read_rest(child, pending)
-            hand_over()
-            return False
-        return _read_lines(child, pending, hand_over, stop, tick)
-    except BaseException:
-        hand_over()
-        raise
+        if blocking:
+            return _read_lines(child, pending, sink, stop, tick)
+        _read_rest(child, pending)
+        return False
+    finally:
+        _hand_over(pending, sink)
+
+
+def _hand_over(pending: list[bytes], sink: Callable[[Sequence[bytes]], None]) -> None:
+    if pending:
+        # Taken out of ``pending`` only inside the deferral: an interrupt
+        # between the two would drop the batch (_drain hands over what is
+        # still pending whatever ends its loop).
+        with interrupts_deferred():
+            batch = list(pending)
+            pending.clear()
+            sink(batch)
 
 
 def _read_rest(child: Child, pending: list[bytes]) -> None:
@@ -795,7 +785,7 @@ def _read_rest(child: Child, pending: list[bytes]) -> None:
 def _read_lines(
     child: Child,
     pending: list[bytes],
-    hand_over: Callable[[], None],
+    sink: Callable[[Sequence[bytes]], None],
     stop: Callable[[], bool] | None,
     tick: Callable[[], None] | None,
 ) -> bool:
@@ -809,10 +799,9 @@ def _read_lines(
             if child.exited(ready):
                 with interrupts_deferred():
                     _read_rest(child, pending)
-                hand_over()
-                return False
+                return False  # (what is pending is handed over by _drain)
             if pending:
-                hand_over()
+                _hand_over(pending, sink)
                 if stop is not None and stop():
                     return True
             elif tick is not None:
@@ -822,16 +811,15 @@ def _read_lines(
                     tick()
             continue
         # Lines read from the pipe are finished attempts: Ctrl-C waits until
-        # they are in ``pending`` (and ``hand_over`` gives them to the sink).
+        # they are in ``pending`` (and ``_hand_over`` gives them to the sink).
         with interrupts_deferred():
             chunk = os.read(child.fd, _READ)
             pending.extend(child.feed(chunk))
         if not chunk:  # every writer closed it: the child is exiting
             child.reap()
-            hand_over()
             return False
         if len(pending) >= BATCH or child.ended:
-            hand_over()
+            _hand_over(pending, sink)
             if stop is not None and stop():
                 return True
         elif len(chunk) < _READ // 4:

@@ -110,23 +110,6 @@ def bounded(text: object, limit: int = DETAIL) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
-def _env_value(name: str, value: str | None) -> str:
-    if value is None:
-        return ""
-    if any(marker in name.upper() for marker in _SECRET):
-        return "***"
-    return bounded(repr(value))
-
-
-def _deleted_cwd() -> str | None:
-    """The directory the process is still in after it was deleted (Linux names it)."""
-    try:
-        target = os.readlink(_PROC / "cwd")
-    except OSError:
-        return None
-    return target.removesuffix(" (deleted)")
-
-
 #: The private temporary folder of this process's round (None: the system's is used).
 _private: list[str] = []
 #: The system's temporary directory, as it was before :func:`private_temp`.
@@ -216,16 +199,19 @@ def _process_name(pid: int) -> str:
         return f"pid {pid}"
 
 
-def _project_modules(count: int, rootdir: str) -> Iterator[Leak]:
-    """The newest ``count`` modules, if they are the project's own code.
+def _modules(before: Any, after: Any, rootdir: str | None) -> Iterator[Leak]:
+    """The modules imported since (the newest ``after - before``), if they are the
+    project's own code.
 
     ``sys.modules`` keeps insertion order: new modules are at its end, so
     this costs as many steps as modules were added. A test that imports a
     module of the standard library or of a dependency late is not a leak;
     one of the project's own modules can register things at import time.
     """
+    if after <= before or rootdir is None:
+        return
     root = os.path.join(os.path.realpath(rootdir), "")
-    for name in itertools.islice(reversed(list(sys.modules)), min(count, 50)):
+    for name in itertools.islice(reversed(list(sys.modules)), min(after - before, 50)):
         module = sys.modules.get(name)
         path = getattr(module, "__file__", None)
         if (
@@ -241,12 +227,10 @@ def _logging(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
         return
     if before[0] != after[0]:
         yield Leak("logging", "root level", "changed", str(after[0]))
-    for handler in after[1]:
-        if handler not in before[1]:
-            yield Leak("logging", type(handler).__name__, "added", "root handler")
-    for handler in before[1]:
-        if handler not in after[1]:
-            yield Leak("logging", type(handler).__name__, "removed", "root handler")
+    for change, ours, other in (("added", after[1], before[1]), ("removed", before[1], after[1])):
+        for handler in ours:
+            if handler not in other:
+                yield Leak("logging", type(handler).__name__, change, "root handler")
 
 
 #: What a resource's comparison gets: the value before, the value after, the rootdir.
@@ -282,7 +266,9 @@ def _env(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
             continue
         old, new = before.get(key), after.get(key)
         change = "added" if old is None else "removed" if new is None else "changed"
-        yield Leak("env", name, change, _env_value(name, None if new is None else _decode(new)))
+        secret = any(marker in name.upper() for marker in _SECRET)
+        detail = "" if new is None else "***" if secret else bounded(repr(_decode(new)))
+        yield Leak("env", name, change, detail)
 
 
 def _get_cwd() -> tuple[str | None, str | None]:
@@ -290,7 +276,11 @@ def _get_cwd() -> tuple[str | None, str | None]:
     try:
         return os.getcwd(), None
     except OSError:
-        return None, _deleted_cwd()
+        pass
+    try:
+        return None, os.readlink(_PROC / "cwd").removesuffix(" (deleted)")
+    except OSError:
+        return None, None
 
 
 def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
@@ -304,10 +294,9 @@ def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
 def _sys_path(before: Any, after: Any, root: str | None) -> Iterator[Leak]:
     added = [p for p in after if p not in before]
     removed = [p for p in before if p not in after]
-    for entry in added[:3]:
-        yield Leak("sys.path", bounded(entry), "added")
-    for entry in removed[:3]:
-        yield Leak("sys.path", bounded(entry), "removed")
+    for change, entries in (("added", added), ("removed", removed)):
+        for entry in entries[:3]:
+            yield Leak("sys.path", bounded(entry), change)
     if not added and not removed and _effective(before, root) != _effective(after, root):
         yield Leak("sys.path", "order", "changed")
 
@@ -323,12 +312,6 @@ def _effective(path: list[str], root: str | None) -> list[str]:
             continue
         seen.setdefault(entry, None)
     return list(seen)
-
-
-def _modules(before: Any, after: Any, rootdir: str | None) -> Iterable[Leak]:
-    if after > before and rootdir is not None:
-        return _project_modules(after - before, rootdir)
-    return ()
 
 
 def _get_logging() -> tuple[Any, ...]:
@@ -541,10 +524,11 @@ class RoundLeaks:
         """``{position: leaks}`` that the round left behind (see the class docstring)."""
         end = self.last or self.start
         left = {(leak.resource, leak.name) for leak in diff(self.start, end, self.rootdir)}
-        last_change: dict[tuple[str, str], int] = {}
-        for position in sorted(self.changes):
-            for leak in self.changes[position]:
-                last_change[(leak.resource, leak.name)] = position
+        last_change = {
+            (leak.resource, leak.name): position
+            for position in sorted(self.changes)
+            for leak in self.changes[position]
+        }
         out: dict[int, list[Leak]] = {}
         for position, leaks in self.changes.items():
             kept = [

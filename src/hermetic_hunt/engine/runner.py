@@ -16,7 +16,6 @@ is not collected raises :class:`~hermetic_hunt.errors.NotCollected`.
 from __future__ import annotations
 
 import base64
-import binascii
 import itertools
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -120,7 +119,7 @@ class Job:
                 raise ValueError("a job's journals must be base64 text by attempt id")
             try:
                 data = base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
+            except ValueError:  # (binascii.Error among them)
                 raise ValueError("a job's journals must be base64 text") from None
             journals[int(key)] = journal_format.decode(data, where=f"journal of attempt {key}")
         return cls(
@@ -205,7 +204,7 @@ class StepRunner:
         self.items: dict[str, pytest.Item] = {}
         self.records: list[Attempt] = []
         self.executor = executor
-        self._on_step = on_step
+        self._on_step: OnStep = on_step or (lambda _, attempts, __: self.records.extend(attempts))
         self._serialize = serialize
         self._reports: list[dict[str, Any]] = []
         #: The step's subtests (pytest's ``subtests`` fixture): how many failed,
@@ -265,8 +264,7 @@ class StepRunner:
         outcome = Outcome()
         for index, step in enumerate(steps):
             if index in skipped:
-                if self._on_step is not None:
-                    self._on_step(index, [], [])
+                self._on_step(index, [], [])
                 continue
             item = self.items[step.nodeid]
             after = following.get(index)
@@ -305,10 +303,7 @@ class StepRunner:
                 reports.append(wire.counts_report(self._subtests))
             self._reports, self._subtests, self._subtests_failed = [], {}, 0
             attempts = self._attempts(folds, position, leaks, writes, reset)
-            if self._on_step is not None:
-                self._on_step(index, attempts, reports)
-            else:
-                self.records.extend(attempts)
+            self._on_step(index, attempts, reports)
             if outcome.status != "completed":
                 break
             if session.shouldfail or session.shouldstop:

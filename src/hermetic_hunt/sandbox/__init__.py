@@ -14,7 +14,6 @@ from hermetic_hunt.sandbox.attempt import (
     NetworkBlocked,
     Sandbox,
     guard_between_attempts,
-    real_time,
 )
 from hermetic_hunt.sandbox.bound import follow as follow_bound_clocks
 from hermetic_hunt.sandbox.spec import SandboxSpec, spec_from_marker
@@ -26,6 +25,5 @@ __all__ = [
     "SandboxSpec",
     "follow_bound_clocks",
     "guard_between_attempts",
-    "real_time",
     "spec_from_marker",
 ]

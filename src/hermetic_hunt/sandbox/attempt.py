@@ -38,7 +38,6 @@ from hermetic_hunt.models import Violation
 from hermetic_hunt.sandbox import aio, datetimes, entropy, filetimes, netguard, state
 from hermetic_hunt.sandbox import clock as clock_patch
 from hermetic_hunt.sandbox.clock import (
-    REAL_TIME,
     ClockSource,
     RecordClock,
     ReplayClock,
@@ -299,7 +298,6 @@ class Sandbox:
     def _restore(self, active: _Active) -> None:
         _compat.set_hermetic_handle(None)
         netguard.uninstall()
-        datetimes.set_clock(None)
         clock_patch.activate(None)
         aio.deactivate()
         entropy.activate(None)
@@ -325,11 +323,9 @@ def _apply_env(spec: SandboxSpec, saved: state.Saved) -> None:
     if spec.scrub_env:
         for key in list(os.environ):
             if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
-                saved.note_env(key)
-                del os.environ[key]
+                saved.set_env(key, None)
     for key, value in spec.env:
-        saved.note_env(key)
-        state.set_env(key, value)
+        saved.set_env(key, value)
 
 
 def _enter_rng(active: _Active) -> None:
@@ -383,7 +379,6 @@ def _enter_clock(active: _Active) -> None:
         )
     active.clock = source
     clock_patch.activate(source)
-    datetimes.set_clock(source)
     active.patches.update(_TIME_NAMESPACE, clock_patch.TIME_PATCH)
     datetimes.install(active.patches)
     if source is seeded:
@@ -401,10 +396,7 @@ def _isolate_fs(chdir: bool, saved: state.Saved) -> FsPaths:
     for path in (paths.cwd, paths.home, paths.tmp):
         path.mkdir()
     for var in ("TMPDIR", "TEMP", "TMP", "HOME"):
-        saved.note_env(var)
-    for var in ("TMPDIR", "TEMP", "TMP"):
-        os.environ[var] = str(paths.tmp)
-    os.environ["HOME"] = str(paths.home)
+        saved.set_env(var, str(paths.home if var == "HOME" else paths.tmp))
     tempfile.tempdir = str(paths.tmp)
     if chdir:
         os.chdir(paths.cwd)
@@ -412,31 +404,23 @@ def _isolate_fs(chdir: bool, saved: state.Saved) -> FsPaths:
 
 
 def _replay_warnings(active: _Active) -> list[str]:
-    warnings = []
-    source = active.clock
-    if isinstance(source, ReplayClock):
-        for name, (used, recorded) in sorted(source.unconsumed().items()):
-            warnings.append(
-                f"replay read {name} {used} of {recorded} recorded time(s): the code path "
-                "consumed less than the recording"
-            )
-    drawn = active.entropy
-    if isinstance(drawn, entropy.ReplayEntropy):
-        left = drawn.unconsumed()
-        if left:
-            warnings.append(
-                f"replay drew urandom {left[0]} of {left[1]} recorded time(s): the code path "
-                "consumed less than the recording"
-            )
-    return warnings
+    short: list[tuple[str, str, int, int]] = []
+    if isinstance(active.clock, ReplayClock):
+        short = [("read", name, *used) for name, used in sorted(active.clock.unconsumed().items())]
+    if isinstance(active.entropy, entropy.ReplayEntropy) and (left := active.entropy.unconsumed()):
+        short.append(("drew", "urandom", *left))
+    return [
+        f"replay {verb} {name} {used} of {recorded} recorded time(s): the code path "
+        "consumed less than the recording"
+        for verb, name, used, recorded in short
+    ]
 
 
 def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
-    spec = active.spec
-    trace = active.trace
+    spec, trace, seed = active.spec, active.trace, active.random_seed
     counts = dict(trace.counts)
-    if end_state is not None and active.random_seed is not None:
-        words = state.words_consumed(active.random_seed, end_state)
+    if end_state is not None and seed is not None:
+        words = state.words_consumed(seed, end_state)
         if words is not None:
             counts["random"] = words
     return Journal(
@@ -444,7 +428,7 @@ def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
         mode="record" if spec.mode == "record" else "seeded",
         seed=spec.seed,
         now=spec.now,
-        random_seed=_hex(active.random_seed) if spec.mode == "record" else None,
+        random_seed=f"{seed:x}" if spec.mode == "record" and seed is not None else None,
         config={
             "clock": spec.clock,
             "rng": spec.rng,
@@ -458,12 +442,3 @@ def _journal(active: _Active, end_state: tuple[int, ...] | None) -> Journal:
         threads=len(trace.threads),
         fingerprint=fingerprint(),
     )
-
-
-def _hex(value: int | None) -> str | None:
-    return None if value is None else f"{value:x}"
-
-
-def real_time() -> float:
-    """Wall-clock time that no sandbox patches (for durations and timestamps)."""
-    return REAL_TIME()

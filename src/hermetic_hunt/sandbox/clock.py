@@ -391,7 +391,6 @@ class ReplayClock(ClockSource):
         self._exhausted = exhausted
         self._lock = threading.Lock()
         self.trace = trace
-        self.fell_back: set[str] = set()
 
     def _next(self, source: str, fallback: Callable[[], float]) -> float:
         with self._lock:
@@ -404,7 +403,6 @@ class ReplayClock(ClockSource):
                 return value
         if self._strict and source not in self._lenient:
             raise self._exhausted(source, used)
-        self.fell_back.add(source)
         return fallback()
 
     def wall(self) -> float:
@@ -589,12 +587,8 @@ def _follow_real_time() -> None:
     source = _source
     if isinstance(source, SeededClock):
         _source = ShiftedClock.following(source)
-        for follow in _AT_FORK:
-            follow(_source)
 
 
-#: Called with the child's clock after :func:`_follow_real_time` (the datetimes patch).
-_AT_FORK: list[Callable[[ClockSource], None]] = []
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_follow_real_time)
 

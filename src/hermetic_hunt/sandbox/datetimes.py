@@ -36,7 +36,6 @@ from typing import Any
 
 from hermetic_hunt import _compat
 from hermetic_hunt.sandbox import clock as clock_module
-from hermetic_hunt.sandbox.clock import ClockSource
 from hermetic_hunt.sandbox.patches import Patches
 
 real_datetime = _dt.datetime
@@ -47,43 +46,19 @@ _ORIGINAL_UTCNOW: Any = vars(real_datetime)["utcnow"]
 _ORIGINAL_TODAY: Any = vars(real_date)["today"]
 _UTCNOW_DEPRECATED = sys.version_info >= (3, 12)
 
-_active: ClockSource | None = None
-_resting: ClockSource | None = None
-
-
-def set_clock(source: ClockSource | None) -> None:
-    """Read ``source`` (None: the resting source, else the real clock)."""
-    global _active
-    _active = _resting if source is None else source
-
-
-def _follow(source: ClockSource) -> None:
-    """A forked child's clock (:func:`hermetic_hunt.sandbox.clock._follow_real_time`)."""
-    global _active
-    if _active is not None and _active is not _resting:
-        _active = source
-
-
-clock_module._AT_FORK.append(_follow)
-
-
-def rest_on(source: ClockSource | None) -> None:
-    """What the patched methods read outside attempts from now on (None: the real clock)."""
-    global _active, _resting
-    if _active is _resting:
-        _active = source
-    _resting = source
+# The patched methods read the source the patched ``time`` functions read
+# (:func:`hermetic_hunt.sandbox.clock.activate`, ``rest_on``, a forked child's).
 
 
 def _now(cls: Any, tz: Any = None) -> Any:
-    source = _active
+    source = clock_module._source
     if source is None:
         return _ORIGINAL_NOW.__get__(None, cls)(tz)
     return cls.fromtimestamp(source.wall(), tz)
 
 
 def _utcnow(cls: Any) -> Any:
-    source = _active
+    source = clock_module._source
     if source is None:
         return _ORIGINAL_UTCNOW.__get__(None, cls)()
     if _UTCNOW_DEPRECATED:  # as loud as the real one
@@ -98,7 +73,7 @@ def _utcnow(cls: Any) -> Any:
 
 
 def _today(cls: Any) -> Any:
-    source = _active
+    source = clock_module._source
     if source is None:
         return _ORIGINAL_TODAY.__get__(None, cls)()
     return cls.fromtimestamp(source.wall())

@@ -71,13 +71,11 @@ class ReplayEntropy(Entropy):
         self._exhausted = exhausted
         self._mismatch = mismatch
         self.trace = trace
-        self.fell_back = False
 
     def bytes(self, n: int) -> bytes:
         if self._used >= len(self._draws):
             if self._strict:
                 raise self._exhausted("urandom", self._used)
-            self.fell_back = True
             return self._fallback.bytes(n)
         value = bytes.fromhex(self._draws[self._used])
         self._used += 1

@@ -30,6 +30,5 @@ def shift_process(epoch: float) -> None:
     """Move this process's wall clock to ``epoch`` (UTC seconds), for good."""
     source = clock.ShiftedClock(epoch - clock.REAL_TIME())
     clock.rest_on(source)
-    datetimes.rest_on(source)
     _PATCHES.update(clock.TIME_NAMESPACE, clock.TIME_PATCH)
     datetimes.install(_PATCHES)

@@ -8,7 +8,7 @@ value and the accepted ones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -109,25 +109,23 @@ def _env(value: Any) -> tuple[tuple[str, str | None], ...]:
     return tuple(value.items())
 
 
+#: Marker keys that take a non-negative number: (is it one, what is expected, the value kept).
+_NUMBERS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
+    "seed": (is_whole, "a non-negative int", lambda value: value & ((1 << 63) - 1)),
+    "tick": (is_number, "a non-negative number of seconds", float),
+    "spin_limit": (is_whole, "a non-negative int (0 disables the spin detector)", lambda v: v),
+}
+_READERS: dict[str, Callable[[Any], Any]] = {"now": start_time, "network": _network, "env": _env}
+
+
 def _value(key: str, value: Any) -> Any:
-    if key == "seed":
-        if not is_whole(value) or value < 0:
-            raise _bad(key, "a non-negative int", value)
-        return value & ((1 << 63) - 1)
-    if key == "now":
-        return start_time(value)
-    if key == "network":
-        return _network(value)
-    if key == "env":
-        return _env(value)
-    if key == "tick":
-        if not is_number(value) or value < 0:
-            raise _bad(key, "a non-negative number of seconds", value)
-        return float(value)
-    if key == "spin_limit":
-        if not is_whole(value) or value < 0:
-            raise _bad(key, "a non-negative int (0 disables the spin detector)", value)
-        return value
+    if key in _NUMBERS:
+        check, expected, kept = _NUMBERS[key]
+        if not check(value) or value < 0:
+            raise _bad(key, expected, value)
+        return kept(value)
+    if key in _READERS:
+        return _READERS[key](value)
     if key in _BOOL_KEYS:
         if not isinstance(value, bool):
             raise _bad(key, "True or False", value)

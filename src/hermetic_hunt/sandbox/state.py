@@ -87,10 +87,11 @@ class Saved:
         self.tempdir = tempfile.tempdir
         self.env: dict[str, str | None] = {}
 
-    def note_env(self, name: str) -> None:
-        """Remember ``name``'s value before the sandbox itself sets or removes it."""
+    def set_env(self, name: str, value: str | None) -> None:
+        """The sandbox itself sets ``name`` (None: removes it); its value before is kept."""
         if name not in self.env:
             self.env[name] = os.environ.get(name)
+        set_env(name, value)
 
 
 def seed_random(seed: int) -> None:

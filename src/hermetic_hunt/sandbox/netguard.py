@@ -314,9 +314,13 @@ def ensure_audit_hook() -> None:
         _hook_installed = True
 
 
-def _family(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
-    """The ``family`` argument of a ``getaddrinfo(host, port, family, ...)`` call."""
-    return kwargs.get("family", args[0] if args else None)
+def _lookup(host: Any, port: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The host of a ``getaddrinfo(host, port, family, ...)`` call, exact and with
+    ``localhost`` literal for its family, judged (as it is while no attempt is active)."""
+    if _active is not None:
+        host = loopback_literal(exact(host), kwargs.get("family", args[0] if args else None))
+        _active.check_lookup("getaddrinfo", host, port)
+    return host
 
 
 def _port_of(address: Any) -> int | None:
@@ -362,9 +366,7 @@ def _sendmsg(self: Any, buffers: Any, *args: Any) -> Any:
 
 def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     policy = _active
-    if policy is not None:
-        host = loopback_literal(exact(host), _family(args, kwargs))
-        policy.check_lookup("getaddrinfo", host, port)
+    host = _lookup(host, port, args, kwargs)
     infos = REAL["getaddrinfo"](host, port, *args, **kwargs)
     if policy is not None:
         policy.remember(port if isinstance(port, int) else None, infos)
@@ -372,10 +374,7 @@ def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _raw_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-    if _active is not None:
-        host = loopback_literal(exact(host), _family(args, kwargs))
-        _active.check_lookup("getaddrinfo", host, port)
-    return REAL["raw_getaddrinfo"](host, port, *args, **kwargs)
+    return REAL["raw_getaddrinfo"](_lookup(host, port, args, kwargs), port, *args, **kwargs)
 
 
 def _resolver(name: str) -> Callable[[Any], Any]:
@@ -416,9 +415,7 @@ def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 async def _loop_getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-    if _active is not None:
-        host = loopback_literal(exact(host), _family(args, kwargs))
-        _active.check_lookup("getaddrinfo", host, port)
+    host = _lookup(host, port, args, kwargs)
     return await REAL["loop_getaddrinfo"](self, host, port, *args, **kwargs)
 
 

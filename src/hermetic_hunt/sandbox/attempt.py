@@ -46,7 +46,7 @@ from hermetic_hunt.sandbox.clock import (
 )
 from hermetic_hunt.sandbox.patches import Patches
 from hermetic_hunt.sandbox.profiles import noise_for
-from hermetic_hunt.sandbox.spec import SCRUB_KEEP, SandboxSpec, start_time
+from hermetic_hunt.sandbox.spec import CHOICES, SCRUB_KEEP, SandboxSpec, start_time
 
 HERMETIC_VERSION: str = getattr(hermetic, "__version__", "unknown")
 _TIME_NAMESPACE = clock_patch.TIME_NAMESPACE
@@ -194,12 +194,8 @@ def _replayed(spec: SandboxSpec) -> SandboxSpec:
     journal = spec.replay
     if journal is None or journal.mode != "record":
         return spec
-    config = journal.config
-    changes: dict[str, Any] = {}
-    if config.get("clock") in ("virtual", "off"):
-        changes["clock"] = config["clock"]
-    if config.get("rng") in ("all", "seed", "off"):
-        changes["rng"] = config["rng"]
+    recorded = ((key, journal.config.get(key)) for key in ("clock", "rng"))
+    changes = {key: value for key, value in recorded if value in CHOICES[key]}
     return replace(spec, **changes) if changes else spec
 
 

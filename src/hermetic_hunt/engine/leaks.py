@@ -524,25 +524,22 @@ class RoundLeaks:
         """``{position: leaks}`` that the round left behind (see the class docstring)."""
         end = self.last or self.start
         left = {(leak.resource, leak.name) for leak in diff(self.start, end, self.rootdir)}
-        last_change = {
-            (leak.resource, leak.name): position
+        # A value change that stayed is the leak of the last attempt that made it.
+        stayed = {
+            key: position
             for position in sorted(self.changes)
             for leak in self.changes[position]
+            if (key := (leak.resource, leak.name)) in left
         }
-        out: dict[int, list[Leak]] = {}
-        for position, leaks in self.changes.items():
-            kept = [
+        kept = {
+            position: [
                 leak
                 for leak in leaks
-                if leak.resource in EVERY
-                or (
-                    (leak.resource, leak.name) in left
-                    and last_change[(leak.resource, leak.name)] == position
-                )
+                if leak.resource in EVERY or stayed.get((leak.resource, leak.name)) == position
             ]
-            if kept:
-                out[position] = kept
-        return out
+            for position, leaks in self.changes.items()
+        }
+        return {position: leaks for position, leaks in kept.items() if leaks}
 
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND

@@ -201,19 +201,18 @@ class SeededClock(ClockSource):
         return value
 
     def monotonic(self) -> float:
-        with self._lock:
-            self._read()
-            value = _MONO_BASE + self._offset + self._ticks
-            self._ticks += self._tick
-        self.trace.note("monotonic", value)
-        return value
+        return self._elapsed("monotonic", _MONO_BASE)
 
     def perf_counter(self) -> float:
+        return self._elapsed("perf_counter", _PERF_BASE)
+
+    def _elapsed(self, source: str, base: float) -> float:
+        """A reading of the monotonic clock ``source``, which starts at ``base``."""
         with self._lock:
             self._read()
-            value = _PERF_BASE + self._offset + self._ticks
+            value = base + self._offset + self._ticks
             self._ticks += self._tick
-        self.trace.note("perf_counter", value)
+        self.trace.note(source, value)
         return value
 
     def sleep(self, seconds: float) -> None:

@@ -280,13 +280,9 @@ class Child:
 
 def _pidfd(pid: int) -> int | None:
     opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        fd: int = opener(pid)
-    except OSError:  # an older kernel, or a sandbox that forbids it
-        return None
-    return fd
+    with contextlib.suppress(OSError):  # an older kernel, or a sandbox that forbids it
+        return opener(pid) if opener is not None else None
+    return None
 
 
 def _hide(fd: int) -> int:

@@ -168,16 +168,6 @@ def _locale() -> str | None:
         return None
 
 
-def _signals() -> tuple[Any, ...]:
-    out = []
-    for number in _SIGNALS:
-        try:
-            out.append(signal.getsignal(number))
-        except (ValueError, OSError):
-            out.append(None)
-    return tuple(out)
-
-
 def _fds() -> frozenset[int]:
     try:
         return frozenset(int(name) for name in os.listdir("/proc/self/fd"))
@@ -382,7 +372,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("module", lambda: len(sys.modules), _modules, ("added",)),
     Resource("warnings", lambda: tuple(warnings.filters), _warnings_change),
     Resource("logging", _get_logging, _logging, ("changed", "added", "removed")),
-    Resource("signal", _signals, _signal_change),
+    Resource("signal", lambda: tuple(map(signal.getsignal, _SIGNALS)), _signal_change),
     Resource("thread", _alive_threads, _threads, ("added",), running=True),
     Resource("process", children, _processes, ("added",), running=True),
     Resource("fd", _fds, _descriptors, ("added",), running=True),

@@ -168,14 +168,16 @@ def _locale() -> str | None:
         return None
 
 
-def _fds() -> frozenset[int]:
+def open_fds() -> frozenset[int]:
+    """The descriptors open in this process (Linux; else empty)."""
     try:
         return frozenset(int(name) for name in os.listdir("/proc/self/fd"))
     except OSError:
         return frozenset()
 
 
-def _fd_target(fd: int) -> str:
+def fd_target(fd: int) -> str:
+    """What ``fd`` leads to (Linux; else ``fd N``)."""
     try:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
@@ -329,7 +331,7 @@ def _processes(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
 def _descriptors(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
     opened = sorted(after - before)
     if opened:
-        targets = ", ".join(_fd_target(fd) for fd in opened[:3])
+        targets = ", ".join(fd_target(fd) for fd in opened[:3])
         yield Leak("fd", f"{len(opened)} descriptor(s)", "added", bounded(targets))
 
 
@@ -375,7 +377,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("signal", lambda: tuple(map(signal.getsignal, _SIGNALS)), _signal_change),
     Resource("thread", _alive_threads, _threads, ("added",), running=True),
     Resource("process", children, _processes, ("added",), running=True),
-    Resource("fd", _fds, _descriptors, ("added",), running=True),
+    Resource("fd", open_fds, _descriptors, ("added",), running=True),
     Resource("socket-timeout", socket.getdefaulttimeout, _value("socket-timeout")),
     Resource("recursion-limit", sys.getrecursionlimit, _value("recursion-limit")),
     Resource("switch-interval", sys.getswitchinterval, _value("switch-interval")),

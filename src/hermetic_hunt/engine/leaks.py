@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import locale
 import os
 import signal
 import socket
@@ -64,6 +63,7 @@ from typing import Any, ClassVar
 
 from hermetic_hunt import _compat
 from hermetic_hunt.models import MAX_WRITES, Leak
+from hermetic_hunt.sandbox.attempt import current_locale
 from hermetic_hunt.sandbox.clock import children
 
 #: Longest value kept in a leak's detail.
@@ -159,13 +159,6 @@ def _temp_entries() -> frozenset[str]:
     except OSError:
         return frozenset()
     return frozenset(name for name in names if not name.startswith(_OWN_TEMP))
-
-
-def _locale() -> str | None:
-    try:
-        return locale.setlocale(locale.LC_ALL)
-    except locale.Error:
-        return None
 
 
 def open_fds() -> frozenset[int]:
@@ -369,7 +362,7 @@ RESOURCES: tuple[Resource, ...] = (
         lambda: (time.tzname, time.timezone, time.altzone, time.daylight),
         _value("tz", "timezone", lambda tz: "/".join(tz[0])),
     ),
-    Resource("locale", _locale, _value("locale", "LC_ALL", lambda v: v or "")),
+    Resource("locale", current_locale, _value("locale", "LC_ALL", lambda v: v or "")),
     Resource("sys.path", lambda: list(sys.path), _sys_path, ("added", "removed", "changed")),
     Resource("module", lambda: len(sys.modules), _modules, ("added",)),
     Resource("warnings", lambda: tuple(warnings.filters), _warnings_change),

@@ -20,6 +20,7 @@ number of modules loaded: nothing here scans ``sys.modules``.
 
 from __future__ import annotations
 
+import locale
 import os
 import random
 import shutil
@@ -144,9 +145,16 @@ def guard_between_attempts() -> None:
     netguard.guard_between_attempts(NetworkBlocked)
 
 
+def current_locale() -> str | None:
+    """``LC_ALL`` as ``setlocale`` names it (None when it cannot)."""
+    try:
+        return locale.setlocale(locale.LC_ALL)
+    except locale.Error:
+        return None
+
+
 def fingerprint() -> dict[str, Any]:
     """Facts a replay compares to judge its faithfulness."""
-    import locale
     import platform
     import sys
     import time
@@ -159,15 +167,11 @@ def fingerprint() -> dict[str, Any]:
             hermetic=HERMETIC_VERSION,
             executable=sys.executable,
         )
-    try:
-        current_locale = locale.setlocale(locale.LC_ALL)
-    except locale.Error:
-        current_locale = None
     return {
         **_STATIC_FINGERPRINT,
         "tz": os.environ.get("TZ"),
         "tzname": list(time.tzname),
-        "locale": current_locale,
+        "locale": current_locale(),
         "hash_seed": os.environ.get("PYTHONHASHSEED"),
     }
 

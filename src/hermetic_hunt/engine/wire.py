@@ -160,14 +160,12 @@ def decode_batch(lines: Sequence[bytes]) -> list[dict[str, Any] | None]:
 
 def round_leaks(message: dict[str, Any]) -> dict[int, list[Leak]]:
     """The ``leaks`` of an ``end`` message, by position (malformed entries left out)."""
-    out: dict[int, list[Leak]] = {}
     raw = message.get("leaks")
-    if not isinstance(raw, dict):
-        return out
-    for key, found in raw.items():
-        if isinstance(key, str) and key.isdigit() and isinstance(found, list):
-            out[int(key)] = _parsed(Leak.from_json, found)
-    return out
+    return {
+        int(key): _parsed(Leak.from_json, found)
+        for key, found in (raw.items() if isinstance(raw, dict) else ())
+        if isinstance(key, str) and key.isdigit() and isinstance(found, list)
+    }
 
 
 # -- the private channel's seal -------------------------------------------------------

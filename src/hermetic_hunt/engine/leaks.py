@@ -291,12 +291,9 @@ def _effective(path: list[str], root: str | None) -> list[str]:
     own folders: pytest's ``prepend`` import mode moves the rootdir and its ``src`` to
     the front as it imports test modules and doctests, whichever test is running."""
     inside = (root.rstrip(os.sep) + os.sep) if root else None
-    seen: dict[str, None] = {}
-    for entry in path:
-        if inside is not None and (entry + os.sep).startswith(inside):
-            continue
-        seen.setdefault(entry, None)
-    return list(seen)
+    return list(
+        dict.fromkeys(e for e in path if inside is None or not (e + os.sep).startswith(inside))
+    )
 
 
 def _get_logging() -> tuple[Any, ...]:

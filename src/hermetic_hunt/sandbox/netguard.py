@@ -35,6 +35,7 @@ from __future__ import annotations
 import _socket
 import asyncio.base_events
 import errno
+import functools
 import ipaddress
 import socket as _socket_module
 import sys
@@ -139,16 +140,11 @@ _LIBRARY_DIRS = tuple(
     {path for key in ("stdlib", "platstdlib", "purelib", "platlib")
      if (path := sysconfig.get_paths().get(key))}
 )  # fmt: skip
-_is_library: dict[str, bool] = {}
 
 
+@functools.cache
 def _library_file(filename: str) -> bool:
-    known = _is_library.get(filename)
-    if known is None:
-        known = _is_library[filename] = filename.startswith(_LIBRARY_DIRS) or filename.startswith(
-            "<"
-        )
-    return known
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<")
 
 
 def _plumbing(module: str) -> bool:

@@ -270,10 +270,8 @@ def _get_cwd() -> tuple[str | None, str | None]:
 
 def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
     (old, _), (new, gone) = before, after
-    if new is None:
-        yield Leak("cwd", "cwd", "deleted", bounded(shown(gone or old or "")))
-    else:
-        yield Leak("cwd", "cwd", "changed", bounded(shown(new)))
+    change, where = ("deleted", gone or old or "") if new is None else ("changed", new)
+    yield Leak("cwd", "cwd", change, bounded(shown(where)))
 
 
 def _sys_path(before: Any, after: Any, root: str | None) -> Iterator[Leak]:

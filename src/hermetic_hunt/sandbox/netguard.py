@@ -125,13 +125,12 @@ def is_loopback(host: object) -> bool:
         host = host.decode("ascii", "replace")
     if type(host) is not str:
         return False  # a subclass is judged by its characters (exact), never by its methods
-    text = host
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    if text == _LOOPBACK_NAME:
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == _LOOPBACK_NAME:
         return True
     try:
-        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
     except ValueError:
         return False
 

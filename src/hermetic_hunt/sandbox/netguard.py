@@ -240,14 +240,11 @@ class Policy:
     def check_address(self, op: str, address: object) -> None:
         if isinstance(address, tuple) and len(address) >= 2:
             host, port = exact(address[0]), address[1]
-            if not self.allows(host, port if isinstance(port, int) else None):
-                number = port if isinstance(port, int) else None
+            number = port if isinstance(port, int) else None
+            if not self.allows(host, number):
                 raise self.block(op, host, number, "outbound network is blocked during a hunt")
-            return
-        if isinstance(address, (str, bytes)):
-            if not self.allow_unix:
-                raise self.block(op, address, None, "unix sockets are blocked")
-            return
+        elif isinstance(address, (str, bytes)) and not self.allow_unix:
+            raise self.block(op, address, None, "unix sockets are blocked")
         # Other families (AF_PACKET, AF_NETLINK...): nothing to judge by.
 
     def check_lookup(self, op: str, host: object, port: object = None) -> None:

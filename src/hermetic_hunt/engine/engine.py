@@ -63,10 +63,9 @@ def hand_seeding_to_the_hunt(config: pytest.Config) -> None:
     """pytest-randomly reseeds ``random`` at every phase and shuffles the
     collection with its own seed: inside a hunt or a replay both belong to
     hermetic-hunt (its shuffling would also reorder a replay's steps)."""
-    if hasattr(config.option, "randomly_reset_seed"):
-        config.option.randomly_reset_seed = False
-    if hasattr(config.option, "randomly_reorganize"):
-        config.option.randomly_reorganize = False
+    for name in ("randomly_reset_seed", "randomly_reorganize"):
+        if hasattr(config.option, name):
+            setattr(config.option, name, False)
 
 
 def declare_marker(config: pytest.Config, marker: str) -> None:

@@ -285,14 +285,14 @@ class AttemptExecutor:
         if self.sandbox is None:
             self.sandbox = Sandbox()
         profile: str = step.profile or next((p for p in PROFILES if p == slot.condition), "exact")
+        error = None
         try:
             spec = self.spec_for(item, seed, now, mode, profile)
         except HuntError as exc:  # a bad marker: the attempt fails, unsandboxed
-            self._seed, self._now, self._mode = None, None, "off"
-            return exc
+            spec, error = None, exc
         if spec is None:
             self._seed, self._now, self._mode = None, None, "off"
-            return None
+            return error
         spec = replace(spec, elapsed=timeline.elapsed)
         if slot.journal is not None and first:
             spec = replace(spec, mode="replay", replay=slot.journal)

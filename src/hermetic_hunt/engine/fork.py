@@ -280,13 +280,9 @@ class Child:
 
 def _pidfd(pid: int) -> int | None:
     opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        fd: int = opener(pid)
-    except OSError:  # an older kernel, or a sandbox that forbids it
-        return None
-    return fd
+    with contextlib.suppress(OSError):  # an older kernel, or a sandbox that forbids it
+        return opener(pid) if opener is not None else None
+    return None
 
 
 def _hide(fd: int) -> int:
@@ -560,21 +556,14 @@ def _faulthandler_timer(config: Any) -> bool:
 
 def _protect(paths: Sequence[str]) -> None:
     """Inherited descriptors of ``paths`` now lead to ``/dev/null`` (Linux: /proc/self/fd)."""
-    if not paths or not os.path.isdir("/proc/self/fd"):
-        return
     wanted = {os.path.realpath(p) for p in paths}
+    found = [fd for fd in leaks.open_fds() if leaks.fd_target(fd) in wanted] if paths else []
+    if not found:
+        return
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        for name in os.listdir("/proc/self/fd"):
-            fd = int(name)
-            if fd == devnull:
-                continue
-            try:
-                target = os.readlink(f"/proc/self/fd/{name}")
-            except OSError:
-                continue
-            if target in wanted:
-                os.dup2(devnull, fd, inheritable=os.get_inheritable(fd))
+        for fd in found:
+            os.dup2(devnull, fd, inheritable=os.get_inheritable(fd))
     finally:
         os.close(devnull)
 

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import locale
 import os
 import signal
 import socket
@@ -64,6 +63,7 @@ from typing import Any, ClassVar
 
 from hermetic_hunt import _compat
 from hermetic_hunt.models import MAX_WRITES, Leak
+from hermetic_hunt.sandbox.attempt import current_locale
 from hermetic_hunt.sandbox.clock import children
 
 #: Longest value kept in a leak's detail.
@@ -161,31 +161,16 @@ def _temp_entries() -> frozenset[str]:
     return frozenset(name for name in names if not name.startswith(_OWN_TEMP))
 
 
-def _locale() -> str | None:
-    try:
-        return locale.setlocale(locale.LC_ALL)
-    except locale.Error:
-        return None
-
-
-def _signals() -> tuple[Any, ...]:
-    out = []
-    for number in _SIGNALS:
-        try:
-            out.append(signal.getsignal(number))
-        except (ValueError, OSError):
-            out.append(None)
-    return tuple(out)
-
-
-def _fds() -> frozenset[int]:
+def open_fds() -> frozenset[int]:
+    """The descriptors open in this process (Linux; else empty)."""
     try:
         return frozenset(int(name) for name in os.listdir("/proc/self/fd"))
     except OSError:
         return frozenset()
 
 
-def _fd_target(fd: int) -> str:
+def fd_target(fd: int) -> str:
+    """What ``fd`` leads to (Linux; else ``fd N``)."""
     try:
         return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
@@ -285,10 +270,8 @@ def _get_cwd() -> tuple[str | None, str | None]:
 
 def _cwd_change(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
     (old, _), (new, gone) = before, after
-    if new is None:
-        yield Leak("cwd", "cwd", "deleted", bounded(shown(gone or old or "")))
-    else:
-        yield Leak("cwd", "cwd", "changed", bounded(shown(new)))
+    change, where = ("deleted", gone or old or "") if new is None else ("changed", new)
+    yield Leak("cwd", "cwd", change, bounded(shown(where)))
 
 
 def _sys_path(before: Any, after: Any, root: str | None) -> Iterator[Leak]:
@@ -306,12 +289,9 @@ def _effective(path: list[str], root: str | None) -> list[str]:
     own folders: pytest's ``prepend`` import mode moves the rootdir and its ``src`` to
     the front as it imports test modules and doctests, whichever test is running."""
     inside = (root.rstrip(os.sep) + os.sep) if root else None
-    seen: dict[str, None] = {}
-    for entry in path:
-        if inside is not None and (entry + os.sep).startswith(inside):
-            continue
-        seen.setdefault(entry, None)
-    return list(seen)
+    return list(
+        dict.fromkeys(e for e in path if inside is None or not (e + os.sep).startswith(inside))
+    )
 
 
 def _get_logging() -> tuple[Any, ...]:
@@ -339,7 +319,7 @@ def _processes(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
 def _descriptors(before: Any, after: Any, _root: str | None) -> Iterator[Leak]:
     opened = sorted(after - before)
     if opened:
-        targets = ", ".join(_fd_target(fd) for fd in opened[:3])
+        targets = ", ".join(fd_target(fd) for fd in opened[:3])
         yield Leak("fd", f"{len(opened)} descriptor(s)", "added", bounded(targets))
 
 
@@ -377,15 +357,15 @@ RESOURCES: tuple[Resource, ...] = (
         lambda: (time.tzname, time.timezone, time.altzone, time.daylight),
         _value("tz", "timezone", lambda tz: "/".join(tz[0])),
     ),
-    Resource("locale", _locale, _value("locale", "LC_ALL", lambda v: v or "")),
+    Resource("locale", current_locale, _value("locale", "LC_ALL", lambda v: v or "")),
     Resource("sys.path", lambda: list(sys.path), _sys_path, ("added", "removed", "changed")),
     Resource("module", lambda: len(sys.modules), _modules, ("added",)),
     Resource("warnings", lambda: tuple(warnings.filters), _warnings_change),
     Resource("logging", _get_logging, _logging, ("changed", "added", "removed")),
-    Resource("signal", _signals, _signal_change),
+    Resource("signal", lambda: tuple(map(signal.getsignal, _SIGNALS)), _signal_change),
     Resource("thread", _alive_threads, _threads, ("added",), running=True),
     Resource("process", children, _processes, ("added",), running=True),
-    Resource("fd", _fds, _descriptors, ("added",), running=True),
+    Resource("fd", open_fds, _descriptors, ("added",), running=True),
     Resource("socket-timeout", socket.getdefaulttimeout, _value("socket-timeout")),
     Resource("recursion-limit", sys.getrecursionlimit, _value("recursion-limit")),
     Resource("switch-interval", sys.getswitchinterval, _value("switch-interval")),
@@ -524,25 +504,22 @@ class RoundLeaks:
         """``{position: leaks}`` that the round left behind (see the class docstring)."""
         end = self.last or self.start
         left = {(leak.resource, leak.name) for leak in diff(self.start, end, self.rootdir)}
-        last_change = {
-            (leak.resource, leak.name): position
+        # A value change that stayed is the leak of the last attempt that made it.
+        stayed = {
+            key: position
             for position in sorted(self.changes)
             for leak in self.changes[position]
+            if (key := (leak.resource, leak.name)) in left
         }
-        out: dict[int, list[Leak]] = {}
-        for position, leaks in self.changes.items():
-            kept = [
+        kept = {
+            position: [
                 leak
                 for leak in leaks
-                if leak.resource in EVERY
-                or (
-                    (leak.resource, leak.name) in left
-                    and last_change[(leak.resource, leak.name)] == position
-                )
+                if leak.resource in EVERY or stayed.get((leak.resource, leak.name)) == position
             ]
-            if kept:
-                out[position] = kept
-        return out
+            for position, leaks in self.changes.items()
+        }
+        return {position: leaks for position, leaks in kept.items() if leaks}
 
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND

@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from hermetic_hunt.models import Attempt, Leak
 
@@ -50,6 +50,7 @@ END = "end"
 #: How an end line starts (what a forwarder looks for without decoding it).
 END_PREFIX = b'{"op":"end"'
 _FAILING_PREFIX = b'{"failing":1'
+T = TypeVar("T")
 
 
 def urgent(line: bytes) -> bool:
@@ -61,10 +62,15 @@ def attempts_in(message: dict[str, Any]) -> list[Attempt]:
     """The attempts of a step line (:meth:`Attempt.from_json`; a malformed one is left out,
     the others still count)."""
     found = message.get("attempts")
+    return _parsed(Attempt.from_json, found if isinstance(found, list) else [])
+
+
+def _parsed(parse: Callable[[Any], T], raw: list[Any]) -> list[T]:
+    """``parse`` of each entry of ``raw``; an entry it refuses (ValueError) is left out."""
     out = []
-    for raw in found if isinstance(found, list) else ():
+    for entry in raw:
         with contextlib.suppress(ValueError):
-            out.append(Attempt.from_json(raw))
+            out.append(parse(entry))
     return out
 
 
@@ -154,20 +160,12 @@ def decode_batch(lines: Sequence[bytes]) -> list[dict[str, Any] | None]:
 
 def round_leaks(message: dict[str, Any]) -> dict[int, list[Leak]]:
     """The ``leaks`` of an ``end`` message, by position (malformed entries left out)."""
-    out: dict[int, list[Leak]] = {}
     raw = message.get("leaks")
-    if not isinstance(raw, dict):
-        return out
-    for key, found in raw.items():
-        if isinstance(key, str) and key.isdigit() and isinstance(found, list):
-            kept = []
-            for entry in found:
-                try:
-                    kept.append(Leak.from_json(entry))
-                except ValueError:
-                    continue
-            out[int(key)] = kept
-    return out
+    return {
+        int(key): _parsed(Leak.from_json, found)
+        for key, found in (raw.items() if isinstance(raw, dict) else ())
+        if isinstance(key, str) and key.isdigit() and isinstance(found, list)
+    }
 
 
 # -- the private channel's seal -------------------------------------------------------

@@ -20,6 +20,7 @@ number of modules loaded: nothing here scans ``sys.modules``.
 
 from __future__ import annotations
 
+import locale
 import os
 import random
 import shutil
@@ -46,7 +47,7 @@ from hermetic_hunt.sandbox.clock import (
 )
 from hermetic_hunt.sandbox.patches import Patches
 from hermetic_hunt.sandbox.profiles import noise_for
-from hermetic_hunt.sandbox.spec import SCRUB_KEEP, SandboxSpec, start_time
+from hermetic_hunt.sandbox.spec import CHOICES, SCRUB_KEEP, SandboxSpec, start_time
 
 HERMETIC_VERSION: str = getattr(hermetic, "__version__", "unknown")
 _TIME_NAMESPACE = clock_patch.TIME_NAMESPACE
@@ -144,9 +145,16 @@ def guard_between_attempts() -> None:
     netguard.guard_between_attempts(NetworkBlocked)
 
 
+def current_locale() -> str | None:
+    """``LC_ALL`` as ``setlocale`` names it (None when it cannot)."""
+    try:
+        return locale.setlocale(locale.LC_ALL)
+    except locale.Error:
+        return None
+
+
 def fingerprint() -> dict[str, Any]:
     """Facts a replay compares to judge its faithfulness."""
-    import locale
     import platform
     import sys
     import time
@@ -159,15 +167,11 @@ def fingerprint() -> dict[str, Any]:
             hermetic=HERMETIC_VERSION,
             executable=sys.executable,
         )
-    try:
-        current_locale = locale.setlocale(locale.LC_ALL)
-    except locale.Error:
-        current_locale = None
     return {
         **_STATIC_FINGERPRINT,
         "tz": os.environ.get("TZ"),
         "tzname": list(time.tzname),
-        "locale": current_locale,
+        "locale": current_locale(),
         "hash_seed": os.environ.get("PYTHONHASHSEED"),
     }
 
@@ -194,12 +198,8 @@ def _replayed(spec: SandboxSpec) -> SandboxSpec:
     journal = spec.replay
     if journal is None or journal.mode != "record":
         return spec
-    config = journal.config
-    changes: dict[str, Any] = {}
-    if config.get("clock") in ("virtual", "off"):
-        changes["clock"] = config["clock"]
-    if config.get("rng") in ("all", "seed", "off"):
-        changes["rng"] = config["rng"]
+    recorded = ((key, journal.config.get(key)) for key in ("clock", "rng"))
+    changes = {key: value for key, value in recorded if value in CHOICES[key]}
     return replace(spec, **changes) if changes else spec
 
 

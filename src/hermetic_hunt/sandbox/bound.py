@@ -39,6 +39,7 @@ seen: a per-process cost, not a per-attempt one (``benchmarks/bench_sandbox.py``
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from types import FunctionType, ModuleType
@@ -60,19 +61,15 @@ _seen: dict[str, object] = {}
 #: (name and object: a module dropped and imported again leaves both the size
 #: and the newest name as they were).
 _mark: tuple[int, str | None, object] = (0, None, None)
-_roots: dict[str, tuple[str, ...]] = {}
 #: References replaced so far in this process (for tests and the benchmark).
 replaced = 0
 
 
+@functools.cache
 def _roots_of(rootdir: str) -> tuple[str, ...]:
-    roots = _roots.get(rootdir)
-    if roots is None:
-        plain = os.path.join(os.path.abspath(rootdir), "")
-        real = os.path.join(os.path.realpath(rootdir), "")
-        roots = (plain,) if plain == real else (plain, real)
-        _roots[rootdir] = roots
-    return roots
+    plain = os.path.join(os.path.abspath(rootdir), "")
+    real = os.path.join(os.path.realpath(rootdir), "")
+    return (plain,) if plain == real else (plain, real)
 
 
 def follow(rootdir: str) -> int:
@@ -149,11 +146,10 @@ def _class(cls: type, done: set[int]) -> int:
 
 
 def _function(function: FunctionType) -> int:
-    swapped = 0
-    defaults = function.__defaults__
-    if defaults and any(id(value) in _SWAP for value in defaults):
+    defaults = function.__defaults__ or ()
+    swapped = sum(1 for value in defaults if id(value) in _SWAP)
+    if swapped:
         function.__defaults__ = tuple(_SWAP.get(id(value), value) for value in defaults)
-        swapped += sum(1 for value in defaults if id(value) in _SWAP)
     if function.__kwdefaults__:
         swapped += _swap_values(function.__kwdefaults__)
     return swapped

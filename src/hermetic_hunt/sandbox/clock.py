@@ -25,7 +25,7 @@ import threading
 import time as _time_module
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hermetic_hunt.sandbox import filetimes
 
@@ -63,6 +63,7 @@ TRACE_CAP = 20_000
 TRACE_CHARS = 2 * 1024 * 1024
 CLOCK_SOURCES = ("time", "monotonic", "perf_counter")
 TIME_NAMESPACE: dict[str, Any] = vars(_time_module)
+T = TypeVar("T")
 
 
 @dataclass(slots=True, eq=False)
@@ -76,21 +77,23 @@ class Trace:
     overflow: set[str] = field(default_factory=set)
     threads: set[int] = field(default_factory=set)
 
-    def note(self, source: str, value: Any) -> None:
+    def note(self, source: str, value: T) -> T:
+        """Count a reading of ``source`` (and keep ``value``, while there is room); ``value``."""
         self.counts[source] = self.counts.get(source, 0) + 1
         self.threads.add(threading.get_ident())
         if not self.keep or source in self.overflow:
-            return
+            return value
         queue = self.values.setdefault(source, [])
-        if type(value) is str:
+        if isinstance(value, str):
             self.chars += len(value)
             if self.chars > TRACE_CHARS:
                 self.overflow.add(source)
-                return
+                return value
         if len(queue) < TRACE_CAP:
             queue.append(value)
         else:
             self.overflow.add(source)
+        return value
 
 
 class ClockSource:
@@ -197,24 +200,21 @@ class SeededClock(ClockSource):
                 value = math.nextafter(self._last_wall, math.inf)
             self._last_wall = value
             self._ticks += self._tick
-        self.trace.note("time", value)
-        return value
+        return self.trace.note("time", value)
 
     def monotonic(self) -> float:
-        with self._lock:
-            self._read()
-            value = _MONO_BASE + self._offset + self._ticks
-            self._ticks += self._tick
-        self.trace.note("monotonic", value)
-        return value
+        return self._elapsed("monotonic", _MONO_BASE)
 
     def perf_counter(self) -> float:
+        return self._elapsed("perf_counter", _PERF_BASE)
+
+    def _elapsed(self, source: str, base: float) -> float:
+        """A reading of the monotonic clock ``source``, which starts at ``base``."""
         with self._lock:
             self._read()
-            value = _PERF_BASE + self._offset + self._ticks
+            value = base + self._offset + self._ticks
             self._ticks += self._tick
-        self.trace.note("perf_counter", value)
-        return value
+        return self.trace.note(source, value)
 
     def sleep(self, seconds: float) -> None:
         """Sleep ``seconds`` of virtual time, plus a little, as a real sleep does.
@@ -340,19 +340,13 @@ class RecordClock(ClockSource):
         self.trace = trace
 
     def wall(self) -> float:
-        value = REAL_TIME() + self._offset + self._wall_shift
-        self.trace.note("time", value)
-        return value
+        return self.trace.note("time", REAL_TIME() + self._offset + self._wall_shift)
 
     def monotonic(self) -> float:
-        value = REAL_MONOTONIC() + self._offset
-        self.trace.note("monotonic", value)
-        return value
+        return self.trace.note("monotonic", REAL_MONOTONIC() + self._offset)
 
     def perf_counter(self) -> float:
-        value = REAL_PERF_COUNTER() + self._offset
-        self.trace.note("perf_counter", value)
-        return value
+        return self.trace.note("perf_counter", REAL_PERF_COUNTER() + self._offset)
 
     def sleep(self, seconds: float) -> None:
         self.trace.note("sleep", seconds)
@@ -398,9 +392,7 @@ class ReplayClock(ClockSource):
             used = self._used.get(source, 0)
             if used < len(queue):
                 self._used[source] = used + 1
-                value = queue[used]
-                self.trace.note(source, value)
-                return value
+                return self.trace.note(source, queue[used])
         if self._strict and source not in self._lenient:
             raise self._exhausted(source, used)
         return fallback()

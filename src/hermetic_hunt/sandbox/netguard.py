@@ -35,6 +35,7 @@ from __future__ import annotations
 import _socket
 import asyncio.base_events
 import errno
+import functools
 import ipaddress
 import socket as _socket_module
 import sys
@@ -124,13 +125,12 @@ def is_loopback(host: object) -> bool:
         host = host.decode("ascii", "replace")
     if type(host) is not str:
         return False  # a subclass is judged by its characters (exact), never by its methods
-    text = host
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    if text == _LOOPBACK_NAME:
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == _LOOPBACK_NAME:
         return True
     try:
-        return ipaddress.ip_address(text.split("%", 1)[0]).is_loopback
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
     except ValueError:
         return False
 
@@ -139,16 +139,11 @@ _LIBRARY_DIRS = tuple(
     {path for key in ("stdlib", "platstdlib", "purelib", "platlib")
      if (path := sysconfig.get_paths().get(key))}
 )  # fmt: skip
-_is_library: dict[str, bool] = {}
 
 
+@functools.cache
 def _library_file(filename: str) -> bool:
-    known = _is_library.get(filename)
-    if known is None:
-        known = _is_library[filename] = filename.startswith(_LIBRARY_DIRS) or filename.startswith(
-            "<"
-        )
-    return known
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<")
 
 
 def _plumbing(module: str) -> bool:
@@ -245,14 +240,11 @@ class Policy:
     def check_address(self, op: str, address: object) -> None:
         if isinstance(address, tuple) and len(address) >= 2:
             host, port = exact(address[0]), address[1]
-            if not self.allows(host, port if isinstance(port, int) else None):
-                number = port if isinstance(port, int) else None
+            number = port if isinstance(port, int) else None
+            if not self.allows(host, number):
                 raise self.block(op, host, number, "outbound network is blocked during a hunt")
-            return
-        if isinstance(address, (str, bytes)):
-            if not self.allow_unix:
-                raise self.block(op, address, None, "unix sockets are blocked")
-            return
+        elif isinstance(address, (str, bytes)) and not self.allow_unix:
+            raise self.block(op, address, None, "unix sockets are blocked")
         # Other families (AF_PACKET, AF_NETLINK...): nothing to judge by.
 
     def check_lookup(self, op: str, host: object, port: object = None) -> None:
@@ -314,9 +306,13 @@ def ensure_audit_hook() -> None:
         _hook_installed = True
 
 
-def _family(args: tuple[Any, ...], kwargs: dict[str, Any]) -> object:
-    """The ``family`` argument of a ``getaddrinfo(host, port, family, ...)`` call."""
-    return kwargs.get("family", args[0] if args else None)
+def _lookup(host: Any, port: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The host of a ``getaddrinfo(host, port, family, ...)`` call, exact and with
+    ``localhost`` literal for its family, judged (as it is while no attempt is active)."""
+    if _active is not None:
+        host = loopback_literal(exact(host), kwargs.get("family", args[0] if args else None))
+        _active.check_lookup("getaddrinfo", host, port)
+    return host
 
 
 def _port_of(address: Any) -> int | None:
@@ -362,9 +358,7 @@ def _sendmsg(self: Any, buffers: Any, *args: Any) -> Any:
 
 def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
     policy = _active
-    if policy is not None:
-        host = loopback_literal(exact(host), _family(args, kwargs))
-        policy.check_lookup("getaddrinfo", host, port)
+    host = _lookup(host, port, args, kwargs)
     infos = REAL["getaddrinfo"](host, port, *args, **kwargs)
     if policy is not None:
         policy.remember(port if isinstance(port, int) else None, infos)
@@ -372,10 +366,7 @@ def _getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _raw_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-    if _active is not None:
-        host = loopback_literal(exact(host), _family(args, kwargs))
-        _active.check_lookup("getaddrinfo", host, port)
-    return REAL["raw_getaddrinfo"](host, port, *args, **kwargs)
+    return REAL["raw_getaddrinfo"](_lookup(host, port, args, kwargs), port, *args, **kwargs)
 
 
 def _resolver(name: str) -> Callable[[Any], Any]:
@@ -416,9 +407,7 @@ def _create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 async def _loop_getaddrinfo(self: Any, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
-    if _active is not None:
-        host = loopback_literal(exact(host), _family(args, kwargs))
-        _active.check_lookup("getaddrinfo", host, port)
+    host = _lookup(host, port, args, kwargs)
     return await REAL["loop_getaddrinfo"](self, host, port, *args, **kwargs)
 
 

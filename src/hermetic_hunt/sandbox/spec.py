@@ -56,9 +56,9 @@ class SandboxSpec:
 
 _BOOL_KEYS = ("allow_loopback", "allow_unix", "chdir", "scrub_env", "strict_replay",
               "deep_datetime")  # fmt: skip
-_CHOICES = {"clock": ("virtual", "off"), "rng": ("all", "seed", "off"), "fs": ("off", "isolate")}
+CHOICES = {"clock": ("virtual", "off"), "rng": ("all", "seed", "off"), "fs": ("off", "isolate")}
 _MARKER_KEYS = frozenset(
-    {"off", "seed", "now", "tick", "network", "env", "spin_limit", *_BOOL_KEYS, *_CHOICES}
+    {"off", "seed", "now", "tick", "network", "env", "spin_limit", *_BOOL_KEYS, *CHOICES}
 )
 #: What ``scrub_env=True`` keeps (plus ``PYTEST_*`` and ``HERMETIC*``).
 SCRUB_KEEP = frozenset(
@@ -130,8 +130,8 @@ def _value(key: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise _bad(key, "True or False", value)
         return value
-    if value not in _CHOICES[key]:
-        raise _bad(key, f"one of {', '.join(map(repr, _CHOICES[key]))}", value)
+    if value not in CHOICES[key]:
+        raise _bad(key, f"one of {', '.join(map(repr, CHOICES[key]))}", value)
     return value
 
 

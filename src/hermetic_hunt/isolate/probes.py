@@ -335,12 +335,17 @@ class ProbeRunner:
             with self._slots:
                 yield
             return
+        with self._every_slot(), CpuStress(stress):
+            yield
+
+    @contextlib.contextmanager
+    def _every_slot(self) -> Iterator[None]:
+        """Every slot: no other probe runs meanwhile."""
         with self._exclusive:
             for _ in range(self.parallel):
                 self._slots.acquire()
         try:
-            with CpuStress(stress):
-                yield
+            yield
         finally:
             for _ in range(self.parallel):
                 self._slots.release()
@@ -354,16 +359,11 @@ class ProbeRunner:
             return ProbeResult("error", detail=str(exc))
         with self._slot(max((s.stress for s in probe.steps), default=0)), self._paths(probe):
             started = _PERF()
-            with self._lock:
-                request_id = next(self._ids)
-            message = wire.probe_request(request_id, job, self.timeout)
+            message = self._requests([job])[0]
             if self.fork and probe.collect_at is None and not probe.unforked:
                 ready = self._server(probe.hash_seed)
                 if ready is None:
-                    answer: dict[str, Any] = {
-                        "status": "error",
-                        "detail": self._failed[probe.hash_seed],
-                    }
+                    answer = {"status": "error", "detail": self._failed[probe.hash_seed]}
                 else:
                     answer = ready.request([message], self.timeout)[0]
             else:
@@ -379,8 +379,7 @@ class ProbeRunner:
                 server.quit()
                 with self._lock:
                     self._oneshots.discard(server)
-            result = self._results(probe.steps, [answer], started)[0]
-        return result
+            return self._results(probe.steps, [answer], started)[0]
 
     def _results(
         self, steps: Sequence[Step], answers: Sequence[dict[str, Any]], started: float
@@ -432,34 +431,28 @@ class ProbeRunner:
         if not self.fork or len({p.hash_seed for p in probes}) != 1:
             why = "a probe pair needs os.fork and one hash seed"
             return [ProbeResult("error", detail=why) for _ in probes]
-        with self._exclusive:
-            for _ in range(self.parallel):
-                self._slots.acquire()
+        with self._every_slot():
+            started = _PERF()
+            ready = self._server(probes[0].hash_seed)
+            if ready is None:
+                detail = self._failed[probes[0].hash_seed]
+                return [ProbeResult("error", detail=detail) for _ in probes]
             try:
-                return self._together(probes, after)
-            finally:
-                for _ in range(self.parallel):
-                    self._slots.release()
+                jobs = [self._job(probe) for probe in probes]
+            except HuntError as exc:  # a stored journal that cannot be replayed
+                return [ProbeResult("error", detail=str(exc)) for _ in probes]
+            requests = self._requests(jobs)
+            messages = [wire.grouped(request, str(requests[0]["id"]), len(probes),
+                                     after if index == 0 else "")
+                        for index, request in enumerate(requests)]  # fmt: skip
+            answers = ready.request(messages, self.timeout)
+            return self._results([s for probe in probes for s in probe.steps], answers, started)
 
-    def _together(self, probes: Sequence[Probe], after: str) -> list[ProbeResult]:
-        started = _PERF()
-        ready = self._server(probes[0].hash_seed)
-        if ready is None:
-            return [ProbeResult("error", detail=self._failed[probes[0].hash_seed]) for _ in probes]
-        try:
-            jobs = [self._job(probe) for probe in probes]
-        except HuntError as exc:  # a stored journal that cannot be replayed
-            return [ProbeResult("error", detail=str(exc)) for _ in probes]
+    def _requests(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        """A request for each job, each with an id of its own."""
         with self._lock:
-            ids = [next(self._ids) for _ in probes]
-        group = str(ids[0])
-        requests = [
-            wire.probe_request(i, job, self.timeout) for i, job in zip(ids, jobs, strict=True)
-        ]
-        messages = [wire.grouped(request, group, len(probes), after if index == 0 else "")
-                    for index, request in enumerate(requests)]  # fmt: skip
-        answers = ready.request(messages, self.timeout)
-        return self._results([s for probe in probes for s in probe.steps], answers, started)
+            ids = [next(self._ids) for _ in jobs]
+        return [wire.probe_request(i, job, self.timeout) for i, job in zip(ids, jobs, strict=True)]
 
     def _job(self, probe: Probe) -> Job:
         """The probe's job, with the stored journals its record-mode steps replay

@@ -46,6 +46,11 @@ def choose_target(failing: Sequence[Attempt]) -> Attempt:
     )
 
 
+def hash_seed_or_default(hash_seed: int | None, base_seed: int) -> int:
+    """A recorded ``PYTHONHASHSEED``, else the run's first derived one."""
+    return hash_seed if hash_seed is not None else probe_hash_seed(base_seed, 0)
+
+
 def dedupe(steps: Sequence[Step]) -> list[Step]:
     """Keep each test's last run before the target, in order."""
     last = {step.nodeid: index for index, step in enumerate(steps)}
@@ -111,7 +116,7 @@ class Deadline:
     seconds: float
 
     def check(self) -> None:
-        if time.perf_counter() >= self.at:
+        if self.passed:
             raise TimeBudgetExceeded(
                 f"isolation time budget of {format_seconds(round(self.seconds, 1))} reached"
             )
@@ -222,9 +227,7 @@ class Case:
         return self.finding.nodeid
 
     def hash_seed_of(self, attempt: Attempt) -> int:
-        if attempt.hash_seed is not None:
-            return attempt.hash_seed
-        return probe_hash_seed(self.settings.base_seed, 0)
+        return hash_seed_or_default(attempt.hash_seed, self.settings.base_seed)
 
     def _spend(self, count: int = 1) -> None:
         """Count probes against the budgets; BudgetExceeded (reason kept) when over."""

@@ -173,8 +173,6 @@ class Shared:
     case's probe numbers that showed it.
     """
 
-    path: str
-    lead: str
     sample: tuple[str, ...]
     shown: frozenset[Shown]
     sides: tuple[tuple[Step, ...], tuple[Step, ...]]
@@ -214,6 +212,11 @@ def sample(resource: Resource, duration: Callable[[str], float]) -> list[str]:
     return chosen
 
 
+def _following(step: Step) -> Step:
+    """``step`` on the timeline of the step before it (no start time of its own)."""
+    return Step(step.nodeid, step.seed, None, step.mode)
+
+
 def _failures(result: ProbeResult) -> set[Shown]:
     return {(a.nodeid, a.exc_type, a.location) for a in result.steps if a.failed}
 
@@ -238,9 +241,9 @@ def confirm(
     ordered = [n for n in tests if n != case.nodeid] + [case.nodeid]
     steps = [step_for(nodeid) for nodeid in ordered]
     # The first step starts where its attempt started; the rest follow on its timeline.
-    side_a = tuple([steps[0], *(Step(s.nodeid, s.seed, None, s.mode) for s in steps[1:])])
+    side_a = (steps[0], *map(_following, steps[1:]))
     reverse = steps[::-1]
-    side_b = tuple([reverse[0], *(Step(s.nodeid, s.seed, None, s.mode) for s in reverse[1:])])
+    side_b = (reverse[0], *map(_following, reverse[1:]))
     first = case.step_no() + 1
     purpose = f"{shown_as}: one side alone"
     alone = [case.probe(purpose, list(side), hash_seed) for side in (side_a, side_b)]
@@ -260,8 +263,6 @@ def confirm(
     if not shown:
         return None
     return Shared(
-        path=resource.path,
-        lead=case.nodeid,
         sample=tuple(ordered),
         shown=frozenset(shown),
         sides=(side_a, side_b),
@@ -284,8 +285,7 @@ def confirm_member(
     :func:`confirm` (for a test that failed its own way over a shared resource,
     which the sample's probe did not show)."""
     others = [s for s in shared.sides[1] if s.nodeid != case.nodeid]
-    rest = [Step(s.nodeid, s.seed, None, s.mode) for s in shared.sides[0]]
-    rest = [s for s in rest if s.nodeid != case.nodeid]
+    rest = [_following(s) for s in shared.sides[0] if s.nodeid != case.nodeid]
     side_a = [step_for(case.nodeid), *rest]
     alone = case.probe(f"{shown_as}: its side alone", side_a, shared.hash_seed)
     if alone.status != "completed" or not others:

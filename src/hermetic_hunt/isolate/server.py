@@ -64,27 +64,24 @@ def _shift_if_asked() -> None:
 _shift_if_asked()
 
 
+#: A probe server's options, whatever the ini's addopts say (those its plugins
+#: define): no xdist, no early stop, no reruns, no pdb. A probe needs the
+#: failure's signature (type, location, first line), not its traceback: the
+#: line style keeps the signature and costs a fraction of the long style
+#: (which reads every frame's source).
+_OPTIONS = {
+    "numprocesses": 0, "distload": False, "dist": "no", "maxfail": 0, "tbstyle": "line",
+    "showlocals": False, "usepdb": False, "trace": False, "stepwise": False,
+    "stepwise_skip": False, "lf": False, "failedfirst": False, "newfirst": False,
+    "looponfail": False, "reruns": 0,
+}  # fmt: skip
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    # Whatever the ini's addopts say: no xdist, no early stop, no reruns, no pdb.
-    option = config.option
-    if hasattr(option, "numprocesses"):
-        option.numprocesses = 0
-        option.distload = False
-        option.dist = "no"
-    option.maxfail = 0
-    # A probe needs the failure's signature (type, location, first line),
-    # not its traceback: the line style keeps the signature and costs a
-    # fraction of the long style (which reads every frame's source).
-    option.tbstyle = "line"
-    option.showlocals = False
-    option.usepdb = False
-    option.trace = False
-    for name in ("stepwise", "stepwise_skip", "lf", "failedfirst", "newfirst", "looponfail"):
-        if hasattr(option, name):
-            setattr(option, name, False)
-    if hasattr(option, "reruns"):
-        option.reruns = 0
+    for name, value in _OPTIONS.items():
+        if hasattr(config.option, name):
+            setattr(config.option, name, value)
 
 
 @pytest.hookimpl(tryfirst=True)

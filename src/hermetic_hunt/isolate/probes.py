@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from hermetic_hunt import journal as journal_format
+from hermetic_hunt.engine import wire as engine_wire
 from hermetic_hunt.engine.files import FileWatch
 from hermetic_hunt.engine.fork import fork_available
 from hermetic_hunt.engine.runner import Job
@@ -191,7 +192,7 @@ class _Server:
                 futures.append(Future())
                 self._pending[int(message["id"])] = futures[-1]
         try:
-            self._requests.write(b"".join(wire.encode(m) for m in messages))
+            self._requests.write(b"".join(engine_wire.encode(m) for m in messages))
         except OSError:
             with self._lock:
                 for message in messages:
@@ -214,7 +215,7 @@ class _Server:
 
     def quit(self) -> None:
         with contextlib.suppress(OSError):
-            self._requests.write(wire.encode({"op": "quit"}))
+            self._requests.write(engine_wire.encode({"op": "quit"}))
         with contextlib.suppress(OSError):
             self._requests.close()
         try:

@@ -144,7 +144,7 @@ class Server:
         self._closed = False
 
     def send(self, message: dict[str, Any]) -> None:
-        data = wire.encode(message)
+        data = engine_wire.encode(message)
         while data:
             written = os.write(self.responses, data)
             data = data[written:]

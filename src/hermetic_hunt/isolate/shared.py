@@ -415,11 +415,8 @@ class Crossed:
         """The test of another worker that crossed ``nodeid`` here most (at ``attempt``)."""
         if self.resource is None:
             return ""
-        if attempt is not None:
-            found = [c.partner.nodeid for c in self.resource.crossings if c.failed is attempt]
-            if found:
-                return Counter(found).most_common(1)[0][0]
-        partners = self.resource.partners(nodeid)
+        at = Counter(c.partner.nodeid for c in self.resource.crossings if c.failed is attempt)
+        partners = at or self.resource.partners(nodeid)
         return partners.most_common(1)[0][0] if partners else ""
 
     def apply(self, case: Case) -> None:

@@ -95,14 +95,12 @@ def crossings(failed: Attempt, round_attempts: Sequence[Attempt]) -> list[Crossi
     mine = touched(failed)
     if not mine:
         return []
-    out = []
-    for other in round_attempts:
-        if not other.writes or not ran_beside(failed, other):
-            continue
-        path = shared_path(mine, other.writes)
-        if path is not None:
-            out.append(Crossing(failed, other, path))
-    return out
+    return [
+        Crossing(failed, other, path)
+        for other in round_attempts
+        if other.writes and ran_beside(failed, other)
+        and (path := shared_path(mine, other.writes)) is not None
+    ]  # fmt: skip
 
 
 @dataclass

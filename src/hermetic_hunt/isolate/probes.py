@@ -184,13 +184,11 @@ class _Server:
 
     def request(self, messages: Sequence[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
         """Send every message, then wait for each answer (a probe, or a probe pair's members)."""
-        futures: list[Future[dict[str, Any]]] = []
         with self._lock:
             if self._dead:
                 return self._gone(len(messages))
-            for message in messages:
-                futures.append(Future())
-                self._pending[int(message["id"])] = futures[-1]
+            futures: list[Future[dict[str, Any]]] = [Future() for _ in messages]
+            self._pending.update({int(m["id"]): f for m, f in zip(messages, futures, strict=True)})
         try:
             self._requests.write(b"".join(engine_wire.encode(m) for m in messages))
         except OSError:

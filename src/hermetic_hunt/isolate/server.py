@@ -268,20 +268,19 @@ class Server:
         if len(waiting) < size:
             return
         del self.groups[group]
-        jobs: list[tuple[int, Job, float]] = []
-        for member in waiting:
-            request_id = int(member["id"])
-            try:
-                job = Job.from_json(member.get("job"))
-                jobs.append((request_id, job, float(member.get("timeout") or 120.0)))
-            except (HuntError, ValueError, KeyError, TypeError) as exc:
-                for other in waiting:
-                    self.send(wire.result(int(other["id"]), "error", str(exc)))
-                return
+        ids = [int(member["id"]) for member in waiting]
+        try:
+            jobs = [
+                (Job.from_json(m.get("job")), float(m.get("timeout") or 120.0)) for m in waiting
+            ]
+        except (HuntError, ValueError, KeyError, TypeError) as exc:
+            for request_id in ids:
+                self.send(wire.result(request_id, "error", str(exc)))
+            return
         gates = [os.pipe() for _ in jobs]
         others = tuple(fd for gate in gates for fd in gate)  # no child holds another's gate
         try:
-            for (request_id, job, timeout), (read_end, _) in zip(jobs, gates, strict=True):
+            for request_id, (job, timeout), (read_end, _) in zip(ids, jobs, gates, strict=True):
                 self._spawn(session, request_id, job, timeout, (read_end, *others))
         finally:
             for read_end, _ in gates:

@@ -305,9 +305,7 @@ class _Work:
     def run(self, known: dict[str, tuple[str, list[str]]]) -> None:
         groups = sorted(groups_of(self.flaky), key=self.priority(known))
         self.total = len(groups)
-        for g in groups:
-            _, lead_id = self.rows[g.lead]
-            self.report.rates[lead_id] = _rate(self.flaky[g.lead])
+        self.report.rates.update({self.rows[g.lead][1]: _rate(self.flaky[g.lead]) for g in groups})
         if self.say is not None:
             alike = sum(len(g.members) for g in groups if len(g.members) > 1)
             how = f" ({alike} of them parametrizations that fail alike)" if alike else ""

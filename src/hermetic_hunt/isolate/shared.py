@@ -188,9 +188,8 @@ def sample(resource: Resource, duration: Callable[[str], float]) -> list[str]:
     """The tests a resource's probe runs: first one that failed each way (most
     common way first), then the other failing tests and the partners, up to
     :data:`SAMPLE` tests and :data:`SIDE_SECONDS` of the hunt's durations."""
-    failures = resource.failures()
     ways: dict[tuple[str, str], list[str]] = {}
-    for nodeid, attempts in failures.items():
+    for nodeid, attempts in resource.failures().items():
         for attempt in attempts:
             ways.setdefault(attempt.signature, []).append(nodeid)
     first = [
@@ -199,9 +198,7 @@ def sample(resource: Resource, duration: Callable[[str], float]) -> list[str]:
     ]
     chosen: list[str] = []
     seconds = 0.0
-    for nodeid in [*first, *resource.tests()]:
-        if nodeid in chosen:
-            continue
+    for nodeid in dict.fromkeys([*first, *resource.tests()]):
         cost = duration(nodeid)
         if len(chosen) >= SAMPLE or (chosen and seconds + cost > SIDE_SECONDS):
             break

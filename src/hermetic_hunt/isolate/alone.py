@@ -285,12 +285,9 @@ def _races(case: Case, condition: str, calm: str, results: list[ProbeResult]) ->
 def _stretch_text(case: Case, probes: Sequence[int]) -> str:
     """`` (sleeps lasted up to 1.23x their duration)`` from the probes' read counts
     (and the ``stretch`` fact: a fix suggestion names the sleep and the deadline)."""
-    stretched = []
-    for number in probes:
-        last = case.finding.probes[number - 1][1].last
-        value = (last.counts or {}).get("stretch") if last is not None else None
-        if is_whole(value) and value > 1000:
-            stretched.append(value)
+    lasts = [case.finding.probes[number - 1][1].last for number in probes]
+    values = [(last.counts or {}).get("stretch") for last in lasts if last is not None]
+    stretched = [value for value in values if is_whole(value) and value > 1000]
     if not stretched:
         return ""
     case.facts["stretch"] = min(stretched) / 1000

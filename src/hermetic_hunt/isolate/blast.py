@@ -91,7 +91,6 @@ def _confirm(
         last = result.last
         if last is None or last.outcome not in FAILING or last.signature != signature:
             return None
-    failure = seen.failure
     who = " + ".join(polluters.nodeids)
     finding = Finding(
         nodeid=step.nodeid,
@@ -100,9 +99,9 @@ def _confirm(
         reproducer=Reproducer(
             steps=(*polluters.steps, step),
             hash_seed=hash_seed,
-            exc_type=failure.exc_type if failure else "",
-            location=failure.location if failure else "",
-            message=failure.message if failure else "",
+            exc_type=seen.exc_type,
+            location=seen.location,
+            message=seen.message,
             run_id=polluters.run_id,
         ),
         confirmed=True,
@@ -115,7 +114,7 @@ def _confirm(
     finding.evidence = {
         "found_by": FOUND_BY,
         "shown_by": polluters.shown_by,
-        "signature": f"{failure.exc_type} at {failure.location}" if failure else None,
+        "signature": f"{seen.exc_type} at {seen.location}" if seen.failure else None,
         "verdicts": [
             {
                 "kind": "victim",

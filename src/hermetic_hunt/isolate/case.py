@@ -46,6 +46,20 @@ def choose_target(failing: Sequence[Attempt]) -> Attempt:
     )
 
 
+def hash_seed_or_default(hash_seed: int | None, base_seed: int) -> int:
+    """A recorded ``PYTHONHASHSEED``, else the run's first derived one."""
+    return hash_seed if hash_seed is not None else probe_hash_seed(base_seed, 0)
+
+
+def to_explain(attempts: Sequence[Attempt]) -> tuple[list[Attempt], bool]:
+    """The failures to explain: the plain runs' failures, else (True: only those) a
+    twice round's failing second runs."""
+    failing = [a for a in attempts if is_plain(a.repeat) and a.failed]
+    if failing:
+        return failing, False
+    return [a for a in attempts if a.repeat == REPEATED_RUN and a.failed], True
+
+
 def dedupe(steps: Sequence[Step]) -> list[Step]:
     """Keep each test's last run before the target, in order."""
     last = {step.nodeid: index for index, step in enumerate(steps)}
@@ -111,7 +125,7 @@ class Deadline:
     seconds: float
 
     def check(self) -> None:
-        if time.perf_counter() >= self.at:
+        if self.passed:
             raise TimeBudgetExceeded(
                 f"isolation time budget of {format_seconds(round(self.seconds, 1))} reached"
             )
@@ -198,14 +212,10 @@ class Case:
         gone = {id(a) for a in self.explained}
         attempts = [a for a in self.attempts if id(a) not in gone]
         plain = [a for a in attempts if is_plain(a.repeat)]
-        self.failing = [a for a in plain if a.failed]
         self.passing = [a for a in plain if a.outcome in PASSING]
+        self.failing, repeated = to_explain(attempts)
         #: It never failed in a plain run: only as a twice round's second run.
-        repeated = [a for a in attempts if a.repeat == REPEATED_RUN and a.failed]
-        self.repeated_only = not self.failing and bool(repeated)
-        if not self.failing:
-            # Only a twice round's second run failed: explain that run.
-            self.failing = repeated
+        self.repeated_only = repeated and bool(self.failing)
         self.violating = [a for a in plain if a.violations]
         self.target = choose_target(self.failing) if self.failing else None
 
@@ -222,9 +232,7 @@ class Case:
         return self.finding.nodeid
 
     def hash_seed_of(self, attempt: Attempt) -> int:
-        if attempt.hash_seed is not None:
-            return attempt.hash_seed
-        return probe_hash_seed(self.settings.base_seed, 0)
+        return hash_seed_or_default(attempt.hash_seed, self.settings.base_seed)
 
     def _spend(self, count: int = 1) -> None:
         """Count probes against the budgets; BudgetExceeded (reason kept) when over."""

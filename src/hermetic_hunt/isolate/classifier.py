@@ -97,32 +97,30 @@ class Classifier(Case):
                 self.finding.notes.append(f"{exc} (--hermetic-hunt-isolate-budget): partial result")
 
     def _environment(self) -> None:
+        self._done = True  # until the test is known to reach phase 2
         anchor = self.target or (self.violating[0] if self.violating else None)
         if anchor is None:
             if self.explained:
                 # Another worker explains every failure; it may have hidden that the
                 # test is not idempotent (a twice round's first run broken too).
                 order.twice_hidden(self)
-            self._done = True
             return
         collected = self.prober.collected(self.hash_seed_of(anchor))
         if collected is None:
             self.finding.status = "error"
             self.finding.notes.append("the probe process could not start (see the steps' detail)")
-            self._done = True
             return
         if self.nodeid not in collected:
             self.finding.status = "not-collected"
             self.finding.notes.append(
                 f"{self.nodeid} is not collected any more (renamed or deleted?): not isolated"
             )
-            self._done = True
             return
         self.collected = collected
         if self.target is None:
             self._network_only()
-            self._done = True
             return
+        self._done = False
         alone.alone(self)
         if self._start_time_decides():
             dates.check(self)

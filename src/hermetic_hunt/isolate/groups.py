@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from hermetic_hunt.findings import Finding
-from hermetic_hunt.isolate.case import Case, choose_target
-from hermetic_hunt.models import REPEATED_RUN, Attempt, Step, function_of, is_plain
+from hermetic_hunt.isolate.case import Case, choose_target, to_explain
+from hermetic_hunt.models import Attempt, Step, function_of
 
 #: Instances of a group, besides its representative, probed to confirm it.
 SAMPLE = 3
@@ -41,11 +41,7 @@ class Group:
 
 
 def _key(nodeid: str, attempts: Sequence[Attempt]) -> tuple[str, str, str, bool]:
-    plain = [a for a in attempts if is_plain(a.repeat)]
-    failing = [a for a in plain if a.failed]
-    repeated_only = not failing
-    if repeated_only:
-        failing = [a for a in attempts if a.repeat == REPEATED_RUN and a.failed]
+    failing, repeated_only = to_explain(attempts)
     exc_type, location = choose_target(failing).signature if failing else ("", "")
     return function_of(nodeid), exc_type, location, repeated_only
 

@@ -52,12 +52,11 @@ def sequence_before(
     return dedupe(kept), kept
 
 
-def _first_passed(result: ProbeResult) -> bool:
-    return (
-        result.status == "completed"
-        and len(result.steps) >= 2
-        and (result.steps[0].outcome == "passed")
-    )
+def _second_failure(result: ProbeResult) -> Attempt | None:
+    """The last run's failure when the first run passed (twice in one process)."""
+    last, steps = result.last, result.steps
+    first_passed = result.status == "completed" and len(steps) >= 2 and steps[0].outcome == "passed"
+    return last if first_passed and last is not None and last.failed else None
 
 
 def order_dependent(case: Case) -> None:
@@ -67,7 +66,9 @@ def order_dependent(case: Case) -> None:
     step, hash_seed = Step.of(target), case.hash_seed_of(target)
     purposes = ("twice in one process", *["twice in one process (again)"] * (CONFIRM - 1))
     runs = (case.probe(purpose, [step, step], hash_seed) for purpose in purposes)
-    self_polluting = all(_first_passed(result) and case.same(result) for result in runs)
+    self_polluting = all(
+        _second_failure(result) is not None and case.same(result) for result in runs
+    )
     if self_polluting:
         case.claim(
             "self-polluting",
@@ -121,8 +122,8 @@ def not_idempotent(case: Case) -> None:
         return
     twice = (r for p, r in case.finding.probes if p.purpose == "twice in one process")
     result = next(twice, None)
-    last = result.last if result is not None else None
-    if result is not None and _first_passed(result) and last is not None and last.failed:
+    last = _second_failure(result) if result is not None else None
+    if last is not None:
         step = Step.of(target)
         _twice_confirmed(case, [step, step], case.hash_seed_of(target), "with its inputs",
                          first=last)  # fmt: skip
@@ -149,8 +150,8 @@ def _twice_confirmed(
     done = 1 if first is not None else 0
     for purpose in ["twice in one process (again)"] * (CONFIRM - done):
         result = case.probe(purpose, steps, hash_seed)
-        last = result.last
-        if not (_first_passed(result) and last is not None and last.failed):
+        last = _second_failure(result)
+        if last is None:
             return False
         if signature is not None and last.signature != signature:
             return False
@@ -219,13 +220,12 @@ def suspects(case: Case, preceding: list[Step], shown: Sequence[Attempt],
     """The tests of ``preceding`` that ran before every attempt in ``shown`` and
     before none in ``not_shown`` (in the same process): where a single
     deterministic culprit must be. A few attempts of each are enough."""
-    common: set[str] | None = None
-    for attempt in shown[:EVIDENCE_IDS]:
-        before = {a.nodeid for a in case.history.preceding(attempt)}
-        common = before if common is None else common & before
-    ruled_out: set[str] = set()
-    for attempt in not_shown[:EVIDENCE_IDS]:
-        ruled_out |= {a.nodeid for a in case.history.preceding(attempt)}
+
+    def before(attempts: Sequence[Attempt]) -> list[set[str]]:
+        return [{a.nodeid for a in case.history.preceding(x)} for x in attempts[:EVIDENCE_IDS]]
+
+    common = set.intersection(*before(shown)) if shown else None
+    ruled_out = set().union(*before(not_shown))
     return [
         s for s in preceding if (common is None or s.nodeid in common) and s.nodeid not in ruled_out
     ]
@@ -295,12 +295,12 @@ def _thread_candidates(
 def _leaks_fact(case: Case, fact: str, sets: Sequence[Sequence[Step]]) -> None:
     """The ``fact`` of what each member of ``sets`` left behind in the hunt
     (``{nodeid: [phrase, ...]}``; none when none left anything)."""
-    out: dict[str, list[str]] = {}
-    for members in sets:
-        for s in members:
-            found = case.leaks_of(s.nodeid)
-            if found and s.nodeid not in out:
-                out[s.nodeid] = [leak.describe() for leak in found]
+    out = {
+        s.nodeid: [leak.describe() for leak in case.leaks_of(s.nodeid)]
+        for members in sets
+        for s in members
+        if case.leaks_of(s.nodeid)
+    }
     if out:
         case.facts[fact] = out
 
@@ -519,13 +519,12 @@ def _crossed_facts(case: Case, attempt: Attempt, culprits: Sequence[str], role: 
     reached ``attempt``: the ``crossed_workers`` fact and a note."""
     ran = {a.nodeid: a for a in case.history.round_attempts(attempt) if a.worker != attempt.worker}
     mine = touched(attempt)
-    crossed = []
-    for nodeid in culprits:
-        other = ran.get(nodeid)
-        if other is None:
-            continue
-        path = shared_path(mine, other.writes) or (other.writes[0] if other.writes else "")
-        crossed.append({"polluter": nodeid, "worker": other.worker, "path": path})
+    crossed = [
+        {"polluter": nodeid, "worker": other.worker,
+         "path": shared_path(mine, other.writes) or (other.writes[0] if other.writes else "")}
+        for nodeid in culprits
+        if (other := ran.get(nodeid)) is not None
+    ]  # fmt: skip
     if not crossed:
         return
     case.facts["crossed_workers"] = crossed

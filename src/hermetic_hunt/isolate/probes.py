@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from hermetic_hunt import journal as journal_format
+from hermetic_hunt.engine import wire as engine_wire
 from hermetic_hunt.engine.files import FileWatch
 from hermetic_hunt.engine.fork import fork_available
 from hermetic_hunt.engine.runner import Job
@@ -183,15 +184,13 @@ class _Server:
 
     def request(self, messages: Sequence[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
         """Send every message, then wait for each answer (a probe, or a probe pair's members)."""
-        futures: list[Future[dict[str, Any]]] = []
         with self._lock:
             if self._dead:
                 return self._gone(len(messages))
-            for message in messages:
-                futures.append(Future())
-                self._pending[int(message["id"])] = futures[-1]
+            futures: list[Future[dict[str, Any]]] = [Future() for _ in messages]
+            self._pending.update({int(m["id"]): f for m, f in zip(messages, futures, strict=True)})
         try:
-            self._requests.write(b"".join(wire.encode(m) for m in messages))
+            self._requests.write(b"".join(engine_wire.encode(m) for m in messages))
         except OSError:
             with self._lock:
                 for message in messages:
@@ -214,7 +213,7 @@ class _Server:
 
     def quit(self) -> None:
         with contextlib.suppress(OSError):
-            self._requests.write(wire.encode({"op": "quit"}))
+            self._requests.write(engine_wire.encode({"op": "quit"}))
         with contextlib.suppress(OSError):
             self._requests.close()
         try:
@@ -335,12 +334,17 @@ class ProbeRunner:
             with self._slots:
                 yield
             return
+        with self._every_slot(), CpuStress(stress):
+            yield
+
+    @contextlib.contextmanager
+    def _every_slot(self) -> Iterator[None]:
+        """Every slot: no other probe runs meanwhile."""
         with self._exclusive:
             for _ in range(self.parallel):
                 self._slots.acquire()
         try:
-            with CpuStress(stress):
-                yield
+            yield
         finally:
             for _ in range(self.parallel):
                 self._slots.release()
@@ -354,16 +358,11 @@ class ProbeRunner:
             return ProbeResult("error", detail=str(exc))
         with self._slot(max((s.stress for s in probe.steps), default=0)), self._paths(probe):
             started = _PERF()
-            with self._lock:
-                request_id = next(self._ids)
-            message = wire.probe_request(request_id, job, self.timeout)
+            message = self._requests([job])[0]
             if self.fork and probe.collect_at is None and not probe.unforked:
                 ready = self._server(probe.hash_seed)
                 if ready is None:
-                    answer: dict[str, Any] = {
-                        "status": "error",
-                        "detail": self._failed[probe.hash_seed],
-                    }
+                    answer = {"status": "error", "detail": self._failed[probe.hash_seed]}
                 else:
                     answer = ready.request([message], self.timeout)[0]
             else:
@@ -379,8 +378,7 @@ class ProbeRunner:
                 server.quit()
                 with self._lock:
                     self._oneshots.discard(server)
-            result = self._results(probe.steps, [answer], started)[0]
-        return result
+            return self._results(probe.steps, [answer], started)[0]
 
     def _results(
         self, steps: Sequence[Step], answers: Sequence[dict[str, Any]], started: float
@@ -432,34 +430,28 @@ class ProbeRunner:
         if not self.fork or len({p.hash_seed for p in probes}) != 1:
             why = "a probe pair needs os.fork and one hash seed"
             return [ProbeResult("error", detail=why) for _ in probes]
-        with self._exclusive:
-            for _ in range(self.parallel):
-                self._slots.acquire()
+        with self._every_slot():
+            started = _PERF()
+            ready = self._server(probes[0].hash_seed)
+            if ready is None:
+                detail = self._failed[probes[0].hash_seed]
+                return [ProbeResult("error", detail=detail) for _ in probes]
             try:
-                return self._together(probes, after)
-            finally:
-                for _ in range(self.parallel):
-                    self._slots.release()
+                jobs = [self._job(probe) for probe in probes]
+            except HuntError as exc:  # a stored journal that cannot be replayed
+                return [ProbeResult("error", detail=str(exc)) for _ in probes]
+            requests = self._requests(jobs)
+            messages = [wire.grouped(request, str(requests[0]["id"]), len(probes),
+                                     after if index == 0 else "")
+                        for index, request in enumerate(requests)]  # fmt: skip
+            answers = ready.request(messages, self.timeout)
+            return self._results([s for probe in probes for s in probe.steps], answers, started)
 
-    def _together(self, probes: Sequence[Probe], after: str) -> list[ProbeResult]:
-        started = _PERF()
-        ready = self._server(probes[0].hash_seed)
-        if ready is None:
-            return [ProbeResult("error", detail=self._failed[probes[0].hash_seed]) for _ in probes]
-        try:
-            jobs = [self._job(probe) for probe in probes]
-        except HuntError as exc:  # a stored journal that cannot be replayed
-            return [ProbeResult("error", detail=str(exc)) for _ in probes]
+    def _requests(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
+        """A request for each job, each with an id of its own."""
         with self._lock:
-            ids = [next(self._ids) for _ in probes]
-        group = str(ids[0])
-        requests = [
-            wire.probe_request(i, job, self.timeout) for i, job in zip(ids, jobs, strict=True)
-        ]
-        messages = [wire.grouped(request, group, len(probes), after if index == 0 else "")
-                    for index, request in enumerate(requests)]  # fmt: skip
-        answers = ready.request(messages, self.timeout)
-        return self._results([s for probe in probes for s in probe.steps], answers, started)
+            ids = [next(self._ids) for _ in jobs]
+        return [wire.probe_request(i, job, self.timeout) for i, job in zip(ids, jobs, strict=True)]
 
     def _job(self, probe: Probe) -> Job:
         """The probe's job, with the stored journals its record-mode steps replay

@@ -30,7 +30,7 @@ from hermetic_hunt.engine.files import FileWatch
 from hermetic_hunt.findings import Finding, IsolationReport, Probe, ProbeResult
 from hermetic_hunt.isolate import shared, wire
 from hermetic_hunt.isolate.blast import Polluters, victims_of
-from hermetic_hunt.isolate.case import ClassifySettings, Deadline
+from hermetic_hunt.isolate.case import ClassifySettings, Deadline, hash_seed_or_default
 from hermetic_hunt.isolate.classifier import Classifier
 from hermetic_hunt.isolate.collision import relative
 from hermetic_hunt.isolate.groups import Group, adopt, sample
@@ -50,12 +50,16 @@ from hermetic_hunt.models import (
     is_plain,
 )
 from hermetic_hunt.project import project_root
-from hermetic_hunt.seeds import probe_hash_seed
 from hermetic_hunt.store import Store, flakes, runs
 from hermetic_hunt.store import isolation as db
 
 _PERF = time.perf_counter
 SANDBOX_OFF = "sandbox-off"
+#: What the sandbox-off check of an always-failing test shows, by outcome.
+_SANDBOX_OFF_TEXT = {
+    "passed": "sandbox-incompatible: passes with the sandbox off",
+    "failed": "broken: fails with the sandbox off too",
+}
 #: The least time an ``auto`` budget leaves for cleaner searches (seconds).
 EXTRAS_MIN_SECONDS = 10.0
 
@@ -301,9 +305,7 @@ class _Work:
     def run(self, known: dict[str, tuple[str, list[str]]]) -> None:
         groups = sorted(groups_of(self.flaky), key=self.priority(known))
         self.total = len(groups)
-        for g in groups:
-            _, lead_id = self.rows[g.lead]
-            self.report.rates[lead_id] = _rate(self.flaky[g.lead])
+        self.report.rates.update({self.rows[g.lead][1]: _rate(self.flaky[g.lead]) for g in groups})
         if self.say is not None:
             alike = sum(len(g.members) for g in groups if len(g.members) > 1)
             how = f" ({alike} of them parametrizations that fail alike)" if alike else ""
@@ -362,12 +364,11 @@ class _Work:
             steps = tuple(repro.steps[:-1])
             if [s.nodeid for s in steps] not in f.polluters:
                 continue  # the reproducer is not exactly a polluter set
+            hash_seed = hash_seed_or_default(repro.hash_seed, self.settings.base_seed)
             _, shown_by = self.rows[f.nodeid]
-            key = tuple(s.nodeid for s in steps)
-            hash_seed = repro.hash_seed
-            if hash_seed is None:
-                hash_seed = probe_hash_seed(self.settings.base_seed, 0)
-            sets.setdefault(key, Polluters(steps, hash_seed, shown_by, repro.run_id))
+            sets.setdefault(
+                tuple(s.nodeid for s in steps), Polluters(steps, hash_seed, shown_by, repro.run_id)
+            )
         if not sets:
             return
         known = set(self.flaky) | set(self.rows)
@@ -528,24 +529,16 @@ def _sandbox_off(
 ) -> None:
     """Run each always-failing test once without the sandbox."""
     names = sorted(broken)
-    probes = []
-    for nodeid in names:
-        first = broken[nodeid][0]
-        hash_seed = first.hash_seed
-        if hash_seed is None:
-            hash_seed = probe_hash_seed(facts.base_seed, 0)
-        # In the process that collected it, as a plain run: not in a fork of it
-        # (a pid taken at collection must be the running process's).
-        step = Step(nodeid, None, None, "off")
-        probes.append(Probe(SANDBOX_OFF, (step,), hash_seed, unforked=True))
+    # In the process that collected it, as a plain run: not in a fork of it
+    # (a pid taken at collection must be the running process's).
+    probes = [
+        Probe(SANDBOX_OFF, (Step(nodeid, None, None, "off"),),
+              hash_seed_or_default(broken[nodeid][0].hash_seed, facts.base_seed), unforked=True)
+        for nodeid in names
+    ]  # fmt: skip
     for nodeid, result in zip(names, runner.run_many(probes), strict=True):
         outcome = result.outcome
-        if outcome == "passed":
-            text = "sandbox-incompatible: passes with the sandbox off"
-        elif outcome == "failed":
-            text = "broken: fails with the sandbox off too"
-        else:
-            text = f"not checked ({outcome}: {result.detail})"
+        text = _SANDBOX_OFF_TEXT.get(outcome, f"not checked ({outcome}: {result.detail})")
         db.add_check(store, facts.run_id, nodeid, SANDBOX_OFF, outcome, text)
         report.checks.append((nodeid, text))
 
@@ -596,11 +589,7 @@ def isolate_database(
         stored = IsolationOptions.of(
             facts.settings, workers or facts.workers, runs.rounds_seconds(store, facts.run_id)
         )
-        opts = replace(
-            stored,
-            budget=budget if budget is not None else stored.budget,
-            seconds=seconds if seconds is not None else stored.seconds,
-            timeout=timeout if timeout is not None else stored.timeout,
-        )
+        given: dict[str, Any] = {"budget": budget, "seconds": seconds, "timeout": timeout}
+        opts = replace(stored, **{name: v for name, v in given.items() if v is not None})
         root = project_root(facts.rootdir, cwd or os.getcwd())
         return isolate(store, facts.run_id, opts, Invocation(str(root)), only, say=say)

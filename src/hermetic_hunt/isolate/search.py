@@ -134,12 +134,8 @@ class Oracle(Generic[T]):
             shown, runs = cached
             if (shown and self.require == "any") or runs >= self.repeats:
                 return shown
-        wanted = self.require == "any"
-        result = not wanted
-        for _ in range(self.repeats):
-            if self.run_once(subset) == wanted:
-                result = wanted
-                break
+        tries = (self.run_once(subset) for _ in range(self.repeats))
+        result = any(tries) if self.require == "any" else all(tries)
         self._cache[key] = (result, self.repeats)
         return result
 
@@ -179,21 +175,18 @@ def ddmin(candidates: Sequence[T], oracle: Oracle[T]) -> list[T]:
         size = len(current)
         chunks = [current[i * size // n : (i + 1) * size // n] for i in range(n)]
         chunks = [chunk for chunk in chunks if chunk]
-        reduced = False
-        for chunk in chunks:
-            if oracle(chunk):
-                current, n, reduced = chunk, 2, True
-                break
-        if not reduced and len(chunks) > 2:
-            for chunk in chunks:
-                members = set(chunk)
-                complement = [c for c in current if c not in members]
-                if oracle(complement):
-                    current, n, reduced = complement, max(n - 1, 2), True
-                    break
-        if not reduced:
-            if n >= size:
-                break
+        found = next((chunk for chunk in chunks if oracle(chunk)), None)
+        if found is not None:
+            current, n = found, 2
+            continue
+        if len(chunks) > 2:
+            complements = ([c for c in current if c not in chunk] for chunk in chunks)
+            found = next((rest for rest in complements if oracle(rest)), None)
+        if found is not None:
+            current, n = found, max(n - 1, 2)
+        elif n >= size:
+            break
+        else:
             n = min(size, 2 * n)
     return current
 

@@ -64,27 +64,24 @@ def _shift_if_asked() -> None:
 _shift_if_asked()
 
 
+#: A probe server's options, whatever the ini's addopts say (those its plugins
+#: define): no xdist, no early stop, no reruns, no pdb. A probe needs the
+#: failure's signature (type, location, first line), not its traceback: the
+#: line style keeps the signature and costs a fraction of the long style
+#: (which reads every frame's source).
+_OPTIONS = {
+    "numprocesses": 0, "distload": False, "dist": "no", "maxfail": 0, "tbstyle": "line",
+    "showlocals": False, "usepdb": False, "trace": False, "stepwise": False,
+    "stepwise_skip": False, "lf": False, "failedfirst": False, "newfirst": False,
+    "looponfail": False, "reruns": 0,
+}  # fmt: skip
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    # Whatever the ini's addopts say: no xdist, no early stop, no reruns, no pdb.
-    option = config.option
-    if hasattr(option, "numprocesses"):
-        option.numprocesses = 0
-        option.distload = False
-        option.dist = "no"
-    option.maxfail = 0
-    # A probe needs the failure's signature (type, location, first line),
-    # not its traceback: the line style keeps the signature and costs a
-    # fraction of the long style (which reads every frame's source).
-    option.tbstyle = "line"
-    option.showlocals = False
-    option.usepdb = False
-    option.trace = False
-    for name in ("stepwise", "stepwise_skip", "lf", "failedfirst", "newfirst", "looponfail"):
-        if hasattr(option, name):
-            setattr(option, name, False)
-    if hasattr(option, "reruns"):
-        option.reruns = 0
+    for name, value in _OPTIONS.items():
+        if hasattr(config.option, name):
+            setattr(config.option, name, value)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -147,7 +144,7 @@ class Server:
         self._closed = False
 
     def send(self, message: dict[str, Any]) -> None:
-        data = wire.encode(message)
+        data = engine_wire.encode(message)
         while data:
             written = os.write(self.responses, data)
             data = data[written:]
@@ -271,20 +268,19 @@ class Server:
         if len(waiting) < size:
             return
         del self.groups[group]
-        jobs: list[tuple[int, Job, float]] = []
-        for member in waiting:
-            request_id = int(member["id"])
-            try:
-                job = Job.from_json(member.get("job"))
-                jobs.append((request_id, job, float(member.get("timeout") or 120.0)))
-            except (HuntError, ValueError, KeyError, TypeError) as exc:
-                for other in waiting:
-                    self.send(wire.result(int(other["id"]), "error", str(exc)))
-                return
+        ids = [int(member["id"]) for member in waiting]
+        try:
+            jobs = [
+                (Job.from_json(m.get("job")), float(m.get("timeout") or 120.0)) for m in waiting
+            ]
+        except (HuntError, ValueError, KeyError, TypeError) as exc:
+            for request_id in ids:
+                self.send(wire.result(request_id, "error", str(exc)))
+            return
         gates = [os.pipe() for _ in jobs]
         others = tuple(fd for gate in gates for fd in gate)  # no child holds another's gate
         try:
-            for (request_id, job, timeout), (read_end, _) in zip(jobs, gates, strict=True):
+            for request_id, (job, timeout), (read_end, _) in zip(ids, jobs, gates, strict=True):
                 self._spawn(session, request_id, job, timeout, (read_end, *others))
         finally:
             for read_end, _ in gates:

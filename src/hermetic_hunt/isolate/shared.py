@@ -95,14 +95,12 @@ def crossings(failed: Attempt, round_attempts: Sequence[Attempt]) -> list[Crossi
     mine = touched(failed)
     if not mine:
         return []
-    out = []
-    for other in round_attempts:
-        if not other.writes or not ran_beside(failed, other):
-            continue
-        path = shared_path(mine, other.writes)
-        if path is not None:
-            out.append(Crossing(failed, other, path))
-    return out
+    return [
+        Crossing(failed, other, path)
+        for other in round_attempts
+        if other.writes and ran_beside(failed, other)
+        and (path := shared_path(mine, other.writes)) is not None
+    ]  # fmt: skip
 
 
 @dataclass
@@ -173,8 +171,6 @@ class Shared:
     case's probe numbers that showed it.
     """
 
-    path: str
-    lead: str
     sample: tuple[str, ...]
     shown: frozenset[Shown]
     sides: tuple[tuple[Step, ...], tuple[Step, ...]]
@@ -192,9 +188,8 @@ def sample(resource: Resource, duration: Callable[[str], float]) -> list[str]:
     """The tests a resource's probe runs: first one that failed each way (most
     common way first), then the other failing tests and the partners, up to
     :data:`SAMPLE` tests and :data:`SIDE_SECONDS` of the hunt's durations."""
-    failures = resource.failures()
     ways: dict[tuple[str, str], list[str]] = {}
-    for nodeid, attempts in failures.items():
+    for nodeid, attempts in resource.failures().items():
         for attempt in attempts:
             ways.setdefault(attempt.signature, []).append(nodeid)
     first = [
@@ -203,15 +198,18 @@ def sample(resource: Resource, duration: Callable[[str], float]) -> list[str]:
     ]
     chosen: list[str] = []
     seconds = 0.0
-    for nodeid in [*first, *resource.tests()]:
-        if nodeid in chosen:
-            continue
+    for nodeid in dict.fromkeys([*first, *resource.tests()]):
         cost = duration(nodeid)
         if len(chosen) >= SAMPLE or (chosen and seconds + cost > SIDE_SECONDS):
             break
         chosen.append(nodeid)
         seconds += cost
     return chosen
+
+
+def _following(step: Step) -> Step:
+    """``step`` on the timeline of the step before it (no start time of its own)."""
+    return Step(step.nodeid, step.seed, None, step.mode)
 
 
 def _failures(result: ProbeResult) -> set[Shown]:
@@ -238,9 +236,9 @@ def confirm(
     ordered = [n for n in tests if n != case.nodeid] + [case.nodeid]
     steps = [step_for(nodeid) for nodeid in ordered]
     # The first step starts where its attempt started; the rest follow on its timeline.
-    side_a = tuple([steps[0], *(Step(s.nodeid, s.seed, None, s.mode) for s in steps[1:])])
+    side_a = (steps[0], *map(_following, steps[1:]))
     reverse = steps[::-1]
-    side_b = tuple([reverse[0], *(Step(s.nodeid, s.seed, None, s.mode) for s in reverse[1:])])
+    side_b = (reverse[0], *map(_following, reverse[1:]))
     first = case.step_no() + 1
     purpose = f"{shown_as}: one side alone"
     alone = [case.probe(purpose, list(side), hash_seed) for side in (side_a, side_b)]
@@ -260,8 +258,6 @@ def confirm(
     if not shown:
         return None
     return Shared(
-        path=resource.path,
-        lead=case.nodeid,
         sample=tuple(ordered),
         shown=frozenset(shown),
         sides=(side_a, side_b),
@@ -284,8 +280,7 @@ def confirm_member(
     :func:`confirm` (for a test that failed its own way over a shared resource,
     which the sample's probe did not show)."""
     others = [s for s in shared.sides[1] if s.nodeid != case.nodeid]
-    rest = [Step(s.nodeid, s.seed, None, s.mode) for s in shared.sides[0]]
-    rest = [s for s in rest if s.nodeid != case.nodeid]
+    rest = [_following(s) for s in shared.sides[0] if s.nodeid != case.nodeid]
     side_a = [step_for(case.nodeid), *rest]
     alone = case.probe(f"{shown_as}: its side alone", side_a, shared.hash_seed)
     if alone.status != "completed" or not others:
@@ -415,11 +410,8 @@ class Crossed:
         """The test of another worker that crossed ``nodeid`` here most (at ``attempt``)."""
         if self.resource is None:
             return ""
-        if attempt is not None:
-            found = [c.partner.nodeid for c in self.resource.crossings if c.failed is attempt]
-            if found:
-                return Counter(found).most_common(1)[0][0]
-        partners = self.resource.partners(nodeid)
+        at = Counter(c.partner.nodeid for c in self.resource.crossings if c.failed is attempt)
+        partners = at or self.resource.partners(nodeid)
         return partners.most_common(1)[0][0] if partners else ""
 
     def apply(self, case: Case) -> None:

@@ -130,10 +130,6 @@ def stored_run_args(root: Path, nodeids: Iterable[str]) -> list[str]:
     return [f"--rootdir={root}", *(str(path) for path in files_of(root, nodeids))]
 
 
-def encode(message: dict[str, Any]) -> bytes:
-    return engine_wire.encode(message)
-
-
 def decode(line: bytes) -> dict[str, Any]:
     """One message (ValueError when it is not a JSON object)."""
     if len(line) > MAX_LINE:

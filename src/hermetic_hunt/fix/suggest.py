@@ -557,7 +557,12 @@ def _victim(plan: _Plan) -> None:
                 f"runs on the state {names} leaves",
                 f"request the fixture {fixture}: {_short(cleaner)}'s reset without its asserts",
             )
-            _describe_polluters(plan, polluters)
+            read = [(p, t) for p in polluters if (t := plan.test(p)) is not None]
+            plan.advice.extend(
+                f"the polluter's line: {_where(t, e.site)} {_short(p)} {_doing(e)}"
+                for p, t in read
+                for e in t.lasting()
+            )
             return
     for polluter in polluters:
         test = plan.test(polluter)
@@ -589,18 +594,6 @@ def _unread_leaks(plan: _Plan, nodeid: str) -> None:
     """What test ``nodeid`` left behind, without a place: its source cannot be read."""
     for leak in plan.facts.leaks.get(nodeid, ()):
         plan.change("", f"{_short(nodeid)} {leak.describe()}", "put it back after the test")
-
-
-def _describe_polluters(plan: _Plan, polluters: tuple[str, ...]) -> None:
-    for polluter in polluters:
-        test = plan.test(polluter)
-        if test is None:
-            continue
-        for effect in test.lasting():
-            plan.advice.append(
-                f"the polluter's line: {_where(test, effect.site)} {_short(polluter)} "
-                f"{_doing(effect)}"
-            )
 
 
 def _shared_fixtures(plan: _Plan, polluters: tuple[str, ...], victim: str) -> list[str]:
@@ -882,16 +875,13 @@ def _breaking_value(me: TestEffects, location: str) -> int | None:
     if check is None:
         return None
     names = {n.id for n in ast.walk(check.test) if isinstance(n, ast.Name)}
-    latest: dict[str, ast.Assign] = {}
-    for node in ast.walk(me.function):
-        if isinstance(node, ast.Assign) and node.lineno < line:
-            for target in node.targets:
-                name = target.id if isinstance(target, ast.Name) else ""
-                if name in names and latest.get(name, node).lineno <= node.lineno:
-                    latest[name] = node
-    values = sorted(n.lineno for n in latest.values() if not _reads_clock(n.value))
-    if values:
-        return values[0]
+    before = (n for n in ast.walk(me.function) if isinstance(n, ast.Assign) and n.lineno < line)
+    # each name's latest assignment (of two on one line, the one walked last)
+    latest = {t.id: n for n in sorted(before, key=lambda n: n.lineno) for t in n.targets
+              if isinstance(t, ast.Name) and t.id in names}  # fmt: skip
+    value = min((n.lineno for n in latest.values() if not _reads_clock(n.value)), default=None)
+    if value is not None:
+        return value
     inline = [n for n in ast.walk(check.test) if isinstance(n, (ast.Call, ast.BinOp, ast.Constant))]
     return line if inline else None
 

@@ -240,11 +240,7 @@ def render_flake(
         if rows:
             who = "it" if nodeid == f.nodeid else clean(nodeid)
             out.append(f"left behind by {who}:")
-            out.extend(
-                f"  {clean(describe_leak(x.resource, x.name, x.change, x.detail))} in "
-                f"{x.attempts} attempt(s)"
-                for x in rows
-            )
+            out.extend(f"  {clean(x.describe())} in {x.attempts} attempt(s)" for x in rows)
     runs = [r for r in (f.first_run_id, f.last_run_id) if r is not None]
     if runs:
         span = f"run {runs[0]}" if min(runs) == max(runs) else f"runs {min(runs)}-{max(runs)}"

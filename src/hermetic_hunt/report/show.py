@@ -111,9 +111,8 @@ def render_attempt(
             out.append("failure text (the end of it):")
             out.extend(f"  {clean(line)}" for line in d.excerpt.rstrip().splitlines())
     for v in d.violations:
-        where = v.host if v.port is None else f"{v.host}:{v.port}"
         extra = f" ({v.detail})" if v.detail else ""
-        out.append(_row("violation", clean(f"{v.op} {where}{extra}")))
+        out.append(_row("violation", clean(f"{v.describe()}{extra}")))
     for resource, name, change, leak_detail, persisted in leaks:
         phrase = describe_leak(resource, name, change, leak_detail)
         if not persisted:

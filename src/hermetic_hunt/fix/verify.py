@@ -23,11 +23,9 @@ import importlib.util
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import pytest
 
 from hermetic_hunt import stats
 from hermetic_hunt.errors import HuntError
@@ -168,6 +166,22 @@ def _shadowing(root: Path, copy_root: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+@contextlib.contextmanager
+def _pythonpath(extra: tuple[str, ...]) -> Iterator[None]:
+    if not extra:
+        yield
+        return
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([*extra, *([old] if old else [])])
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
 def _same(result: ProbeResult, reproducer: Reproducer) -> bool:
     """The reproducer's last step failed as recorded (its exception type)."""
     last = result.last
@@ -210,10 +224,7 @@ def verify(
         except HuntError as exc:  # a reproducer's file outside the project
             return Verification("error", detail=str(exc))
         target = ProbeTarget(str(copy.root), copy.args, place.settings)
-        with pytest.MonkeyPatch.context() as env:  # put back as it was after the runs
-            if copy.pythonpath:
-                old = os.environ.get("PYTHONPATH")
-                env.setenv("PYTHONPATH", os.pathsep.join([*copy.pythonpath, *filter(None, [old])]))
+        with _pythonpath(copy.pythonpath):
             if say is not None:
                 say(
                     f"copied {place.rootdir} to {copy.root}; running the reproducer without "

@@ -8,7 +8,6 @@ changing the meaning of one is, and bumps :data:`VERSION`.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import Any
 
 from hermetic_hunt import stats
@@ -24,17 +23,30 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-#: A run's keys, in order: its :class:`RunRow` fields (not ``incomplete``) and
-#: ``plain_attempts``, its attempts that are no repeated run.
-_RUN_KEYS = ("id", "uuid", "started_at", "finished_at", "status", "argv", "base_seed",
-             "rounds_planned", "budget_seconds", "rounds_done", "attempts", "plain_attempts",
-             "repeated", "tests", "workers", "mode", "order", "shard", "exit_status", "git_sha",
-             "git_branch")  # fmt: skip
-
-
 def run_json(run: RunRow) -> dict[str, Any]:
-    values = {**asdict(run), "argv": list(run.argv), "plain_attempts": run.attempts - run.repeated}
-    return {key: values[key] for key in _RUN_KEYS}
+    return {
+        "id": run.id,
+        "uuid": run.uuid,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "status": run.status,
+        "argv": list(run.argv),
+        "base_seed": run.base_seed,
+        "rounds_planned": run.rounds_planned,
+        "budget_seconds": run.budget_seconds,
+        "rounds_done": run.rounds_done,
+        "attempts": run.attempts,
+        "plain_attempts": run.attempts - run.repeated,
+        "repeated": run.repeated,
+        "tests": run.tests,
+        "workers": run.workers,
+        "mode": run.mode,
+        "order": run.order,
+        "shard": run.shard,
+        "exit_status": run.exit_status,
+        "git_sha": run.git_sha,
+        "git_branch": run.git_branch,
+    }
 
 
 def test_json(test: TestResult) -> dict[str, Any]:

@@ -200,9 +200,7 @@ def one_shot_values(test: TestEffects) -> list[tuple[int, str]]:
     generator expression, ``iter(...)``, ``map(...)``...): one object for every run
     of the parametrization, empty after the first run iterated it."""
     found: list[tuple[int, str]] = []
-    for deco in test.function.decorator_list:
-        if not (isinstance(deco, ast.Call) and ast.unparse(deco.func).endswith("parametrize")):
-            continue
+    for deco in _parametrizes(test.function):
         values = [*deco.args[1:2], *(k.value for k in deco.keywords if k.arg == "argvalues")]
         for node in (n for value in values for n in ast.walk(value)):
             one_shot = isinstance(node, ast.GeneratorExp) or (
@@ -215,16 +213,17 @@ def one_shot_values(test: TestEffects) -> list[tuple[int, str]]:
     return found
 
 
+def _parametrizes(function: FunctionNode) -> list[ast.Call]:
+    """``function``'s ``@pytest.mark.parametrize(...)`` decorators."""
+    return [d for d in function.decorator_list
+            if isinstance(d, ast.Call) and ast.unparse(d.func).endswith("parametrize")]  # fmt: skip
+
+
 def _parametrize_names(function: FunctionNode) -> set[str]:
     """The argument names of ``function``'s ``@pytest.mark.parametrize`` decorators."""
     out: set[str] = set()
-    for deco in function.decorator_list:
-        if not isinstance(deco, ast.Call) or not deco.args:
-            continue
-        name = ast.unparse(deco.func)
-        if not name.endswith("parametrize"):
-            continue
-        first = deco.args[0]
+    for deco in _parametrizes(function):
+        first = deco.args[0] if deco.args else None
         if isinstance(first, ast.Constant) and isinstance(first.value, str):
             out.update(n.strip() for n in first.value.split(",") if n.strip())
         elif isinstance(first, (ast.List, ast.Tuple)):

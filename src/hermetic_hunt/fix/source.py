@@ -133,32 +133,26 @@ def _target_names(target: ast.expr) -> Iterator[str]:
             yield from _target_names(element)
 
 
+#: The container a value builds, by its literal's node type or the name it calls.
+_SHAPES: dict[object, str] = {
+    **dict.fromkeys((ast.Dict, ast.DictComp, "dict", "defaultdict", "OrderedDict"), "dict"),
+    **dict.fromkeys((ast.List, ast.ListComp, "list"), "list"),
+    **dict.fromkeys((ast.Set, ast.SetComp, "set"), "set"),
+}
+
+
 def shape_of(stmt: ast.stmt | None) -> str:
     """``dict``, ``list``, ``set`` or ``other``: the kind of container a module-level
     assignment builds (a literal, a comprehension, ``dict(...)``, an annotation)."""
-    if stmt is None:
-        return "other"
-    value: ast.expr | None = None
-    annotation: ast.expr | None = None
-    if isinstance(stmt, ast.Assign):
-        value = stmt.value
-    elif isinstance(stmt, ast.AnnAssign):
-        value, annotation = stmt.value, stmt.annotation
-    for kind, literal in (
-        ("dict", (ast.Dict, ast.DictComp)),
-        ("list", (ast.List, ast.ListComp)),
-        ("set", (ast.Set, ast.SetComp)),
-    ):
-        if isinstance(value, literal):
-            return kind
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-        name = value.func.id
-        if name in ("dict", "list", "set", "defaultdict", "OrderedDict"):
-            return {"defaultdict": "dict", "OrderedDict": "dict"}.get(name, name)
-    if annotation is not None:
-        head = annotation.value if isinstance(annotation, ast.Subscript) else annotation
-        if isinstance(head, ast.Name) and head.id.lower() in ("dict", "list", "set"):
-            return head.id.lower()
+    value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+    func = value.func if isinstance(value, ast.Call) else None
+    shape = _SHAPES.get(type(value)) or _SHAPES.get(func.id if isinstance(func, ast.Name) else "")
+    if shape is not None:
+        return shape
+    annotation = stmt.annotation if isinstance(stmt, ast.AnnAssign) else None
+    head = annotation.value if isinstance(annotation, ast.Subscript) else annotation
+    if isinstance(head, ast.Name) and head.id.lower() in ("dict", "list", "set"):
+        return head.id.lower()
     return "other"
 
 

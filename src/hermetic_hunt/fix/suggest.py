@@ -113,7 +113,10 @@ class _Plan:
     def at_test(self, me: TestEffects, what: str, fix: str) -> None:
         """A change at the flake's own test function (``what``: what it does)."""
         where = f"{me.module.rel}:{me.function.lineno}"
-        self.changes.append(Change(where, f"{_short(self.facts.nodeid)} {what}", fix))
+        self.change(where, f"{_short(self.facts.nodeid)} {what}", fix)
+
+    def change(self, where: str, what: str, fix: str) -> None:
+        self.changes.append(Change(where, what, fix))
 
     def draft(self, module: Module) -> Draft:
         return self.drafts.setdefault(module.rel, Draft(module))
@@ -235,7 +238,7 @@ def restore_state(plan: _Plan, test: TestEffects, leaks: tuple[Leak, ...], who: 
             covered.add((effect.kind, effect.key))
             made += 1
         fix = fix or "put it back after the test (no patch: see the advice)"
-        plan.changes.append(Change(_where(test, effect.site), f"{who} {_doing(effect)}", fix))
+        plan.change(_where(test, effect.site), f"{who} {_doing(effect)}", fix)
     for leak in leaks:
         made += _leak_fix(plan, draft, test, leak, who, covered)
     return made
@@ -385,6 +388,8 @@ _RESTORERS = {
     "env": "that snapshots os.environ and restores it",
     "cwd": "that goes back to the working directory after the test",
 }
+#: What a leak no fixture puts back asks for, by resource (a thread's is said apart).
+_LEAK_ADVICE = dict.fromkeys(("file", "tempfile"), "write it under tmp_path instead")
 
 
 def _leak_fix(
@@ -405,19 +410,18 @@ def _leak_fix(
         if done or not _use_fixture(draft, func, name, block):
             return 0
         covered.add((leak.resource, None))
-        plan.changes.append(Change(where, f"{who} {leak.describe()}", f"a fixture, {name}, {what}"))
+        plan.change(where, f"{who} {leak.describe()}", f"a fixture, {name}, {what}")
         return 1
-    started = [e for e in test.of("thread") if leak.resource == "thread"]
+    started = test.of("thread") if leak.resource == "thread" else []
     if started:
         e = started[0]
-        plan.advice.append(
-            f"{who} {leak.describe()} (started at {e.origin}: {e.origin_text}): stop and join "
-            "it at teardown (a fixture that yields, then stops it)"
+        advice = (
+            f" (started at {e.origin}: {e.origin_text}): stop and join it at teardown (a "
+            "fixture that yields, then stops it)"
         )
-    elif leak.resource in ("file", "tempfile"):
-        plan.advice.append(f"{who} {leak.describe()}: write it under tmp_path instead")
     else:
-        plan.advice.append(f"{who} {leak.describe()}: undo it at teardown")
+        advice = ": " + _LEAK_ADVICE.get(leak.resource, "undo it at teardown")
+    plan.advice.append(f"{who} {leak.describe()}{advice}")
     return 0
 
 
@@ -500,7 +504,7 @@ def _list(plan: _Plan, effects: Sequence[Effect], what: str, fix: str) -> None:
     for e in effects:
         via = f"{e.via}() " if e.via else ""
         what_here = what.format(via=via, detail=e.detail, text=e.origin_text)
-        plan.changes.append(Change(e.origin, what_here, fix))
+        plan.change(e.origin, what_here, fix)
 
 
 def _shared_stream(plan: _Plan, others: Sequence[str]) -> bool:
@@ -522,13 +526,11 @@ def _shared_stream(plan: _Plan, others: Sequence[str]) -> bool:
         f"shares the global random stream seeded once at import ({seeded}) with {names}: "
         "what it draws depends on how much the tests before it drew"
     )
-    plan.changes.append(
-        Change(
-            seeded,
-            "seeds the global random stream once, at import",
-            "seed per test (an autouse fixture calling random.seed(N)), or draw from a local "
-            "random.Random(seed) the test creates or injects",
-        )
+    plan.change(
+        seeded,
+        "seeds the global random stream once, at import",
+        "seed per test (an autouse fixture calling random.seed(N)), or draw from a local "
+        "random.Random(seed) the test creates or injects",
     )
     plan.reason = "no patch: which seed (or generator) the code should use is its decision"
     return True
@@ -555,7 +557,12 @@ def _victim(plan: _Plan) -> None:
                 f"runs on the state {names} leaves",
                 f"request the fixture {fixture}: {_short(cleaner)}'s reset without its asserts",
             )
-            _describe_polluters(plan, polluters)
+            read = [(p, t) for p in polluters if (t := plan.test(p)) is not None]
+            plan.advice.extend(
+                f"the polluter's line: {_where(t, e.site)} {_short(p)} {_doing(e)}"
+                for p, t in read
+                for e in t.lasting()
+            )
             return
     for polluter in polluters:
         test = plan.test(polluter)
@@ -586,21 +593,7 @@ def _victim(plan: _Plan) -> None:
 def _unread_leaks(plan: _Plan, nodeid: str) -> None:
     """What test ``nodeid`` left behind, without a place: its source cannot be read."""
     for leak in plan.facts.leaks.get(nodeid, ()):
-        plan.changes.append(
-            Change("", f"{_short(nodeid)} {leak.describe()}", "put it back after the test")
-        )
-
-
-def _describe_polluters(plan: _Plan, polluters: tuple[str, ...]) -> None:
-    for polluter in polluters:
-        test = plan.test(polluter)
-        if test is None:
-            continue
-        for effect in test.lasting():
-            plan.advice.append(
-                f"the polluter's line: {_where(test, effect.site)} {_short(polluter)} "
-                f"{_doing(effect)}"
-            )
+        plan.change("", f"{_short(nodeid)} {leak.describe()}", "put it back after the test")
 
 
 def _shared_fixtures(plan: _Plan, polluters: tuple[str, ...], victim: str) -> list[str]:
@@ -636,14 +629,11 @@ def _fixture_def(project: Project, near: Module, name: str) -> tuple[str, str] |
     conftests = (project.module(folder / "conftest.py") for folder in project.folders(near.path))
     for module in (near, *(m for m in conftests if m is not None)):
         stmt = module.globals.get(name)
-        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for deco in stmt.decorator_list:
-            if isinstance(deco, ast.Call):
-                for keyword in deco.keywords:
-                    if keyword.arg == "scope" and isinstance(keyword.value, ast.Constant):
-                        return f"{module.rel}:{stmt.lineno}", str(keyword.value.value)
-            return f"{module.rel}:{stmt.lineno}", "function"
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.decorator_list:
+            keywords = getattr(stmt.decorator_list[0], "keywords", [])  # the first decorator's
+            scopes = [k.value.value for k in keywords
+                      if k.arg == "scope" and isinstance(k.value, ast.Constant)]  # fmt: skip
+            return f"{module.rel}:{stmt.lineno}", str(scopes[0]) if scopes else "function"
     return None
 
 
@@ -715,13 +705,11 @@ def _copy_arguments(plan: _Plan, test: TestEffects, who: str) -> bool:
         return False
     draft.ensure_import("import copy", "copy")
     for name, line, how in mutated:
-        plan.changes.append(
-            Change(
-                _where(test, line),
-                f"{who} changes its parametrize argument {name} in place ({name}{how}): the "
-                "value is one object, so its next run in the process gets it changed",
-                f"copy it first: {name} = copy.deepcopy({name})",
-            )
+        plan.change(
+            _where(test, line),
+            f"{who} changes its parametrize argument {name} in place ({name}{how}): the "
+            "value is one object, so its next run in the process gets it changed",
+            f"copy it first: {name} = copy.deepcopy({name})",
         )
     return True
 
@@ -732,13 +720,11 @@ def _one_shot_values(plan: _Plan, test: TestEffects) -> bool:
     found = one_shot_values(test)
     for line, source in found:
         shown = source if len(source) <= 60 else source[:57] + "..."
-        plan.changes.append(
-            Change(
-                _where(test, line),
-                f"its parametrize value {shown} is an iterator: one object for every run, "
-                "empty once the first run has iterated it",
-                "pass a list or a tuple, or build the iterator inside the test from one",
-            )
+        plan.change(
+            _where(test, line),
+            f"its parametrize value {shown} is an iterator: one object for every run, "
+            "empty once the first run has iterated it",
+            "pass a list or a tuple, or build the iterator inside the test from one",
         )
     return bool(found)
 
@@ -755,7 +741,7 @@ def _network(plan: _Plan) -> None:
     plan.summary = f"makes network calls: mock them, or mark it @pytest.mark.{marker}"
     for call, where in sorted(calls)[:5]:
         fix = "mock it (monkeypatch.setattr on the function that makes the call)"
-        plan.changes.append(Change(where, f"calls {call}", fix))
+        plan.change(where, f"calls {call}", fix)
     me = plan.test(facts.nodeid)
     if me is None:
         return
@@ -844,13 +830,11 @@ def _time(plan: _Plan) -> None:
     plan.summary = f"depends on the clock{when}: inject the clock or freeze it in the test"
     value = _breaking_value(me, location) if me is not None else None
     if me is not None and value is not None:
-        plan.changes.append(
-            Change(
-                _where(me, value),
-                f"the value that breaks at that date ({me.module.line(value).strip()})",
-                "derive it from the time the test sets, or test the edge (a month's last "
-                "day, Feb 29, New Year's Eve) with an explicit date",
-            )
+        plan.change(
+            _where(me, value),
+            f"the value that breaks at that date ({me.module.line(value).strip()})",
+            "derive it from the time the test sets, or test the edge (a month's last "
+            "day, Feb 29, New Year's Eve) with an explicit date",
         )
     reads = [e for e in plan.effects("clock") if not e.detail.endswith("sleep")]
     _list(
@@ -891,16 +875,13 @@ def _breaking_value(me: TestEffects, location: str) -> int | None:
     if check is None:
         return None
     names = {n.id for n in ast.walk(check.test) if isinstance(n, ast.Name)}
-    latest: dict[str, ast.Assign] = {}
-    for node in ast.walk(me.function):
-        if isinstance(node, ast.Assign) and node.lineno < line:
-            for target in node.targets:
-                name = target.id if isinstance(target, ast.Name) else ""
-                if name in names and latest.get(name, node).lineno <= node.lineno:
-                    latest[name] = node
-    values = sorted(n.lineno for n in latest.values() if not _reads_clock(n.value))
-    if values:
-        return values[0]
+    before = (n for n in ast.walk(me.function) if isinstance(n, ast.Assign) and n.lineno < line)
+    # each name's latest assignment (of two on one line, the one walked last)
+    latest = {t.id: n for n in sorted(before, key=lambda n: n.lineno) for t in n.targets
+              if isinstance(t, ast.Name) and t.id in names}  # fmt: skip
+    value = min((n.lineno for n in latest.values() if not _reads_clock(n.value)), default=None)
+    if value is not None:
+        return value
     inline = [n for n in ast.walk(check.test) if isinstance(n, (ast.Call, ast.BinOp, ast.Constant))]
     return line if inline else None
 
@@ -926,13 +907,11 @@ def _sleep_margin(plan: _Plan, me: TestEffects | None, stretch: float, location:
     if deadline and me is not None:
         number = deadline.rpartition(":")[2]
         text = me.module.line(int(number)).strip() if number.isdigit() else ""
-        plan.changes.append(
-            Change(
-                deadline,
-                f"the deadline the sleep races ({text})",
-                f"give it a margin a slow machine keeps: it fails once sleeps last "
-                f"{stretch:.2f}x their duration",
-            )
+        plan.change(
+            deadline,
+            f"the deadline the sleep races ({text})",
+            f"give it a margin a slow machine keeps: it fails once sleeps last "
+            f"{stretch:.2f}x their duration",
         )
     plan.advice.append(
         f"replay it: hermetic-hunt replay {facts.flake_id} --run (the clock profile stretches "

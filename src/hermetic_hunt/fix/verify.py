@@ -24,12 +24,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hermetic_hunt import stats
 from hermetic_hunt.errors import HuntError
-from hermetic_hunt.findings import Probe, ProbeResult
+from hermetic_hunt.findings import Probe, ProbeResult, StoredFix
 from hermetic_hunt.fix.patch import Patch, PatchConflict
 from hermetic_hunt.isolate.probes import ProbeRunner, ProbeTarget
 from hermetic_hunt.isolate.wire import stored_run_args
@@ -91,11 +91,8 @@ class Verification:
     detail: str = ""
 
     def describe(self) -> str:
-        if self.outcome == "verified":
-            return f"verified: the reproducer passes {self.passed}/{self.runs} with the patch"
-        if self.outcome == "not-verified":
-            return f"not verified: the reproducer passed {self.passed}/{self.runs} with the patch"
-        return f"not verified: {self.detail}"
+        """As the stored verification says it (every detail here is written)."""
+        return StoredFix("", "", "", "", **asdict(self)).describe()
 
 
 @dataclass(frozen=True)

@@ -28,24 +28,18 @@ def format_name(fmt: str) -> str:
     return ALIASES.get(fmt, fmt)
 
 
-#: Each format's module and render function (imported only when that format is asked for).
-_RENDERERS = {
-    "text": ("text", "render_text"),
-    "markdown": ("markdown", "render_markdown"),
-    "html": ("html", "render_html"),
-    "json": ("json_format", "render_json"),
-}
+#: Each format's module (imported only when that format is asked for), whose
+#: ``render_<format>`` renders it.
+_MODULES = {"text": "text", "markdown": "markdown", "html": "html", "json": "json_format"}
 
 
 def render(report: Report, fmt: str = "text") -> str:
     """``report`` in format ``fmt`` (an alias renders its format)."""
     fmt = format_name(fmt)
-    if fmt not in _RENDERERS:
+    if fmt not in _MODULES:
         raise ValueError(
             f"unknown report format {fmt!r}: expected one of {', '.join([*FORMATS, *ALIASES])}"
         )
-    module, function = _RENDERERS[fmt]
-    renderer: Callable[[Report], str] = getattr(
-        importlib.import_module(f"hermetic_hunt.report.{module}"), function
-    )
+    module = importlib.import_module(f"hermetic_hunt.report.{_MODULES[fmt]}")
+    renderer: Callable[[Report], str] = getattr(module, f"render_{fmt}")
     return renderer(report)

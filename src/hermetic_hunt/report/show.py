@@ -111,9 +111,8 @@ def render_attempt(
             out.append("failure text (the end of it):")
             out.extend(f"  {clean(line)}" for line in d.excerpt.rstrip().splitlines())
     for v in d.violations:
-        where = v.host if v.port is None else f"{v.host}:{v.port}"
         extra = f" ({v.detail})" if v.detail else ""
-        out.append(_row("violation", clean(f"{v.op} {where}{extra}")))
+        out.append(_row("violation", clean(f"{v.describe()}{extra}")))
     for resource, name, change, leak_detail, persisted in leaks:
         phrase = describe_leak(resource, name, change, leak_detail)
         if not persisted:
@@ -240,11 +239,7 @@ def render_flake(
         if rows:
             who = "it" if nodeid == f.nodeid else clean(nodeid)
             out.append(f"left behind by {who}:")
-            out.extend(
-                f"  {clean(describe_leak(x.resource, x.name, x.change, x.detail))} in "
-                f"{x.attempts} attempt(s)"
-                for x in rows
-            )
+            out.extend(f"  {clean(x.describe())} in {x.attempts} attempt(s)" for x in rows)
     runs = [r for r in (f.first_run_id, f.last_run_id) if r is not None]
     if runs:
         span = f"run {runs[0]}" if min(runs) == max(runs) else f"runs {min(runs)}-{max(runs)}"

@@ -13,7 +13,7 @@ from typing import Any
 from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.findings import FixFacts, Flake, StoredFix
 from hermetic_hunt.models import PLAIN_SQL, REPEATED_RUN, Leak, Violation
-from hermetic_hunt.store import flakes, runs
+from hermetic_hunt.store import runs
 from hermetic_hunt.store.attempts import violation
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.store.rows import FAIL_SQL, PASS_SQL, chunks, named, scalar
@@ -21,11 +21,6 @@ from hermetic_hunt.untrusted import is_number, is_whole, text_or
 
 #: Most leaks and blocked calls read per test.
 LIMIT = 20
-
-
-def fix_facts(store: Store, flake_id: str) -> FixFacts:
-    """What the suggestion for ``flake_id`` is made from (UnknownId if there is none)."""
-    return facts_of(store, flakes.get(store, flake_id))
 
 
 def facts_of(store: Store, flake: Flake) -> FixFacts:

@@ -57,17 +57,11 @@ def start_run(store: Store, info: RunInfo) -> int:
     return cursor.lastrowid
 
 
-def set_run_tests(store: Store, run_id: int, count: int) -> None:
-    store.execute("UPDATE runs SET tests = ? WHERE id = ?", (count, run_id))
-
-
-def set_rounds_done(store: Store, run_id: int, rounds_done: int) -> None:
-    store.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))
-
-
-def set_incomplete(store: Store, run_id: int, text: str) -> None:
-    """What did not add up in the run's rounds (see ``docs/guarantees.md``)."""
-    store.execute("UPDATE runs SET incomplete = ? WHERE id = ?", (text, run_id))
+def set_run(store: Store, run_id: int, **columns: Any) -> None:
+    """Columns of the run as the hunt goes: ``tests``, ``rounds_done``, ``incomplete``
+    (what did not add up in its rounds: see ``docs/guarantees.md``). The names are ours."""
+    sets = ", ".join(f"{name} = ?" for name in columns)
+    store.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*columns.values(), run_id))  # noqa: S608
 
 
 def finish_run(

@@ -35,6 +35,15 @@ def scalar(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> An
     return None
 
 
+def held(conn: sqlite3.Connection, sql: str, none: str, one: str, many: str) -> str:
+    """How a refusal names the ids ``sql`` lists (in order): ``none`` when there is
+    none, ``only {one}ID`` for one, ``{many}FIRST-LAST`` for more."""
+    known = [value for (value,) in conn.execute(sql)]
+    if not known:
+        return none
+    return f"only {one}{known[0]}" if len(known) == 1 else f"{many}{known[0]}-{known[-1]}"
+
+
 def chunks(values: Iterable[Any]) -> Iterator[tuple[list[Any], str]]:
     """``values`` 500 at a time (SQLite bounds the parameters of a statement), each
     chunk with its placeholders (``?,?,...``) for an ``IN (...)``."""

@@ -18,7 +18,7 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase, UnknownId
 from hermetic_hunt.models import MODES, PLAIN_SQL, RunInfo, Settings
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import RunRow, named, scalar
+from hermetic_hunt.store.rows import RunRow, held, named, scalar
 from hermetic_hunt.untrusted import json_or, number_or, text_or, whole_or
 
 # -- the hunt's writes --------------------------------------------------------------
@@ -206,15 +206,9 @@ def run_rows(store: Store, run_id: int | None = None) -> list[RunRow]:
         params,
     )
     if run_id is not None and not rows:
-        known = [r for (r,) in store.conn.execute("SELECT id FROM runs ORDER BY id")]
-        if not known:
-            held = "no runs"
-        elif len(known) == 1:
-            held = f"only run {known[0]}"
-        else:
-            held = f"runs {known[0]}-{known[-1]}"
+        ids = held(store.conn, "SELECT id FROM runs ORDER BY id", "no runs", "run ", "runs ")
         raise UnknownId(
-            f"run {run_id} is not in {store.path.name} (it holds {held}): pass one of "
+            f"run {run_id} is not in {store.path.name} (it holds {ids}): pass one of "
             "those to --run, or leave --run out to report every run"
         )
     repeated = dict(

@@ -43,7 +43,7 @@ from hermetic_hunt.store.merge_rules import (
     renumber,
     translate_reproducer,
 )
-from hermetic_hunt.store.rows import chunks, scalar
+from hermetic_hunt.store.rows import chunks, insert, scalar
 from hermetic_hunt.untrusted import is_whole
 
 Remap = dict[str, Callable[[Any], Any]]
@@ -182,14 +182,6 @@ class _Merger:
         )
         return [dict(zip(columns, row, strict=True)) for row in cursor]
 
-    def _insert(self, table: str, row: dict[str, Any]) -> int:
-        cursor = self.dst.execute(
-            f"INSERT INTO {quote(table)} ({names(row)}) VALUES ({','.join('?' * len(row))})",  # noqa: S608
-            list(row.values()),
-        )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
-
     def _copy(self, table: str, where: str, params: Sequence[Any], remap: Remap) -> int:
         """Copy matching rows with new ids; returns how many."""
         rows = self._rows(table, where, params)
@@ -197,7 +189,7 @@ class _Merger:
             row.pop("id", None)
             for column, mapper in remap.items():
                 row[column] = mapper(row[column])
-            self._insert(table, row)
+            insert(self.dst, table, row)
         return len(rows)
 
     # -- runs, tests, attempts ----------------------------------------------------
@@ -210,7 +202,7 @@ class _Merger:
                 self.runs[src_id] = known[row["uuid"]]
                 self.summary.known_runs += 1
             else:
-                self.runs[src_id] = self._insert("runs", row)
+                self.runs[src_id] = insert(self.dst, "runs", row)
                 self.new_runs.add(src_id)
                 self.summary.new_runs += 1
 
@@ -229,7 +221,7 @@ class _Merger:
         for row in rows:
             self.attempts[row["id"]] = next_id
             row.update(id=next_id, run_id=self.runs[src_run], test_id=self.tests[row["test_id"]])
-            self._insert("attempts", row)
+            insert(self.dst, "attempts", row)
             next_id += 1
         self.summary.attempts += len(rows)
         remap: Remap = {"attempt_id": self.attempts.__getitem__}
@@ -289,7 +281,7 @@ class _Merger:
                         loads(step["environment"], "isolation step"), self.attempt, self.run_id
                     )
                 )
-                self._insert("isolation_steps", step)
+                insert(self.dst, "isolation_steps", step)
         return mapping
 
     def _is_new(self, flake: dict[str, Any], steps: list[dict[str, Any]]) -> bool:
@@ -321,7 +313,7 @@ class _Merger:
                 [flake_id for (flake_id,) in self.dst.execute("SELECT flake_id FROM flakes")]
             )
             self.summary.new_flakes.append(incoming["flake_id"])
-            return self._insert("flakes", incoming)
+            return insert(self.dst, "flakes", incoming)
         (row,) = self._rows("flakes", "id = ?", [current], self.dst)
         combined = combine_flakes(row, incoming)
         self.dst.execute(
@@ -355,4 +347,4 @@ class _Merger:
             [row[k] for k in keys],
         ).fetchone()
         if found is None:
-            self._insert(table, row)
+            insert(self.dst, table, row)

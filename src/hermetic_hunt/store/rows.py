@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermetic_hunt.models import FAILING, PASSING, Violation, describe_leak, sql_set
+from hermetic_hunt.store.integrity import quote
 from hermetic_hunt.untrusted import is_whole, json_or
 
 #: The outcomes that count as failing, and as passing, for an SQL ``IN``.
@@ -33,6 +34,18 @@ def scalar(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> An
     for (value,) in conn.execute(sql, params):
         return value
     return None
+
+
+def insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
+    """``row`` (column name -> value) as a new row of ``table``: its id. The names are
+    quoted (a merge copies columns a user may have altered), the values bound."""
+    names = ", ".join(map(quote, row))
+    cursor = conn.execute(
+        f"INSERT INTO {quote(table)} ({names}) VALUES ({','.join('?' * len(row))})",  # noqa: S608
+        list(row.values()),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
 
 
 def held(conn: sqlite3.Connection, sql: str, none: str, one: str, many: str) -> str:

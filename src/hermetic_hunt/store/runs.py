@@ -18,7 +18,7 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase, UnknownId
 from hermetic_hunt.models import MODES, PLAIN_SQL, RunInfo, Settings
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import RunRow, held, named, scalar
+from hermetic_hunt.store.rows import RunRow, held, insert, named, scalar
 from hermetic_hunt.untrusted import json_or, number_or, text_or, whole_or
 
 # -- the hunt's writes --------------------------------------------------------------
@@ -48,13 +48,9 @@ def start_run(store: Store, info: RunInfo) -> int:
         "git_branch": text_or(info.environment.get("git_branch")) or None,
     }
     with store.transaction() as conn:
-        cursor = conn.execute(
-            f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",  # noqa: S608
-            list(row.values()),
-        )
-    assert cursor.lastrowid is not None
+        run_id = insert(conn, "runs", row)
     store.keep_reserve()
-    return cursor.lastrowid
+    return run_id
 
 
 def set_run(store: Store, run_id: int, **columns: Any) -> None:

@@ -47,6 +47,11 @@ from hermetic_hunt.store.rows import chunks, insert, scalar
 from hermetic_hunt.untrusted import is_whole
 
 Remap = dict[str, Callable[[Any], Any]]
+#: The rows that follow a flake, and the columns that make one a copy of another.
+_SAME = {
+    "replays": ("target", "started_at", "outcome", "detail", "environment"),
+    "fixes": ("flake_id", "created_at", "patch_sha", "outcome"),
+}
 
 
 def names(columns: Iterable[str]) -> str:
@@ -150,9 +155,7 @@ class _Merger:
                 self._attempts(src_run)
                 self._copy("test_checks", "run_id = ?", [src_run],
                            {"run_id": self.run_id, "test_id": self.tests.__getitem__})  # fmt: skip
-            flakes = self._flakes()
-            self._replays(flakes)
-            self._fixes(flakes)
+            self._follow(self._flakes())
         except (KeyError, TypeError, ValueError) as exc:
             # Rows pointing at rows that do not exist, or of the wrong type.
             raise BadDatabase(
@@ -323,28 +326,21 @@ class _Merger:
         self.summary.combined_flakes.append(str(row["flake_id"]))
         return int(row["id"])
 
-    def _replays(self, flakes: dict[int, int]) -> None:
-        for replay in self._rows("replays", "1", []):
-            replay.pop("id")
-            replay["flake_id"] = flakes.get(replay["flake_id"])
-            replay["attempt_id"] = self.attempt(replay["attempt_id"])
-            self._add_once("replays", replay, ("target", "started_at", "outcome", "detail",
-                                               "environment"))  # fmt: skip
-
-    def _fixes(self, flakes: dict[int, int]) -> None:
-        """Verified fixes follow their flake (a verification already there is not copied)."""
-        for fix in self._rows("fixes", "1", []):
-            fix.pop("id")
-            fix["flake_id"] = flakes.get(fix["flake_id"])
-            if fix["flake_id"] is not None:
-                self._add_once("fixes", fix, ("flake_id", "created_at", "patch_sha", "outcome"))
-
-    def _add_once(self, table: str, row: dict[str, Any], keys: tuple[str, ...]) -> None:
-        """Insert ``row`` unless ``table`` already has one with the same ``keys``."""
-        same = " AND ".join(f"{quote(k)} IS ?" for k in keys)
-        found = self.dst.execute(
-            f"SELECT 1 FROM {quote(table)} WHERE {same}",  # noqa: S608 - quoted names
-            [row[k] for k in keys],
-        ).fetchone()
-        if found is None:
-            insert(self.dst, table, row)
+    def _follow(self, flakes: dict[int, int]) -> None:
+        """Replays, then verified fixes, follow their flake (a fix only with its flake);
+        one ``dest`` already has (the same :data:`_SAME` columns) is not copied."""
+        for table, keys in _SAME.items():
+            for row in self._rows(table, "1", []):
+                row.pop("id")
+                row["flake_id"] = flakes.get(row["flake_id"])
+                if table == "replays":
+                    row["attempt_id"] = self.attempt(row["attempt_id"])
+                elif row["flake_id"] is None:
+                    continue
+                same = " AND ".join(f"{quote(k)} IS ?" for k in keys)
+                found = self.dst.execute(
+                    f"SELECT 1 FROM {quote(table)} WHERE {same}",  # noqa: S608 - quoted names
+                    [row[k] for k in keys],
+                ).fetchone()
+                if found is None:
+                    insert(self.dst, table, row)

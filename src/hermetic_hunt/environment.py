@@ -116,13 +116,11 @@ def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
         old, new = recorded.get(key), current.get(key)
         if old != new and (old is not None or key in ("tz",)):
             lines.append(f"{label} differs: recorded {old!r}, here {new!r}")
-    old_versions = recorded.get("versions") or {}
-    new_versions = current.get("versions") or {}
-    if isinstance(old_versions, dict):
-        for name in ("hermetic-sandbox", "pytest"):
-            if old_versions.get(name) and old_versions.get(name) != new_versions.get(name):
-                lines.append(
-                    f"{name} differs: recorded {old_versions.get(name)!r}, "
-                    f"here {new_versions.get(name)!r}"
-                )
+    old, new = recorded.get("versions") or {}, current.get("versions") or {}
+    if isinstance(old, dict):
+        lines += [
+            f"{name} differs: recorded {old[name]!r}, here {new.get(name)!r}"
+            for name in ("hermetic-sandbox", "pytest")
+            if old.get(name) and old[name] != new.get(name)
+        ]
     return lines

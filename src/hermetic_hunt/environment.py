@@ -81,11 +81,22 @@ def versions() -> dict[str, str]:
     return found
 
 
-def collect(rootdir: str) -> dict[str, Any]:
+def process_facts() -> dict[str, Any]:
+    """What a test may change of its process (the TZ, its zone names, the locale) and
+    PYTHONHASHSEED: the last facts of a run's environment and of a journal's fingerprint."""
     try:
         current_locale = locale.setlocale(locale.LC_ALL)
     except locale.Error:
         current_locale = None
+    return {
+        "tz": os.environ.get("TZ"),
+        "tzname": list(time.tzname),
+        "locale": current_locale,
+        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+    }
+
+
+def collect(rootdir: str) -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -93,10 +104,7 @@ def collect(rootdir: str) -> dict[str, Any]:
         "executable": sys.executable,
         "git_sha": git_sha(rootdir),
         "git_branch": git_branch(rootdir),
-        "tz": os.environ.get("TZ"),
-        "tzname": list(time.tzname),
-        "locale": current_locale,
-        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+        **process_facts(),
         "versions": versions(),
     }
 

@@ -21,6 +21,9 @@ from hermetic_hunt.untrusted import is_number, is_whole, text_or
 
 #: Most leaks and blocked calls read per test.
 LIMIT = 20
+#: The facts of a suggestion that are its flake's, as they are.
+_FLAKE_FACTS = ("flake_id", "nodeid", "kinds", "polluters", "cleaners", "state_setters",
+                "reproducer", "confirmed")  # fmt: skip
 
 
 def facts_of(store: Store, flake: Flake) -> FixFacts:
@@ -38,14 +41,7 @@ def facts_of(store: Store, flake: Flake) -> FixFacts:
     ]
     failed, attempts = fail_counts(store, flake.nodeid)
     return FixFacts(
-        flake_id=flake.flake_id,
-        nodeid=flake.nodeid,
-        kinds=flake.kinds,
-        polluters=flake.polluters,
-        cleaners=flake.cleaners,
-        state_setters=flake.state_setters,
-        reproducer=reproducer,
-        confirmed=flake.confirmed,
+        **{key: getattr(flake, key) for key in _FLAKE_FACTS},
         failed=failed,
         attempts=attempts,
         leaks=leaks_of(store, involved),

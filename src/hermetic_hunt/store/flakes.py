@@ -23,7 +23,7 @@ from hermetic_hunt.findings import Finding, Flake, Probe, ProbeResult
 from hermetic_hunt.kinds import KINDS
 from hermetic_hunt.models import Reproducer, parse_ref
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import chunks, held, named
+from hermetic_hunt.store.rows import chunks, held, named, update
 from hermetic_hunt.untrusted import load_json, number_or, text_or, whole_or
 
 _SELECT = """
@@ -228,10 +228,7 @@ def save_finding(
         "updated_at": now,
     }
     with store.transaction() as conn:
-        conn.execute(
-            f"UPDATE flakes SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",  # noqa: S608
-            [*values.values(), flake_row],
-        )
+        conn.execute(update("flakes", values), [*values.values(), flake_row])
         if steps_from <= 1:
             conn.execute(
                 "DELETE FROM isolation_steps WHERE flake_id = ? AND run_id = ?",

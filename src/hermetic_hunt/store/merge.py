@@ -43,7 +43,7 @@ from hermetic_hunt.store.merge_rules import (
     renumber,
     translate_reproducer,
 )
-from hermetic_hunt.store.rows import chunks, insert, scalar
+from hermetic_hunt.store.rows import chunks, insert, scalar, update
 from hermetic_hunt.untrusted import is_whole
 
 Remap = dict[str, Callable[[Any], Any]]
@@ -319,10 +319,7 @@ class _Merger:
             return insert(self.dst, "flakes", incoming)
         (row,) = self._rows("flakes", "id = ?", [current], self.dst)
         combined = combine_flakes(row, incoming)
-        self.dst.execute(
-            f"UPDATE flakes SET {', '.join(f'{quote(c)} = ?' for c in combined)} WHERE id = ?",  # noqa: S608
-            [*combined.values(), row["id"]],
-        )
+        self.dst.execute(update("flakes", combined), [*combined.values(), row["id"]])
         self.summary.combined_flakes.append(str(row["flake_id"]))
         return int(row["id"])
 

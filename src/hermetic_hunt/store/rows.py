@@ -48,6 +48,12 @@ def insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
     return cursor.lastrowid
 
 
+def update(table: str, columns: Iterable[str]) -> str:
+    """``UPDATE table SET column = ?, ... WHERE id = ?`` (the names quoted, as :func:`insert`'s)."""
+    sets = ", ".join(f"{quote(column)} = ?" for column in columns)
+    return f"UPDATE {quote(table)} SET {sets} WHERE id = ?"  # noqa: S608
+
+
 def held(conn: sqlite3.Connection, sql: str, none: str, one: str, many: str) -> str:
     """How a refusal names the ids ``sql`` lists (in order): ``none`` when there is
     none, ``only {one}ID`` for one, ``{many}FIRST-LAST`` for more."""

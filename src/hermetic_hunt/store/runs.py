@@ -18,7 +18,7 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase, UnknownId
 from hermetic_hunt.models import MODES, PLAIN_SQL, RunInfo, Settings
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import RunRow, held, insert, named, scalar
+from hermetic_hunt.store.rows import RunRow, held, insert, named, scalar, update
 from hermetic_hunt.untrusted import json_or, number_or, text_or, whole_or
 
 # -- the hunt's writes --------------------------------------------------------------
@@ -56,8 +56,7 @@ def start_run(store: Store, info: RunInfo) -> int:
 def set_run(store: Store, run_id: int, **columns: Any) -> None:
     """Columns of the run as the hunt goes: ``tests``, ``rounds_done``, ``incomplete``
     (what did not add up in its rounds: see ``docs/guarantees.md``). The names are ours."""
-    sets = ", ".join(f"{name} = ?" for name in columns)
-    store.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*columns.values(), run_id))  # noqa: S608
+    store.execute(update("runs", columns), (*columns.values(), run_id))
 
 
 def finish_run(

@@ -54,6 +54,12 @@ def update(table: str, columns: Iterable[str]) -> str:
     return f"UPDATE {quote(table)} SET {sets} WHERE id = ?"  # noqa: S608
 
 
+def texts(cell: Any) -> tuple[str, ...]:
+    """A cell's JSON list, each item as text (anything else: an empty one)."""
+    value = json_or(cell)
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
 def held(conn: sqlite3.Connection, sql: str, none: str, one: str, many: str) -> str:
     """How a refusal names the ids ``sql`` lists (in order): ``none`` when there is
     none, ``only {one}ID`` for one, ``{many}FIRST-LAST`` for more."""
@@ -247,5 +253,4 @@ class StepRow:
     duration: float
 
     def tests(self) -> list[str]:
-        value = json_or(self.sequence)
-        return [str(v) for v in value] if isinstance(value, list) else []
+        return list(texts(self.sequence))

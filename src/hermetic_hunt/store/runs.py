@@ -18,7 +18,7 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase, UnknownId
 from hermetic_hunt.models import MODES, PLAIN_SQL, RunInfo, Settings
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import RunRow, held, insert, named, scalar, update
+from hermetic_hunt.store.rows import RunRow, held, insert, named, scalar, texts, update
 from hermetic_hunt.untrusted import json_or, number_or, text_or, whole_or
 
 # -- the hunt's writes --------------------------------------------------------------
@@ -214,12 +214,7 @@ def run_rows(store: Store, run_id: int | None = None) -> list[RunRow]:
         ).fetchall()
     )
     return [
-        RunRow(**{**r, "argv": _argv(r["argv"]), "incomplete": text_or(r["incomplete"]),
+        RunRow(**{**r, "argv": texts(r["argv"]), "incomplete": text_or(r["incomplete"]),
                   "repeated": repeated.get(r["id"], 0)})
         for r in rows
     ]  # fmt: skip
-
-
-def _argv(text: Any) -> tuple[str, ...]:
-    value = json_or(text)
-    return tuple(str(v) for v in value) if isinstance(value, list) else ()

@@ -81,11 +81,26 @@ def versions() -> dict[str, str]:
     return found
 
 
-def collect(rootdir: str) -> dict[str, Any]:
+def current_locale() -> str | None:
+    """``LC_ALL`` as ``setlocale`` names it (None when it cannot)."""
     try:
-        current_locale = locale.setlocale(locale.LC_ALL)
+        return locale.setlocale(locale.LC_ALL)
     except locale.Error:
-        current_locale = None
+        return None
+
+
+def process_facts() -> dict[str, Any]:
+    """What a test may change of its process (the TZ, its zone names, the locale) and
+    PYTHONHASHSEED: the last facts of a run's environment and of a journal's fingerprint."""
+    return {
+        "tz": os.environ.get("TZ"),
+        "tzname": list(time.tzname),
+        "locale": current_locale(),
+        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+    }
+
+
+def collect(rootdir: str) -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -93,10 +108,7 @@ def collect(rootdir: str) -> dict[str, Any]:
         "executable": sys.executable,
         "git_sha": git_sha(rootdir),
         "git_branch": git_branch(rootdir),
-        "tz": os.environ.get("TZ"),
-        "tzname": list(time.tzname),
-        "locale": current_locale,
-        "hash_seed": os.environ.get("PYTHONHASHSEED"),
+        **process_facts(),
         "versions": versions(),
     }
 
@@ -116,13 +128,11 @@ def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
         old, new = recorded.get(key), current.get(key)
         if old != new and (old is not None or key in ("tz",)):
             lines.append(f"{label} differs: recorded {old!r}, here {new!r}")
-    old_versions = recorded.get("versions") or {}
-    new_versions = current.get("versions") or {}
-    if isinstance(old_versions, dict):
-        for name in ("hermetic-sandbox", "pytest"):
-            if old_versions.get(name) and old_versions.get(name) != new_versions.get(name):
-                lines.append(
-                    f"{name} differs: recorded {old_versions.get(name)!r}, "
-                    f"here {new_versions.get(name)!r}"
-                )
+    old, new = recorded.get("versions") or {}, current.get("versions") or {}
+    if isinstance(old, dict):
+        lines += [
+            f"{name} differs: recorded {old[name]!r}, here {new.get(name)!r}"
+            for name in ("hermetic-sandbox", "pytest")
+            if old.get(name) and old[name] != new.get(name)
+        ]
     return lines

@@ -69,7 +69,7 @@ class KindInfo:
     priority: int
     exposure: ExposureRule
     reason: str
-    advice: str
+    advice: str = ""
     unverified: str = ""
 
     def quarantine_reason(self, facts: Mapping[str, str]) -> str:
@@ -86,21 +86,18 @@ ROWS = (
         priority=0,
         exposure="default-order",
         reason="fails after {polluters}",
-        advice="",
     ),
     KindInfo(
         "brittle",
         priority=1,
         exposure="default-order",
         reason="fails unless {state_setters} ran first",
-        advice="",
     ),
     KindInfo(
         "self-polluting",
         priority=2,
         exposure="repeat",
         reason="fails when it runs twice in one process",
-        advice="",
     ),
     KindInfo(
         "collision",
@@ -147,7 +144,7 @@ ROWS = (
         reason="races between threads",
         advice="it also races between threads: guard the shared state with a lock",
     ),
-    KindInfo("unexplained", priority=9, exposure="order", reason="", advice=""),
+    KindInfo("unexplained", priority=9, exposure="order", reason=""),
 )
 #: Every kind's row, in report order.
 TABLE: dict[str, KindInfo] = {row.kind: row for row in ROWS}

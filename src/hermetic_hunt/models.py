@@ -447,17 +447,10 @@ class Step:
 
     @classmethod
     def of(cls, attempt: Attempt, **changes: Any) -> Step:
-        step = cls(
-            attempt.nodeid,
-            attempt.seed,
-            attempt.now,
-            as_mode(attempt.mode),
-            attempt.attempt_id,
-            as_profile(attempt.profile),
-            attempt.switch_interval,
-            attempt.stress,
-        )
-        return replace(step, **changes) if changes else step
+        """The step that runs ``attempt`` again (each field the attempt's), with ``changes``."""
+        same = {f.name: getattr(attempt, f.name) for f in fields(cls)}
+        checked = {"mode": as_mode(attempt.mode), "profile": as_profile(attempt.profile)}
+        return cls(**same | checked | changes)
 
     @property
     def conditions(self) -> dict[str, Any]:
@@ -1052,6 +1045,9 @@ def format_seconds(seconds: float) -> str:
 
 # -- reproducers ----------------------------------------------------------------------------
 
+#: The keys of a reproducer's ``signature``: what its last step is expected to fail with.
+_SIGNATURE = ("exc_type", "location", "message")
+
 
 @dataclass(frozen=True)
 class Reproducer:
@@ -1079,11 +1075,7 @@ class Reproducer:
         out: dict[str, Any] = {
             "steps": [s.to_json() for s in self.steps],
             "hash_seed": self.hash_seed,
-            "signature": {
-                "exc_type": self.exc_type,
-                "location": self.location,
-                "message": self.message,
-            },
+            "signature": {key: getattr(self, key) for key in _SIGNATURE},
             "run_id": self.run_id,
         }
         if self.together:
@@ -1110,8 +1102,8 @@ class Reproducer:
         signature = data.get("signature") or {}
         if not isinstance(signature, dict):
             raise ValueError("signature must be an object")
-        texts = [signature.get(k, "") for k in ("exc_type", "location", "message")]
-        if not all(isinstance(t, str) for t in texts):
+        texts = {key: signature.get(key, "") for key in _SIGNATURE}
+        if not all(isinstance(t, str) for t in texts.values()):
             raise ValueError("signature fields must be text")
         hash_seed = whole(data.get("hash_seed"), "a hash seed", optional=True)
         if problem := hash_seed_problem(hash_seed):
@@ -1119,9 +1111,7 @@ class Reproducer:
         return cls(
             steps=tuple(steps),
             hash_seed=hash_seed,
-            exc_type=texts[0],
-            location=texts[1],
-            message=texts[2],
+            **texts,
             run_id=whole(data.get("run_id"), "a run id", optional=True),
             together=tuple(together),
             resource=resource,

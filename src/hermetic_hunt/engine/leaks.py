@@ -62,8 +62,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hermetic_hunt import _compat
+from hermetic_hunt.environment import current_locale
 from hermetic_hunt.models import MAX_WRITES, Leak
-from hermetic_hunt.sandbox.attempt import current_locale
 from hermetic_hunt.sandbox.clock import children
 
 #: Longest value kept in a leak's detail.

@@ -24,7 +24,7 @@ from hermetic_hunt.fix.verify import RunPlace, Verification, runs_needed, verify
 from hermetic_hunt.models import database_path, parse_ref
 from hermetic_hunt.project import project_root
 from hermetic_hunt.stats import percent
-from hermetic_hunt.store import Store
+from hermetic_hunt.store import Store, flakes
 from hermetic_hunt.store import fixes as db
 from hermetic_hunt.store.core import real_now_iso
 from hermetic_hunt.store.isolation import RunHistory
@@ -90,7 +90,7 @@ def fix(
 def _facts_in_project(store: Store, flake_id: str, cwd: str | None) -> FixFacts:
     """The flake's facts, its rootdir the project the user stands in: a stored rootdir
     is only taken when it is the current directory or below it (:mod:`hermetic_hunt.project`)."""
-    facts = db.fix_facts(store, flake_id)
+    facts = db.facts_of(store, flakes.get(store, flake_id))
     root = project_root(facts.rootdir, cwd or os.getcwd())
     return replace(facts, rootdir=str(root))
 

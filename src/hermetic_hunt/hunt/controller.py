@@ -106,7 +106,7 @@ class HuntController(HuntState):
         self.tests = list(nodeids)
         with self.writing():
             self.intake.test_ids = self.store.test_ids(self.tests)
-            runs.set_run_tests(self.store, self.run_id, len(self.tests))
+            runs.set_run(self.store, self.run_id, tests=len(self.tests))
 
     def begin(self) -> None:
         """Right before the first round: what the checkout looks like."""

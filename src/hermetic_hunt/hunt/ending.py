@@ -46,7 +46,7 @@ def finish(hunt: HuntState, rounds: Rounds, interrupts: Interrupts, session: pyt
     terminal.condense()
     if hunt.intake.rejected:
         with hunt.writing():
-            runs.set_incomplete(hunt.store, hunt.run_id, rounds.notes())
+            runs.set_run(hunt.store, hunt.run_id, incomplete=rounds.notes())
     incomplete = "incomplete" if rounds.incomplete else "complete"
     _finish_run(hunt, rounds, "interrupted" if interrupted else incomplete, int(session.exitstatus))
     interrupts.stored()

@@ -127,7 +127,7 @@ class Rounds:
         self.completed += 1
         self._check_files(round_no)
         hunt.intake.store_leaks(hunt.run_id, round_no)
-        runs.set_rounds_done(hunt.store, hunt.run_id, self.completed)
+        runs.set_run(hunt.store, hunt.run_id, rounds_done=self.completed)
         plan = self.plans.pop(round_no, None)
         self._slices_left.pop(round_no, None)
         if hunt.terminal.reporter is None or hunt.config.get_verbosity() < -1:
@@ -156,7 +156,7 @@ class Rounds:
         if planned is None or round_no in self._cut_short or received == planned:
             return
         self.incomplete.append((round_no, planned, received))
-        runs.set_incomplete(self.hunt.store, self.hunt.run_id, self.notes())
+        runs.set_run(self.hunt.store, self.hunt.run_id, incomplete=self.notes())
 
     def _check_files(self, round_no: int) -> None:
         """Files the round left in the checkout: each a leak of the attempt that wrote it."""

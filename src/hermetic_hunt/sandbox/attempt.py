@@ -20,7 +20,6 @@ number of modules loaded: nothing here scans ``sys.modules``.
 
 from __future__ import annotations
 
-import locale
 import os
 import random
 import shutil
@@ -33,7 +32,7 @@ from typing import Any
 import hermetic
 
 from hermetic_hunt import _compat
-from hermetic_hunt.environment import platform_name
+from hermetic_hunt.environment import platform_name, process_facts
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import Violation
 from hermetic_hunt.sandbox import aio, datetimes, entropy, filetimes, netguard, state
@@ -145,19 +144,10 @@ def guard_between_attempts() -> None:
     netguard.guard_between_attempts(NetworkBlocked)
 
 
-def current_locale() -> str | None:
-    """``LC_ALL`` as ``setlocale`` names it (None when it cannot)."""
-    try:
-        return locale.setlocale(locale.LC_ALL)
-    except locale.Error:
-        return None
-
-
 def fingerprint() -> dict[str, Any]:
     """Facts a replay compares to judge its faithfulness."""
     import platform
     import sys
-    import time
 
     if not _STATIC_FINGERPRINT:
         _STATIC_FINGERPRINT.update(
@@ -167,13 +157,7 @@ def fingerprint() -> dict[str, Any]:
             hermetic=HERMETIC_VERSION,
             executable=sys.executable,
         )
-    return {
-        **_STATIC_FINGERPRINT,
-        "tz": os.environ.get("TZ"),
-        "tzname": list(time.tzname),
-        "locale": current_locale(),
-        "hash_seed": os.environ.get("PYTHONHASHSEED"),
-    }
+    return {**_STATIC_FINGERPRINT, **process_facts()}
 
 
 @dataclass(slots=True, eq=False)

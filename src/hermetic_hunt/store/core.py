@@ -73,14 +73,16 @@ def _free_name(path: Path) -> Path:
 class Store:
     """A validated, migrated hermetic-hunt database."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, *, read_only: bool, create: bool, write: bool
+    ) -> None:
         self.path = path
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
         self._reserve: Path | None = None
-        self.read_only = False
-        self._create = True
-        self._write = True
+        self.read_only = read_only
+        self._create = create
+        self._write = write
         #: (device, inode) of the file this connection writes (None: not watched).
         self._identity: tuple[int, int] | None = None
         #: A descriptor of that file, open as long as the connection is, to read its
@@ -132,10 +134,7 @@ class Store:
             conn = connect(resolved, read_only=read_only)
         except sqlite3.Error as exc:
             raise BadDatabase(f"cannot open {resolved}: {exc}") from None
-        store = cls(resolved, conn)
-        store.read_only = read_only
-        store._create = create
-        store._write = write
+        store = cls(resolved, conn, read_only=read_only, create=create, write=write)
         try:
             store._prepare()
             check_types(conn, resolved)

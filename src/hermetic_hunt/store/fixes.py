@@ -13,19 +13,17 @@ from typing import Any
 from hermetic_hunt.errors import UnknownId
 from hermetic_hunt.findings import FixFacts, Flake, StoredFix
 from hermetic_hunt.models import PLAIN_SQL, REPEATED_RUN, Leak, Violation
-from hermetic_hunt.store import flakes, runs
+from hermetic_hunt.store import runs
 from hermetic_hunt.store.attempts import violation
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import FAIL_SQL, PASS_SQL, chunks, named, scalar
+from hermetic_hunt.store.rows import FAIL_SQL, PASS_SQL, chunks, insert, named, scalar
 from hermetic_hunt.untrusted import is_number, is_whole, text_or
 
 #: Most leaks and blocked calls read per test.
 LIMIT = 20
-
-
-def fix_facts(store: Store, flake_id: str) -> FixFacts:
-    """What the suggestion for ``flake_id`` is made from (UnknownId if there is none)."""
-    return facts_of(store, flakes.get(store, flake_id))
+#: The facts of a suggestion that are its flake's, as they are.
+_FLAKE_FACTS = ("flake_id", "nodeid", "kinds", "polluters", "cleaners", "state_setters",
+                "reproducer", "confirmed")  # fmt: skip
 
 
 def facts_of(store: Store, flake: Flake) -> FixFacts:
@@ -43,14 +41,7 @@ def facts_of(store: Store, flake: Flake) -> FixFacts:
     ]
     failed, attempts = fail_counts(store, flake.nodeid)
     return FixFacts(
-        flake_id=flake.flake_id,
-        nodeid=flake.nodeid,
-        kinds=flake.kinds,
-        polluters=flake.polluters,
-        cleaners=flake.cleaners,
-        state_setters=flake.state_setters,
-        reproducer=reproducer,
-        confirmed=flake.confirmed,
+        **{key: getattr(flake, key) for key in _FLAKE_FACTS},
         failed=failed,
         attempts=attempts,
         leaks=leaks_of(store, involved),
@@ -127,24 +118,21 @@ def save_fix(store: Store, fix: StoredFix, diff: str) -> None:
         flake_row = scalar(conn, "SELECT id FROM flakes WHERE flake_id = ?", (fix.flake_id,))
         if flake_row is None:
             raise UnknownId(f"flake {fix.flake_id} is not in {store.path.name}")
-        conn.execute(
-            "INSERT INTO fixes (flake_id, created_at, kind, patch_sha, diff, outcome, runs, "
-            "passed, control, detail, git_sha, applied) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                flake_row,
-                fix.created_at or real_now_iso(),
-                fix.kind,
-                fix.patch_sha,
-                diff,
-                fix.outcome,
-                fix.runs,
-                fix.passed,
-                fix.control[:2000],
-                fix.detail[:2000],
-                fix.git_sha,
-                int(fix.applied),
-            ),
-        )
+        row = {
+            "flake_id": flake_row,
+            "created_at": fix.created_at or real_now_iso(),
+            "kind": fix.kind,
+            "patch_sha": fix.patch_sha,
+            "diff": diff,
+            "outcome": fix.outcome,
+            "runs": fix.runs,
+            "passed": fix.passed,
+            "control": fix.control[:2000],
+            "detail": fix.detail[:2000],
+            "git_sha": fix.git_sha,
+            "applied": int(fix.applied),
+        }
+        insert(conn, "fixes", row)
 
 
 def stored_fixes(store: Store) -> dict[str, list[StoredFix]]:

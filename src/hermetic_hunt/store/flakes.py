@@ -23,7 +23,7 @@ from hermetic_hunt.findings import Finding, Flake, Probe, ProbeResult
 from hermetic_hunt.kinds import KINDS
 from hermetic_hunt.models import Reproducer, parse_ref
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import chunks, named
+from hermetic_hunt.store.rows import chunks, held, named, update
 from hermetic_hunt.untrusted import load_json, number_or, text_or, whole_or
 
 _SELECT = """
@@ -59,12 +59,9 @@ def get(store: Store, flake_id: str, database: str = "") -> Flake:
     """Flake ``flake_id`` (:class:`UnknownId` naming the ids the database holds)."""
     for flake in read(store, "WHERE fl.flake_id = ?", (flake_id,), database):
         return flake
-    known = [i for (i,) in store.conn.execute("SELECT flake_id FROM flakes ORDER BY id")]
-    held = "no flakes yet"
-    if known:
-        held = f"only {known[0]}" if len(known) == 1 else f"{known[0]}-{known[-1]}"
+    ids = held(store.conn, "SELECT flake_id FROM flakes ORDER BY id", "no flakes yet", "", "")
     raise UnknownId(
-        f"flake {flake_id} is not in {database or store.path.name} (it holds {held}): "
+        f"flake {flake_id} is not in {database or store.path.name} (it holds {ids}): "
         "hermetic-hunt list shows the flake ids"
     )
 
@@ -231,10 +228,7 @@ def save_finding(
         "updated_at": now,
     }
     with store.transaction() as conn:
-        conn.execute(
-            f"UPDATE flakes SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",  # noqa: S608
-            [*values.values(), flake_row],
-        )
+        conn.execute(update("flakes", values), [*values.values(), flake_row])
         if steps_from <= 1:
             conn.execute(
                 "DELETE FROM isolation_steps WHERE flake_id = ? AND run_id = ?",
@@ -253,11 +247,8 @@ def save_finding(
 
 
 def _environment(probe: Probe) -> str:
-    steps = [
-        {"seed": s.seed, "now": s.now, "mode": s.mode, "attempt_id": s.attempt_id,
-         **s.conditions}
-        for s in probe.steps
-    ]  # fmt: skip
+    """The probe's hash seed and its steps' JSON without their nodeids (``sequence``'s)."""
+    steps = [{k: v for k, v in s.to_json().items() if k != "nodeid"} for s in probe.steps]
     return json.dumps({"hash_seed": probe.hash_seed, "steps": steps}, separators=(",", ":"))
 
 

@@ -43,10 +43,15 @@ from hermetic_hunt.store.merge_rules import (
     renumber,
     translate_reproducer,
 )
-from hermetic_hunt.store.rows import chunks, scalar
+from hermetic_hunt.store.rows import chunks, insert, scalar, update
 from hermetic_hunt.untrusted import is_whole
 
 Remap = dict[str, Callable[[Any], Any]]
+#: The rows that follow a flake, and the columns that make one a copy of another.
+_SAME = {
+    "replays": ("target", "started_at", "outcome", "detail", "environment"),
+    "fixes": ("flake_id", "created_at", "patch_sha", "outcome"),
+}
 
 
 def names(columns: Iterable[str]) -> str:
@@ -150,9 +155,7 @@ class _Merger:
                 self._attempts(src_run)
                 self._copy("test_checks", "run_id = ?", [src_run],
                            {"run_id": self.run_id, "test_id": self.tests.__getitem__})  # fmt: skip
-            flakes = self._flakes()
-            self._replays(flakes)
-            self._fixes(flakes)
+            self._follow(self._flakes())
         except (KeyError, TypeError, ValueError) as exc:
             # Rows pointing at rows that do not exist, or of the wrong type.
             raise BadDatabase(
@@ -182,14 +185,6 @@ class _Merger:
         )
         return [dict(zip(columns, row, strict=True)) for row in cursor]
 
-    def _insert(self, table: str, row: dict[str, Any]) -> int:
-        cursor = self.dst.execute(
-            f"INSERT INTO {quote(table)} ({names(row)}) VALUES ({','.join('?' * len(row))})",  # noqa: S608
-            list(row.values()),
-        )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
-
     def _copy(self, table: str, where: str, params: Sequence[Any], remap: Remap) -> int:
         """Copy matching rows with new ids; returns how many."""
         rows = self._rows(table, where, params)
@@ -197,7 +192,7 @@ class _Merger:
             row.pop("id", None)
             for column, mapper in remap.items():
                 row[column] = mapper(row[column])
-            self._insert(table, row)
+            insert(self.dst, table, row)
         return len(rows)
 
     # -- runs, tests, attempts ----------------------------------------------------
@@ -210,7 +205,7 @@ class _Merger:
                 self.runs[src_id] = known[row["uuid"]]
                 self.summary.known_runs += 1
             else:
-                self.runs[src_id] = self._insert("runs", row)
+                self.runs[src_id] = insert(self.dst, "runs", row)
                 self.new_runs.add(src_id)
                 self.summary.new_runs += 1
 
@@ -229,7 +224,7 @@ class _Merger:
         for row in rows:
             self.attempts[row["id"]] = next_id
             row.update(id=next_id, run_id=self.runs[src_run], test_id=self.tests[row["test_id"]])
-            self._insert("attempts", row)
+            insert(self.dst, "attempts", row)
             next_id += 1
         self.summary.attempts += len(rows)
         remap: Remap = {"attempt_id": self.attempts.__getitem__}
@@ -289,7 +284,7 @@ class _Merger:
                         loads(step["environment"], "isolation step"), self.attempt, self.run_id
                     )
                 )
-                self._insert("isolation_steps", step)
+                insert(self.dst, "isolation_steps", step)
         return mapping
 
     def _is_new(self, flake: dict[str, Any], steps: list[dict[str, Any]]) -> bool:
@@ -321,38 +316,28 @@ class _Merger:
                 [flake_id for (flake_id,) in self.dst.execute("SELECT flake_id FROM flakes")]
             )
             self.summary.new_flakes.append(incoming["flake_id"])
-            return self._insert("flakes", incoming)
+            return insert(self.dst, "flakes", incoming)
         (row,) = self._rows("flakes", "id = ?", [current], self.dst)
         combined = combine_flakes(row, incoming)
-        self.dst.execute(
-            f"UPDATE flakes SET {', '.join(f'{quote(c)} = ?' for c in combined)} WHERE id = ?",  # noqa: S608
-            [*combined.values(), row["id"]],
-        )
+        self.dst.execute(update("flakes", combined), [*combined.values(), row["id"]])
         self.summary.combined_flakes.append(str(row["flake_id"]))
         return int(row["id"])
 
-    def _replays(self, flakes: dict[int, int]) -> None:
-        for replay in self._rows("replays", "1", []):
-            replay.pop("id")
-            replay["flake_id"] = flakes.get(replay["flake_id"])
-            replay["attempt_id"] = self.attempt(replay["attempt_id"])
-            self._add_once("replays", replay, ("target", "started_at", "outcome", "detail",
-                                               "environment"))  # fmt: skip
-
-    def _fixes(self, flakes: dict[int, int]) -> None:
-        """Verified fixes follow their flake (a verification already there is not copied)."""
-        for fix in self._rows("fixes", "1", []):
-            fix.pop("id")
-            fix["flake_id"] = flakes.get(fix["flake_id"])
-            if fix["flake_id"] is not None:
-                self._add_once("fixes", fix, ("flake_id", "created_at", "patch_sha", "outcome"))
-
-    def _add_once(self, table: str, row: dict[str, Any], keys: tuple[str, ...]) -> None:
-        """Insert ``row`` unless ``table`` already has one with the same ``keys``."""
-        same = " AND ".join(f"{quote(k)} IS ?" for k in keys)
-        found = self.dst.execute(
-            f"SELECT 1 FROM {quote(table)} WHERE {same}",  # noqa: S608 - quoted names
-            [row[k] for k in keys],
-        ).fetchone()
-        if found is None:
-            self._insert(table, row)
+    def _follow(self, flakes: dict[int, int]) -> None:
+        """Replays, then verified fixes, follow their flake (a fix only with its flake);
+        one ``dest`` already has (the same :data:`_SAME` columns) is not copied."""
+        for table, keys in _SAME.items():
+            for row in self._rows(table, "1", []):
+                row.pop("id")
+                row["flake_id"] = flakes.get(row["flake_id"])
+                if table == "replays":
+                    row["attempt_id"] = self.attempt(row["attempt_id"])
+                elif row["flake_id"] is None:
+                    continue
+                same = " AND ".join(f"{quote(k)} IS ?" for k in keys)
+                found = self.dst.execute(
+                    f"SELECT 1 FROM {quote(table)} WHERE {same}",  # noqa: S608 - quoted names
+                    [row[k] for k in keys],
+                ).fetchone()
+                if found is None:
+                    insert(self.dst, table, row)

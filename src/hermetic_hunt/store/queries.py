@@ -63,15 +63,15 @@ def test_counts(store: Store, runs: Sequence[int] | None) -> list[TestCounts]:
         GROUP BY t.nodeid ORDER BY t.nodeid
         """  # noqa: S608 - constants and placeholders only
     rows = [dict(row) for row in named(store.conn, sql, params)]
-    firsts = {r["nodeid"]: r.pop("first_id") for r in rows}
-    for nodeid, (_, first_id) in seconds.items():
-        if firsts.get(nodeid) is None:
-            firsts[nodeid] = first_id
-    first = failure_rows(store, [v for v in firsts.values() if v is not None])
+    plain = {r["nodeid"]: r.pop("first_id") for r in rows}
+    firsts = {n: first for n, (_, first) in seconds.items()} | {
+        n: first for n, first in plain.items() if first is not None
+    }  # (a plain failure first, else a second run's)
+    first = failure_rows(store, list(firsts.values()))
     return [
         TestCounts(
             **r,
-            first_failure=first.get(firsts[r["nodeid"]]) if firsts.get(r["nodeid"]) else None,
+            first_failure=first.get(firsts.get(r["nodeid"], 0)),
             second_run_failures=seconds.get(r["nodeid"], (0, None))[0],
         )
         for r in rows
@@ -145,9 +145,11 @@ def condition_rows(
 ) -> list[ConditionRow]:
     """Outcomes of ``nodeids`` per timing condition (plain runs only)."""
     clause, params = _plain_clause(runs)
-    out: list[ConditionRow] = []
-    for chunk, marks in chunks(nodeids):
-        rows = store.conn.execute(
+    return [
+        ConditionRow(nodeid, condition, passed or 0, failed or 0,
+                     stretch if is_whole(stretch) and stretch > 1000 else None)
+        for chunk, marks in chunks(nodeids)
+        for nodeid, condition, passed, failed, stretch in store.conn.execute(
             f"""
             SELECT t.nodeid,
                    CASE WHEN a.stress > 0 THEN 'stress'
@@ -163,13 +165,8 @@ def condition_rows(
             GROUP BY t.nodeid, condition ORDER BY t.nodeid, condition
             """,  # noqa: S608 - constants and placeholders only
             [*params, *chunk],
-        ).fetchall()
-        for nodeid, condition, passed, failed, stretch in rows:
-            ok = is_whole(stretch) and stretch > 1000
-            out.append(
-                ConditionRow(nodeid, condition, passed or 0, failed or 0, stretch if ok else None)
-            )
-    return out
+        )
+    ]  # fmt: skip
 
 
 def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureRow]:

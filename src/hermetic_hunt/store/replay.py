@@ -23,7 +23,7 @@ from hermetic_hunt.models import Attempt, Settings
 from hermetic_hunt.store import attempts, flakes, runs
 from hermetic_hunt.store.core import Store, real_now_iso
 from hermetic_hunt.store.fixes import fail_counts
-from hermetic_hunt.store.rows import FAIL_SQL, scalar
+from hermetic_hunt.store.rows import FAIL_SQL, insert, scalar
 
 
 class ReplaySource:
@@ -137,19 +137,14 @@ def add_replay(
 
     :class:`BadDatabase` when it cannot be written (a read-only database).
     """
+    row = {
+        "target": target,
+        "flake_id": flake_row,
+        "attempt_id": attempt_id,
+        "started_at": real_now_iso(),
+        "outcome": outcome,
+        "detail": detail,
+        "environment": json.dumps(environment, sort_keys=True),
+    }
     with store.transaction() as conn:
-        cursor = conn.execute(
-            "INSERT INTO replays (target, flake_id, attempt_id, started_at, outcome, detail, "
-            "environment) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                target,
-                flake_row,
-                attempt_id,
-                real_now_iso(),
-                outcome,
-                detail,
-                json.dumps(environment, sort_keys=True),
-            ),
-        )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+        return insert(conn, "replays", row)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermetic_hunt.models import FAILING, PASSING, Violation, describe_leak, sql_set
+from hermetic_hunt.store.integrity import quote
 from hermetic_hunt.untrusted import is_whole, json_or
 
 #: The outcomes that count as failing, and as passing, for an SQL ``IN``.
@@ -33,6 +34,39 @@ def scalar(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> An
     for (value,) in conn.execute(sql, params):
         return value
     return None
+
+
+def insert(conn: sqlite3.Connection, table: str, row: dict[str, Any]) -> int:
+    """``row`` (column name -> value) as a new row of ``table``: its id. The names are
+    quoted (a merge copies columns a user may have altered), the values bound."""
+    names = ", ".join(map(quote, row))
+    cursor = conn.execute(
+        f"INSERT INTO {quote(table)} ({names}) VALUES ({','.join('?' * len(row))})",  # noqa: S608
+        list(row.values()),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def update(table: str, columns: Iterable[str]) -> str:
+    """``UPDATE table SET column = ?, ... WHERE id = ?`` (the names quoted, as :func:`insert`'s)."""
+    sets = ", ".join(f"{quote(column)} = ?" for column in columns)
+    return f"UPDATE {quote(table)} SET {sets} WHERE id = ?"  # noqa: S608
+
+
+def texts(cell: Any) -> tuple[str, ...]:
+    """A cell's JSON list, each item as text (anything else: an empty one)."""
+    value = json_or(cell)
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def held(conn: sqlite3.Connection, sql: str, none: str, one: str, many: str) -> str:
+    """How a refusal names the ids ``sql`` lists (in order): ``none`` when there is
+    none, ``only {one}ID`` for one, ``{many}FIRST-LAST`` for more."""
+    known = [value for (value,) in conn.execute(sql)]
+    if not known:
+        return none
+    return f"only {one}{known[0]}" if len(known) == 1 else f"{many}{known[0]}-{known[-1]}"
 
 
 def chunks(values: Iterable[Any]) -> Iterator[tuple[list[Any], str]]:
@@ -219,5 +253,4 @@ class StepRow:
     duration: float
 
     def tests(self) -> list[str]:
-        value = json_or(self.sequence)
-        return [str(v) for v in value] if isinstance(value, list) else []
+        return list(texts(self.sequence))

@@ -18,7 +18,7 @@ from typing import Any
 from hermetic_hunt.errors import BadDatabase, UnknownId
 from hermetic_hunt.models import MODES, PLAIN_SQL, RunInfo, Settings
 from hermetic_hunt.store.core import Store, real_now_iso
-from hermetic_hunt.store.rows import RunRow, named, scalar
+from hermetic_hunt.store.rows import RunRow, held, insert, named, scalar, texts, update
 from hermetic_hunt.untrusted import json_or, number_or, text_or, whole_or
 
 # -- the hunt's writes --------------------------------------------------------------
@@ -48,26 +48,15 @@ def start_run(store: Store, info: RunInfo) -> int:
         "git_branch": text_or(info.environment.get("git_branch")) or None,
     }
     with store.transaction() as conn:
-        cursor = conn.execute(
-            f"INSERT INTO runs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",  # noqa: S608
-            list(row.values()),
-        )
-    assert cursor.lastrowid is not None
+        run_id = insert(conn, "runs", row)
     store.keep_reserve()
-    return cursor.lastrowid
+    return run_id
 
 
-def set_run_tests(store: Store, run_id: int, count: int) -> None:
-    store.execute("UPDATE runs SET tests = ? WHERE id = ?", (count, run_id))
-
-
-def set_rounds_done(store: Store, run_id: int, rounds_done: int) -> None:
-    store.execute("UPDATE runs SET rounds_done = ? WHERE id = ?", (rounds_done, run_id))
-
-
-def set_incomplete(store: Store, run_id: int, text: str) -> None:
-    """What did not add up in the run's rounds (see ``docs/guarantees.md``)."""
-    store.execute("UPDATE runs SET incomplete = ? WHERE id = ?", (text, run_id))
+def set_run(store: Store, run_id: int, **columns: Any) -> None:
+    """Columns of the run as the hunt goes: ``tests``, ``rounds_done``, ``incomplete``
+    (what did not add up in its rounds: see ``docs/guarantees.md``). The names are ours."""
+    store.execute(update("runs", columns), (*columns.values(), run_id))
 
 
 def finish_run(
@@ -212,15 +201,9 @@ def run_rows(store: Store, run_id: int | None = None) -> list[RunRow]:
         params,
     )
     if run_id is not None and not rows:
-        known = [r for (r,) in store.conn.execute("SELECT id FROM runs ORDER BY id")]
-        if not known:
-            held = "no runs"
-        elif len(known) == 1:
-            held = f"only run {known[0]}"
-        else:
-            held = f"runs {known[0]}-{known[-1]}"
+        ids = held(store.conn, "SELECT id FROM runs ORDER BY id", "no runs", "run ", "runs ")
         raise UnknownId(
-            f"run {run_id} is not in {store.path.name} (it holds {held}): pass one of "
+            f"run {run_id} is not in {store.path.name} (it holds {ids}): pass one of "
             "those to --run, or leave --run out to report every run"
         )
     repeated = dict(
@@ -231,12 +214,7 @@ def run_rows(store: Store, run_id: int | None = None) -> list[RunRow]:
         ).fetchall()
     )
     return [
-        RunRow(**{**r, "argv": _argv(r["argv"]), "incomplete": text_or(r["incomplete"]),
+        RunRow(**{**r, "argv": texts(r["argv"]), "incomplete": text_or(r["incomplete"]),
                   "repeated": repeated.get(r["id"], 0)})
         for r in rows
     ]  # fmt: skip
-
-
-def _argv(text: Any) -> tuple[str, ...]:
-    value = json_or(text)
-    return tuple(str(v) for v in value) if isinstance(value, list) else ()

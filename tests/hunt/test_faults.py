@@ -151,6 +151,9 @@ def test_ctrl_c_sigterm_and_sighup_keep_every_finished_attempt_and_mark_the_run_
         running = int(workers[1]) if workers else 1
         assert done - running <= stored <= done, (done, stored)
     assert one(db, "SELECT count(*) FROM attempts WHERE outcome != 'passed'") == 0
+    # the indexes of its attempts, built at the end of a hunt into a new database
+    assert one(db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                   "AND name IN ('attempts_test', 'attempts_place')") == 2  # fmt: skip
 
 
 # -- kill -9 of an xdist worker --------------------------------------------------

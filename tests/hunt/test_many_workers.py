@@ -65,3 +65,5 @@ def test_a_thousand_workers_hunt_stores_every_attempt_and_keeps_nothing_per_roun
     assert tallies.flaky == 0 and tallies.failed_attempts == 4 * len(FAILING)
     # every worker's second test left a variable set: a leak of that attempt, in each round
     assert one(db, "SELECT count(*) FROM leaks WHERE attempt_id IS NOT NULL") == 3 * WORKERS + 1
+    # a database without attempts: their indexes wait for the hunt's end
+    assert hunt.store.indexes_deferred

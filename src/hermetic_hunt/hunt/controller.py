@@ -107,6 +107,7 @@ class HuntController(HuntState):
         with self.writing():
             self.intake.test_ids = self.store.test_ids(self.tests)
             runs.set_run(self.store, self.run_id, tests=len(self.tests))
+            self.store.defer_indexes()  # (a database without attempts: built at the end)
 
     def begin(self) -> None:
         """Right before the first round: what the checkout looks like."""

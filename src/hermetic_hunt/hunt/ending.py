@@ -1,9 +1,11 @@
 """The end of a hunt: its status, pytest's exit status, isolation.
 
 :func:`finish` runs once the rounds are over (pytest's session finish):
-what is pending is stored, the run gets its status (``complete``,
-``incomplete``, ``interrupted``) and pytest its exit status, what pytest's
-terminal keeps of the attempts is condensed (:class:`~.terminal.Terminal`),
+what is pending is stored, the indexes of the attempts built (when the hunt
+deferred them: :meth:`~hermetic_hunt.store.core.Store.defer_indexes`), the
+run gets its status (``complete``, ``incomplete``, ``interrupted``) and
+pytest its exit status, what pytest's terminal keeps of the attempts is
+condensed (:class:`~.terminal.Terminal`),
 isolation runs when something failed, and a run whose failures all fall on
 dates before today exits 0.
 """
@@ -26,6 +28,8 @@ def finish(hunt: HuntState, rounds: Rounds, interrupts: Interrupts, session: pyt
     with hunt.writing():
         hunt.intake.flush()
         hunt.intake.store_leaks(hunt.run_id)
+    with hunt.writing():  # (before isolation and the report read them)
+        hunt.store.build_indexes()
     tallies = hunt.intake.tallies
     interrupted = (
         interrupted

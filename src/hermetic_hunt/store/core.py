@@ -19,7 +19,13 @@ from hermetic_hunt.models import Attempt, Columns, Leak, database_path
 from hermetic_hunt.store.attempts import INSERT, column_rows, to_row
 from hermetic_hunt.store.integrity import check_types, connect, writable
 from hermetic_hunt.store.rows import chunks
-from hermetic_hunt.store.schema import MIGRATION_SET, NAMES, SCHEMA_VERSION, migrations
+from hermetic_hunt.store.schema import (
+    ATTEMPT_INDEXES,
+    MIGRATION_SET,
+    NAMES,
+    SCHEMA_VERSION,
+    migrations,
+)
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 #: Disk space a hunt sets aside for its last write (see :meth:`Store.keep_reserve`).
@@ -92,6 +98,8 @@ class Store:
         #: reading the database -- could then checkpoint and delete the log
         #: under the hunt's feet.
         self._header_fd: int | None = None
+        #: The indexes of ``attempts`` wait for :meth:`build_indexes` (:meth:`defer_indexes`).
+        self.indexes_deferred = False
 
     # -- opening ---------------------------------------------------------
 
@@ -140,6 +148,8 @@ class Store:
             check_types(conn, resolved)
             if not read_only:
                 store._watch(resolved)
+                with contextlib.suppress(BadDatabase):  # (queries read right without them)
+                    store.build_indexes()  # left out by a hunt that never reached its end
         except BadDatabase:
             conn.close()
             raise
@@ -250,6 +260,9 @@ class Store:
         return how, target
 
     def close(self) -> None:
+        if self.indexes_deferred:  # (a hunt that stopped before its end)
+            with contextlib.suppress(BadDatabase):
+                self.build_indexes()
         # Fold the write-ahead log into the file: what a CI job uploads is
         # usually flakes.db alone, and it must be complete on its own.
         with contextlib.suppress(sqlite3.Error):
@@ -387,6 +400,38 @@ class Store:
                 "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, records[0].run_id)
             )
         return ids
+
+    def defer_indexes(self) -> bool:
+        """Before a hunt's first attempt: when ``attempts`` holds none, drop its indexes
+        (:data:`~hermetic_hunt.store.schema.ATTEMPT_INDEXES`) until :meth:`build_indexes`
+        at the hunt's end (True).
+
+        Building an index once over a hunt's rows costs about half what keeping
+        it up to date row by row does. A database that holds attempts keeps its
+        indexes (building them would read its history again). Until they are
+        built, queries read the same rows, by a scan. A hunt that stops
+        before its end leaves them to :meth:`close`, or to the next writer
+        that opens the database (:meth:`open` builds what is missing).
+        """
+        if self.read_only or self.conn.execute("SELECT 1 FROM attempts LIMIT 1").fetchone():
+            return False
+        with self.transaction() as conn:
+            for name in ATTEMPT_INDEXES:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
+        self.indexes_deferred = True
+        return True
+
+    def build_indexes(self) -> None:
+        """Build the indexes of ``attempts`` that are missing (see :meth:`defer_indexes`)."""
+        found = self.conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN (?, ?)",
+            tuple(ATTEMPT_INDEXES),
+        ).fetchone()
+        if found != (len(ATTEMPT_INDEXES),):
+            with self.transaction() as conn:
+                for statement in ATTEMPT_INDEXES.values():
+                    conn.execute(statement)
+        self.indexes_deferred = False
 
     def add_leaks(self, run_id: int, rows: Sequence[tuple[int, int | None, Leak, bool]]) -> None:
         """Store leaks: ``(round, attempt id or None, leak, persisted)`` each."""

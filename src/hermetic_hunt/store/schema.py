@@ -385,3 +385,13 @@ def _attempts_place(db: Any) -> None:
 
 
 SCHEMA_VERSION = len(NAMES)
+#: The indexes of ``attempts`` as the migrations leave them, each as a statement that
+#: builds it when it is missing (SQLite stores it as the migration wrote it): a hunt
+#: into a database without attempts builds them once, at its end
+#: (:meth:`Store.defer_indexes <hermetic_hunt.store.core.Store.defer_indexes>`).
+ATTEMPT_INDEXES = {
+    "attempts_test": "CREATE INDEX IF NOT EXISTS attempts_test ON attempts(test_id, outcome)",
+    "attempts_place": (
+        "CREATE INDEX IF NOT EXISTS attempts_place ON attempts(run_id, round, worker, position)"
+    ),
+}

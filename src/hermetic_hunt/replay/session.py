@@ -73,18 +73,14 @@ def configure_replay(config: pytest.Config, value: str, marker: str | None = Non
 
     ``marker``: the integration marker given as an option (else the hunt's).
     """
+    refuse_conflicts(config, "--hermetic-replay-db", _CONFLICTS)
     try:
-        _configure(config, value, marker)
+        store, plan, recorded_env, settings, display, rate = _load(config, value)
     except HuntError as exc:
         text = str(exc)
         if not text.startswith("--hermetic-replay-db"):
             raise type(exc)(f"--hermetic-replay-db: {text}") from None
         raise
-
-
-def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
-    refuse_conflicts(config, "--hermetic-replay-db", _CONFLICTS)
-    store, plan, recorded_env, settings, display, rate = _load(config, value)
     config.add_cleanup(store.close)
     runs = _runs(config, plan, rate)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
@@ -454,15 +450,15 @@ class ReplayReporter:
         for step in (*self.plan.steps, *self.plan.together):
             if step.nodeid in collected:
                 continue
-            if step.nodeid in self.deselected:
-                raise pytest.UsageError(
-                    f"--hermetic-replay-db: {self.plan.label} needs {step.nodeid!r}, which an "
-                    "option deselected (-k, -m, --lf, --deselect?): drop it to replay"
-                )
+            why = (
+                "an option deselected (-k, -m, --lf, --deselect?): drop it to replay"
+                if step.nodeid in self.deselected
+                else f"is not collected under rootdir {self.config.rootpath} (renamed or "
+                "deleted? run from the directory the hunt ran in, or hunt again with "
+                "--hermetic-hunt)"
+            )
             raise pytest.UsageError(
-                f"--hermetic-replay-db: {self.plan.label} needs {step.nodeid!r}, which is not "
-                f"collected under rootdir {self.config.rootpath} (renamed or deleted? run from "
-                "the directory the hunt ran in, or hunt again with --hermetic-hunt)"
+                f"--hermetic-replay-db: {self.plan.label} needs {step.nodeid!r}, which {why}"
             )
 
     @pytest.hookimpl(tryfirst=True)

@@ -138,9 +138,6 @@ class ChangedFilter:
         self.config = config
         self.sha = sha
         self.described = described
-        self.changed: set[Path] = set()
-        self.kept = 0
-        self.files = 0
         self.nothing = False
 
     @classmethod
@@ -172,15 +169,14 @@ class ChangedFilter:
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        self.changed = vcs.changed_files(self.sha, str(config.rootpath))
+        changed = vcs.changed_files(self.sha, str(config.rootpath))
         paths = [Path(str(item.path)).resolve() for item in items]
-        chosen = select(paths, self.changed, Path(str(config.rootpath)).resolve())
+        chosen = select(paths, changed, Path(str(config.rootpath)).resolve())
         kept = [item for item, path in zip(items, paths, strict=True) if path in chosen]
         dropped = [item for item, path in zip(items, paths, strict=True) if path not in chosen]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
-        self.kept, self.files = len(kept), len(chosen)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: Any) -> None:

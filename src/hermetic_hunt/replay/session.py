@@ -48,7 +48,6 @@ from hermetic_hunt.replay.verdict import (
     blocked_calls,
     deciding,
     describe,
-    earlier_failures,
     faithfulness_warnings,
     judge,
     over_runs,
@@ -478,8 +477,8 @@ class ReplayReporter:
         else:
             self.verdict = self.verdict_of(records, self.stopped)
         last = len(self.plan.steps) - 1
-        before = [r for r in records if r.position < last and r.execution == 1]
-        notes = earlier_failures([(r.nodeid, r.outcome) for r in before])
+        notes = [f"{r.nodeid} (run before it) {r.outcome} too" for r in records
+                 if r.position < last and r.execution == 1 and r.outcome in FAILING]  # fmt: skip
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
         violated = blocked_calls([(r.nodeid, r.violations) for r in records])
         if violated:

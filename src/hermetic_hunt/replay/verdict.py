@@ -271,12 +271,6 @@ def deciding(verdicts: Sequence[ReplayVerdict]) -> int:
     return first.get("reproduced", first.get("failed-differently", len(verdicts) - 1))
 
 
-def earlier_failures(outcomes: Sequence[tuple[str, str]]) -> list[str]:
-    """Notes for steps before the last that failed (``(nodeid, outcome)`` pairs)."""
-    return [f"{nodeid} (run before it) {outcome} too" for nodeid, outcome in outcomes
-            if outcome in FAILING]  # fmt: skip
-
-
 def blocked_calls(records: Sequence[tuple[str, Sequence[Any]]]) -> str:
     """The line saying which replayed tests made a blocked network call ("" if none).
 

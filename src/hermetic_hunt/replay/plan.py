@@ -231,10 +231,9 @@ def _attempt_plan(target: Target, attempt: Attempt, source: Source) -> Plan:
             "the database is damaged; run a new hunt"
         )
     a, violations = attempt, bool(attempt.violations)
+    expected = Expected("passed", violations=violations)
     if a.outcome in FAILING:
         expected = Expected("failed", a.exc_type, a.location, a.message, violations)
-    else:
-        expected = Expected("passed", violations=violations)
     return Plan(
         label=f"A{attempt.attempt_id}",
         target=target,

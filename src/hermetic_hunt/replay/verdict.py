@@ -16,6 +16,7 @@ from hermetic_hunt.environment import differences
 from hermetic_hunt.models import FAILING
 from hermetic_hunt.replay.plan import Plan
 from hermetic_hunt.seeds import iso
+from hermetic_hunt.untrusted import whole_or
 
 
 def describe(plan: Plan, db_display: str) -> str:
@@ -51,11 +52,8 @@ def faithfulness_warnings(
             "the recording's PYTHONHASHSEED is unknown (it was random): set and dict order "
             "may differ from the recording"
         )
-    counted = plan.counts.get("threads")
-    threads = max(
-        [counted if isinstance(counted, int) else 0]
-        + [journal.threads for journal in plan.journals.values()]
-    )
+    counted = whole_or(plan.counts.get("threads"), 0) or 0
+    threads = max([counted, *(journal.threads for journal in plan.journals.values())])
     if "concurrency" in plan.kinds:
         out.append(
             f"{plan.label} is a concurrency flake: thread timing is not replayed, so a replay "

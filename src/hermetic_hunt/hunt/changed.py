@@ -41,7 +41,7 @@ class DependencyGraph:
     """Project files each module imports (resolved through ``sys.modules``)."""
 
     rootdir: Path
-    modules: dict[str, ModuleType] = field(default_factory=dict)
+    modules: dict[str, ModuleType]
     _edges: dict[Path, set[Path]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -119,14 +119,9 @@ def why_selected(test_file: Path, changed: set[Path], graph: DependencyGraph) ->
     return None
 
 
-def select(
-    paths: Iterable[Path],
-    changed: set[Path],
-    rootdir: Path,
-    modules: dict[str, ModuleType] | None = None,
-) -> dict[Path, str]:
+def select(paths: Iterable[Path], changed: set[Path], rootdir: Path) -> dict[Path, str]:
     """``{test file: why}`` for the files the change touches."""
-    graph = DependencyGraph(rootdir, dict(modules if modules is not None else sys.modules))
+    graph = DependencyGraph(rootdir, dict(sys.modules))
     whys = {path: why_selected(path, changed, graph) for path in dict.fromkeys(paths)}
     return {path: why for path, why in whys.items() if why is not None}
 

@@ -253,7 +253,12 @@ class ReplayRunner:
             with self._beside(session):
                 run_job(self.engine, session, self.runner.job, ChildSetup(), lines.extend,
                         hash_seed=hash_seed)  # fmt: skip
-            steps = [m for m in map(_message, lines) if isinstance(m.get("step"), int)]
+            steps: list[dict[str, Any]] = []
+            for line in lines:
+                with contextlib.suppress(ValueError):  # a line that is not ours
+                    message = wire.decode(line)
+                    if isinstance(message.get("step"), int):
+                        steps.append(message)
             records = [a for m in steps for a in wire.attempts_in(m)]
             verdict = reporter.verdict_of(records)
             reporter.verdicts.append(verdict)
@@ -315,15 +320,6 @@ class ReplayRunner:
             if self.resource.exists():
                 return
             time.sleep(0.005)
-
-
-def _message(line: bytes) -> dict[str, Any]:
-    from hermetic_hunt.engine import wire
-
-    try:
-        return wire.decode(line)
-    except ValueError:
-        return {}
 
 
 #: Options that choose which tests run or where: a replay's reproducer decides.

@@ -119,8 +119,9 @@ class Tallies:
     def _of(nodeids: Sequence[str], outcomes: Sequence[str], kinds: frozenset[str]) -> list[str]:
         return list(itertools.compress(nodeids, map(kinds.__contains__, outcomes)))
 
+    def is_flaky(self, nodeid: str) -> bool:
+        return bool(self.passed[nodeid] and self.failed[nodeid])
+
     def not_idempotent(self) -> list[str]:
         """Tests whose second run in one process failed, and that are not flaky otherwise."""
-        return sorted(
-            n for n in self.second_run_failures if not (self.passed[n] and self.failed[n])
-        )
+        return sorted(n for n in self.second_run_failures if not self.is_flaky(n))

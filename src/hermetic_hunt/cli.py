@@ -97,6 +97,7 @@ def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
     ID is a flake id (F3), an attempt id (A1207) or a test's nodeid (its
     newest flake). The command is `pytest --hermetic-replay-db=PATH::ID`.
     """
+    import shlex
     import subprocess
     import sys
 
@@ -104,16 +105,16 @@ def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
 
     if pytest_args and not run:
         raise click.UsageError("pytest arguments after ID only apply with --run")
-    command = prepare(db, ref, os.getcwd(), pytest_args)
+    argv, hash_seed = prepare(db, ref, os.getcwd(), pytest_args)
     if not run:
-        click.echo(str(command))
+        click.echo(shlex.join(argv))
         return
-    click.echo(f"$ {command}", err=True)
+    click.echo(f"$ {shlex.join(argv)}", err=True)
     env = dict(os.environ)
-    if command.hash_seed is not None:
+    if hash_seed is not None:
         # The replay would restart pytest under this seed: start it so.
-        env["PYTHONHASHSEED"] = str(command.hash_seed)
-    sys.exit(subprocess.call([sys.executable, "-m", "pytest", *command.argv[1:]], env=env))
+        env["PYTHONHASHSEED"] = str(hash_seed)
+    sys.exit(subprocess.call([sys.executable, "-m", "pytest", *argv[1:]], env=env))
 
 
 # -- reading a database: report, list, show, merge, demo ---------------------------------

@@ -16,8 +16,8 @@ from hermetic_hunt.models import MAX_HORIZON_DAYS, Shard
 from hermetic_hunt.timing import DEFAULT_TIME_MIX, EXACT_MIX, TimeMix
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|secs|m|min|mins|h|hr|hrs)\s*$", re.I)
-_UNITS = {"s": 1.0, "sec": 1.0, "secs": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0}
-_UNITS.update({"h": 3600.0, "hr": 3600.0, "hrs": 3600.0})
+#: Seconds per unit, by the unit's first letter.
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 MAX_ROUNDS = 1_000_000
 _Word = TypeVar("_Word", bound=str)
 
@@ -27,7 +27,7 @@ def parse_duration(text: str) -> float | None:
     match = _DURATION.match(text)
     if not match:
         return None
-    return float(match.group(1)) * _UNITS[match.group(2).lower()]
+    return float(match.group(1)) * _UNITS[match.group(2)[0].lower()]
 
 
 def parse_hunt(text: str) -> tuple[int | None, float | None]:

@@ -168,56 +168,49 @@ def _dates_from(text: str) -> float | None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hermetic-hunt", "hermetic-hunt: hunt flaky tests")
-    group.addoption(
+
+    def add(flag: str, text: str, **more: Any) -> None:
+        # argparse %-formats option help (not ini help): a literal "20%" is written "20%%".
+        dest = flag.lstrip("-").replace("-", "_")
+        group.addoption(flag, dest=dest, default=None, help=text.replace("%", "%%"), **more)
+
+    add(
         "--hermetic-hunt",
-        dest="hermetic_hunt",
-        default=None,
-        metavar="N|DURATION",
-        help="Hunt flaky tests: run N shuffled rounds (or as many as fit in a duration "
+        "Hunt flaky tests: run N shuffled rounds (or as many as fit in a duration "
         "like 10m) with every attempt sandboxed and stored. Base seed: --hermetic-seed.",
+        metavar="N|DURATION",
     )
     for option in HUNT_OPTIONS:
-        # argparse %-formats option help (not ini help): a literal "20%" is written "20%%".
-        group.addoption(
-            option.flag, dest=option.dest, default=None, help=option.help.replace("%", "%%")
-        )
+        add(option.flag, option.help)
         if option.ini_key is not None:
             parser.addini(option.ini_key, option.help, type="string", default=None)
-    group.addoption(
+    add(
         "--hermetic-hunt-changed",
-        dest="hermetic_hunt_changed",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="BASE",
-        help="Hunt only the tests in files changed or added since BASE (a branch, tag or "
+        "Hunt only the tests in files changed or added since BASE (a branch, tag or "
         "sha; default: the merge base with the default branch) and the tests that import "
         "changed modules. Write it as --hermetic-hunt-changed=BASE.",
+        nargs="?",
+        const="",
+        metavar="BASE",
     )
-    group.addoption(
+    add(
         "--hermetic-quarantine",
-        dest="hermetic_quarantine",
-        default=None,
-        metavar="FILE",
-        help="Run the tests FILE lists (hermetic-hunt quarantine -o FILE) as usual, but do "
+        "Run the tests FILE lists (hermetic-hunt quarantine -o FILE) as usual, but do "
         "not let their failures fail the session; name those that passed often enough to leave.",
+        metavar="FILE",
     )
-    group.addoption(
+    add(
         "--hermetic-replay-db",
-        dest="hermetic_replay_db",
-        default=None,
-        metavar="PATH::ID",
-        help="Replay a flake (F3), an attempt (A1207) or a test's newest flake from a "
+        "Replay a flake (F3), an attempt (A1207) or a test's newest flake from a "
         "hermetic-hunt database, and say whether the recorded failure came back.",
+        metavar="PATH::ID",
     )
-    group.addoption(
+    add(
         "--hermetic-replay-runs",
-        dest="hermetic_replay_runs",
-        default=None,
-        metavar="N",
-        help="A replay runs its reproducer up to N times, each in a fresh forked process, "
-        "until it reproduces (default: as many as make a failure at the hunt's rate 95%% "
+        "A replay runs its reproducer up to N times, each in a fresh forked process, "
+        "until it reproduces (default: as many as make a failure at the hunt's rate 95% "
         "expected, at most 100).",
+        metavar="N",
     )
 
 
@@ -316,26 +309,13 @@ _CONFLICTS: Conflicts = (
 )
 
 
-def _check_conflicts(config: pytest.Config) -> None:
-    from hermetic_hunt.engine.engine import refuse_conflicts
-
-    refuse_conflicts(config, "--hermetic-hunt", _CONFLICTS)
-    dist = getattr(config.option, "dist", "no")
-    if dist == "each":
-        raise pytest.UsageError(
-            "--hermetic-hunt cannot be combined with --dist=each: every worker would run "
-            "every test; the hunt gives each worker its share of each round "
-            "(use -n N or --tx with another --dist, or none)"
-        )
-
-
 def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
     from hermetic_hunt import _compat
-    from hermetic_hunt.engine.engine import Engine, declare_marker, hand_seeding_to_the_hunt
+    from hermetic_hunt.engine import engine
     from hermetic_hunt.hunt import xdist
 
     plugins = config.pluginmanager
-    hand_seeding_to_the_hunt(config)
+    engine.hand_seeding_to_the_hunt(config)
     if config.getoption("hermetic_hunt_changed") is not None:
         from hermetic_hunt.hunt.changed import ChangedFilter
 
@@ -347,11 +327,17 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
         if config.getoption("hermetic_seed") is None:
             config.option.hermetic_seed = settings.base_seed
         plugins.register(
-            xdist.XdistWorker(config, Engine(config, settings)), "hermetic-hunt-worker"
+            xdist.XdistWorker(config, engine.Engine(config, settings)), "hermetic-hunt-worker"
         )
         return
 
-    _check_conflicts(config)
+    engine.refuse_conflicts(config, "--hermetic-hunt", _CONFLICTS)
+    if getattr(config.option, "dist", "no") == "each":
+        raise pytest.UsageError(
+            "--hermetic-hunt cannot be combined with --dist=each: every worker would run "
+            "every test; the hunt gives each worker its share of each round "
+            "(use -n N or --tx with another --dist, or none)"
+        )
     seed_option = config.getoption("hermetic_seed")
     base_seed = int(seed_option) if seed_option is not None else new_base_seed()
     if not 0 <= base_seed < 2**63:
@@ -375,10 +361,12 @@ def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
     if distributed:
         plugins.register(xdist.XdistController(controller, len(specs)), "hermetic-hunt-xdist")
     else:
-        plugins.register(LocalLoop(controller, Engine(config, settings)), "hermetic-hunt-loop")
+        plugins.register(
+            LocalLoop(controller, engine.Engine(config, settings)), "hermetic-hunt-loop"
+        )
     plugins.register(EndOfHunt(controller), "hermetic-hunt-summary")
     config.add_cleanup(controller.interrupts.install().uninstall)
-    declare_marker(config, settings.integration_marker)
+    engine.declare_marker(config, settings.integration_marker)
 
 
 class EndOfHunt:

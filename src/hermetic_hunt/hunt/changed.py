@@ -41,7 +41,7 @@ class DependencyGraph:
     """Project files each module imports (resolved through ``sys.modules``)."""
 
     rootdir: Path
-    modules: dict[str, ModuleType] = field(default_factory=dict)
+    modules: dict[str, ModuleType]
     _edges: dict[Path, set[Path]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -119,14 +119,9 @@ def why_selected(test_file: Path, changed: set[Path], graph: DependencyGraph) ->
     return None
 
 
-def select(
-    paths: Iterable[Path],
-    changed: set[Path],
-    rootdir: Path,
-    modules: dict[str, ModuleType] | None = None,
-) -> dict[Path, str]:
+def select(paths: Iterable[Path], changed: set[Path], rootdir: Path) -> dict[Path, str]:
     """``{test file: why}`` for the files the change touches."""
-    graph = DependencyGraph(rootdir, dict(modules if modules is not None else sys.modules))
+    graph = DependencyGraph(rootdir, dict(sys.modules))
     whys = {path: why_selected(path, changed, graph) for path in dict.fromkeys(paths)}
     return {path: why for path, why in whys.items() if why is not None}
 
@@ -138,9 +133,6 @@ class ChangedFilter:
         self.config = config
         self.sha = sha
         self.described = described
-        self.changed: set[Path] = set()
-        self.kept = 0
-        self.files = 0
         self.nothing = False
 
     @classmethod
@@ -172,15 +164,14 @@ class ChangedFilter:
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
-        self.changed = vcs.changed_files(self.sha, str(config.rootpath))
+        changed = vcs.changed_files(self.sha, str(config.rootpath))
         paths = [Path(str(item.path)).resolve() for item in items]
-        chosen = select(paths, self.changed, Path(str(config.rootpath)).resolve())
+        chosen = select(paths, changed, Path(str(config.rootpath)).resolve())
         kept = [item for item, path in zip(items, paths, strict=True) if path in chosen]
         dropped = [item for item, path in zip(items, paths, strict=True) if path not in chosen]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
-        self.kept, self.files = len(kept), len(chosen)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: Any) -> None:

@@ -175,15 +175,12 @@ class HuntController(HuntState):
         self.interrupted = True
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.finish(session, int(exitstatus))
-
-    def finish(self, session: pytest.Session, exitstatus: int) -> None:
         if self._finished:
             return
         self._finished = True
         self.rounds.seconds = _PERF() - self.rounds.started
         self.rounds.end_stress()
-        ending.finish(self, self.rounds, self.interrupts, session, exitstatus,
+        ending.finish(self, self.rounds, self.interrupts, session, int(exitstatus),
                       interrupted=self.interrupted)  # fmt: skip
 
     def summary_header(self) -> str:

@@ -45,7 +45,7 @@ def finish(hunt: HuntState, rounds: Rounds, interrupts: Interrupts, session: pyt
     if hunt.error is not None and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     terminal = hunt.terminal
-    terminal.count_passes(sum(tallies.passed.values()) + tallies.repeated_passes)
+    terminal.count({"passed": sum(tallies.passed.values()) + tallies.repeated_passes})
     terminal.hide_tracebacks()
     terminal.condense()
     if hunt.intake.rejected:

@@ -2,33 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from hermetic_hunt.models import attempts_text
-
-
-@dataclass(frozen=True)
-class Progress:
-    round_done: int
-    rounds: int | None  # None: time budget
-    strategy: str
-    attempts: int
-    failed: int
-    flaky: int
-    violations: int
-    elapsed: float
-    budget: float | None = None
-    tests: int = 0
-    repeated: int = 0  # of the attempts, a twice round's repeated runs
-
-
-def eta_seconds(p: Progress) -> float | None:
-    if p.rounds is None:
-        return max(0.0, (p.budget or 0.0) - p.elapsed)
-    if p.round_done <= 0 or p.elapsed <= 0:
-        return None
-    per_round = p.elapsed / p.round_done
-    return max(0.0, per_round * (p.rounds - p.round_done))
+from hermetic_hunt.hunt.tally import Tallies
+from hermetic_hunt.models import Settings, attempts_text
 
 
 def clock(seconds: float) -> str:
@@ -38,18 +13,21 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def line(p: Progress) -> str:
-    total = str(p.rounds) if p.rounds is not None else "?"
-    width = len(total)
+def line(done: int, settings: Settings, strategy: str, t: Tallies, elapsed: float) -> str:
+    """After ``done`` rounds (``elapsed`` seconds): the attempts' counts, and the ETA of
+    a round count (once a round took time) or the time a budget has left."""
+    rounds = settings.rounds
+    total = str(rounds) if rounds is not None else "?"
     parts = [
-        f"round {p.round_done:>{width}}/{total} [{p.strategy}]",
-        attempts_text(p.attempts, p.repeated),
-        f"{p.failed:,} failed",
-        f"{p.flaky} flaky so far",
+        f"round {done:>{len(total)}}/{total} [{strategy}]",
+        attempts_text(t.attempts, t.repeated),
+        f"{t.failed_attempts:,} failed",
+        f"{t.flaky} flaky so far",
     ]
-    if p.violations:
-        parts.append(f"{p.violations:,} with network violations")
-    eta = eta_seconds(p)
-    if eta is not None:
-        parts.append(f"ETA {clock(eta)}" if p.rounds is not None else f"{clock(eta)} left")
+    if t.violation_attempts:
+        parts.append(f"{t.violation_attempts:,} with network violations")
+    if rounds is None:
+        parts.append(f"{clock(max(0.0, (settings.budget_seconds or 0.0) - elapsed))} left")
+    elif done > 0 and elapsed > 0:
+        parts.append(f"ETA {clock(max(0.0, elapsed / done * (rounds - done)))}")
     return "hermetic-hunt: " + " · ".join(parts)

@@ -23,7 +23,7 @@ from hermetic_hunt.engine.files import attribute
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.engine.stress import CpuStress
 from hermetic_hunt.hunt.intake import RoundLeak
-from hermetic_hunt.hunt.progress import Progress, line
+from hermetic_hunt.hunt.progress import line
 from hermetic_hunt.hunt.schedule import RoundPlan, plan_round
 from hermetic_hunt.hunt.state import HuntState
 from hermetic_hunt.models import Leak, Settings, Step
@@ -132,16 +132,13 @@ class Rounds:
         self._slices_left.pop(round_no, None)
         if hunt.terminal.reporter is None or hunt.config.get_verbosity() < -1:
             return  # -q keeps one line per round; -qq none
-        t = hunt.intake.tallies
         strategy = plan.strategy if plan is not None else ""
         if plan is not None and plan.condition != "exact":
             strategy = f"{strategy} · {plan.condition}"
-        hunt.terminal.line(line(Progress(
-            round_done=self.completed, rounds=hunt.settings.rounds, strategy=strategy,
-            attempts=t.attempts, repeated=t.repeated, failed=t.failed_attempts, flaky=t.flaky,
-            violations=t.violation_attempts, elapsed=_PERF() - self.started,
-            budget=hunt.settings.budget_seconds, tests=len(hunt.tests),
-        )))  # fmt: skip
+        elapsed = _PERF() - self.started
+        hunt.terminal.line(
+            line(self.completed, hunt.settings, strategy, hunt.intake.tallies, elapsed)
+        )
 
     def _count_check(self, round_no: int) -> None:
         """A round whose step lines do not add up to its plan makes the run incomplete.

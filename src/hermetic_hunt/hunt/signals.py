@@ -113,8 +113,3 @@ class Interrupts:
             if signal.getsignal(signum) == self._handle:
                 signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
         self._previous.clear()
-
-    @property
-    def name(self) -> str:
-        """The first signal received, e.g. ``SIGTERM`` ("" when none)."""
-        return signal.Signals(self.received[0]).name if self.received else ""

@@ -50,9 +50,7 @@ class Terminal:
             return
         counts = wire.report_counts(data)
         if counts:  # a step's passing subtests, counted where they ran
-            if self.reporter is not None:
-                for category, count in counts.items():
-                    _compat.add_stats(self.reporter, category, [_counted()] * count)
+            self.count(counts)
             return
         try:
             report = self.config.hook.pytest_report_from_serializable(config=self.config, data=data)
@@ -70,10 +68,12 @@ class Terminal:
         category, _, word = status
         return category, "", word
 
-    def count_passes(self, passed: int) -> None:
-        """Passing attempts were never sent as reports: count them for pytest's last line."""
-        if self.reporter is not None and passed:
-            _compat.add_stats(self.reporter, "passed", [_counted()] * passed)
+    def count(self, counts: dict[str, int]) -> None:
+        """What was counted, never sent as reports (passing attempts, a step's passing
+        subtests), by pytest's category: for pytest's last line."""
+        for category, count in counts.items():
+            if self.reporter is not None and count:
+                _compat.add_stats(self.reporter, category, [_counted()] * count)
 
     def hide_tracebacks(self) -> None:
         """A hunt's failures are expected: no traceback per attempt unless ``--tb`` asks.

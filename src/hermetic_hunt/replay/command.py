@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hermetic_hunt import pasteable
 from hermetic_hunt.replay.plan import location_arg, resolve, target_of
 from hermetic_hunt.store import Store
 from hermetic_hunt.store.replay import ReplaySource
 
 
-@dataclass(frozen=True)
-class ReplayCommand:
-    """The canonical id, the argv that replays it, and where to run it."""
+def prepare(
+    db_path: str, ref: str, cwd: str, extra: tuple[str, ...] = ()
+) -> tuple[list[str], int | None]:
+    """The argv that replays ``ref``, and the hash seed it runs under.
 
-    ref: str
-    argv: list[str]
-    hash_seed: int | None = None
-
-    def __str__(self) -> str:
-        import shlex
-
-        return shlex.join(self.argv)
-
-
-def prepare(db_path: str, ref: str, cwd: str, extra: tuple[str, ...] = ()) -> ReplayCommand:
-    """Resolve ``ref`` once (an unknown id or a corrupt journal is said now, not when the
+    Resolve ``ref`` once (an unknown id or a corrupt journal is said now, not when the
     command runs) and build the command; when the hunt's rootdir is a directory below
     ``cwd``, it becomes the command's argument (see :func:`location_arg`)."""
     with Store.open(db_path, create=False, base=cwd, write=False) as store:
@@ -36,4 +24,4 @@ def prepare(db_path: str, ref: str, cwd: str, extra: tuple[str, ...] = ()) -> Re
     argv = pasteable.replay_argv(db_path, plan.target.ref, cwd)
     if location:
         argv.append(location if not location.startswith("-") else f"./{location}")
-    return ReplayCommand(plan.target.ref, [*argv, *extra], plan.hash_seed)
+    return [*argv, *extra], plan.hash_seed

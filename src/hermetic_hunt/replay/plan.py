@@ -218,13 +218,6 @@ def _keep_journal(source: Source, step: Step, journals: dict[int, Journal]) -> N
             raise
 
 
-def _expected_of(attempt: Attempt) -> Expected:
-    if attempt.outcome in FAILING:
-        return Expected("failed", attempt.exc_type, attempt.location, attempt.message,
-                        bool(attempt.violations))  # fmt: skip
-    return Expected("passed", violations=bool(attempt.violations))
-
-
 def _attempt_plan(target: Target, attempt: Attempt, source: Source) -> Plan:
     if not attempt.nodeid:
         raise BadDatabase(f"A{attempt.attempt_id} names no test: the database is damaged")
@@ -237,13 +230,17 @@ def _attempt_plan(target: Target, attempt: Attempt, source: Source) -> Plan:
             f"A{attempt.attempt_id} has no seed stored although it ran in {step.mode} mode: "
             "the database is damaged; run a new hunt"
         )
+    a, violations = attempt, bool(attempt.violations)
+    expected = Expected("passed", violations=violations)
+    if a.outcome in FAILING:
+        expected = Expected("failed", a.exc_type, a.location, a.message, violations)
     return Plan(
         label=f"A{attempt.attempt_id}",
         target=target,
         steps=(step,),
         journals=journals,
         hash_seed=attempt.hash_seed,
-        expected=_expected_of(attempt),
+        expected=expected,
         run_id=attempt.run_id,
         attempt_id=attempt.attempt_id,
         counts=dict(attempt.counts or {}),

@@ -48,7 +48,6 @@ from hermetic_hunt.replay.verdict import (
     blocked_calls,
     deciding,
     describe,
-    earlier_failures,
     faithfulness_warnings,
     judge,
     over_runs,
@@ -73,18 +72,14 @@ def configure_replay(config: pytest.Config, value: str, marker: str | None = Non
 
     ``marker``: the integration marker given as an option (else the hunt's).
     """
+    refuse_conflicts(config, "--hermetic-replay-db", _CONFLICTS)
     try:
-        _configure(config, value, marker)
+        store, plan, recorded_env, settings, display, rate = _load(config, value)
     except HuntError as exc:
         text = str(exc)
         if not text.startswith("--hermetic-replay-db"):
             raise type(exc)(f"--hermetic-replay-db: {text}") from None
         raise
-
-
-def _configure(config: pytest.Config, value: str, marker: str | None) -> None:
-    refuse_conflicts(config, "--hermetic-replay-db", _CONFLICTS)
-    store, plan, recorded_env, settings, display, rate = _load(config, value)
     config.add_cleanup(store.close)
     runs = _runs(config, plan, rate)
     restarted = os.environ.pop(REEXEC_ENV, None) is not None
@@ -258,7 +253,12 @@ class ReplayRunner:
             with self._beside(session):
                 run_job(self.engine, session, self.runner.job, ChildSetup(), lines.extend,
                         hash_seed=hash_seed)  # fmt: skip
-            steps = [m for m in map(_message, lines) if isinstance(m.get("step"), int)]
+            steps: list[dict[str, Any]] = []
+            for line in lines:
+                with contextlib.suppress(ValueError):  # a line that is not ours
+                    message = wire.decode(line)
+                    if isinstance(message.get("step"), int):
+                        steps.append(message)
             records = [a for m in steps for a in wire.attempts_in(m)]
             verdict = reporter.verdict_of(records)
             reporter.verdicts.append(verdict)
@@ -320,15 +320,6 @@ class ReplayRunner:
             if self.resource.exists():
                 return
             time.sleep(0.005)
-
-
-def _message(line: bytes) -> dict[str, Any]:
-    from hermetic_hunt.engine import wire
-
-    try:
-        return wire.decode(line)
-    except ValueError:
-        return {}
 
 
 #: Options that choose which tests run or where: a replay's reproducer decides.
@@ -454,15 +445,15 @@ class ReplayReporter:
         for step in (*self.plan.steps, *self.plan.together):
             if step.nodeid in collected:
                 continue
-            if step.nodeid in self.deselected:
-                raise pytest.UsageError(
-                    f"--hermetic-replay-db: {self.plan.label} needs {step.nodeid!r}, which an "
-                    "option deselected (-k, -m, --lf, --deselect?): drop it to replay"
-                )
+            why = (
+                "an option deselected (-k, -m, --lf, --deselect?): drop it to replay"
+                if step.nodeid in self.deselected
+                else f"is not collected under rootdir {self.config.rootpath} (renamed or "
+                "deleted? run from the directory the hunt ran in, or hunt again with "
+                "--hermetic-hunt)"
+            )
             raise pytest.UsageError(
-                f"--hermetic-replay-db: {self.plan.label} needs {step.nodeid!r}, which is not "
-                f"collected under rootdir {self.config.rootpath} (renamed or deleted? run from "
-                "the directory the hunt ran in, or hunt again with --hermetic-hunt)"
+                f"--hermetic-replay-db: {self.plan.label} needs {step.nodeid!r}, which {why}"
             )
 
     @pytest.hookimpl(tryfirst=True)
@@ -482,8 +473,8 @@ class ReplayReporter:
         else:
             self.verdict = self.verdict_of(records, self.stopped)
         last = len(self.plan.steps) - 1
-        before = [r for r in records if r.position < last and r.execution == 1]
-        notes = earlier_failures([(r.nodeid, r.outcome) for r in before])
+        notes = [f"{r.nodeid} (run before it) {r.outcome} too" for r in records
+                 if r.position < last and r.execution == 1 and r.outcome in FAILING]  # fmt: skip
         self.lines = [self.verdict.line, *(f"  note: {text}" for text in notes)]
         violated = blocked_calls([(r.nodeid, r.violations) for r in records])
         if violated:

@@ -16,6 +16,7 @@ from hermetic_hunt.environment import differences
 from hermetic_hunt.models import FAILING
 from hermetic_hunt.replay.plan import Plan
 from hermetic_hunt.seeds import iso
+from hermetic_hunt.untrusted import whole_or
 
 
 def describe(plan: Plan, db_display: str) -> str:
@@ -51,11 +52,8 @@ def faithfulness_warnings(
             "the recording's PYTHONHASHSEED is unknown (it was random): set and dict order "
             "may differ from the recording"
         )
-    counted = plan.counts.get("threads")
-    threads = max(
-        [counted if isinstance(counted, int) else 0]
-        + [journal.threads for journal in plan.journals.values()]
-    )
+    counted = whole_or(plan.counts.get("threads"), 0) or 0
+    threads = max([counted, *(journal.threads for journal in plan.journals.values())])
     if "concurrency" in plan.kinds:
         out.append(
             f"{plan.label} is a concurrency flake: thread timing is not replayed, so a replay "
@@ -269,12 +267,6 @@ def deciding(verdicts: Sequence[ReplayVerdict]) -> int:
     else the first that failed differently, else the last."""
     first = {verdict.outcome: index for index, verdict in reversed(list(enumerate(verdicts)))}
     return first.get("reproduced", first.get("failed-differently", len(verdicts) - 1))
-
-
-def earlier_failures(outcomes: Sequence[tuple[str, str]]) -> list[str]:
-    """Notes for steps before the last that failed (``(nodeid, outcome)`` pairs)."""
-    return [f"{nodeid} (run before it) {outcome} too" for nodeid, outcome in outcomes
-            if outcome in FAILING]  # fmt: skip
 
 
 def blocked_calls(records: Sequence[tuple[str, Sequence[Any]]]) -> str:

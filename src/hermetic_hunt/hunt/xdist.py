@@ -207,8 +207,12 @@ class HuntScheduling:
             # controller's run loop raises pytest's Interrupted when it ends).
             self._done = True
             return
-        self.reference, first = next(iter(self.node2collection.items()))
-        self.collection = list(first)
+        # Slot 0's collection order is the test list (the one round 0 runs in),
+        # whichever worker finished collecting first.
+        firsts = [node for node, slot in self.node2slot.items() if slot == 0]
+        self.reference = next((n for n in firsts if n in self.node2collection),
+                              next(iter(self.node2collection)))  # fmt: skip
+        self.collection = list(self.node2collection[self.reference])
         if any(node in self.node2slot and not self._fits(node) for node in self.node2collection):
             return  # (the hunt is done: _fits said why)
         self.hunt.set_tests(self.collection)

@@ -724,8 +724,11 @@ def run_job(
 TICK = 0.1
 #: Seconds the parent waits for more lines before it hands over what it has:
 #: a child writes a line per step the moment the step ends, and a line at a
-#: time would cost the receiving side a call per test.
-COALESCE = 0.005
+#: time would cost the receiving side a call per test. After a read the parent
+#: also waits this long for the child's exit only, not for its next line: a
+#: wake-up per line would take a core from the tests of a busy machine (the
+#: pipe holds ~64 KB: hundreds of lines).
+COALESCE = 0.02
 #: Lines handed over at once at most.
 BATCH = 512
 #: Bytes read from the channel after the child exited, at most (a process that
@@ -823,7 +826,15 @@ def _read_lines(
             if stop is not None and stop():
                 return True
         elif len(chunk) < _READ // 4:
-            _SLEEP(COALESCE)  # let a few more lines arrive: one read for many
+            _pause(child, COALESCE)  # let a few more lines arrive: one read for many
+
+
+def _pause(child: Child, seconds: float) -> None:
+    """Wait ``seconds``, or less if the child exits (where pidfds are missing, all of it)."""
+    if child.pidfd is None:
+        _SLEEP(seconds)
+    else:
+        select.select([child.pidfd], [], [], seconds)
 
 
 @contextlib.contextmanager

@@ -358,13 +358,19 @@ def warm_module_map() -> None:
         _MAPPED[0] = len(sys.modules)
 
 
-def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) -> Child:
-    """Fork a child that runs ``job``; the parent gets a :class:`Child` to read."""
-    # Clock references the project bound at import follow the virtual clock
-    # (hermetic_hunt.sandbox.bound): scanned here, once per process, not in
-    # every child.
+def prepare(engine: Engine) -> None:
+    """What every fork needs of its parent, done once per process (and again only
+    for modules imported since): clock references the project bound at import
+    follow the virtual clock (:mod:`hermetic_hunt.sandbox.bound`), and
+    :func:`warm_module_map`. :func:`spawn` calls it; a process that waits for its
+    first job (an xdist worker) calls it first, so that the wait pays it."""
     follow_bound_clocks(str(engine.config.rootpath))
     warm_module_map()
+
+
+def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) -> Child:
+    """Fork a child that runs ``job``; the parent gets a :class:`Child` to read."""
+    prepare(engine)  # (not in every child)
     temp = tempfile.mkdtemp(prefix="hermetic-hunt-job-")
     stream = rng.stream_state() if engine.import_seeds.where is not None else None
     read_fd, write_fd = os.pipe()

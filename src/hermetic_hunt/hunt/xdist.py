@@ -39,7 +39,7 @@ from hermetic_hunt import _compat
 from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.engine import collection_failed, stop_on_collection_errors
 from hermetic_hunt.engine.executor import process_hash_seed
-from hermetic_hunt.engine.fork import ChildSetup, interrupts_deferred, run_job
+from hermetic_hunt.engine.fork import ChildSetup, interrupts_deferred, prepare, run_job
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.hunt.signals import Interrupts, Terminated
 from hermetic_hunt.models import Failure, Settings
@@ -453,6 +453,7 @@ class XdistWorker:
             worker=str(self.config.workerinput.get("workerid", "gw?")),  # type: ignore[attr-defined]
         )
         hash_seed = process_hash_seed()
+        prepare(self.engine)  # while the controller waits for the other workers' collection
         # SIGTERM/SIGHUP end this worker, not the hunt (hunt/signals.py).
         interrupts = Interrupts(controller=False).install()
         try:

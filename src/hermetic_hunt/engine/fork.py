@@ -823,11 +823,13 @@ def _read_lines(
         # they are in ``pending`` (and ``_hand_over`` gives them to the sink).
         with interrupts_deferred():
             chunk = os.read(child.fd, _READ)
-            pending.extend(child.feed(chunk))
+            lines = child.feed(chunk)
+            pending.extend(lines)
         if not chunk:  # every writer closed it: the child is exiting
             child.reap()
             return False
-        if len(pending) >= BATCH or child.ended:
+        # (a failing attempt is handed on at once: -x stops, a worker forwards it)
+        if len(pending) >= BATCH or child.ended or any(map(wire.urgent, lines)):
             _hand_over(pending, sink)
             if stop is not None and stop():
                 return True

@@ -145,6 +145,23 @@ def set_hermetic_handle(handle: Any) -> None:
 # -- pytest (8.x, 9.x) ------------------------------------------------------------------
 
 
+def plain_imports(package: str) -> None:
+    """The modules of ``package`` imported from now on skip pytest's assertion rewriting.
+
+    pytest rewrites every module of a distribution with a ``pytest11`` entry point:
+    its ``AssertionRewritingHook`` (in ``sys.meta_path``) keeps the names in
+    ``_must_rewrite`` (pytest 7-9). Our asserts are invariants, not a test's, so a
+    rewrite buys nothing and costs a parse and a compile of each module in every
+    process (each xdist worker's too) where pytest cannot keep its own cache
+    (``PYTHONDONTWRITEBYTECODE``, a read-only site-packages), where the interpreter
+    would read a ``.pyc``. Without the private: rewritten, as before.
+    """
+    for finder in sys.meta_path:
+        names = getattr(finder, "_must_rewrite", None)
+        if type(finder).__name__ == "AssertionRewritingHook" and isinstance(names, set):
+            names.discard(package)
+
+
 def quiet_progress(terminal: Any) -> None:
     """Turn off the per-file percentage (``TerminalReporter._show_progress_info``).
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hermetic_hunt import options
+from hermetic_hunt import _compat, options
 from hermetic_hunt.errors import BadDatabase, BadOption, HuntError
 from hermetic_hunt.models import (
     DEFAULT_INTEGRATION_MARKER,
@@ -34,6 +34,8 @@ from hermetic_hunt.models import (
     database_path,
 )
 from hermetic_hunt.seeds import new_base_seed
+
+_compat.plain_imports("hermetic_hunt")  # (the modules above are already in)
 
 if TYPE_CHECKING:
     from hermetic_hunt.engine.engine import Conflicts

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 
 from hermetic_hunt import _compat
 
@@ -53,3 +54,12 @@ def test_the_raw_signal_functions_are_the_ones_behind_the_signal_module() -> Non
         assert signal.getsignal(signal.SIGUSR1) is mine and getsignal(signal.SIGUSR1) is mine
     finally:
         setsignal(signal.SIGUSR1, previous)
+
+
+def test_hermetic_hunts_modules_after_the_plugin_are_not_rewritten_by_pytest() -> None:
+    import hermetic_hunt.hunt.controller  # (imported after the plugin, in any session)
+
+    hooks = [f for f in sys.meta_path if type(f).__name__ == "AssertionRewritingHook"]
+    assert hooks and all("hermetic_hunt" not in f._must_rewrite for f in hooks)  # type: ignore[attr-defined]
+    loader = hermetic_hunt.hunt.controller.__loader__
+    assert type(loader).__name__ != "AssertionRewritingHook"

@@ -6,7 +6,9 @@ import inspect
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -91,6 +93,48 @@ def test_the_parent_stops_at_the_childs_exit_though_a_descendant_holds_the_pipe(
         c.cleanup()
         if orphan:
             os.kill(orphan, signal.SIGKILL)
+
+
+class _Handed(Exception):
+    pass
+
+
+def test_a_failing_attempts_line_is_handed_on_at_once_while_the_child_keeps_writing() -> None:
+    """Lines come every millisecond (never a pause to coalesce on): only the
+    failing one's urgency hands the lines on before a full batch."""
+    read_fd, write_fd = os.pipe()
+    never_r, never_w = os.pipe()  # a pidfd that never turns readable: the child lives on
+    c = fork.Child(4242, read_fd, Job((Step("t.py::test_x"),)), "/nonexistent", 0.0,
+                   seal=wire.seal_prefix("tok", 4242), pidfd=never_r)  # fmt: skip
+    failing = wire.step_line(0, [Attempt("t.py::test_x", "failed", position=0)], [])
+    writing = threading.Event()
+    writing.set()
+
+    def child_writes() -> None:
+        os.write(write_fd, wire.seal("tok", 4242, failing))
+        for _ in range(5 * fork.BATCH):
+            if not writing.is_set():
+                return
+            os.write(write_fd, wire.seal("tok", 4242, step(1)))
+            time.sleep(0.001)
+
+    batches: list[list[bytes]] = []
+
+    def sink(lines: Sequence[bytes]) -> None:
+        batches.append(list(lines))
+        raise _Handed
+
+    writer = threading.Thread(target=child_writes)
+    writer.start()
+    try:
+        with pytest.raises(_Handed):
+            fork._drain(c, sink)
+    finally:
+        writing.clear()
+        writer.join()
+        for fd in (read_fd, write_fd, never_r, never_w):
+            os.close(fd)
+    assert batches[0][0] == failing and len(batches[0]) < fork.BATCH
 
 
 @forks

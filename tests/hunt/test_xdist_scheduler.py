@@ -161,6 +161,19 @@ def test_the_same_tests_collected_in_another_order_are_sent_by_nodeid_in_the_pla
     assert nodeids_of(gw1.jobs()[0]) == [TESTS[i] for i in plan.slices[1]]
 
 
+def test_the_test_list_is_slot_zeros_collection_order_whichever_worker_collected_first() -> None:
+    hunt = FakeHunt(rounds=1, first=0)
+    gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")
+    sched = HuntScheduling(pytest.Config.__new__(pytest.Config), hunt, 2)  # type: ignore[arg-type]
+    sched.add_node(gw0)
+    sched.add_node(gw1)
+    sched.add_node_collection(gw1, TESTS[::-1])  # (another hash seed, another order)
+    sched.add_node_collection(gw0, TESTS)
+    sched.schedule()
+    assert hunt.tests == TESTS
+    assert [nodeids_of(job) for job in gw0.jobs()] == [TESTS] and gw1.sent == []
+
+
 def test_truly_different_collections_stop_the_hunt_with_one_line_naming_the_cause() -> None:
     hunt = FakeHunt(rounds=5)
     gw0, gw1 = FakeNode("gw0"), FakeNode("gw1")

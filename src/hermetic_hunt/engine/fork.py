@@ -354,13 +354,19 @@ def warm_module_map() -> None:
         _MAPPED[0] = len(sys.modules)
 
 
-def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) -> Child:
-    """Fork a child that runs ``job``; the parent gets a :class:`Child` to read."""
-    # Clock references the project bound at import follow the virtual clock
-    # (hermetic_hunt.sandbox.bound): scanned here, once per process, not in
-    # every child.
+def prepare(engine: Engine) -> None:
+    """What every fork needs of its parent, done once per process (and again only
+    for modules imported since): clock references the project bound at import
+    follow the virtual clock (:mod:`hermetic_hunt.sandbox.bound`), and
+    :func:`warm_module_map`. :func:`spawn` calls it; a process that waits for its
+    first job (an xdist worker) calls it first, so that the wait pays it."""
     follow_bound_clocks(str(engine.config.rootpath))
     warm_module_map()
+
+
+def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) -> Child:
+    """Fork a child that runs ``job``; the parent gets a :class:`Child` to read."""
+    prepare(engine)  # (not in every child)
     temp = tempfile.mkdtemp(prefix="hermetic-hunt-job-")
     stream = rng.stream_state() if engine.import_seeds.where is not None else None
     read_fd, write_fd = os.pipe()
@@ -713,8 +719,11 @@ def run_job(
 TICK = 0.1
 #: Seconds the parent waits for more lines before it hands over what it has:
 #: a child writes a line per step the moment the step ends, and a line at a
-#: time would cost the receiving side a call per test.
-COALESCE = 0.005
+#: time would cost the receiving side a call per test. After a read the parent
+#: also waits this long for the child's exit only, not for its next line: a
+#: wake-up per line would take a core from the tests of a busy machine (the
+#: pipe holds ~64 KB: hundreds of lines).
+COALESCE = 0.02
 #: Lines handed over at once at most.
 BATCH = 512
 #: Bytes read from the channel after the child exited, at most (a process that
@@ -803,16 +812,26 @@ def _read_lines(
         # they are in ``pending`` (and ``_hand_over`` gives them to the sink).
         with interrupts_deferred():
             chunk = os.read(child.fd, _READ)
-            pending.extend(child.feed(chunk))
+            lines = child.feed(chunk)
+            pending.extend(lines)
         if not chunk:  # every writer closed it: the child is exiting
             child.reap()
             return False
-        if len(pending) >= BATCH or child.ended:
+        # (a failing attempt is handed on at once: -x stops, a worker forwards it)
+        if len(pending) >= BATCH or child.ended or any(map(wire.urgent, lines)):
             _hand_over(pending, sink)
             if stop is not None and stop():
                 return True
         elif len(chunk) < _READ // 4:
-            _SLEEP(COALESCE)  # let a few more lines arrive: one read for many
+            _pause(child, COALESCE)  # let a few more lines arrive: one read for many
+
+
+def _pause(child: Child, seconds: float) -> None:
+    """Wait ``seconds``, or less if the child exits (where pidfds are missing, all of it)."""
+    if child.pidfd is None:
+        _SLEEP(seconds)
+    else:
+        select.select([child.pidfd], [], [], seconds)
 
 
 @contextlib.contextmanager

@@ -39,7 +39,7 @@ from hermetic_hunt import _compat
 from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.engine import collection_failed, stop_on_collection_errors
 from hermetic_hunt.engine.executor import process_hash_seed
-from hermetic_hunt.engine.fork import ChildSetup, interrupts_deferred, run_job
+from hermetic_hunt.engine.fork import ChildSetup, interrupts_deferred, prepare, run_job
 from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.hunt.signals import Interrupts, Terminated
 from hermetic_hunt.models import Failure, Settings
@@ -207,8 +207,12 @@ class HuntScheduling:
             # controller's run loop raises pytest's Interrupted when it ends).
             self._done = True
             return
-        self.reference, first = next(iter(self.node2collection.items()))
-        self.collection = list(first)
+        # Slot 0's collection order is the test list (the one round 0 runs in),
+        # whichever worker finished collecting first.
+        firsts = [node for node, slot in self.node2slot.items() if slot == 0]
+        self.reference = next((n for n in firsts if n in self.node2collection),
+                              next(iter(self.node2collection)))  # fmt: skip
+        self.collection = list(self.node2collection[self.reference])
         if any(node in self.node2slot and not self._fits(node) for node in self.node2collection):
             return  # (the hunt is done: _fits said why)
         self.hunt.set_tests(self.collection)
@@ -449,6 +453,7 @@ class XdistWorker:
             worker=str(self.config.workerinput.get("workerid", "gw?")),  # type: ignore[attr-defined]
         )
         hash_seed = process_hash_seed()
+        prepare(self.engine)  # while the controller waits for the other workers' collection
         # SIGTERM/SIGHUP end this worker, not the hunt (hunt/signals.py).
         interrupts = Interrupts(controller=False).install()
         try:

@@ -172,8 +172,8 @@ def condition_rows(
 def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureRow]:
     # A failing attempt without a failures row (a crashed worker) keeps an
     # empty failure: it still has a replayable id.
-    return {
-        row[0]: FailureRow(*row)  # (attempt id, run id, exc_type, message, location)
+    failures = (
+        FailureRow(*row)  # (attempt id, run id, exc_type, message, location)
         for chunk, marks in chunks(attempt_ids)
         for row in store.conn.execute(
             "SELECT a.id, a.run_id, coalesce(f.exc_type, ''), coalesce(f.message, ''), "  # noqa: S608
@@ -181,7 +181,8 @@ def failure_rows(store: Store, attempt_ids: Sequence[int]) -> dict[int, FailureR
             f"ON f.attempt_id = a.id WHERE a.id IN ({marks})",
             chunk,
         )
-    }
+    )
+    return {failure.attempt_id: failure for failure in failures}
 
 
 def check_rows(store: Store, runs: Sequence[int] | None) -> list[CheckRow]:

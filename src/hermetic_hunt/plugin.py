@@ -312,7 +312,6 @@ _CONFLICTS: Conflicts = (
 
 
 def _configure_hunt(config: pytest.Config, hunt_value: str) -> None:
-    from hermetic_hunt import _compat
     from hermetic_hunt.engine import engine
     from hermetic_hunt.hunt import xdist
 

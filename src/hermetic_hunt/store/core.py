@@ -423,8 +423,9 @@ class Store:
 
     def build_indexes(self) -> None:
         """Build the indexes of ``attempts`` that are missing (see :meth:`defer_indexes`)."""
+        marks = ",".join("?" * len(ATTEMPT_INDEXES))
         found = self.conn.execute(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN (?, ?)",
+            f"SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ({marks})",  # noqa: S608
             tuple(ATTEMPT_INDEXES),
         ).fetchone()
         if found != (len(ATTEMPT_INDEXES),):

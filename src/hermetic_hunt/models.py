@@ -348,33 +348,31 @@ class Settings:
             value = raw.get(key, default)
             return value if ok(value) else default
 
-        whole = is_whole
-
         def seconds(value: Any) -> bool:
             return is_number(value) and value > 0
 
         shard = raw.get("shard")
         parts: list[int] = shard if isinstance(shard, list) else []
-        ok_shard = len(parts) == 2 and all(whole(v) for v in parts) and 1 <= parts[0] <= parts[1]
+        ok_shard = len(parts) == 2 and all(map(is_whole, parts)) and 1 <= parts[0] <= parts[1]
         marker = pick(
             "integration_marker",
             lambda v: isinstance(v, str) and v.isidentifier(),
             DEFAULT_INTEGRATION_MARKER,
         )
-        rounds = pick("rounds", lambda v: v is None or (whole(v) and v > 0), None)
+        rounds = pick("rounds", lambda v: v is None or (is_whole(v) and v > 0), None)
         budget = pick("budget_seconds", lambda v: v is None or seconds(v), None)
         if rounds is None and budget is None:
             rounds = 1
         return cls(
             rounds=rounds,
             budget_seconds=budget if rounds is None else None,
-            base_seed=pick("base_seed", lambda v: whole(v) and 0 <= v < 2**63, base_seed),
+            base_seed=pick("base_seed", lambda v: is_whole(v) and 0 <= v < 2**63, base_seed),
             mode=as_mode(raw.get("mode")),
             order=next((o for o in ORDERS if o == raw.get("order")), DEFAULT_ORDER),
             db_path=Path(pick("db_path", lambda v: isinstance(v, str), DEFAULT_DB)),
             isolate=pick("isolate", lambda v: isinstance(v, bool), True),
             isolate_budget=pick(
-                "isolate_budget", lambda v: whole(v) and v > 0, DEFAULT_ISOLATE_BUDGET
+                "isolate_budget", lambda v: is_whole(v) and v > 0, DEFAULT_ISOLATE_BUDGET
             ),
             probe_timeout=float(pick("probe_timeout", seconds, DEFAULT_PROBE_TIMEOUT)),
             test_timeout=float(pick("test_timeout", seconds, DEFAULT_TEST_TIMEOUT)),
@@ -386,7 +384,7 @@ class Settings:
             dates_from=pick("dates_from", lambda v: v is None or seconds(v), None),
             horizon_days=pick(
                 "horizon_days",
-                lambda v: whole(v) and 0 < v <= MAX_HORIZON_DAYS,
+                lambda v: is_whole(v) and 0 < v <= MAX_HORIZON_DAYS,
                 DEFAULT_HORIZON_DAYS,
             ),
             default_round=pick("default_round", lambda v: isinstance(v, bool), False),
@@ -425,8 +423,11 @@ class Step:
     stress: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        plain = ("nodeid", "seed", "now", "mode", "attempt_id")
-        return {key: getattr(self, key) for key in plain} | self.conditions
+        """Its five plain fields by name, then those of its timing conditions that are set."""
+        plain = {key: getattr(self, key) for key in ("nodeid", "seed", "now", "mode", "attempt_id")}
+        conditions = {"profile": self.profile, "switch_interval": self.switch_interval}
+        conditions["stress"] = self.stress or None
+        return plain | {key: value for key, value in conditions.items() if value is not None}
 
     @classmethod
     def from_json(cls, raw: Any) -> Step:
@@ -451,16 +452,6 @@ class Step:
         same = {f.name: getattr(attempt, f.name) for f in fields(cls)}
         checked = {"mode": as_mode(attempt.mode), "profile": as_profile(attempt.profile)}
         return cls(**same | checked | changes)
-
-    @property
-    def conditions(self) -> dict[str, Any]:
-        """The step's timing conditions, as stored in JSON (only those that are set)."""
-        out = {
-            "profile": self.profile,
-            "switch_interval": self.switch_interval,
-            "stress": self.stress or None,
-        }
-        return {key: value for key, value in out.items() if value is not None}
 
 
 @dataclass(frozen=True)

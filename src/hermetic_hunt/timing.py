@@ -53,10 +53,6 @@ class TimeMix:
         return (("jitter", self.jitter), ("slow", self.slow), ("stress", self.stress),
                 ("switch", self.switch), ("edge", self.edge))  # fmt: skip
 
-    @property
-    def exact(self) -> int:
-        return 100 - sum(share for _, share in self.shares())
-
     def spec(self) -> str:
         """As ``--hermetic-hunt-time`` takes it: ``default``, ``exact``, ``jitter=30,switch=10``."""
         if self == DEFAULT_TIME_MIX:

@@ -77,11 +77,6 @@ def default_branch(cwd: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def merge_base(a: str, b: str, cwd: str | os.PathLike[str]) -> str | None:
-    status, out = run(["merge-base", a, b], cwd)
-    return out.strip() if status == 0 and out.strip() else None
-
-
 def resolve_base(base: str | None, cwd: str | os.PathLike[str]) -> tuple[str, str]:
     """``(sha, how it was chosen)`` of the base to compare with (GitError if none).
 
@@ -104,13 +99,13 @@ def resolve_base(base: str | None, cwd: str | os.PathLike[str]) -> tuple[str, st
             "--hermetic-hunt-changed: no default branch found (origin/HEAD, main, master): "
             "name the base, e.g. --hermetic-hunt-changed=origin/main"
         )
-    sha = merge_base("HEAD", branch, cwd)
-    if sha is None:
+    status, out = run(["merge-base", "HEAD", branch], cwd)
+    if status != 0 or not out.strip():
         raise GitError(
             f"--hermetic-hunt-changed: HEAD and {branch} have no merge base: "
             "name the base, e.g. --hermetic-hunt-changed=HEAD~1"
         )
-    return sha, f"the merge base with {branch}"
+    return out.strip(), f"the merge base with {branch}"
 
 
 def changed_files(base_sha: str, cwd: str | os.PathLike[str]) -> set[Path]:

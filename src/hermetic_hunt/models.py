@@ -731,12 +731,12 @@ class Attempt:
         if alone:
             runs.extend((None, [raw]) for raw in raws)
         else:  # runs of attempts with plain keys only, and each other attempt alone
-            plain = list(map(_PLAIN_SET.issuperset, raws))
-            start = 0
+            start, plain = 0, map(_PLAIN_SET.issuperset, raws)
             for end in [*itertools.compress(range(len(raws)), map(operator.not_, plain)), None]:
                 run = raws[start:end]
-                if run:
-                    runs.append((_plain_keys(run), run))
+                if run:  # (keys None: one lacks a key every attempt has, so each goes alone)
+                    always = all(map(operator.ge, map(dict.keys, run), itertools.repeat(_ALWAYS)))
+                    runs.append((set().union(*run) if always else None, run))
                 if end is not None:
                     runs.append((None, raws[end : end + 1]))
                     start = end + 1
@@ -921,15 +921,6 @@ _PLAIN_SET = frozenset(PLAIN_KEYS)
 _ALWAYS = frozenset(("n", "o", "r", "p", "d", "m"))
 
 
-def _plain_keys(raws: Sequence[dict[str, Any]]) -> set[str] | None:
-    """The keys of ``raws`` (dicts) when each has those of every attempt and all are
-    plain, else None."""
-    keys = set().union(*raws)
-    ok = _PLAIN_SET.issuperset(keys) and all(map(operator.ge, map(dict.keys, raws),
-                                                 itertools.repeat(_ALWAYS)))  # fmt: skip
-    return keys if ok else None
-
-
 class _Shape(NamedTuple):
     """How attempts with the same plain keys are read: those keys, in one order."""
 
@@ -939,10 +930,8 @@ class _Shape(NamedTuple):
 
     def read(self, values: tuple[tuple[Any, ...], ...], run_id: int, worker: str) -> Columns | None:
         """The columns ``values`` (one per key) when each passes its check, else None."""
-        for check, column in zip(self.checks, values, strict=True):
-            if not check(column):
-                return None
-        return Columns(self.fields, values, run_id, worker)
+        ok = all(check(column) for check, column in zip(self.checks, values, strict=True))
+        return Columns(self.fields, values, run_id, worker) if ok else None
 
 
 @functools.lru_cache(maxsize=64)

@@ -237,9 +237,7 @@ def parse_tx_specs(config: Any) -> list[str]:
     """
     from xdist import workermanage
 
-    parse = getattr(workermanage, "parse_tx_spec_config", None)
-    if parse is None:
-        parse = workermanage.parse_spec_config
+    parse = getattr(workermanage, "parse_tx_spec_config", None) or workermanage.parse_spec_config
     return [str(spec) for spec in parse(config)]
 
 
@@ -261,10 +259,7 @@ def late_batches(config: Any, quiet: float, most: float) -> Iterator[tuple[Any, 
     if events is None or not hasattr(events, "get"):
         return
     deadline = _MONOTONIC() + most
-    while True:
-        left = deadline - _MONOTONIC()
-        if left <= 0:
-            return
+    while (left := deadline - _MONOTONIC()) > 0:
         try:
             name, kwargs = events.get(timeout=min(quiet, left))
         except (queue.Empty, TypeError, ValueError):

@@ -28,7 +28,6 @@ from hermetic_hunt.models import DEFAULT_DB
 
 DEFAULT_SEED = 7
 DEFAULT_ROUNDS = 30
-DATABASE = DEFAULT_DB
 #: Isolation's budget: enough for every example on a loaded machine (``auto``, the
 #: rounds' time, can run out there and leave a flake unexplained).
 ISOLATE_BUDGET = "200,10m"
@@ -72,7 +71,7 @@ def hunt_argv(rounds: int, seed: int, workers: str) -> list[str]:
     return [
         sys.executable, "-m", "pytest",
         f"--hermetic-hunt={rounds}", "-n", workers, f"--hermetic-seed={seed}",
-        f"--hermetic-hunt-db={DATABASE}", f"--hermetic-hunt-isolate-budget={ISOLATE_BUDGET}",
+        f"--hermetic-hunt-db={DEFAULT_DB}", f"--hermetic-hunt-isolate-budget={ISOLATE_BUDGET}",
         "-p", "no:randomly", "-p", "no:cacheprovider", "--tb=no", "-rN",
     ]  # fmt: skip
 
@@ -104,7 +103,7 @@ def next_steps(target: Path) -> list[str]:
         f"  cd {where}",
         "  hermetic-hunt list                        # one line per flake",
         "  hermetic-hunt show F1                     # everything about a flake",
-        f"  pytest --hermetic-replay-db={DATABASE}::F1   # replay it",
+        f"  pytest --hermetic-replay-db={DEFAULT_DB}::F1   # replay it",
         "  hermetic-hunt report --format html        # reports/hermetic-hunt.html",
     ]
 
@@ -125,14 +124,14 @@ def run_demo(
     echo(f"hermetic-hunt demo: hunting the example suite in {target}")
     echo(f"$ {shlex.join(['python', *argv[1:]])}")
     status = run_hunt(target, argv, echo)
-    if status not in _HUNT_RAN or not (target / DATABASE).exists():
+    if status not in _HUNT_RAN or not (target / DEFAULT_DB).exists():
         echo(
             f"hermetic-hunt demo: the hunt did not run to the end (pytest exit status "
             f"{status}); its output is above",
             err=True,
         )
         return 1
-    outcome = write_report(target / DATABASE, run=None, fmt="text", output=None, cwd=str(target))
+    outcome = write_report(target / DEFAULT_DB, run=None, fmt="text", output=None, cwd=str(target))
     echo("")
     echo(outcome.text or "", nl=False)
     for line in next_steps(target):

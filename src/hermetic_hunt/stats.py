@@ -121,9 +121,7 @@ def percent(rate: float) -> str:
         text = f"{value:.2g}" if value >= 1 else f"{value:.1g}"
         return f"{float(text):g}%"
     rounded = round(value)
-    if rounded >= 100:
-        return ">99%"
-    return f"{rounded}%"
+    return ">99%" if rounded >= 100 else f"{rounded}%"
 
 
 def bound_text(attempts: int, confidence: float = CONFIDENCE) -> str:

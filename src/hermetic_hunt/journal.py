@@ -41,8 +41,7 @@ MAX_DECOMPRESSED = 64 * 1024 * 1024
 MAX_EVENTS_PER_SOURCE = 100_000
 #: Deepest JSON nesting a valid journal has (fingerprint lists: 3).
 MAX_DEPTH = 4
-CLOCK_EVENTS = ("time", "monotonic", "perf_counter", "sleep")
-SOURCES = (*CLOCK_EVENTS, "urandom")
+SOURCES = ("time", "monotonic", "perf_counter", "sleep", "urandom")
 _MODES = ("seeded", "record")
 _MAX_SEED = (1 << 63) - 1
 #: Epoch seconds a datetime can represent (years 1..9999).

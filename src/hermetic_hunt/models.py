@@ -179,9 +179,7 @@ def exposure_words(level: str, dates: Any = None) -> str:
 def function_of(nodeid: str) -> str:
     """``test_x.py::test_y[3-a]`` -> ``test_x.py::test_y`` (other nodeids as they are):
     the test function whose parametrizations a report may show as one finding."""
-    if nodeid.endswith("]") and "[" in nodeid:
-        return nodeid[: nodeid.index("[")]
-    return nodeid
+    return nodeid[: nodeid.index("[")] if nodeid.endswith("]") and "[" in nodeid else nodeid
 
 
 def hash_seed_problem(value: int | None) -> str | None:

@@ -33,15 +33,6 @@ class OutsideProject(BadDatabase):
     """A path from the database leads outside the project's rootdir."""
 
 
-def find_root(cwd: str | os.PathLike[str]) -> Path:
-    """The nearest folder from ``cwd`` up holding a pytest configuration file (else ``cwd``)."""
-    here = Path(cwd).resolve()
-    for folder in (here, *here.parents):
-        if any((folder / name).is_file() for name in CONFIG_FILES):
-            return folder
-    return here
-
-
 def project_root(stored_rootdir: str, cwd: str | os.PathLike[str]) -> Path:
     """The rootdir a command on a stored run works in (see the module docstring)."""
     here = Path(cwd).resolve()
@@ -52,7 +43,10 @@ def project_root(stored_rootdir: str, cwd: str | os.PathLike[str]) -> Path:
             stored = None
         if stored is not None and stored.is_dir() and (stored == here or here in stored.parents):
             return stored
-    return find_root(here)
+    for folder in (here, *here.parents):
+        if any((folder / name).is_file() for name in CONFIG_FILES):
+            return folder
+    return here
 
 
 def inside(root: Path, path: Path) -> bool:

@@ -116,24 +116,16 @@ def step_conditions(raw: dict[str, Any]) -> dict[str, Any]:
 
     Absent keys (a reproducer from before timing conditions) mean none.
     """
-    out: dict[str, Any] = {}
-    profile = raw.get("profile")
-    if profile is not None:
-        if as_profile(profile) is None:
-            raise ValueError(f"unknown clock profile {profile!r} (known: {', '.join(PROFILES)})")
-        out["profile"] = profile
-    interval = raw.get("switch_interval")
-    if interval is not None:
-        seconds = switch_interval(interval)
-        if seconds is None:
-            raise ValueError(
-                f"switch_interval must be a number of seconds in (0, {MAX_SWITCH_INTERVAL:g}], "
-                f"got {interval!r}"
-            )
-        out["switch_interval"] = seconds
-    stress = raw.get("stress", 0)
+    profile, interval, stress = raw.get("profile"), raw.get("switch_interval"), raw.get("stress", 0)
+    if profile is not None and as_profile(profile) is None:
+        raise ValueError(f"unknown clock profile {profile!r} (known: {', '.join(PROFILES)})")
+    seconds = switch_interval(interval)
+    if interval is not None and seconds is None:
+        raise ValueError(
+            f"switch_interval must be a number of seconds in (0, {MAX_SWITCH_INTERVAL:g}], "
+            f"got {interval!r}"
+        )
     if not is_whole(stress) or not 0 <= stress <= 1024:
         raise ValueError(f"stress must be a number of busy processes (0-1024), got {stress!r}")
-    if stress:
-        out["stress"] = stress
-    return out
+    out = {"profile": profile, "switch_interval": seconds, "stress": stress or None}
+    return {key: value for key, value in out.items() if value is not None}

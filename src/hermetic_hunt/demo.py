@@ -58,12 +58,8 @@ def prepare(directory: str | os.PathLike[str] | None) -> Path:
                 f"--dir {directory}: exists and is not an empty directory; "
                 "pass a new path (the demo copies the example suite into it)"
             )
-    shutil.copytree(
-        SHOP,
-        target,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.db*"),
-    )
+    ignore = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.db*")
+    shutil.copytree(SHOP, target, dirs_exist_ok=True, ignore=ignore)
     return target
 
 

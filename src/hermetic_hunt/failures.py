@@ -112,7 +112,6 @@ def from_report(
     known_type = exc_type
     crash = getattr(longrepr, "reprcrash", None)
     text = str(getattr(report, "longreprtext", "") or longrepr or "")
-    excerpt = text[-EXCERPT_LIMIT:]
     if crash is not None:
         exc_type, message = _split_crash_message(str(crash.message))
         location = location or _location(longrepr, str(crash.path), crash.lineno, rootdir)
@@ -131,9 +130,4 @@ def from_report(
     message = message.strip().splitlines()[0] if message.strip() else ""
     if getattr(report, "wasxfail", None) is not None and report.passed:
         exc_type, message = "XPASS", str(report.wasxfail)
-    return Failure(
-        exc_type=exc_type or "Failed",
-        message=normalise(message),
-        location=location,
-        excerpt=excerpt,
-    )
+    return Failure(exc_type or "Failed", normalise(message), location, text[-EXCERPT_LIMIT:])

@@ -196,9 +196,7 @@ def _edge(kind: str, stream: Stream, dates: Dates) -> datetime:
         day = datetime(year, month, _last_day(year, month), tzinfo=timezone.utc)
         return day + timedelta(seconds=12 * 3600 + stream.below(12 * 3600))
     if kind == "year-end":
-        return datetime(year, 12, 31, 23, 59, tzinfo=timezone.utc) + timedelta(
-            seconds=stream.below(60)
-        )
+        return datetime(year, 12, 31, 23, 59, stream.below(60), tzinfo=timezone.utc)
     if kind == "leap-day":
         leap = [y for y in range(first.year, last.year + 1) if calendar.isleap(y)] or [year]
         start = datetime(leap[stream.below(len(leap))], 2, 28, 12, tzinfo=timezone.utc)

@@ -196,13 +196,11 @@ def decode(data: object, *, where: str, expect_test: str | None = None) -> Journ
     """
     obj = _parse(data, where)
     test = obj.get("test")
-    if not isinstance(test, str) or not test:
-        raise BadJournal(f"{where}: 'test' must be a nodeid, got {test!r}")
+    _require(isinstance(test, str) and test != "", where, f"'test' must be a nodeid, got {test!r}")
     if expect_test is not None and test != expect_test:
         raise BadJournal(f"{where}: journal was recorded for {test!r}, not {expect_test!r}")
     mode = obj.get("mode")
-    if mode not in _MODES:
-        raise BadJournal(f"{where}: 'mode' must be one of {', '.join(_MODES)}, got {mode!r}")
+    _require(mode in _MODES, where, f"'mode' must be one of {', '.join(_MODES)}, got {mode!r}")
     values: dict[str, Any] = {}
     for name, default, valid, what in _FIELDS:
         value = values[name] = obj.get(name, default)

@@ -139,6 +139,5 @@ def percent_ceiling(rate: float) -> str:
     value = rate * 100
     if value >= 1:
         return f"{math.ceil(value - 1e-9):d}%"
-    digits = 2
-    scale = 10 ** (digits - 1 - math.floor(math.log10(value))) if value > 0 else 1
+    scale = 10 ** (1 - math.floor(math.log10(value))) if value > 0 else 1  # 2 significant digits
     return f"{math.ceil(value * scale - 1e-9) / scale:g}%"

@@ -794,27 +794,21 @@ _MODE_SET = frozenset(MODES)
 Check = Callable[[Sequence[Any]], bool]
 
 
-def _types(*types: type | None) -> frozenset[type]:
-    return frozenset(type(None) if t is None else t for t in types)
-
-
 def _of(*types: type | None) -> Check:
     """A check: every value is of one of ``types`` (None: may be null)."""
-    allowed = _types(*types)
+    allowed = frozenset(type(None) if t is None else t for t in types)
     return lambda values: allowed.issuperset(map(type, values))
 
 
 def _counts(least: int = 0) -> Check:
-    ints = _types(int)
-    return lambda values: ints.issuperset(map(type, values)) and min(values) >= least
+    ints = _of(int)
+    return lambda values: ints(values) and min(values) >= least
 
 
 def _finite(*types: None) -> Check:
     # The sum of finite floats is finite unless it overflows (then: one by one).
-    floats = _types(float, *types)
-    return lambda values: (
-        floats.issuperset(map(type, values)) and math.isfinite(sum(filter(None, values)))
-    )
+    floats = _of(float, *types)
+    return lambda values: floats(values) and math.isfinite(sum(filter(None, values)))
 
 
 def _among(allowed: frozenset[str]) -> Check:

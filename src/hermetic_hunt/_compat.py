@@ -58,8 +58,7 @@ def asyncio_policy() -> Any:
     would create the default policy as a side effect. None when asyncio was
     never imported or the private is gone.
     """
-    events = sys.modules.get("asyncio.events")
-    return getattr(events, "_event_loop_policy", None) if events is not None else None
+    return getattr(sys.modules.get("asyncio.events"), "_event_loop_policy", None)
 
 
 def running_loop_selector() -> Any:

@@ -89,9 +89,7 @@ EXACT_MIX = TimeMix(0, 0, 0, 0, 0)
 
 def profile_of(condition: str, mode: str) -> Profile | None:
     """The clock profile ``condition`` gives an attempt in ``mode`` (None: no virtual clock)."""
-    if mode != "seeded":
-        return None
-    return as_profile(condition) or "exact"
+    return (as_profile(condition) or "exact") if mode == "seeded" else None
 
 
 def as_profile(value: object) -> Profile | None:
@@ -106,9 +104,7 @@ MAX_SWITCH_INTERVAL = 1.0
 
 def switch_interval(value: object) -> float | None:
     """A stored switch interval (untrusted): seconds in (0, 1], else None."""
-    if not is_number(value):
-        return None
-    return float(value) if 0 < value <= MAX_SWITCH_INTERVAL else None
+    return float(value) if is_number(value) and 0 < value <= MAX_SWITCH_INTERVAL else None
 
 
 def step_conditions(raw: dict[str, Any]) -> dict[str, Any]:

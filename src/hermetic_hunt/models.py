@@ -928,7 +928,6 @@ class _Shape(NamedTuple):
 
 @functools.lru_cache(maxsize=64)
 def _shape(keys: tuple[str, ...]) -> _Shape:
-    """The shape of attempts with the plain keys ``keys``, in that order."""
     return _Shape(
         operator.itemgetter(*keys),
         tuple(PLAIN_KEYS[key][0] for key in keys),

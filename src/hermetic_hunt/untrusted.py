@@ -11,8 +11,6 @@ A ``flakes.db`` handed over by CI is input from elsewhere (see
   (``True`` is not the number 1; ``nan`` and ``inf`` are not numbers), and
   :func:`whole_or`, :func:`number_or`, :func:`text_or` -- a stored value, or
   a default when it is not of its type;
-
-
 * :func:`whole`, :func:`number`, :func:`text`, :func:`items` -- one field of a
   decoded value checked for its type (``ValueError`` naming the field), for
   the codecs of what crosses a process boundary (``Attempt.from_json``...);

@@ -93,8 +93,7 @@ def _inflate(data: bytes, where: str) -> bytes:
         raise BadJournal(f"{where}: journal is not valid gzip ({exc})") from None
     if len(out) > MAX_DECOMPRESSED:
         raise BadJournal(f"{where}: journal expands past {MAX_DECOMPRESSED:,} bytes; refusing it")
-    if not inflater.eof:
-        raise BadJournal(f"{where}: journal is truncated (gzip stream ends early)")
+    _require(inflater.eof, where, "journal is truncated (gzip stream ends early)")
     if inflater.unused_data:
         raise BadJournal(
             f"{where}: journal has {len(inflater.unused_data):,} byte(s) after its gzip stream"

@@ -233,8 +233,7 @@ def now_for(seed: int, dates: Dates | None = None) -> tuple[str, float]:
     else:
         kind = "uniform"
         instant = _edge(kind, stream, window)
-    edge = stream.below(100)
-    millis = stream.below(1000)
+    edge, millis = stream.below(100), stream.below(1000)
     if edge < SECOND_EDGE + MINUTE_EDGE:
         millis = 999 - millis % 20  # 1-20 ms before the next whole second
         if edge >= SECOND_EDGE:

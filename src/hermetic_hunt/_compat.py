@@ -69,8 +69,7 @@ def running_loop_selector() -> Any:
     Without them the virtual loop clock is off: event loops wait in real
     time, as without hermetic-hunt (:mod:`hermetic_hunt.sandbox.aio`).
     """
-    events = sys.modules.get("asyncio.events")
-    getter = getattr(events, "_get_running_loop", None)
+    getter = getattr(sys.modules.get("asyncio.events"), "_get_running_loop", None)
     if getter is None:
         return None
     return getattr(getter(), "_selector", None)
@@ -85,10 +84,8 @@ def asyncio_sleep_timer(asyncio: Any) -> tuple[type[Any] | None, Any]:
     backend binds it at import). ``(None, None)`` when either is gone: then
     asyncio sleeps are not stretched by noisy clock profiles.
     """
-    base_events = getattr(asyncio, "base_events", None)
-    loop_class = getattr(base_events, "BaseEventLoop", None)
-    futures = getattr(asyncio, "futures", None)
-    callback = getattr(futures, "_set_result_unless_cancelled", None)
+    loop_class = getattr(getattr(asyncio, "base_events", None), "BaseEventLoop", None)
+    callback = getattr(getattr(asyncio, "futures", None), "_set_result_unless_cancelled", None)
     if not isinstance(loop_class, type) or callback is None:
         return None, None
     return loop_class, callback
@@ -109,8 +106,7 @@ def type_dict(cls: type) -> dict[str, Any] | None:
 
 def type_modified() -> Callable[[type], None] | None:
     """``PyType_Modified`` from the C API: drops a type's attribute caches after a write."""
-    api = getattr(ctypes, "pythonapi", None)
-    function = getattr(api, "PyType_Modified", None)
+    function = getattr(getattr(ctypes, "pythonapi", None), "PyType_Modified", None)
     if function is None:
         return None
     function.argtypes = [ctypes.py_object]

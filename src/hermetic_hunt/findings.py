@@ -137,9 +137,8 @@ class IsolationReport:
     def out_of_time(self) -> int:
         """Tests left pending or partial by the time budget."""
         return sum(
-            1
+            v.status in ("pending", "partial") and any("time budget" in n for n in v.notes)
             for _, v in self.flakes
-            if v.status in ("pending", "partial") and any("time budget" in n for n in v.notes)
         )
 
 

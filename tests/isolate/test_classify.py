@@ -342,6 +342,74 @@ def test_a_victim_that_a_plain_run_fails_fails_in_normal_runs() -> None:
     assert verdict.evidence["exposure"] == "normal"
 
 
+class Disk(World):
+    """A world whose suite creates a file outside the checkout when it is imported.
+
+    The file outlives every process; a probe that imports the suite again
+    (``unforked``) creates it again, a fork of the collected session does not.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.file = True  # the hunt's collection created it
+
+    def run(self, probe: Probe) -> ProbeResult:
+        if probe.unforked:
+            self.file = True
+        return super().run(probe)
+
+
+def removes_file(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    assert isinstance(world, Disk)
+    world.file = False
+    return ok(step.nodeid)
+
+
+BEHAVIOURS["reads-file"] = fails_if(lambda s, step, hs, w: not w.file, "FileNotFoundError")
+BEHAVIOURS["removes-file"] = removes_file
+HOME_FILE = ("/home/ci/.app/state.txt",)
+
+
+def rounds_over_a_file(world: Disk) -> History:
+    """Round 0 in collection order passes and removes the file; in round 1 the reader
+    runs before the remover, and fails: the file is gone since round 0."""
+    plain = [("reads-file", 1, 1e9), ("removes-file", 2, 1e9), *noise(2)]
+    history = simulated_hunt(world, {"r0": (5, plain), "r1": (5, [*noise(2, 300), *plain[:2]])})
+    history.attempts = [
+        replace(a, writes=HOME_FILE) if a.nodeid == "removes-file" else a for a in history.attempts
+    ]
+    history.default = "r0"
+    return history
+
+
+@pytest.mark.parametrize("file_now", [True, False], ids=["imported-again", "removed-by-a-probe"])
+def test_a_victim_of_a_polluter_from_an_earlier_round_gets_it(file_now: bool) -> None:
+    """Rounds fork from one collected session: a file the suite creates at import is
+    created once per hunt, and its remover breaks every later round, whatever
+    ran before the reader there. The polluter is searched among the tests that
+    wrote a file. When the file is gone for the forks too (a probe removed it),
+    the reader fails alone there and passes in a process that imports the suite
+    again: its probes do that from then on."""
+    world = Disk()
+    history = rounds_over_a_file(world)
+    world.file = file_now
+    verdict = classify(world, history, "reads-file")
+    assert verdict.kinds == ["victim"]
+    assert verdict.polluters == [["removes-file"]]
+    assert steps_of(verdict) == ["removes-file", "reads-file"]
+    assert verdict.evidence["exposure"] == "order"
+    probes = [p for p, _ in verdict.probes]
+    assert "tests of earlier rounds that wrote a file" in [p.purpose for p in probes]
+    first = next((i for i, p in enumerate(probes) if p.unforked), None)
+    if file_now:
+        assert first is None
+    else:  # from the check on, every probe imports the suite again
+        assert first is not None
+        assert probes[first].purpose == "alone, the suite imported again"
+        assert all(p.unforked for p in probes[first:])
+    check_evidence(verdict)
+
+
 def test_a_victim_of_two_polluters_gets_them_as_one_set() -> None:
     world = World()
     runs = [*noise(5), ("region", 1, 1e9), *noise(5, 200), ("beta", 2, 1e9), ("vat", 3, 1e9)]

@@ -91,7 +91,9 @@ def alone(case: Case) -> None:
     case.alone_numbers = [*range(first, first + case.settings.alone_runs), *numbers(case, extra)]
     same = [case.same(r) for r in results]
     passed = [r.outcome == "passed" for r in results]
-    if all(same):
+    if all(same) and stale(case, step, hash_seed):
+        case.needs.add("order")
+    elif all(same):
         # Found by the first run, confirmed by the others.
         case.reproduce([step], hash_seed, confirmed=True)
         sandbox_factors(case, step, hash_seed)
@@ -103,6 +105,29 @@ def alone(case: Case) -> None:
                 f"alone it fails differently from the hunt: {describe(results[0])}"
             )
         case.needs.add("order")
+
+
+def stale(case: Case, step: Step, hash_seed: int) -> bool:
+    """It failed alone every time in a fork of the collected session: does it pass in a
+    process that imports the suite again, as a plain ``pytest`` run does?
+
+    What the suite sets up outside the process when it is imported (a file in the
+    home folder) is set up once for every fork, and a round or a probe since may
+    have removed it. Then the case's probes import the suite again
+    (:attr:`.Case.fresh`), and the order decides (a victim: a test that removes
+    it). Not for a case whose probes import it again already."""
+    if case.fresh:
+        return False
+    result = case.probe("alone, the suite imported again", [step], hash_seed, unforked=True)
+    if case.same(result) or result.outcome != "passed":
+        return False
+    case.fresh = True
+    case.alone_numbers = [case.step_no()]
+    case.finding.notes.append(
+        "fails alone in a fork of the collected session, passes in a process that imports "
+        "the suite again: what it set up at import was changed since; its probes import it again"
+    )
+    return True
 
 
 def describe(result: ProbeResult) -> str:

@@ -410,6 +410,36 @@ def test_a_victim_of_a_polluter_from_an_earlier_round_gets_it(file_now: bool) ->
     check_evidence(verdict)
 
 
+def removes_once(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    """Removes the file; fails when it is gone (``os.remove``)."""
+    assert isinstance(world, Disk)
+    if not world.file:
+        return boom(step.nodeid, "FileNotFoundError")
+    world.file = False
+    return ok(step.nodeid)
+
+
+BEHAVIOURS["removes-once"] = removes_once
+
+
+def test_a_test_that_removes_what_the_import_created_is_self_polluting_not_concurrency() -> None:
+    """Forks of the collected session share the file it removes: alone it passes
+    once, then fails (the outcomes of a race). In processes that import the suite
+    again it passes every time, and twice in one such process it fails: what a
+    plain run shows."""
+    world = Disk()
+    history = simulated_hunt(world, {"r0": (5, [("removes-once", 1, 1e9)]),
+                                     "r1": (5, [("removes-once", 1, 1e9)])})  # fmt: skip
+    history.default = "r0"
+    world.file = True  # the probe server's collection created it again
+    verdict = classify(world, history, "removes-once")
+    assert verdict.kinds == ["self-polluting"]
+    assert steps_of(verdict) == ["removes-once", "removes-once"]
+    fresh = [p for p, _ in verdict.probes if p.purpose == "alone, the suite imported again"]
+    assert len(fresh) >= 2
+    check_evidence(verdict)
+
+
 def test_a_victim_of_two_polluters_gets_them_as_one_set() -> None:
     world = World()
     runs = [*noise(5), ("region", 1, 1e9), *noise(5, 200), ("beta", 2, 1e9), ("vat", 3, 1e9)]

@@ -201,6 +201,9 @@ class History:
         mine = [a for a in self.attempts if a.nodeid == nodeid]
         return min(mine, key=lambda a: (a.failed, a.attempt_id)) if mine else None
 
+    def writers(self) -> frozenset[str]:
+        return frozenset(a.nodeid for a in self.attempts if a.writes)
+
 
 Run = tuple[str, int, float]  # nodeid, seed, now
 
@@ -430,6 +433,7 @@ def test_a_test_that_removes_what_the_import_created_is_self_polluting_not_concu
     world = Disk()
     history = simulated_hunt(world, {"r0": (5, [("removes-once", 1, 1e9)]),
                                      "r1": (5, [("removes-once", 1, 1e9)])})  # fmt: skip
+    history.attempts = [replace(a, writes=HOME_FILE) for a in history.attempts]
     history.default = "r0"
     world.file = True  # the probe server's collection created it again
     verdict = classify(world, history, "removes-once")
@@ -438,6 +442,12 @@ def test_a_test_that_removes_what_the_import_created_is_self_polluting_not_concu
     fresh = [p for p, _ in verdict.probes if p.purpose == "alone, the suite imported again"]
     assert len(fresh) >= 2
     check_evidence(verdict)
+    # nothing wrote a file in the hunt: the forks' outcomes are a race, as they look
+    world = Disk()
+    history.attempts = [replace(a, writes=()) for a in history.attempts]
+    verdict = classify(world, history, "removes-once")
+    assert verdict.kinds == ["concurrency"]
+    assert "alone, the suite imported again" not in [p.purpose for p, _ in verdict.probes]
 
 
 def test_a_victim_of_two_polluters_gets_them_as_one_set() -> None:

@@ -122,9 +122,10 @@ def stale(case: Case, step: Step, hash_seed: int, rate: float) -> bool:
     :data:`MAX_FRESH`). All pass -> the case's probes import the suite again
     (:attr:`.Case.fresh`) and the order decides (a victim: a test that removes
     it); a failure that is one, the last resorts still find it. Not for a case
-    whose probes import it again already."""
+    whose probes import it again already, nor in a run where no test wrote a file
+    (nothing changed what the import set up)."""
     runs = repeats_for(rate, case.settings.confidence, cap=MAX_FRESH + 1)
-    if case.fresh or runs > MAX_FRESH:
+    if case.fresh or runs > MAX_FRESH or not case.history.writers():
         return False
     for _ in range(runs):
         result = case.probe("alone, the suite imported again", [step], hash_seed, unforked=True)

@@ -112,6 +112,10 @@ class History(Protocol):
         """``nodeid``'s attempt in the run's default round (a plain run), if it had one."""
         ...
 
+    def writers(self) -> frozenset[str]:
+        """The tests that wrote a path (``Attempt.writes``) in some attempt of the run."""
+        ...
+
 
 class TimeBudgetExceeded(BudgetExceeded):
     """Isolation's overall time budget ran out (no new probe starts)."""

@@ -230,12 +230,12 @@ def earlier_victim(case: Case, step: Step, hash_seed: int) -> None:
     target = case.target
     if target is None:
         return
+    wrote = case.history.writers()
     writers = [
         recorded_step(case.history, case.settings, nodeid)
         for nodeid in case.history.tests()
-        if nodeid != target.nodeid and nodeid in case.collected
-        and (attempt := case.history.representative(nodeid)) is not None and attempt.writes
-    ]  # fmt: skip
+        if nodeid in wrote and nodeid != target.nodeid and nodeid in case.collected
+    ]
     if not writers:
         return
     label = "tests of earlier rounds that wrote a file"

@@ -201,6 +201,9 @@ class History:
         mine = [a for a in self.attempts if a.nodeid == nodeid]
         return min(mine, key=lambda a: (a.failed, a.attempt_id)) if mine else None
 
+    def writers(self) -> frozenset[str]:
+        return frozenset(a.nodeid for a in self.attempts if a.writes)
+
 
 Run = tuple[str, int, float]  # nodeid, seed, now
 
@@ -340,6 +343,111 @@ def test_a_victim_that_a_plain_run_fails_fails_in_normal_runs() -> None:
     verdict = classify(world, history, "victim")
     assert verdict.evidence["default_order"] is True
     assert verdict.evidence["exposure"] == "normal"
+
+
+class Disk(World):
+    """A world whose suite creates a file outside the checkout when it is imported.
+
+    The file outlives every process; a probe that imports the suite again
+    (``unforked``) creates it again, a fork of the collected session does not.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.file = True  # the hunt's collection created it
+
+    def run(self, probe: Probe) -> ProbeResult:
+        if probe.unforked:
+            self.file = True
+        return super().run(probe)
+
+
+def removes_file(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    assert isinstance(world, Disk)
+    world.file = False
+    return ok(step.nodeid)
+
+
+BEHAVIOURS["reads-file"] = fails_if(lambda s, step, hs, w: not w.file, "FileNotFoundError")
+BEHAVIOURS["removes-file"] = removes_file
+HOME_FILE = ("/home/ci/.app/state.txt",)
+
+
+def rounds_over_a_file(world: Disk) -> History:
+    """Round 0 in collection order passes and removes the file; in round 1 the reader
+    runs before the remover, and fails: the file is gone since round 0."""
+    plain = [("reads-file", 1, 1e9), ("removes-file", 2, 1e9), *noise(2)]
+    history = simulated_hunt(world, {"r0": (5, plain), "r1": (5, [*noise(2, 300), *plain[:2]])})
+    history.attempts = [
+        replace(a, writes=HOME_FILE) if a.nodeid == "removes-file" else a for a in history.attempts
+    ]
+    history.default = "r0"
+    return history
+
+
+@pytest.mark.parametrize("file_now", [True, False], ids=["imported-again", "removed-by-a-probe"])
+def test_a_victim_of_a_polluter_from_an_earlier_round_gets_it(file_now: bool) -> None:
+    """Rounds fork from one collected session: a file the suite creates at import is
+    created once per hunt, and its remover breaks every later round, whatever
+    ran before the reader there. The polluter is searched among the tests that
+    wrote a file. When the file is gone for the forks too (a probe removed it),
+    the reader fails alone there and passes in a process that imports the suite
+    again: its probes do that from then on."""
+    world = Disk()
+    history = rounds_over_a_file(world)
+    world.file = file_now
+    verdict = classify(world, history, "reads-file")
+    assert verdict.kinds == ["victim"]
+    assert verdict.polluters == [["removes-file"]]
+    assert steps_of(verdict) == ["removes-file", "reads-file"]
+    assert verdict.evidence["exposure"] == "order"
+    probes = [p for p, _ in verdict.probes]
+    assert "tests of earlier rounds that wrote a file" in [p.purpose for p in probes]
+    first = next((i for i, p in enumerate(probes) if p.unforked), None)
+    if file_now:
+        assert first is None
+    else:  # from the check on, every probe imports the suite again
+        assert first is not None
+        assert probes[first].purpose == "alone, the suite imported again"
+        assert all(p.unforked for p in probes[first:])
+    check_evidence(verdict)
+
+
+def removes_once(state: dict, step: Step, hs: int, world: World) -> Attempt:
+    """Removes the file; fails when it is gone (``os.remove``)."""
+    assert isinstance(world, Disk)
+    if not world.file:
+        return boom(step.nodeid, "FileNotFoundError")
+    world.file = False
+    return ok(step.nodeid)
+
+
+BEHAVIOURS["removes-once"] = removes_once
+
+
+def test_a_test_that_removes_what_the_import_created_is_self_polluting_not_concurrency() -> None:
+    """Forks of the collected session share the file it removes: alone it passes
+    once, then fails (the outcomes of a race). In processes that import the suite
+    again it passes every time, and twice in one such process it fails: what a
+    plain run shows."""
+    world = Disk()
+    history = simulated_hunt(world, {"r0": (5, [("removes-once", 1, 1e9)]),
+                                     "r1": (5, [("removes-once", 1, 1e9)])})  # fmt: skip
+    history.attempts = [replace(a, writes=HOME_FILE) for a in history.attempts]
+    history.default = "r0"
+    world.file = True  # the probe server's collection created it again
+    verdict = classify(world, history, "removes-once")
+    assert verdict.kinds == ["self-polluting"]
+    assert steps_of(verdict) == ["removes-once", "removes-once"]
+    fresh = [p for p, _ in verdict.probes if p.purpose == "alone, the suite imported again"]
+    assert len(fresh) >= 2
+    check_evidence(verdict)
+    # nothing wrote a file in the hunt: the forks' outcomes are a race, as they look
+    world = Disk()
+    history.attempts = [replace(a, writes=()) for a in history.attempts]
+    verdict = classify(world, history, "removes-once")
+    assert verdict.kinds == ["concurrency"]
+    assert "alone, the suite imported again" not in [p.purpose for p, _ in verdict.probes]
 
 
 def test_a_victim_of_two_polluters_gets_them_as_one_set() -> None:

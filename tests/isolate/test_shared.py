@@ -168,6 +168,9 @@ class Record:
     def in_default_round(self, nodeid: str) -> Attempt | None:
         return None
 
+    def writers(self) -> frozenset[str]:
+        return frozenset(a.nodeid for a in self.attempts if a.writes)
+
 
 def step_for(nodeid: str) -> Step:
     return Step(nodeid, 1, 1e9)

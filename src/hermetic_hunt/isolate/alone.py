@@ -91,7 +91,9 @@ def alone(case: Case) -> None:
     case.alone_numbers = [*range(first, first + case.settings.alone_runs), *numbers(case, extra)]
     same = [case.same(r) for r in results]
     passed = [r.outcome == "passed" for r in results]
-    if all(same):
+    if any(same) and stale(case, step, hash_seed, sum(same) / len(same)):
+        case.needs.add("order")
+    elif all(same):
         # Found by the first run, confirmed by the others.
         case.reproduce([step], hash_seed, confirmed=True)
         sandbox_factors(case, step, hash_seed)
@@ -103,6 +105,39 @@ def alone(case: Case) -> None:
                 f"alone it fails differently from the hunt: {describe(results[0])}"
             )
         case.needs.add("order")
+
+
+#: Most runs alone in a process that imports the suite again (:func:`stale`).
+MAX_FRESH = 12
+
+
+def stale(case: Case, step: Step, hash_seed: int, rate: float) -> bool:
+    """It failed alone (at ``rate``) in a fork of the collected session: does it pass in
+    processes that import the suite again, as a plain ``pytest`` run does?
+
+    What the suite sets up outside the process when it is imported (a file in the
+    home folder) is set up once for every fork, and a round or a probe since may
+    have removed it. As many runs as would show a failure at ``rate`` with the
+    stated confidence (one when it failed every time; none past
+    :data:`MAX_FRESH`). All pass -> the case's probes import the suite again
+    (:attr:`.Case.fresh`) and the order decides (a victim: a test that removes
+    it); a failure that is one, the last resorts still find it. Not for a case
+    whose probes import it again already, nor in a run where no test wrote a file
+    (nothing changed what the import set up)."""
+    runs = repeats_for(rate, case.settings.confidence, cap=MAX_FRESH + 1)
+    if case.fresh or runs > MAX_FRESH or not case.history.writers():
+        return False
+    for _ in range(runs):
+        result = case.probe("alone, the suite imported again", [step], hash_seed, unforked=True)
+        if result.outcome != "passed":
+            return False
+    case.fresh = True
+    case.alone_numbers = numbers(case, runs)
+    case.finding.notes.append(
+        "fails alone in a fork of the collected session, passes in a process that imports "
+        "the suite again: what it set up at import was changed since; its probes import it again"
+    )
+    return True
 
 
 def describe(result: ProbeResult) -> str:

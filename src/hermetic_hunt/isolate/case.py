@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from hermetic_hunt.findings import Finding, Probe, ProbeResult
@@ -112,6 +112,10 @@ class History(Protocol):
         """``nodeid``'s attempt in the run's default round (a plain run), if it had one."""
         ...
 
+    def writers(self) -> frozenset[str]:
+        """The tests that wrote a path (``Attempt.writes``) in some attempt of the run."""
+        ...
+
 
 class TimeBudgetExceeded(BudgetExceeded):
     """Isolation's overall time budget ran out (no new probe starts)."""
@@ -192,6 +196,9 @@ class Case:
         self.passing: list[Attempt] = []
         self.violating: list[Attempt] = []
         self.repeated_only = False
+        #: Its probes run in a process that imports the suite again, not in a fork of
+        #: the collected session (:func:`.alone.stale`).
+        self.fresh = False
         self.target: Attempt | None = None
         self._sort()
         self.finding = Finding(nodeid)
@@ -251,15 +258,19 @@ class Case:
         steps: Sequence[Step],
         hash_seed: int,
         collect_at: float | None = None,
+        *,
+        unforked: bool = False,
     ) -> ProbeResult:
         self._spend()
-        probe = Probe(purpose, tuple(steps), hash_seed, collect_at)
+        probe = Probe(purpose, tuple(steps), hash_seed, collect_at, unforked or self.fresh)
         result = self.prober.run(probe)
         self.finding.probes.append((probe, result))
         return result
 
     def probe_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
-        allowed = list(probes[: self.budget.left])
+        allowed = [
+            replace(p, unforked=self.fresh or p.unforked) for p in probes[: self.budget.left]
+        ]
         self._spend(len(allowed))
         results = self.prober.run_many(allowed)
         self.finding.probes.extend(zip(allowed, results, strict=True))

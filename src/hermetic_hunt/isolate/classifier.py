@@ -142,6 +142,7 @@ class Classifier(Case):
         # target crossed one: .shared; no pair of single tests needed)
         pair = "order" in self.needs and "collision" not in self.finding.kinds
         pair = pair and not any(any(a is self.target for a in c.left) for c in self.crossings)
+        pair = pair and not self.fresh  # (a probe pair forks from the collected session)
         if pair and collision.check(self):
             self.needs.discard("order")  # another worker's test, not this process's order
         if "brittle" in self.needs:

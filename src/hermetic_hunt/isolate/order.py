@@ -88,6 +88,8 @@ def order_dependent(case: Case) -> None:
         case.finding.notes.append("nothing ran before the failing attempt on its worker")
     if "victim" not in case.finding.kinds:
         crossed_victim(case, step, hash_seed)
+    if "victim" not in case.finding.kinds:
+        earlier_victim(case, step, hash_seed)
     if not case.finding.kinds:
         last_resorts(case, step, hash_seed)
 
@@ -213,6 +215,36 @@ def crossed_victim(case: Case, step: Step, hash_seed: int) -> None:
     if len(case.finding.kinds) == before or not case.finding.polluters:
         return
     _crossed_facts(case, target, case.finding.polluters[0], "its polluter")
+
+
+def earlier_victim(case: Case, step: Step, hash_seed: int) -> None:
+    """Passes alone and after what ran before it, in its round and on the other
+    workers: a test of an earlier round left state that outlives its process (a
+    file in the home or the temporary folder). Every round forks from one
+    collected session, so what the suite sets up when its modules are imported
+    (a file it creates at import) is set up once per hunt, where each plain
+    ``pytest`` run sets it up again: a test that removes it breaks the later
+    rounds, and breaks a plain run only when it runs first. The same search as
+    for a victim, over the tests that wrote a file, in a process whose
+    collection imported the suite again."""
+    target = case.target
+    if target is None:
+        return
+    wrote = case.history.writers()
+    writers = [
+        recorded_step(case.history, case.settings, nodeid)
+        for nodeid in case.history.tests()
+        if nodeid in wrote and nodeid != target.nodeid and nodeid in case.collected
+    ]
+    if not writers:
+        return
+    label = "tests of earlier rounds that wrote a file"
+    victim(case, writers, writers, step, hash_seed, label=label)
+    if "victim" in case.finding.kinds:
+        case.finding.notes.append(
+            "its polluter did not run before it in its round: what the polluter changed "
+            "outlives the process (a file the suite sets up when it is imported, say)"
+        )
 
 
 def suspects(case: Case, preceding: list[Step], shown: Sequence[Attempt],

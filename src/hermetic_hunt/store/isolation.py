@@ -100,6 +100,7 @@ class RunHistory:
         self._representatives: dict[str, Attempt | None] = {}
         self._leaks: dict[str, list[Leak]] | None = None
         self._rounds: dict[int, list[Attempt]] = {}
+        self._writers: frozenset[str] | None = None
 
     def close(self) -> None:
         self._conn.close()
@@ -172,6 +173,11 @@ class RunHistory:
         ):
             out.setdefault(text_or(nodeid), set()).update(attempts.writes(value))
         return out
+
+    def writers(self) -> frozenset[str]:
+        if self._writers is None:
+            self._writers = frozenset(self.writes())
+        return self._writers
 
     def leaks(self) -> dict[str, list[Leak]]:
         """What each test of the run left behind at the end of a round (``persisted``

@@ -25,7 +25,7 @@ import threading
 import time as _time_module
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from hermetic_hunt.sandbox import filetimes
 
@@ -96,28 +96,17 @@ class Trace:
         return value
 
 
-class ClockSource:
+class ClockSource(Protocol):
     """What the patched functions call; see the module docstring."""
 
     trace: Trace
 
-    def wall(self) -> float:
-        raise NotImplementedError
-
-    def monotonic(self) -> float:
-        raise NotImplementedError
-
-    def perf_counter(self) -> float:
-        raise NotImplementedError
-
-    def sleep(self, seconds: float) -> None:
-        raise NotImplementedError
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError
-
-    def set_wall(self, epoch: float) -> None:
-        raise NotImplementedError
+    def wall(self) -> float: ...
+    def monotonic(self) -> float: ...
+    def perf_counter(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+    def advance(self, seconds: float) -> None: ...
+    def set_wall(self, epoch: float) -> None: ...
 
     def peek_wall(self) -> float:
         return self.wall()

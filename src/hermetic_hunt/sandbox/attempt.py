@@ -49,9 +49,7 @@ from hermetic_hunt.sandbox.profiles import noise_for
 from hermetic_hunt.sandbox.spec import CHOICES, SCRUB_KEEP, SandboxSpec, start_time
 
 HERMETIC_VERSION: str = getattr(hermetic, "__version__", "unknown")
-_TIME_NAMESPACE = clock_patch.TIME_NAMESPACE
 _OS_NAMESPACE = vars(os)
-_RANDOM_NAMESPACE = vars(random)
 
 
 class NetworkBlocked(hermetic.NetworkBlockedError):
@@ -342,7 +340,7 @@ def _enter_rng(active: _Active) -> None:
     active.entropy = source
     entropy.activate(source)
     active.patches.update(_OS_NAMESPACE, entropy.OS_PATCH)
-    active.patches.update(_RANDOM_NAMESPACE, entropy.RANDOM_PATCH)
+    active.patches.update(vars(random), entropy.RANDOM_PATCH)
 
 
 def _enter_clock(active: _Active) -> None:
@@ -363,7 +361,7 @@ def _enter_clock(active: _Active) -> None:
         )
     active.clock = source
     clock_patch.activate(source)
-    active.patches.update(_TIME_NAMESPACE, clock_patch.TIME_PATCH)
+    active.patches.update(clock_patch.TIME_NAMESPACE, clock_patch.TIME_PATCH)
     datetimes.install(active.patches)
     if source is seeded:
         aio.install(active.patches, seeded, noisy=noise is not None)

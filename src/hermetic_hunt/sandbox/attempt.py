@@ -353,7 +353,7 @@ def _enter_clock(active: _Active) -> None:
     )
     source: ClockSource = seeded
     if spec.mode == "record":
-        source = RecordClock(trace)
+        source = RecordClock(0.0, trace=trace)
     elif replay is not None and replay.mode == "record":
         queues = {k: v for k, v in replay.events.items() if k in clock_patch.CLOCK_SOURCES}
         source = ReplayClock(

@@ -320,39 +320,6 @@ def threads_alive() -> bool:
     return True
 
 
-class RecordClock(ClockSource):
-    """Real time; ``advance``/``set`` shift it so the clock API keeps working."""
-
-    def __init__(self, trace: Trace) -> None:
-        self._offset = 0.0
-        self._wall_shift = 0.0
-        self.trace = trace
-
-    def wall(self) -> float:
-        return self.trace.note("time", REAL_TIME() + self._offset + self._wall_shift)
-
-    def monotonic(self) -> float:
-        return self.trace.note("monotonic", REAL_MONOTONIC() + self._offset)
-
-    def perf_counter(self) -> float:
-        return self.trace.note("perf_counter", REAL_PERF_COUNTER() + self._offset)
-
-    def sleep(self, seconds: float) -> None:
-        self.trace.note("sleep", seconds)
-        REAL_SLEEP(seconds)
-
-    def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError("cannot move the clock backwards with advance()")
-        self._offset += seconds
-
-    def set_wall(self, epoch: float) -> None:
-        self._wall_shift = epoch - (REAL_TIME() + self._offset)
-
-    def peek_wall(self) -> float:
-        return REAL_TIME() + self._offset + self._wall_shift
-
-
 class ReplayClock(ClockSource):
     """Feeds journaled readings back; ``exhausted(source, n)`` builds the error."""
 
@@ -555,6 +522,33 @@ class ShiftedClock(ClockSource):
 
     def set_wall(self, epoch: float) -> None:
         self.offset = epoch - REAL_TIME()
+
+
+class RecordClock(ShiftedClock):
+    """Real time, every reading journaled; ``advance``/``set`` shift it so the clock
+    API keeps working (``RecordClock(0.0, trace=trace)``)."""
+
+    def wall(self) -> float:
+        return self.trace.note("time", REAL_TIME() + self.offset)
+
+    def monotonic(self) -> float:
+        return self.trace.note("monotonic", REAL_MONOTONIC() + self.mono)
+
+    def perf_counter(self) -> float:
+        return self.trace.note("perf_counter", REAL_PERF_COUNTER() + self.perf)
+
+    def sleep(self, seconds: float) -> None:
+        self.trace.note("sleep", seconds)
+        REAL_SLEEP(seconds)
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("cannot move the clock backwards with advance()")
+        self.offset += seconds
+        self.mono += seconds
+        self.perf += seconds
+
+    peek_wall = ShiftedClock.wall  # without a journal entry
 
 
 def _follow_real_time() -> None:

@@ -114,17 +114,15 @@ def _works() -> bool:
     return works and real_datetime.now == _ORIGINAL_NOW.__get__(None, real_datetime)
 
 
-def install(patches: Patches, *, checked: bool = True) -> bool:
-    """Freeze ``now``/``utcnow``/``today`` until ``patches`` is undone (False: unsupported)."""
+def install(patches: Patches, *, checked: bool = True) -> None:
+    """Freeze ``now``/``utcnow``/``today`` until ``patches`` is undone (where supported)."""
     if checked and not AVAILABLE:
-        return False
+        return
     assert _DATETIME_DICT is not None and _DATE_DICT is not None
     # Undone newest first: the cache flush rides on the first (undone last).
     patches.update(_DATE_DICT, DATE_PATCH, after=_flush)
     patches.update(_DATETIME_DICT, DATETIME_PATCH)
     _flush()
-    return True
 
 
-AVAILABLE: bool = False
-AVAILABLE = _works()
+AVAILABLE: bool = _works()

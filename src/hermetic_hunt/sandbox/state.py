@@ -29,6 +29,7 @@ from typing import Any
 _C_RANDOM: Any = _random.Random
 _HEADER = object.__basicsize__
 _DATA = _C_RANDOM.__basicsize__ - _HEADER
+_BLOCK = 624  # words of the Mersenne Twister's state
 
 
 class RawRandomState:
@@ -57,8 +58,7 @@ class PortableRandomState:
 
 
 def _raw_copy_works() -> bool:
-    words = 624
-    if _C_RANDOM.__basicsize__ != _HEADER + -(-(4 + 4 * words) // 8) * 8:
+    if _C_RANDOM.__basicsize__ != _HEADER + -(-(4 + 4 * _BLOCK) // 8) * 8:
         return False
     try:
         source, target = _C_RANDOM(20240229), _C_RANDOM(1)
@@ -108,7 +108,6 @@ def random_state() -> tuple[int, ...]:
 
 #: How far :func:`words_consumed` follows a stream (64 twists: ~40,000 words).
 _MAX_TWISTS = 64
-_BLOCK = 624
 
 
 def words_consumed(seed: int, end: tuple[int, ...]) -> int | None:

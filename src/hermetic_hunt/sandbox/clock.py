@@ -120,11 +120,10 @@ class SeededClock(ClockSource):
     backwards between two tests of a round and a fixture's reading agrees
     with the tests that use it.
 
-    Time passes as on a real machine: every reading advances the clock by
-    ``tick`` (all sources move together: wall time measured across two
-    readings agrees with ``monotonic``), and a wall reading is always later
-    than the previous one even where ``tick`` is below the float spacing of
-    an epoch. ``sleep`` is in :meth:`sleep`.
+    Time passes as the module docstring says (all sources move together, so
+    wall time measured across two readings agrees with ``monotonic``); a wall
+    reading is later than the last even where ``tick`` is below an epoch's
+    float spacing.
 
     ``noise`` (a noisy clock profile) moves the one offset that wall time
     and the monotonic clocks share: every source tells the same story.
@@ -198,7 +197,6 @@ class SeededClock(ClockSource):
         return self._elapsed("perf_counter", _PERF_BASE)
 
     def _elapsed(self, source: str, base: float) -> float:
-        """A reading of the monotonic clock ``source``, which starts at ``base``."""
         with self._lock:
             self._read()
             value = base + self._offset + self._ticks

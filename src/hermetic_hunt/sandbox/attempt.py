@@ -202,8 +202,7 @@ class Sandbox:
     def enter(self, spec: SandboxSpec) -> hermetic.SandboxHandle:
         if self._active is not None:
             raise hermetic.SandboxActiveError("hermetic-hunt: an attempt sandbox is already open")
-        active = _Active(_replayed(spec))
-        self._active = active
+        active = self._active = _Active(_replayed(spec))
         try:
             return self._enter(active)
         except BaseException:
@@ -216,8 +215,12 @@ class Sandbox:
         if spec.fs == "isolate":
             active.cwd = _cwd()
             active.fs = _isolate_fs(spec.chdir, active.saved)
-        if spec.scrub_env or spec.env:
-            _apply_env(spec, active.saved)
+        if spec.scrub_env:
+            for key in list(os.environ):
+                if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
+                    active.saved.set_env(key, None)
+        for key, value in spec.env:
+            active.saved.set_env(key, value)
         if spec.rng != "off":
             _enter_rng(active)
         if spec.clock == "virtual":
@@ -299,15 +302,6 @@ def _cwd() -> str | None:
         return os.getcwd()
     except OSError:
         return None
-
-
-def _apply_env(spec: SandboxSpec, saved: state.Saved) -> None:
-    if spec.scrub_env:
-        for key in list(os.environ):
-            if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
-                saved.set_env(key, None)
-    for key, value in spec.env:
-        saved.set_env(key, value)
 
 
 def _enter_rng(active: _Active) -> None:

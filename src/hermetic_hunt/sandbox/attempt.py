@@ -64,9 +64,6 @@ class NetworkBlocked(hermetic.NetworkBlockedError):
             "needs the network.",
         )
 
-    def __str__(self) -> str:
-        return str(self.args[0])
-
 
 def _spin_error(reads: int) -> Exception:
     return hermetic.SandboxError(

@@ -486,7 +486,7 @@ def activate(source: ClockSource | None) -> None:
 @dataclass(eq=False)
 class ShiftedClock(ClockSource):
     """Real time moved by fixed offsets (``offset`` on the wall clock, ``mono`` and
-    ``perf`` on the monotonic ones); ``sleep`` is real.
+    ``perf`` on the monotonic ones); ``sleep`` is real, ``advance`` moves all three.
 
     The whole process of :func:`hermetic_hunt.sandbox.shift.shift_process`, and a
     process a test forks during a virtual-clock attempt (:func:`_follow_real_time`).
@@ -496,12 +496,6 @@ class ShiftedClock(ClockSource):
     mono: float = 0.0
     perf: float = 0.0
     trace: Trace = field(default_factory=lambda: Trace(False))
-
-    @classmethod
-    def following(cls, source: SeededClock) -> ShiftedClock:
-        """Real time from now on, starting where ``source``'s readings are."""
-        wall, mono, perf = source.peek_all()
-        return cls(wall - REAL_TIME(), mono - REAL_MONOTONIC(), perf - REAL_PERF_COUNTER())
 
     def wall(self) -> float:
         return REAL_TIME() + self.offset
@@ -516,7 +510,11 @@ class ShiftedClock(ClockSource):
         REAL_SLEEP(seconds)
 
     def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("cannot move the clock backwards with advance()")
         self.offset += seconds
+        self.mono += seconds
+        self.perf += seconds
 
     def set_wall(self, epoch: float) -> None:
         self.offset = epoch - REAL_TIME()
@@ -539,13 +537,6 @@ class RecordClock(ShiftedClock):
         self.trace.note("sleep", seconds)
         REAL_SLEEP(seconds)
 
-    def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError("cannot move the clock backwards with advance()")
-        self.offset += seconds
-        self.mono += seconds
-        self.perf += seconds
-
     peek_wall = ShiftedClock.wall  # without a journal entry
 
 
@@ -559,7 +550,10 @@ def _follow_real_time() -> None:
     global _source
     source = _source
     if isinstance(source, SeededClock):
-        _source = ShiftedClock.following(source)
+        wall, mono, perf = source.peek_all()
+        _source = ShiftedClock(
+            wall - REAL_TIME(), mono - REAL_MONOTONIC(), perf - REAL_PERF_COUNTER()
+        )
 
 
 if hasattr(os, "register_at_fork"):

@@ -8,13 +8,11 @@ environment, the working directory, the timezone -- stays changed, as in a
 plain pytest run, where such a change pollutes the tests after it; the
 engine's leak checks (:mod:`hermetic_hunt.engine.leaks`) record it.
 
-The global ``random`` state (2.5 KB) is the dearest thing to save: through
-``getstate()``/``setstate()`` it becomes 625 Python ints and back, about a
-third of an attempt's cost. On CPython, whose ``_random.Random`` object is a
-header followed by plain data (an index and 624 words, no pointers),
-:class:`RawRandomState` copies those bytes instead; it is used only when
-the type's size matches that layout *and* a copy between two generators
-was checked to reproduce the stream, else the portable path is taken.
+The global ``random`` state (2.5 KB) is the dearest thing to save:
+:class:`RawRandomState` copies the bytes of CPython's ``_random.Random``
+(an index and 624 words, no pointers) where the type's size matches that
+layout and a copy was checked to reproduce the stream, else the portable
+path is taken (``docs/sandbox.md``, "The ``random`` state is copied as bytes").
 """
 
 from __future__ import annotations

@@ -250,14 +250,13 @@ class Sandbox:
             return AttemptFacts()
         self._active = None
         trace = active.trace
-        facts = AttemptFacts(counts=dict(trace.counts))
+        facts = AttemptFacts(counts=dict(trace.counts), warnings=_replay_warnings(active))
         if active.policy is not None:
             facts.violations = list(active.policy.violations)
             if active.policy.processes:
                 facts.counts["processes"] = active.policy.processes
         if len(trace.threads) > 1:
             facts.counts["threads"] = len(trace.threads)
-        facts.warnings = _replay_warnings(active)
         if active.stream_start is not None:
             words = state.words_between(active.stream_start, state.random_state())
             if words != 0:

@@ -31,9 +31,8 @@ The CPython details this relies on are in :mod:`hermetic_hunt._compat`.
 
 from __future__ import annotations
 
-import importlib
+import asyncio
 import selectors
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -90,8 +89,8 @@ def install(patches: Patches, clock: SeededClock, noisy: bool) -> None:
     """Put the attempt's event loops on ``clock`` until ``patches`` is undone.
 
     ``noisy``: the clock profile stretches sleeps, so ``asyncio.sleep`` must
-    stretch too (asyncio is imported for that: a test importing it later
-    in the attempt would otherwise see unstretched sleeps).
+    stretch too (asyncio is imported with this module, so a test importing it
+    later in the attempt sees stretched sleeps all the same).
     """
     global _clock
     _clock = clock
@@ -100,9 +99,7 @@ def install(patches: Patches, clock: SeededClock, noisy: bool) -> None:
         patches.setattr(cls, "select", select)
     if not noisy:
         return
-    loop_class, sleep_done = _compat.asyncio_sleep_timer(
-        sys.modules.get("asyncio") or importlib.import_module("asyncio")
-    )
+    loop_class, sleep_done = _compat.asyncio_sleep_timer(asyncio)
     if loop_class is not None:
         patches.setattr(loop_class, "call_later", _stretched(loop_class.call_later, sleep_done))
 

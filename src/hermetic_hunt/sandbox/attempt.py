@@ -49,9 +49,7 @@ from hermetic_hunt.sandbox.profiles import noise_for
 from hermetic_hunt.sandbox.spec import CHOICES, SCRUB_KEEP, SandboxSpec, start_time
 
 HERMETIC_VERSION: str = getattr(hermetic, "__version__", "unknown")
-_TIME_NAMESPACE = clock_patch.TIME_NAMESPACE
 _OS_NAMESPACE = vars(os)
-_RANDOM_NAMESPACE = vars(random)
 
 
 class NetworkBlocked(hermetic.NetworkBlockedError):
@@ -65,9 +63,6 @@ class NetworkBlocked(hermetic.NetworkBlockedError):
             "integration marker (or @pytest.mark.hermetic(network=[...])) if it really "
             "needs the network.",
         )
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 def _spin_error(reads: int) -> Exception:
@@ -204,8 +199,7 @@ class Sandbox:
     def enter(self, spec: SandboxSpec) -> hermetic.SandboxHandle:
         if self._active is not None:
             raise hermetic.SandboxActiveError("hermetic-hunt: an attempt sandbox is already open")
-        active = _Active(_replayed(spec))
-        self._active = active
+        active = self._active = _Active(_replayed(spec))
         try:
             return self._enter(active)
         except BaseException:
@@ -218,8 +212,12 @@ class Sandbox:
         if spec.fs == "isolate":
             active.cwd = _cwd()
             active.fs = _isolate_fs(spec.chdir, active.saved)
-        if spec.scrub_env or spec.env:
-            _apply_env(spec, active.saved)
+        if spec.scrub_env:
+            for key in list(os.environ):
+                if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
+                    active.saved.set_env(key, None)
+        for key, value in spec.env:
+            active.saved.set_env(key, value)
         if spec.rng != "off":
             _enter_rng(active)
         if spec.clock == "virtual":
@@ -252,14 +250,13 @@ class Sandbox:
             return AttemptFacts()
         self._active = None
         trace = active.trace
-        facts = AttemptFacts(counts=dict(trace.counts))
+        facts = AttemptFacts(counts=dict(trace.counts), warnings=_replay_warnings(active))
         if active.policy is not None:
             facts.violations = list(active.policy.violations)
             if active.policy.processes:
                 facts.counts["processes"] = active.policy.processes
         if len(trace.threads) > 1:
             facts.counts["threads"] = len(trace.threads)
-        facts.warnings = _replay_warnings(active)
         if active.stream_start is not None:
             words = state.words_between(active.stream_start, state.random_state())
             if words != 0:
@@ -303,15 +300,6 @@ def _cwd() -> str | None:
         return None
 
 
-def _apply_env(spec: SandboxSpec, saved: state.Saved) -> None:
-    if spec.scrub_env:
-        for key in list(os.environ):
-            if key not in SCRUB_KEEP and not key.startswith(("PYTEST_", "HERMETIC")):
-                saved.set_env(key, None)
-    for key, value in spec.env:
-        saved.set_env(key, value)
-
-
 def _enter_rng(active: _Active) -> None:
     spec, trace, replay = active.spec, active.trace, active.spec.replay
     if spec.stream:
@@ -342,7 +330,7 @@ def _enter_rng(active: _Active) -> None:
     active.entropy = source
     entropy.activate(source)
     active.patches.update(_OS_NAMESPACE, entropy.OS_PATCH)
-    active.patches.update(_RANDOM_NAMESPACE, entropy.RANDOM_PATCH)
+    active.patches.update(vars(random), entropy.RANDOM_PATCH)
 
 
 def _enter_clock(active: _Active) -> None:
@@ -355,7 +343,7 @@ def _enter_clock(active: _Active) -> None:
     )
     source: ClockSource = seeded
     if spec.mode == "record":
-        source = RecordClock(trace)
+        source = RecordClock(0.0, trace=trace)
     elif replay is not None and replay.mode == "record":
         queues = {k: v for k, v in replay.events.items() if k in clock_patch.CLOCK_SOURCES}
         source = ReplayClock(
@@ -363,7 +351,7 @@ def _enter_clock(active: _Active) -> None:
         )
     active.clock = source
     clock_patch.activate(source)
-    active.patches.update(_TIME_NAMESPACE, clock_patch.TIME_PATCH)
+    active.patches.update(clock_patch.TIME_NAMESPACE, clock_patch.TIME_PATCH)
     datetimes.install(active.patches)
     if source is seeded:
         aio.install(active.patches, seeded, noisy=noise is not None)

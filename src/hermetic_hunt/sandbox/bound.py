@@ -25,12 +25,8 @@ Looked at, per module (each module once per process):
 * objects of the module's own classes held in a module global: their
   instance attributes (one level).
 
-Not found: references in closures (cells), in containers (a list, a dict
-value, a ``functools.partial``), deeper in object graphs, in modules outside
-the rootdir (installed libraries) or in C extensions. A class created during
-an attempt that takes ``time.monotonic`` as a class attribute gets the
-patched function as a plain function (it binds as a method) -- as any
-``time`` patch would.
+What is not found (closures, containers, deeper object graphs, installed
+libraries, C code) is in ``docs/limitations.md``, "Names bound before the attempt".
 
 :func:`follow` is called before every attempt with a virtual clock; it
 rescans only when ``sys.modules`` grew, and then only the modules it has not

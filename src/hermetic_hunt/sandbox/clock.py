@@ -25,7 +25,7 @@ import threading
 import time as _time_module
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from hermetic_hunt.sandbox import filetimes
 
@@ -96,28 +96,17 @@ class Trace:
         return value
 
 
-class ClockSource:
+class ClockSource(Protocol):
     """What the patched functions call; see the module docstring."""
 
     trace: Trace
 
-    def wall(self) -> float:
-        raise NotImplementedError
-
-    def monotonic(self) -> float:
-        raise NotImplementedError
-
-    def perf_counter(self) -> float:
-        raise NotImplementedError
-
-    def sleep(self, seconds: float) -> None:
-        raise NotImplementedError
-
-    def advance(self, seconds: float) -> None:
-        raise NotImplementedError
-
-    def set_wall(self, epoch: float) -> None:
-        raise NotImplementedError
+    def wall(self) -> float: ...
+    def monotonic(self) -> float: ...
+    def perf_counter(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+    def advance(self, seconds: float) -> None: ...
+    def set_wall(self, epoch: float) -> None: ...
 
     def peek_wall(self) -> float:
         return self.wall()
@@ -131,11 +120,10 @@ class SeededClock(ClockSource):
     backwards between two tests of a round and a fixture's reading agrees
     with the tests that use it.
 
-    Time passes as on a real machine: every reading advances the clock by
-    ``tick`` (all sources move together: wall time measured across two
-    readings agrees with ``monotonic``), and a wall reading is always later
-    than the previous one even where ``tick`` is below the float spacing of
-    an epoch. ``sleep`` is in :meth:`sleep`.
+    Time passes as the module docstring says (all sources move together, so
+    wall time measured across two readings agrees with ``monotonic``); a wall
+    reading is later than the last even where ``tick`` is below an epoch's
+    float spacing.
 
     ``noise`` (a noisy clock profile) moves the one offset that wall time
     and the monotonic clocks share: every source tells the same story.
@@ -209,7 +197,6 @@ class SeededClock(ClockSource):
         return self._elapsed("perf_counter", _PERF_BASE)
 
     def _elapsed(self, source: str, base: float) -> float:
-        """A reading of the monotonic clock ``source``, which starts at ``base``."""
         with self._lock:
             self._read()
             value = base + self._offset + self._ticks
@@ -329,39 +316,6 @@ def threads_alive() -> bool:
     if threading.active_count() <= len(baseline):
         return any(t not in baseline for t in threading.enumerate())
     return True
-
-
-class RecordClock(ClockSource):
-    """Real time; ``advance``/``set`` shift it so the clock API keeps working."""
-
-    def __init__(self, trace: Trace) -> None:
-        self._offset = 0.0
-        self._wall_shift = 0.0
-        self.trace = trace
-
-    def wall(self) -> float:
-        return self.trace.note("time", REAL_TIME() + self._offset + self._wall_shift)
-
-    def monotonic(self) -> float:
-        return self.trace.note("monotonic", REAL_MONOTONIC() + self._offset)
-
-    def perf_counter(self) -> float:
-        return self.trace.note("perf_counter", REAL_PERF_COUNTER() + self._offset)
-
-    def sleep(self, seconds: float) -> None:
-        self.trace.note("sleep", seconds)
-        REAL_SLEEP(seconds)
-
-    def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError("cannot move the clock backwards with advance()")
-        self._offset += seconds
-
-    def set_wall(self, epoch: float) -> None:
-        self._wall_shift = epoch - (REAL_TIME() + self._offset)
-
-    def peek_wall(self) -> float:
-        return REAL_TIME() + self._offset + self._wall_shift
 
 
 class ReplayClock(ClockSource):
@@ -532,7 +486,7 @@ def activate(source: ClockSource | None) -> None:
 @dataclass(eq=False)
 class ShiftedClock(ClockSource):
     """Real time moved by fixed offsets (``offset`` on the wall clock, ``mono`` and
-    ``perf`` on the monotonic ones); ``sleep`` is real.
+    ``perf`` on the monotonic ones); ``sleep`` is real, ``advance`` moves all three.
 
     The whole process of :func:`hermetic_hunt.sandbox.shift.shift_process`, and a
     process a test forks during a virtual-clock attempt (:func:`_follow_real_time`).
@@ -542,12 +496,6 @@ class ShiftedClock(ClockSource):
     mono: float = 0.0
     perf: float = 0.0
     trace: Trace = field(default_factory=lambda: Trace(False))
-
-    @classmethod
-    def following(cls, source: SeededClock) -> ShiftedClock:
-        """Real time from now on, starting where ``source``'s readings are."""
-        wall, mono, perf = source.peek_all()
-        return cls(wall - REAL_TIME(), mono - REAL_MONOTONIC(), perf - REAL_PERF_COUNTER())
 
     def wall(self) -> float:
         return REAL_TIME() + self.offset
@@ -562,10 +510,34 @@ class ShiftedClock(ClockSource):
         REAL_SLEEP(seconds)
 
     def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("cannot move the clock backwards with advance()")
         self.offset += seconds
+        self.mono += seconds
+        self.perf += seconds
 
     def set_wall(self, epoch: float) -> None:
         self.offset = epoch - REAL_TIME()
+
+
+class RecordClock(ShiftedClock):
+    """Real time, every reading journaled; ``advance``/``set`` shift it so the clock
+    API keeps working (``RecordClock(0.0, trace=trace)``)."""
+
+    def wall(self) -> float:
+        return self.trace.note("time", REAL_TIME() + self.offset)
+
+    def monotonic(self) -> float:
+        return self.trace.note("monotonic", REAL_MONOTONIC() + self.mono)
+
+    def perf_counter(self) -> float:
+        return self.trace.note("perf_counter", REAL_PERF_COUNTER() + self.perf)
+
+    def sleep(self, seconds: float) -> None:
+        self.trace.note("sleep", seconds)
+        REAL_SLEEP(seconds)
+
+    peek_wall = ShiftedClock.wall  # without a journal entry
 
 
 def _follow_real_time() -> None:
@@ -578,7 +550,10 @@ def _follow_real_time() -> None:
     global _source
     source = _source
     if isinstance(source, SeededClock):
-        _source = ShiftedClock.following(source)
+        wall, mono, perf = source.peek_all()
+        _source = ShiftedClock(
+            wall - REAL_TIME(), mono - REAL_MONOTONIC(), perf - REAL_PERF_COUNTER()
+        )
 
 
 if hasattr(os, "register_at_fork"):

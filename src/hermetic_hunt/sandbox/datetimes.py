@@ -1,27 +1,12 @@
 """Frozen ``datetime.now()`` / ``date.today()``, patched on the real classes.
 
-``datetime.datetime`` is an immutable C type, so freezegun-style tools swap
-the *class*: a subclass goes into the ``datetime`` module and into every
-module that did ``from datetime import datetime``. That costs a scan of
-``sys.modules`` per attempt, and the swap shows: real instances no longer
-pickle ("not the same object as datetime.datetime"), ``type(x) is datetime``
-fails, and a module imported during the swap (``sqlite3``, a registry keyed
-by class) binds the wrong class for good.
-
-Instead, the attempt patches the three classmethods that read the clock --
+The attempt writes the three classmethods that read the clock --
 ``datetime.now``, ``datetime.utcnow`` and ``date.today`` (which
-``datetime.today`` inherits) -- in the types' own dicts. CPython keeps a
-type's attributes in a plain dict behind the read-only mappingproxy
-(``gc.get_referents`` hands it over); after writing it, ``PyType_Modified``
-drops the attribute caches of the type and its subclasses. So:
-
-* every way of reaching the classes -- ``datetime.datetime``, ``from
-  datetime import datetime``, subclasses, C code calling ``now`` by name,
-  modules imported during the attempt -- reads the attempt's clock, for a
-  fixed cost (a few dict writes and two cache flushes per enter and exit)
-  whatever the number of modules loaded;
-* nothing else changes: classes, instances, ``isinstance``, pickling,
-  ``sqlite3`` adapters and class-keyed registries see the real types.
+``datetime.today`` inherits) -- into the types' own dicts
+(:func:`hermetic_hunt._compat.type_dict`) and flushes their attribute caches,
+for a fixed cost whatever the number of modules loaded, rather than swapping
+the class as freezegun does: ``docs/sandbox.md`` ("datetime is patched in
+place") says why, and what every reference to the classes then sees.
 
 Outside an attempt the original descriptors are back in place; a bound
 method kept past an attempt falls through to them.
@@ -114,17 +99,15 @@ def _works() -> bool:
     return works and real_datetime.now == _ORIGINAL_NOW.__get__(None, real_datetime)
 
 
-def install(patches: Patches, *, checked: bool = True) -> bool:
-    """Freeze ``now``/``utcnow``/``today`` until ``patches`` is undone (False: unsupported)."""
+def install(patches: Patches, *, checked: bool = True) -> None:
+    """Freeze ``now``/``utcnow``/``today`` until ``patches`` is undone (where supported)."""
     if checked and not AVAILABLE:
-        return False
+        return
     assert _DATETIME_DICT is not None and _DATE_DICT is not None
     # Undone newest first: the cache flush rides on the first (undone last).
     patches.update(_DATE_DICT, DATE_PATCH, after=_flush)
     patches.update(_DATETIME_DICT, DATETIME_PATCH)
     _flush()
-    return True
 
 
-AVAILABLE: bool = False
-AVAILABLE = _works()
+AVAILABLE: bool = _works()

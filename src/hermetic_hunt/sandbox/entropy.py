@@ -10,16 +10,15 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from hermetic_hunt.sandbox.clock import Trace
 
 REAL_URANDOM = os.urandom
 
 
-class Entropy:
-    def bytes(self, n: int) -> bytes:
-        raise NotImplementedError
+class Entropy(Protocol):
+    def bytes(self, n: int) -> bytes: ...
 
 
 class SeededEntropy(Entropy):

@@ -124,13 +124,10 @@ def _utime(path: Any, times: Any = None, *, ns: Any = None, **kwargs: Any) -> No
     if times is not None:
         atime, mtime = times
         times = (to_real(atime), to_real(mtime))
-    if ns is not None:
+    if ns is not None:  # passed on only when given: os.utime refuses ns=None
         atime_ns, mtime_ns = ns
-        ns = (int(to_real(atime_ns / 1e9) * 1e9), int(to_real(mtime_ns / 1e9) * 1e9))
-    if ns is None:
-        REAL_UTIME(path, times, **kwargs)
-    else:
-        REAL_UTIME(path, times, ns=ns, **kwargs)
+        kwargs["ns"] = (int(to_real(atime_ns / 1e9) * 1e9), int(to_real(mtime_ns / 1e9) * 1e9))
+    REAL_UTIME(path, times, **kwargs)
 
 
 #: What a seeded attempt puts into the ``os`` module.

@@ -89,6 +89,4 @@ class Noise:
 
 def noise_for(profile: str | None, seed: int) -> Noise | None:
     """The noise of ``profile`` for the attempt with ``seed`` (None: exact)."""
-    if profile is None or profile == "exact":
-        return None
-    return Noise(profile, seed)
+    return None if profile is None or profile == "exact" else Noise(profile, seed)

@@ -8,13 +8,11 @@ environment, the working directory, the timezone -- stays changed, as in a
 plain pytest run, where such a change pollutes the tests after it; the
 engine's leak checks (:mod:`hermetic_hunt.engine.leaks`) record it.
 
-The global ``random`` state (2.5 KB) is the dearest thing to save: through
-``getstate()``/``setstate()`` it becomes 625 Python ints and back, about a
-third of an attempt's cost. On CPython, whose ``_random.Random`` object is a
-header followed by plain data (an index and 624 words, no pointers),
-:class:`RawRandomState` copies those bytes instead; it is used only when
-the type's size matches that layout *and* a copy between two generators
-was checked to reproduce the stream, else the portable path is taken.
+The global ``random`` state (2.5 KB) is the dearest thing to save:
+:class:`RawRandomState` copies the bytes of CPython's ``_random.Random``
+(an index and 624 words, no pointers) where the type's size matches that
+layout and a copy was checked to reproduce the stream, else the portable
+path is taken (``docs/sandbox.md``, "The ``random`` state is copied as bytes").
 """
 
 from __future__ import annotations
@@ -29,6 +27,7 @@ from typing import Any
 _C_RANDOM: Any = _random.Random
 _HEADER = object.__basicsize__
 _DATA = _C_RANDOM.__basicsize__ - _HEADER
+_BLOCK = 624  # words of the Mersenne Twister's state
 
 
 class RawRandomState:
@@ -57,8 +56,7 @@ class PortableRandomState:
 
 
 def _raw_copy_works() -> bool:
-    words = 624
-    if _C_RANDOM.__basicsize__ != _HEADER + -(-(4 + 4 * words) // 8) * 8:
+    if _C_RANDOM.__basicsize__ != _HEADER + -(-(4 + 4 * _BLOCK) // 8) * 8:
         return False
     try:
         source, target = _C_RANDOM(20240229), _C_RANDOM(1)
@@ -108,7 +106,6 @@ def random_state() -> tuple[int, ...]:
 
 #: How far :func:`words_consumed` follows a stream (64 twists: ~40,000 words).
 _MAX_TWISTS = 64
-_BLOCK = 624
 
 
 def words_consumed(seed: int, end: tuple[int, ...]) -> int | None:

@@ -354,24 +354,34 @@ def collision_text(reproducer: Reproducer | None) -> str:
     return f"{partner}{over}, at the same time on another worker"
 
 
+def relation_items(flake: Flake | Finding, members: int | None = None) -> dict[str, list[str]]:
+    """A flake's (or an isolation finding's) related tests, by label: the test it collides
+    with, polluter sets (with what they left), cleaners, state-setter sets, every item
+    (``members`` bounds a long set)."""
+    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    found: dict[str, list[str]] = {}
+    if collision_text(flake.reproducer):
+        found["collides with"] = [collision_text(flake.reproducer)]
+    if flake.polluters:  # each set minimal on its own
+        leaks = evidence.get("polluter_leaks")
+        found["polluters"] = set_texts(flake.polluters, leaks=leaks, members=members)
+    if flake.cleaners:
+        found["cleaners"] = list(flake.cleaners)
+    if flake.state_setters:
+        leaks = evidence.get("state_setter_leaks")
+        found["state-setters"] = set_texts(flake.state_setters, leaks=leaks, members=members)
+    return found
+
+
 def relation_texts(flake: Flake | Finding, ref: str, limit: int | None = SHOW) -> dict[str, str]:
-    """A flake's (or an isolation finding's) relations, by label: the test it collides
-    with, polluters (with what they left), cleaners, state-setters, and ``dates``
-    (its coming dates' words); each list bounded by ``limit`` (None: all)."""
+    """:func:`relation_items` as one text each, each list bounded by ``limit`` (None:
+    all), and ``dates`` (its coming dates' words)."""
     evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
     out = {}
-    if collision_text(flake.reproducer):
-        out["collides with"] = collision_text(flake.reproducer)
-    for label, sets, leaks, noun in (
-        ("polluters", flake.polluters, "polluter_leaks", "polluter sets"),
-        ("state-setters", flake.state_setters, "state_setter_leaks", "state-setter sets"),
-    ):
-        if sets:  # each set minimal on its own: ``a + b; or c``
-            members = None if limit is None else MEMBERS
-            texts = set_texts(sets, leaks=evidence.get(leaks), members=members)
-            out[label] = listing(texts, noun, ref=ref, limit=limit, sep="; or ")
-    if flake.cleaners:
-        out["cleaners"] = listing(flake.cleaners, "cleaners", ref=ref, limit=limit)
+    for label, items in relation_items(flake, None if limit is None else MEMBERS).items():
+        # counted as ``68 cleaners`` or ``12 polluter sets``; sets: ``a + b; or c``
+        noun, sep = ("cleaners", ", ") if label == "cleaners" else (f"{label[:-1]} sets", "; or ")
+        out[label] = listing(items, noun, ref=ref, limit=limit, sep=sep)
     if isinstance(evidence.get("dates"), dict):
         out["dates"] = dates_text(evidence["dates"])
     return out

@@ -275,8 +275,6 @@ def render_html(report: Report) -> str:
         [(title, [g.lead for g in groups if g.lead.attempts]) for _, title, groups in sections]
     )
     template = _environment().get_template("report.html.j2")
-    fixed = set(report.fixes)
-    gridded = {strip.anchor for strip in rows}
     return template.render(
         report=report,
         tests_by_nodeid={t.nodeid: t for t in report.tests},
@@ -295,8 +293,8 @@ def render_html(report: Report) -> str:
         bar_width=_BAR_WIDTH,
         chart_width=chart_width(chart),
         chart_height=chart_height,
-        fixed=fixed,
-        gridded=gridded,
+        fixed=set(report.fixes),
+        gridded={strip.anchor for strip in rows},
         strips=rows,
         columns=columns,
         cell_width=cell_width,

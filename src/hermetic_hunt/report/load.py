@@ -168,9 +168,7 @@ def list_flakes(
     with open_database(db) as store:
         report = load_report(store, run, cwd)
     lines = list_lines(report)
-    if not lines:
-        return [f"no flakes in {report.database} ({len(report.tests)} tests)"], False
-    return lines, True
+    return lines or [f"no flakes in {report.database} ({len(report.tests)} tests)"], bool(lines)
 
 
 def show(db: str | os.PathLike[str], ref: str, cwd: str | None = None) -> str:

@@ -27,6 +27,7 @@ reports list them by exposure, then by how surely they fail.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
@@ -190,14 +191,13 @@ class Report:
         grouped = {t.flake.flake_id: g for g in self.groups for t in g.tests if t.flake is not None}
         out, shown = [], set()
         for flake in self.flakes:
-            group = grouped.get(flake.flake_id)
             if flake.flake_id not in self.fixes or flake.flake_id in shown:
                 continue
-            members = (
-                [t.flake.flake_id for t in group.tests if t.flake is not None] if group else []
-            )
-            lead = next((m for m in members if m in self.fixes), flake.flake_id)
-            shown.update(members or [flake.flake_id])
+            group = grouped.get(flake.flake_id)
+            tests = group.tests if group is not None else ()
+            members = [t.flake.flake_id for t in tests if t.flake is not None] or [flake.flake_id]
+            lead = next(m for m in members if m in self.fixes)
+            shown.update(members)
             view = self.fixes[lead]
             also = tuple(m for m in members if m != lead)
             if also and group is not None:
@@ -261,9 +261,7 @@ class Report:
     def counts(self) -> dict[str, int]:
         """Tests per status, violators and leaking tests: the one place the
         summaries (``report``, the end of a hunt) count them."""
-        out: dict[str, int] = {status: 0 for status in STATUSES}
-        for t in self.tests:
-            out[t.status] = out.get(t.status, 0) + 1
+        out = {status: 0 for status in STATUSES} | Counter(t.status for t in self.tests)
         out["violations"] = len({v.nodeid for v in self.violations})
         out["leaking"] = len({leak.nodeid for leak in self.leaks if leak.nodeid is not None})
         out["findings"] = len(self.groups)

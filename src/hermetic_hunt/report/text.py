@@ -4,7 +4,7 @@ the layout of the findings, leaks and stable tests; the words are :mod:`.words`'
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from hermetic_hunt.fix.suggest import describe
 from hermetic_hunt.models import (
@@ -13,7 +13,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.report.fixes import FixView, trend_text
 from hermetic_hunt.report.history import History
-from hermetic_hunt.report.model import Group, Report, TestResult, rank_key
+from hermetic_hunt.report.model import Group, Report, rank_key
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
     SHOW,
@@ -118,14 +118,6 @@ def leak_lines(report: Report, limit: int | None = None) -> list[str]:
     return out
 
 
-def _names(tests: Iterable[TestResult]) -> list[str]:
-    chosen = list(tests)
-    out = [f"  {clean(t.nodeid)}" for t in chosen[:LIST_LIMIT]]
-    if len(chosen) > LIST_LIMIT:
-        out.append(f"  ... and {len(chosen) - LIST_LIMIT} more")
-    return out
-
-
 def _violations(report: Report) -> list[str]:
     if not report.violations:
         return []
@@ -202,7 +194,10 @@ def render_text(report: Report) -> str:
     out.extend(_stable(report))
     skipped = report.with_status("skipped")
     if skipped:
-        out.extend(["", f"skipped in every attempt ({len(skipped)}):", *_names(skipped)])
+        out.extend(["", f"skipped in every attempt ({len(skipped)}):"])
+        out.extend(f"  {clean(t.nodeid)}" for t in skipped[:LIST_LIMIT])
+        if len(skipped) > LIST_LIMIT:
+            out.append(f"  ... and {len(skipped) - LIST_LIMIT} more")
     if not report.tests:
         out.extend(["", "no attempts stored yet: run a hunt (pytest --hermetic-hunt=30 -n auto)"])
     return "\n".join(out) + "\n"

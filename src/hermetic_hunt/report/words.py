@@ -123,8 +123,7 @@ def calendar_text(test: TestResult) -> str:
     rate (its share of the hunt's attempts is how often the hunt's clock hit its
     dates): its dates' words -- ``next real failure: 2026-12-31 00:00:00.250
     (replayed at the coming dates)``. "" for any other test (its rate says it)."""
-    dates = calendar_dates(test)
-    return dates_text(dates) if dates is not None else ""
+    return dates_text(calendar_dates(test))
 
 
 def _day(value: object) -> str:
@@ -274,8 +273,7 @@ def exposure_line(report: Report) -> str:
 
 def stable_groups(report: Report) -> list[tuple[int, int]]:
     """``(attempts, how many stable tests had that many)``, fewest attempts first."""
-    groups = Counter(t.attempts for t in report.tests if t.status == "stable")
-    return sorted(groups.items())
+    return sorted(Counter(t.attempts for t in report.tests if t.status == "stable").items())
 
 
 STATUS_TEXT = {
@@ -287,11 +285,10 @@ STATUS_TEXT = {
 def status_text(test: TestResult) -> str:
     """What a finding is: its kinds and isolation state, or its status."""
     flake = test.flake
+    if test.status == "broken" and test.check is None:
+        return "broken: failed in every attempt"
     if test.status in STATUS_TEXT:
-        text = STATUS_TEXT[test.status]
-        if test.status == "broken" and test.check is None:
-            text = "broken: failed in every attempt"
-        return text
+        return STATUS_TEXT[test.status]
     text = kinds_text(flake) + (f" · {flake_state(flake)}" if flake is not None else "")
     if test.status == "not-idempotent":
         return f"{text} · not idempotent: never failed in a plain run"

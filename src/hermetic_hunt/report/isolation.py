@@ -17,6 +17,7 @@ from hermetic_hunt.models import (
     format_seconds,
     function_of,
 )
+from hermetic_hunt.report.model import flake_order_of
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
     clean,
@@ -66,11 +67,10 @@ def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
     return out
 
 
-def _rank(report: IsolationReport, flake_id: str, v: Finding) -> tuple[int, float, int]:
+def _rank(report: IsolationReport, flake_id: str, v: Finding) -> tuple[int, float, tuple[int, str]]:
     level = v.evidence.get("exposure") if isinstance(v.evidence, dict) else None
     where = EXPOSURES.index(level) if level in EXPOSURES else len(EXPOSURES)
-    digits = flake_id[1:]
-    return (where, -report.rates.get(flake_id, 0.0), int(digits) if digits.isdigit() else 0)
+    return (where, -report.rates.get(flake_id, 0.0), flake_order_of(flake_id))
 
 
 def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -> list[str]:

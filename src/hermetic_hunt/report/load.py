@@ -226,9 +226,6 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
     if failing is None or not failing.failing or failing.nodeid != flake.nodeid:
         failing = _detail(store, queries.first_failing_attempt(store, flake.nodeid))
     group = next((g for g in report.groups if any(t.nodeid == flake.nodeid for t in g.tests)), None)
-    members = (
-        [(t.flake.flake_id if t.flake else None, t.nodeid) for t in group.tests] if group else []
-    )
     related = [flake.nodeid, *(n for s in (*flake.polluters, *flake.state_setters) for n in s)]
     found = queries.test_leaks(store, related)
     return render_flake(
@@ -237,9 +234,8 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
         steps=queries.isolation_steps(store, flake_id),
         comparison=_compare(store, failing) if failing is not None else None,
         replay=replayer(store, cwd)(flake_id, flake_run(flake)),
-        group=members,
+        group=group,
         leaks={n: found[n] for n in dict.fromkeys(related) if n in found},
-        shared=group.shared["resource"] if group is not None and group.shared is not None else None,
     )
 
 

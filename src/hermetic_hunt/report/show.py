@@ -16,7 +16,7 @@ from typing import Any
 
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak, exposure_words
-from hermetic_hunt.report.model import evidence_of
+from hermetic_hunt.report.model import Group, evidence_of
 from hermetic_hunt.report.words import clean, flake_state, rate_text, relation_texts
 from hermetic_hunt.store.rows import AttemptDetail, StepRow
 
@@ -204,14 +204,12 @@ def render_flake(
     steps: list[StepRow],
     comparison: Comparison | None,
     replay: str,
-    group: Sequence[tuple[str | None, str]] = (),
+    group: Group | None = None,
     leaks: Mapping[str, Sequence[Any]] | None = None,
-    shared: str | None = None,
 ) -> str:
     """``flake`` is a :class:`~hermetic_hunt.report.model.Flake`, ``test`` its
     :class:`~hermetic_hunt.report.model.TestResult` over every run (or None);
-    ``group``: ``(flake id, nodeid)`` of every test in its finding (parametrizations,
-    or, ``shared`` named, tests that collide over that path);
+    ``group``: its finding (parametrizations, or tests that collide over one path);
     ``leaks``: :class:`~hermetic_hunt.report.model.LeakRow` lists of the test
     and its polluters and state-setters. Every list is shown whole."""
     f = flake
@@ -229,12 +227,13 @@ def render_flake(
     for label in ("polluters", "cleaners", "state-setters"):
         out.append(_row(label, texts.get(label) or "-"))
     out.extend(_row(label, texts[label]) for label in ("collides with", "dates") if label in texts)
-    if len(group) > 1:
+    if group is not None and group.others:
         grouped = "parametrizations that fail the same way"
-        if shared is not None:
-            grouped = f"tests that collide over {shared}"
-        out.append(f"{clean(grouped)} ({len(group)}, one finding):")
-        out.extend(f"  {clean(ref or '-'):<6}{clean(nodeid)}" for ref, nodeid in group)
+        if group.shared is not None:
+            grouped = f"tests that collide over {group.shared['resource']}"
+        out.append(f"{clean(grouped)} ({len(group.tests)}, one finding):")
+        for t in group.tests:
+            out.append(f"  {clean(t.flake.flake_id if t.flake else '-'):<6}{clean(t.nodeid)}")
     for nodeid, rows in (leaks or {}).items():
         if rows:
             who = "it" if nodeid == f.nodeid else clean(nodeid)

@@ -44,8 +44,7 @@ def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
         f"{probes} probes ({how}, {report.parallel} at a time) in "
         f"{format_seconds(round(report.seconds, 1))}",
     ]
-    left = report.out_of_time
-    if left:
+    if left := report.out_of_time:
         out.append(
             f"  time budget of {format_seconds(round(report.time_budget, 1))} reached: "
             f"{left} not (fully) isolated; finish with: hermetic-hunt isolate "
@@ -87,8 +86,7 @@ def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
     labels = ("collides with", "polluters", "state-setters", "cleaners")
     out.extend(relation_lines(v, flake_id, labels, unfinished))
-    members = report.members.get(flake_id, [])
-    if members:
+    if members := report.members.get(flake_id, []):
         sampled = len(report.sampled.get(flake_id, ()))
         out.append(
             f"      and {len(members)} more parametrization{'s' * (len(members) != 1)} of "

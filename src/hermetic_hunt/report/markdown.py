@@ -83,8 +83,8 @@ def _test_cell(group: Group) -> str:
     cell = code(group.nodeid) if group.shared is None else text(group.nodeid)
     if group.others:
         cell += f"<br>{len(group.tests)} {group.members}: {text(members_text(group))}"
-    if shared_text(group):
-        cell += f"<br>{text(shared_text(group))}"
+    if where := shared_text(group):
+        cell += f"<br>{text(where)}"
     return cell
 
 
@@ -234,15 +234,13 @@ def render_markdown(report: Report) -> str:
         )
     out.extend(_fixes(report.fix_views()))
     out.extend(_histories(report.history_items()))
-    groups = stable_groups(report)
-    if groups:
+    if groups := stable_groups(report):
         out.extend(["", "### Never failed", ""])
         for attempts, count in groups:
             out.append(
                 f"- {count} test{'s' * (count != 1)}: {text(bound_text(attempts))}; "
                 f"{text(tighten_text(attempts))}"
             )
-    skipped = report.with_status("skipped")
-    if skipped:
+    if skipped := report.with_status("skipped"):
         out.extend(["", f"{len(skipped)} test(s) were skipped in every attempt."])
     return "\n".join(out) + "\n"

@@ -100,8 +100,7 @@ class TestResult:
         if not rows or any(r.failed for r in rows if r.condition == "exact"):
             return None
         text = " · ".join(f"{r.condition} {r.failed}/{r.passed + r.failed}" for r in rows)
-        stretches = [r.stretch for r in rows if r.stretch is not None and r.failed]
-        if stretches:
+        if stretches := [r.stretch for r in rows if r.stretch is not None and r.failed]:
             text += f" failed; fails when sleeps last ≥ {min(stretches) / 1000:.2f}x their duration"
         else:
             text += " failed"
@@ -141,8 +140,7 @@ class Group:
 
     @property
     def nodeid(self) -> str:
-        shared = self.shared
-        if shared is not None:
+        if (shared := self.shared) is not None:
             return f"{len(self.tests)} tests collide over {shared['resource']}"
         return function_of(self.lead.nodeid) if self.others else self.lead.nodeid
 
@@ -443,8 +441,7 @@ def rank_groups(tests: Iterable[TestResult]) -> tuple[Group, ...]:
         if t.status not in FINDINGS:
             continue
         kinds = t.flake.kinds if t.flake is not None else ()
-        resource = _shared_resource(t)
-        if resource is not None:
+        if (resource := _shared_resource(t)) is not None:
             key: tuple[Any, ...] = ("shared", resource, t.status, t.exposure)
         else:
             key = (function_of(t.nodeid), t.status, kinds, _signature(t), t.exposure)

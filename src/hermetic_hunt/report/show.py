@@ -100,8 +100,7 @@ def render_attempt(
             f"now {when(d.now)} · PYTHONHASHSEED {d.hash_seed if d.hash_seed is not None else '-'}",
         ),
     ]
-    counts = d.parsed_counts()
-    if counts:
+    if counts := d.parsed_counts():
         reads = ", ".join(f"{clean(k)} {v}" for k, v in sorted(counts.items()))
         out.append(_row("reads", reads))
     if d.exc_type is not None:

@@ -69,8 +69,7 @@ def end_of_hunt(
                 f"hermetic-hunt: {stored:,} of the {attempts:,} attempts are in "
                 f"the database ({rounds} whole round(s))"
             )
-    isolated = isolation_lines(isolation, cwd) if isolation is not None else []
-    if isolated:
+    if isolation is not None and (isolated := isolation_lines(isolation, cwd)):
         out.extend(isolated)
     elif report is not None:
         out.extend(finding_lines(report, limit=SUMMARY_FINDINGS))

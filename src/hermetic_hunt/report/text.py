@@ -48,11 +48,9 @@ def _group_block(group: Group) -> list[str]:
     out = [f"  {label:<4}{title}", f"      {status_text(test)}", f"      {group_rate_text(group)}"]
     if group.others:
         out.append(f"      tests: {members_text(group)}")
-    where = shared_text(group)
-    if where:
+    if where := shared_text(group):
         out.append(f"      {where}")
-    timing = test.timing()
-    if timing is not None:
+    if (timing := test.timing()) is not None:
         out.append(f"      timing: {timing}")
     if flake is not None:
         out.extend(relation_lines(flake, flake.flake_id))
@@ -192,8 +190,7 @@ def render_text(report: Report) -> str:
     out.extend(_fixes(report.fix_views()))
     out.extend(_histories(report.history_items()))
     out.extend(_stable(report))
-    skipped = report.with_status("skipped")
-    if skipped:
+    if skipped := report.with_status("skipped"):
         out.extend(["", f"skipped in every attempt ({len(skipped)}):"])
         out.extend(f"  {clean(t.nodeid)}" for t in skipped[:LIST_LIMIT])
         if len(skipped) > LIST_LIMIT:

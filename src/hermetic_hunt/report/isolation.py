@@ -75,12 +75,11 @@ def _rank(report: IsolationReport, flake_id: str, v: Finding) -> tuple[int, floa
 def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -> list[str]:
     kinds = ", ".join(v.kinds) or "not classified"
     status = "" if v.status == "isolated" else f" [{v.status}]"
-    level = v.evidence.get("exposure") if v.kinds and isinstance(v.evidence, dict) else None
-    exposed = (
-        f" · {exposure_words(level, v.evidence.get('dates'))}" if level in EXPOSURE_TEXT else ""
-    )
-    if not exposed and isinstance(v.evidence, dict) and v.evidence.get("failed") == 0:
-        exposed = " · never failed: its network calls were blocked" if "network" in v.kinds else ""
+    evidence = v.evidence if isinstance(v.evidence, dict) else {}
+    level = evidence.get("exposure") if v.kinds else None
+    exposed = f" · {exposure_words(level, evidence.get('dates'))}" if level in EXPOSURE_TEXT else ""
+    if not exposed and evidence.get("failed") == 0 and "network" in v.kinds:
+        exposed = " · never failed: its network calls were blocked"
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
     out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
@@ -94,7 +93,7 @@ def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -
             f"{f'; {sampled} confirmed by a probe' if sampled else ''}): "
             f"hermetic-hunt show {flake_id} lists them"
         )
-    if isinstance(v.evidence, dict) and v.evidence.get("found_by") == FOUND_BY:
+    if evidence.get("found_by") == FOUND_BY:
         out.append(f"      {clean(v.notes[0]) if v.notes else 'found by the polluter probe'}")
     if v.reproducer is not None and v.confirmed is False and v.status == "isolated":
         out.append("      reproducer not confirmed: it did not fail again when re-run")
@@ -104,7 +103,7 @@ def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -
     elif v.status != "isolated" and v.notes:
         out.append(f"      note: {clean(v.notes[-1])}")
     elif "unexplained" in v.kinds:
-        claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == "unexplained"]
+        claims = [c for c in evidence.get("verdicts", []) if c.get("kind") == "unexplained"]
         why = v.notes[0] if v.notes else str(claims[0]["why"]) if claims else ""
         out.append(f"      note: {clean(why)}")
     if flake_id in report.collide:

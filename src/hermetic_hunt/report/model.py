@@ -175,7 +175,6 @@ class Report:
     flakes: tuple[Flake, ...]  # flake rows of the tests in this report
     violations: tuple[ViolationRow, ...]
     rounds: tuple[RoundCell, ...]
-    replay_for: dict[str, str] = field(default_factory=dict)  # flake id -> command
     leaks: tuple[LeakRow, ...] = ()
     groups: tuple[Group, ...] = ()  # every finding, ranked (see rank_groups)
     since: str | None = None  # report --since DATE|REV: only the runs since then
@@ -384,7 +383,6 @@ def assemble(
         flakes=tuple(kept),
         violations=tuple(sorted(violations, key=lambda v: (v.nodeid, v.op, v.host, v.port or 0))),
         rounds=tuple(rounds),
-        replay_for={f.flake_id: replay(f.flake_id, flake_run(f)) for f in kept},
         leaks=tuple(leak for leak in leaks if leak.nodeid is None or leak.nodeid in shown),
         groups=rank_groups(results),
     )

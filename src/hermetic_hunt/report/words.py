@@ -152,10 +152,8 @@ def flake_state(flake: Flake) -> str:
     confirmed = {
         True: "reproducer confirmed",
         False: "reproducer NOT confirmed",
-        None: "reproducer not tried",
+        None: "reproducer not tried" if flake.reproducer is not None else "no reproducer",
     }[flake.confirmed]
-    if flake.reproducer is None and flake.confirmed is None:
-        confirmed = "no reproducer"
     found = (
         " · found by the polluter probe (not observed in rounds)" if found_by_probe(flake) else ""
     )

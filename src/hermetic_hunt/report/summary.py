@@ -1,7 +1,7 @@
 """The end of a hunt, in words: the same counts as ``hermetic-hunt report``.
 
 :func:`end_of_hunt` reads the run back from the database and words it with
-the report's own functions (:func:`~hermetic_hunt.report.text.summary_line`
+the report's own functions (:func:`~hermetic_hunt.report.words.summary_line`
 counts the statuses for both), so the end of a hunt and ``hermetic-hunt
 report`` never disagree. Then the isolation's findings
 (:mod:`hermetic_hunt.report.isolation`) -- or, without isolation, the

@@ -322,9 +322,9 @@ def members_text(group: Group) -> str:
 
 
 def shared_text(group: Group) -> str:
-    """Where a collision group's tests use their shared path, and the fix:
-    ``written at fs/tests/setup.py:21, fs/tests/setup.py:27 (in 31 test files): give
-    each worker its own -- tmp_path, or worker_id in the name`` ("" for other groups)."""
+    """Where a collision group's tests fail over their shared path, and the fix:
+    ``failing at fs/tests/setup.py:21 (in 31 test files): each test is fine alone;
+    ...`` ("" for other groups)."""
     shared = group.shared
     if shared is None:
         return ""

@@ -205,8 +205,7 @@ def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
         summary, problem = None, f"unreadable: {exc}"
     failing: AttemptDetail | None = detail
     if not detail.failing:
-        other = queries.counterpart(store, detail.nodeid, detail.id, failing=True)
-        failing = _detail(store, other)
+        failing = _detail(store, queries.counterpart(store, detail.nodeid, detail.id, failing=True))
     return render_attempt(
         detail,
         journal=summary,
@@ -249,8 +248,7 @@ def _decoded(store: Store, detail: AttemptDetail) -> journal.Journal | None:
 
 def _compare(store: Store, failing: AttemptDetail) -> Comparison:
     """Compare ``failing`` with the nearest passing attempt of the same test."""
-    passing_id = queries.counterpart(store, failing.nodeid, failing.id, failing=False)
-    passing = _detail(store, passing_id)
+    passing = _detail(store, queries.counterpart(store, failing.nodeid, failing.id, failing=False))
     if passing is None:
         return Comparison(failing.id, None, "", ())
     try:  # each side's journal, else its read counts

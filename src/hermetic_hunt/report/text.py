@@ -106,8 +106,7 @@ def leak_lines(report: Report, limit: int | None = None) -> list[str]:
     chosen = leaking if limit is None else leaking[:limit]
     for nodeid, leaks in chosen:
         out.append(f"  {clean(nodeid) if nodeid is not None else UNATTRIBUTED}")
-        for leak in leaks[:SHOW]:
-            out.append(f"      {leak_count_text(leak)}")
+        out.extend(f"      {leak_count_text(leak)}" for leak in leaks[:SHOW])
         if len(leaks) > SHOW:
             more = len(leaks) - SHOW
             out.append(f"      ... and {more} more: hermetic-hunt report --format json lists all")

@@ -121,13 +121,8 @@ def render_attempt(
         out.append(_row("journal", clean(journal_problem)))
     elif journal is not None:
         events = ", ".join(f"{k} {len(v)}" for k, v in sorted(journal.events.items())) or "none"
-        out.append(
-            _row(
-                "journal",
-                f"{d.journal_format} · {d.journal_size} bytes · mode {journal.mode} · "
-                f"events: {clean(events)}",
-            )
-        )
+        stored = f"{d.journal_format} · {d.journal_size} bytes · mode {journal.mode}"
+        out.append(_row("journal", f"{stored} · events: {clean(events)}"))
         if journal.overflow:
             out.append(_row("", f"overflowed: {clean(', '.join(journal.overflow))}"))
     out.extend(comparison_lines(comparison))
@@ -255,13 +250,8 @@ def render_flake(
             )
         sig = f"{repro.exc_type} at {repro.location}" if repro.location else repro.exc_type
         out.append(f"  expected: {clean(sig) or 'a failure'}")
-    out.append(
-        _row(
-            "isolation",
-            f"{f.probes} probe(s) in {f.probe_seconds:.1f}s"
-            + (f", {len(steps)} step(s) stored:" if steps else ""),
-        )
-    )
+    stored = f", {len(steps)} step(s) stored:" if steps else ""
+    out.append(_row("isolation", f"{f.probes} probe(s) in {f.probe_seconds:.1f}s{stored}"))
     out.extend(_steps_lines(steps))
     out.extend(_evidence_lines(f.evidence))
     if f.note:

@@ -125,10 +125,8 @@ def _violations(report: Report) -> list[str]:
         if v.nodeid not in seen:
             seen.add(v.nodeid)
             out.append(f"  {clean(v.nodeid)}")
-        out.append(
-            f"      {clean(v.op)} {clean(v.target)} in {v.attempts} attempt(s), first A"
-            f"{v.first_attempt_id}"
-        )
+        call = f"{clean(v.op)} {clean(v.target)}"
+        out.append(f"      {call} in {v.attempts} attempt(s), first A{v.first_attempt_id}")
         test = by_test.get(v.nodeid)
         if test is not None and test.flake is not None and test.status != "flaky":
             out.append(f"      flake {test.flake.flake_id}: {kinds_text(test.flake)}")

@@ -43,10 +43,8 @@ class FixView:
     @property
     def label(self) -> str:
         """``F3`` or ``F3 (+75 parametrizations: F4-F78)``: what a report names."""
-        if not self.also:
-            return self.suggestion.flake_id
-        flake_id, more = self.suggestion.flake_id, len(self.also)
-        return f"{flake_id} (+{more} {self.members}: {id_span(self.also)})"
+        flake_id, also = self.suggestion.flake_id, self.also
+        return f"{flake_id} (+{len(also)} {self.members}: {id_span(also)})" if also else flake_id
 
     @property
     def nodeid(self) -> str:

@@ -110,8 +110,7 @@ class History:
             if self.last != self.first:
                 seen += f" · last seen {self.last.describe()}"
             out.append(seen)
-        text = self.status_text()
-        if text:
+        if text := self.status_text():
             out.append(text)
         return out
 

@@ -26,14 +26,13 @@ from hermetic_hunt.report.words import (
     UNATTRIBUTED,
     bound_text,
     calendar_text,
-    collision_text,
     dates_text,
     exposure_line,
     headline,
     kinds_text,
     leak_count_text,
+    relation_items,
     section_title,
-    set_texts,
     shared_text,
     stable_groups,
     status_text,
@@ -195,22 +194,8 @@ class Relation:
 
 def relations(test: TestResult) -> list[Relation]:
     """A finding's lists, every item (the page collapses long ones)."""
-    flake = test.flake
-    if flake is None:
-        return []
-    evidence = evidence_of(flake)
-    out = []
-    if collision_text(flake.reproducer):
-        out.append(Relation("collides with", (collision_text(flake.reproducer),)))
-    if flake.polluters:
-        items = set_texts(flake.polluters, leaks=evidence.get("polluter_leaks"))
-        out.append(Relation("polluters", tuple(items)))
-    if flake.cleaners:
-        out.append(Relation("cleaners", flake.cleaners))
-    if flake.state_setters:
-        items = set_texts(flake.state_setters, leaks=evidence.get("state_setter_leaks"))
-        out.append(Relation("state-setters", tuple(items)))
-    return out
+    found = relation_items(test.flake) if test.flake is not None else {}
+    return [Relation(label, tuple(items)) for label, items in found.items()]
 
 
 def _dates(test: TestResult) -> str:
@@ -290,8 +275,6 @@ def render_html(report: Report) -> str:
         [(title, [g.lead for g in groups if g.lead.attempts]) for _, title, groups in sections]
     )
     template = _environment().get_template("report.html.j2")
-    fixed = set(report.fixes)
-    gridded = {strip.anchor for strip in rows}
     return template.render(
         report=report,
         tests_by_nodeid={t.nodeid: t for t in report.tests},
@@ -310,8 +293,8 @@ def render_html(report: Report) -> str:
         bar_width=_BAR_WIDTH,
         chart_width=chart_width(chart),
         chart_height=chart_height,
-        fixed=fixed,
-        gridded=gridded,
+        fixed=set(report.fixes),
+        gridded={strip.anchor for strip in rows},
         strips=rows,
         columns=columns,
         cell_width=cell_width,

@@ -17,6 +17,7 @@ from hermetic_hunt.models import (
     format_seconds,
     function_of,
 )
+from hermetic_hunt.report.model import flake_order_of
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
     clean,
@@ -43,8 +44,7 @@ def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
         f"{probes} probes ({how}, {report.parallel} at a time) in "
         f"{format_seconds(round(report.seconds, 1))}",
     ]
-    left = report.out_of_time
-    if left:
+    if left := report.out_of_time:
         out.append(
             f"  time budget of {format_seconds(round(report.time_budget, 1))} reached: "
             f"{left} not (fully) isolated; finish with: hermetic-hunt isolate "
@@ -66,29 +66,26 @@ def isolation_lines(report: IsolationReport, cwd: str) -> list[str]:
     return out
 
 
-def _rank(report: IsolationReport, flake_id: str, v: Finding) -> tuple[int, float, int]:
+def _rank(report: IsolationReport, flake_id: str, v: Finding) -> tuple[int, float, tuple[int, str]]:
     level = v.evidence.get("exposure") if isinstance(v.evidence, dict) else None
     where = EXPOSURES.index(level) if level in EXPOSURES else len(EXPOSURES)
-    digits = flake_id[1:]
-    return (where, -report.rates.get(flake_id, 0.0), int(digits) if digits.isdigit() else 0)
+    return (where, -report.rates.get(flake_id, 0.0), flake_order_of(flake_id))
 
 
 def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -> list[str]:
     kinds = ", ".join(v.kinds) or "not classified"
     status = "" if v.status == "isolated" else f" [{v.status}]"
-    level = v.evidence.get("exposure") if v.kinds and isinstance(v.evidence, dict) else None
-    exposed = (
-        f" · {exposure_words(level, v.evidence.get('dates'))}" if level in EXPOSURE_TEXT else ""
-    )
-    if not exposed and isinstance(v.evidence, dict) and v.evidence.get("failed") == 0:
-        exposed = " · never failed: its network calls were blocked" if "network" in v.kinds else ""
+    evidence = v.evidence if isinstance(v.evidence, dict) else {}
+    level = evidence.get("exposure") if v.kinds else None
+    exposed = f" · {exposure_words(level, evidence.get('dates'))}" if level in EXPOSURE_TEXT else ""
+    if not exposed and evidence.get("failed") == 0 and "network" in v.kinds:
+        exposed = " · never failed: its network calls were blocked"
     cost = f"{len(v.probes)} probes, {format_seconds(round(v.probe_seconds, 1))}"
     out = [f"  {flake_id} {clean(v.nodeid)}  {kinds}{exposed}{status} ({cost})"]
     unfinished = " (search unfinished, not minimal)" if v.status == "partial" else ""
     labels = ("collides with", "polluters", "state-setters", "cleaners")
     out.extend(relation_lines(v, flake_id, labels, unfinished))
-    members = report.members.get(flake_id, [])
-    if members:
+    if members := report.members.get(flake_id, []):
         sampled = len(report.sampled.get(flake_id, ()))
         out.append(
             f"      and {len(members)} more parametrization{'s' * (len(members) != 1)} of "
@@ -96,7 +93,7 @@ def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -
             f"{f'; {sampled} confirmed by a probe' if sampled else ''}): "
             f"hermetic-hunt show {flake_id} lists them"
         )
-    if isinstance(v.evidence, dict) and v.evidence.get("found_by") == FOUND_BY:
+    if evidence.get("found_by") == FOUND_BY:
         out.append(f"      {clean(v.notes[0]) if v.notes else 'found by the polluter probe'}")
     if v.reproducer is not None and v.confirmed is False and v.status == "isolated":
         out.append("      reproducer not confirmed: it did not fail again when re-run")
@@ -106,7 +103,7 @@ def _flake_lines(report: IsolationReport, flake_id: str, v: Finding, cwd: str) -
     elif v.status != "isolated" and v.notes:
         out.append(f"      note: {clean(v.notes[-1])}")
     elif "unexplained" in v.kinds:
-        claims = [c for c in v.evidence.get("verdicts", []) if c.get("kind") == "unexplained"]
+        claims = [c for c in evidence.get("verdicts", []) if c.get("kind") == "unexplained"]
         why = v.notes[0] if v.notes else str(claims[0]["why"]) if claims else ""
         out.append(f"      note: {clean(why)}")
     if flake_id in report.collide:

@@ -86,7 +86,7 @@ def _collides_with(flake: Flake) -> dict[str, str] | None:
     return {"partner": pair.together[-1].nodeid, "resource": pair.resource}
 
 
-def flake_json(flake: Flake, replay: str, exposure: str | None = None) -> dict[str, Any]:
+def flake_json(flake: Flake, replay: str | None, exposure: str | None = None) -> dict[str, Any]:
     return {
         "exposure": exposure,
         "id": flake.flake_id,
@@ -153,7 +153,7 @@ def violation_json(violation: ViolationRow) -> dict[str, Any]:
 
 
 def as_dict(report: Report) -> dict[str, Any]:
-    exposures = {t.nodeid: t.exposure for t in report.tests}
+    tests = {t.nodeid: t for t in report.tests}  # each flake's test: its replay and exposure
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -165,7 +165,7 @@ def as_dict(report: Report) -> dict[str, Any]:
         "since": report.since,
         "flakes": [
             {
-                **flake_json(f, report.replay_for[f.flake_id], exposures.get(f.nodeid)),
+                **flake_json(f, tests[f.nodeid].replay, tests[f.nodeid].exposure),
                 "fix": fix_json(report.fixes[f.flake_id]) if f.flake_id in report.fixes else None,
                 "history": history_json(report.histories[f.nodeid])
                 if f.nodeid in report.histories

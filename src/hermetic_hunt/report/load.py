@@ -168,9 +168,7 @@ def list_flakes(
     with open_database(db) as store:
         report = load_report(store, run, cwd)
     lines = list_lines(report)
-    if not lines:
-        return [f"no flakes in {report.database} ({len(report.tests)} tests)"], False
-    return lines, True
+    return lines or [f"no flakes in {report.database} ({len(report.tests)} tests)"], bool(lines)
 
 
 def show(db: str | os.PathLike[str], ref: str, cwd: str | None = None) -> str:
@@ -207,8 +205,7 @@ def _show_attempt(store: Store, attempt_id: int, cwd: str) -> str:
         summary, problem = None, f"unreadable: {exc}"
     failing: AttemptDetail | None = detail
     if not detail.failing:
-        other = queries.counterpart(store, detail.nodeid, detail.id, failing=True)
-        failing = _detail(store, other)
+        failing = _detail(store, queries.counterpart(store, detail.nodeid, detail.id, failing=True))
     return render_attempt(
         detail,
         journal=summary,
@@ -228,9 +225,6 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
     if failing is None or not failing.failing or failing.nodeid != flake.nodeid:
         failing = _detail(store, queries.first_failing_attempt(store, flake.nodeid))
     group = next((g for g in report.groups if any(t.nodeid == flake.nodeid for t in g.tests)), None)
-    members = (
-        [(t.flake.flake_id if t.flake else None, t.nodeid) for t in group.tests] if group else []
-    )
     related = [flake.nodeid, *(n for s in (*flake.polluters, *flake.state_setters) for n in s)]
     found = queries.test_leaks(store, related)
     return render_flake(
@@ -239,9 +233,8 @@ def _show_flake(store: Store, flake_id: str, cwd: str) -> str:
         steps=queries.isolation_steps(store, flake_id),
         comparison=_compare(store, failing) if failing is not None else None,
         replay=replayer(store, cwd)(flake_id, flake_run(flake)),
-        group=members,
+        group=group,
         leaks={n: found[n] for n in dict.fromkeys(related) if n in found},
-        shared=group.shared["resource"] if group is not None and group.shared is not None else None,
     )
 
 
@@ -255,8 +248,7 @@ def _decoded(store: Store, detail: AttemptDetail) -> journal.Journal | None:
 
 def _compare(store: Store, failing: AttemptDetail) -> Comparison:
     """Compare ``failing`` with the nearest passing attempt of the same test."""
-    passing_id = queries.counterpart(store, failing.nodeid, failing.id, failing=False)
-    passing = _detail(store, passing_id)
+    passing = _detail(store, queries.counterpart(store, failing.nodeid, failing.id, failing=False))
     if passing is None:
         return Comparison(failing.id, None, "", ())
     try:  # each side's journal, else its read counts

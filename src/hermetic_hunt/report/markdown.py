@@ -83,8 +83,8 @@ def _test_cell(group: Group) -> str:
     cell = code(group.nodeid) if group.shared is None else text(group.nodeid)
     if group.others:
         cell += f"<br>{len(group.tests)} {group.members}: {text(members_text(group))}"
-    if shared_text(group):
-        cell += f"<br>{text(shared_text(group))}"
+    if where := shared_text(group):
+        cell += f"<br>{text(where)}"
     return cell
 
 
@@ -135,8 +135,8 @@ def _leaks(report: Report) -> list[str]:
             what += f"<br>… and {len(leaks) - SHOW} more"
         rows.append([code(nodeid) if nodeid is not None else text(UNATTRIBUTED), what])
     tests = sum(1 for nodeid, _ in leaking if nodeid is not None)
-    out = _folded(f"Tests that leave state behind ({tests})",
-                  _table(["test", "what it left behind"], rows))  # fmt: skip
+    table = _table(["test", "what it left behind"], rows)
+    out = _folded(f"Tests that leave state behind ({tests})", table)
     if len(leaking) > LIST_LIMIT:
         out.extend(
             ["", f"_… and {len(leaking) - LIST_LIMIT} more: `hermetic-hunt report` lists them._"]
@@ -226,23 +226,17 @@ def render_markdown(report: Report) -> str:
             [code(v.nodeid), text(v.op), code(v.target), str(v.attempts), f"A{v.first_attempt_id}"]
             for v in report.violations
         ]
-        out.extend(
-            _folded(
-                "Network violations (blocked outbound calls)",
-                _table(["test", "call", "target", "attempts", "first"], rows),
-            )
-        )
+        table = _table(["test", "call", "target", "attempts", "first"], rows)
+        out.extend(_folded("Network violations (blocked outbound calls)", table))
     out.extend(_fixes(report.fix_views()))
     out.extend(_histories(report.history_items()))
-    groups = stable_groups(report)
-    if groups:
+    if groups := stable_groups(report):
         out.extend(["", "### Never failed", ""])
         for attempts, count in groups:
             out.append(
                 f"- {count} test{'s' * (count != 1)}: {text(bound_text(attempts))}; "
                 f"{text(tighten_text(attempts))}"
             )
-    skipped = report.with_status("skipped")
-    if skipped:
+    if skipped := report.with_status("skipped"):
         out.extend(["", f"{len(skipped)} test(s) were skipped in every attempt."])
     return "\n".join(out) + "\n"

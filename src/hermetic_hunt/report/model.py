@@ -27,6 +27,7 @@ reports list them by exposure, then by how surely they fail.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
@@ -99,8 +100,7 @@ class TestResult:
         if not rows or any(r.failed for r in rows if r.condition == "exact"):
             return None
         text = " · ".join(f"{r.condition} {r.failed}/{r.passed + r.failed}" for r in rows)
-        stretches = [r.stretch for r in rows if r.stretch is not None and r.failed]
-        if stretches:
+        if stretches := [r.stretch for r in rows if r.stretch is not None and r.failed]:
             text += f" failed; fails when sleeps last ≥ {min(stretches) / 1000:.2f}x their duration"
         else:
             text += " failed"
@@ -140,8 +140,7 @@ class Group:
 
     @property
     def nodeid(self) -> str:
-        shared = self.shared
-        if shared is not None:
+        if (shared := self.shared) is not None:
             return f"{len(self.tests)} tests collide over {shared['resource']}"
         return function_of(self.lead.nodeid) if self.others else self.lead.nodeid
 
@@ -176,7 +175,6 @@ class Report:
     flakes: tuple[Flake, ...]  # flake rows of the tests in this report
     violations: tuple[ViolationRow, ...]
     rounds: tuple[RoundCell, ...]
-    replay_for: dict[str, str] = field(default_factory=dict)  # flake id -> command
     leaks: tuple[LeakRow, ...] = ()
     groups: tuple[Group, ...] = ()  # every finding, ranked (see rank_groups)
     since: str | None = None  # report --since DATE|REV: only the runs since then
@@ -190,14 +188,13 @@ class Report:
         grouped = {t.flake.flake_id: g for g in self.groups for t in g.tests if t.flake is not None}
         out, shown = [], set()
         for flake in self.flakes:
-            group = grouped.get(flake.flake_id)
             if flake.flake_id not in self.fixes or flake.flake_id in shown:
                 continue
-            members = (
-                [t.flake.flake_id for t in group.tests if t.flake is not None] if group else []
-            )
-            lead = next((m for m in members if m in self.fixes), flake.flake_id)
-            shown.update(members or [flake.flake_id])
+            group = grouped.get(flake.flake_id)
+            tests = group.tests if group is not None else ()
+            members = [t.flake.flake_id for t in tests if t.flake is not None] or [flake.flake_id]
+            lead = next(m for m in members if m in self.fixes)
+            shown.update(members)
             view = self.fixes[lead]
             also = tuple(m for m in members if m != lead)
             if also and group is not None:
@@ -261,9 +258,7 @@ class Report:
     def counts(self) -> dict[str, int]:
         """Tests per status, violators and leaking tests: the one place the
         summaries (``report``, the end of a hunt) count them."""
-        out: dict[str, int] = {status: 0 for status in STATUSES}
-        for t in self.tests:
-            out[t.status] = out.get(t.status, 0) + 1
+        out = {status: 0 for status in STATUSES} | Counter(t.status for t in self.tests)
         out["violations"] = len({v.nodeid for v in self.violations})
         out["leaking"] = len({leak.nodeid for leak in self.leaks if leak.nodeid is not None})
         out["findings"] = len(self.groups)
@@ -388,7 +383,6 @@ def assemble(
         flakes=tuple(kept),
         violations=tuple(sorted(violations, key=lambda v: (v.nodeid, v.op, v.host, v.port or 0))),
         rounds=tuple(rounds),
-        replay_for={f.flake_id: replay(f.flake_id, flake_run(f)) for f in kept},
         leaks=tuple(leak for leak in leaks if leak.nodeid is None or leak.nodeid in shown),
         groups=rank_groups(results),
     )
@@ -445,8 +439,7 @@ def rank_groups(tests: Iterable[TestResult]) -> tuple[Group, ...]:
         if t.status not in FINDINGS:
             continue
         kinds = t.flake.kinds if t.flake is not None else ()
-        resource = _shared_resource(t)
-        if resource is not None:
+        if (resource := _shared_resource(t)) is not None:
             key: tuple[Any, ...] = ("shared", resource, t.status, t.exposure)
         else:
             key = (function_of(t.nodeid), t.status, kinds, _signature(t), t.exposure)

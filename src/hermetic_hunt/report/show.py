@@ -16,7 +16,7 @@ from typing import Any
 
 from hermetic_hunt.journal import Journal
 from hermetic_hunt.models import EXPOSURE_TEXT, describe_leak, exposure_words
-from hermetic_hunt.report.model import evidence_of
+from hermetic_hunt.report.model import Group, evidence_of
 from hermetic_hunt.report.words import clean, flake_state, rate_text, relation_texts
 from hermetic_hunt.store.rows import AttemptDetail, StepRow
 
@@ -100,8 +100,7 @@ def render_attempt(
             f"now {when(d.now)} · PYTHONHASHSEED {d.hash_seed if d.hash_seed is not None else '-'}",
         ),
     ]
-    counts = d.parsed_counts()
-    if counts:
+    if counts := d.parsed_counts():
         reads = ", ".join(f"{clean(k)} {v}" for k, v in sorted(counts.items()))
         out.append(_row("reads", reads))
     if d.exc_type is not None:
@@ -122,13 +121,8 @@ def render_attempt(
         out.append(_row("journal", clean(journal_problem)))
     elif journal is not None:
         events = ", ".join(f"{k} {len(v)}" for k, v in sorted(journal.events.items())) or "none"
-        out.append(
-            _row(
-                "journal",
-                f"{d.journal_format} · {d.journal_size} bytes · mode {journal.mode} · "
-                f"events: {clean(events)}",
-            )
-        )
+        stored = f"{d.journal_format} · {d.journal_size} bytes · mode {journal.mode}"
+        out.append(_row("journal", f"{stored} · events: {clean(events)}"))
         if journal.overflow:
             out.append(_row("", f"overflowed: {clean(', '.join(journal.overflow))}"))
     out.extend(comparison_lines(comparison))
@@ -204,14 +198,12 @@ def render_flake(
     steps: list[StepRow],
     comparison: Comparison | None,
     replay: str,
-    group: Sequence[tuple[str | None, str]] = (),
+    group: Group | None = None,
     leaks: Mapping[str, Sequence[Any]] | None = None,
-    shared: str | None = None,
 ) -> str:
     """``flake`` is a :class:`~hermetic_hunt.report.model.Flake`, ``test`` its
     :class:`~hermetic_hunt.report.model.TestResult` over every run (or None);
-    ``group``: ``(flake id, nodeid)`` of every test in its finding (parametrizations,
-    or, ``shared`` named, tests that collide over that path);
+    ``group``: its finding (parametrizations, or tests that collide over one path);
     ``leaks``: :class:`~hermetic_hunt.report.model.LeakRow` lists of the test
     and its polluters and state-setters. Every list is shown whole."""
     f = flake
@@ -229,12 +221,13 @@ def render_flake(
     for label in ("polluters", "cleaners", "state-setters"):
         out.append(_row(label, texts.get(label) or "-"))
     out.extend(_row(label, texts[label]) for label in ("collides with", "dates") if label in texts)
-    if len(group) > 1:
+    if group is not None and group.others:
         grouped = "parametrizations that fail the same way"
-        if shared is not None:
-            grouped = f"tests that collide over {shared}"
-        out.append(f"{clean(grouped)} ({len(group)}, one finding):")
-        out.extend(f"  {clean(ref or '-'):<6}{clean(nodeid)}" for ref, nodeid in group)
+        if group.shared is not None:
+            grouped = f"tests that collide over {group.shared['resource']}"
+        out.append(f"{clean(grouped)} ({len(group.tests)}, one finding):")
+        for t in group.tests:
+            out.append(f"  {clean(t.flake.flake_id if t.flake else '-'):<6}{clean(t.nodeid)}")
     for nodeid, rows in (leaks or {}).items():
         if rows:
             who = "it" if nodeid == f.nodeid else clean(nodeid)
@@ -257,13 +250,8 @@ def render_flake(
             )
         sig = f"{repro.exc_type} at {repro.location}" if repro.location else repro.exc_type
         out.append(f"  expected: {clean(sig) or 'a failure'}")
-    out.append(
-        _row(
-            "isolation",
-            f"{f.probes} probe(s) in {f.probe_seconds:.1f}s"
-            + (f", {len(steps)} step(s) stored:" if steps else ""),
-        )
-    )
+    stored = f", {len(steps)} step(s) stored:" if steps else ""
+    out.append(_row("isolation", f"{f.probes} probe(s) in {f.probe_seconds:.1f}s{stored}"))
     out.extend(_steps_lines(steps))
     out.extend(_evidence_lines(f.evidence))
     if f.note:

@@ -1,7 +1,7 @@
 """The end of a hunt, in words: the same counts as ``hermetic-hunt report``.
 
 :func:`end_of_hunt` reads the run back from the database and words it with
-the report's own functions (:func:`~hermetic_hunt.report.text.summary_line`
+the report's own functions (:func:`~hermetic_hunt.report.words.summary_line`
 counts the statuses for both), so the end of a hunt and ``hermetic-hunt
 report`` never disagree. Then the isolation's findings
 (:mod:`hermetic_hunt.report.isolation`) -- or, without isolation, the
@@ -69,8 +69,7 @@ def end_of_hunt(
                 f"hermetic-hunt: {stored:,} of the {attempts:,} attempts are in "
                 f"the database ({rounds} whole round(s))"
             )
-    isolated = isolation_lines(isolation, cwd) if isolation is not None else []
-    if isolated:
+    if isolation is not None and (isolated := isolation_lines(isolation, cwd)):
         out.extend(isolated)
     elif report is not None:
         out.extend(finding_lines(report, limit=SUMMARY_FINDINGS))

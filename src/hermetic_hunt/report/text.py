@@ -4,7 +4,7 @@ the layout of the findings, leaks and stable tests; the words are :mod:`.words`'
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from hermetic_hunt.fix.suggest import describe
 from hermetic_hunt.models import (
@@ -13,7 +13,7 @@ from hermetic_hunt.models import (
 )
 from hermetic_hunt.report.fixes import FixView, trend_text
 from hermetic_hunt.report.history import History
-from hermetic_hunt.report.model import Group, Report, TestResult, rank_key
+from hermetic_hunt.report.model import Group, Report, rank_key
 from hermetic_hunt.report.words import (
     LIST_LIMIT,
     SHOW,
@@ -48,11 +48,9 @@ def _group_block(group: Group) -> list[str]:
     out = [f"  {label:<4}{title}", f"      {status_text(test)}", f"      {group_rate_text(group)}"]
     if group.others:
         out.append(f"      tests: {members_text(group)}")
-    where = shared_text(group)
-    if where:
+    if where := shared_text(group):
         out.append(f"      {where}")
-    timing = test.timing()
-    if timing is not None:
+    if (timing := test.timing()) is not None:
         out.append(f"      timing: {timing}")
     if flake is not None:
         out.extend(relation_lines(flake, flake.flake_id))
@@ -108,21 +106,12 @@ def leak_lines(report: Report, limit: int | None = None) -> list[str]:
     chosen = leaking if limit is None else leaking[:limit]
     for nodeid, leaks in chosen:
         out.append(f"  {clean(nodeid) if nodeid is not None else UNATTRIBUTED}")
-        for leak in leaks[:SHOW]:
-            out.append(f"      {leak_count_text(leak)}")
+        out.extend(f"      {leak_count_text(leak)}" for leak in leaks[:SHOW])
         if len(leaks) > SHOW:
             more = len(leaks) - SHOW
             out.append(f"      ... and {more} more: hermetic-hunt report --format json lists all")
     if len(chosen) < len(leaking):
         out.append(f"  ... and {len(leaking) - len(chosen)} more: hermetic-hunt report lists them")
-    return out
-
-
-def _names(tests: Iterable[TestResult]) -> list[str]:
-    chosen = list(tests)
-    out = [f"  {clean(t.nodeid)}" for t in chosen[:LIST_LIMIT]]
-    if len(chosen) > LIST_LIMIT:
-        out.append(f"  ... and {len(chosen) - LIST_LIMIT} more")
     return out
 
 
@@ -136,10 +125,8 @@ def _violations(report: Report) -> list[str]:
         if v.nodeid not in seen:
             seen.add(v.nodeid)
             out.append(f"  {clean(v.nodeid)}")
-        out.append(
-            f"      {clean(v.op)} {clean(v.target)} in {v.attempts} attempt(s), first A"
-            f"{v.first_attempt_id}"
-        )
+        call = f"{clean(v.op)} {clean(v.target)}"
+        out.append(f"      {call} in {v.attempts} attempt(s), first A{v.first_attempt_id}")
         test = by_test.get(v.nodeid)
         if test is not None and test.flake is not None and test.status != "flaky":
             out.append(f"      flake {test.flake.flake_id}: {kinds_text(test.flake)}")
@@ -200,9 +187,11 @@ def render_text(report: Report) -> str:
     out.extend(_fixes(report.fix_views()))
     out.extend(_histories(report.history_items()))
     out.extend(_stable(report))
-    skipped = report.with_status("skipped")
-    if skipped:
-        out.extend(["", f"skipped in every attempt ({len(skipped)}):", *_names(skipped)])
+    if skipped := report.with_status("skipped"):
+        out.extend(["", f"skipped in every attempt ({len(skipped)}):"])
+        out.extend(f"  {clean(t.nodeid)}" for t in skipped[:LIST_LIMIT])
+        if len(skipped) > LIST_LIMIT:
+            out.append(f"  ... and {len(skipped) - LIST_LIMIT} more")
     if not report.tests:
         out.extend(["", "no attempts stored yet: run a hunt (pytest --hermetic-hunt=30 -n auto)"])
     return "\n".join(out) + "\n"

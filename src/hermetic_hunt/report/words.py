@@ -123,8 +123,7 @@ def calendar_text(test: TestResult) -> str:
     rate (its share of the hunt's attempts is how often the hunt's clock hit its
     dates): its dates' words -- ``next real failure: 2026-12-31 00:00:00.250
     (replayed at the coming dates)``. "" for any other test (its rate says it)."""
-    dates = calendar_dates(test)
-    return dates_text(dates) if dates is not None else ""
+    return dates_text(calendar_dates(test))
 
 
 def _day(value: object) -> str:
@@ -153,10 +152,8 @@ def flake_state(flake: Flake) -> str:
     confirmed = {
         True: "reproducer confirmed",
         False: "reproducer NOT confirmed",
-        None: "reproducer not tried",
+        None: "reproducer not tried" if flake.reproducer is not None else "no reproducer",
     }[flake.confirmed]
-    if flake.reproducer is None and flake.confirmed is None:
-        confirmed = "no reproducer"
     found = (
         " · found by the polluter probe (not observed in rounds)" if found_by_probe(flake) else ""
     )
@@ -274,8 +271,7 @@ def exposure_line(report: Report) -> str:
 
 def stable_groups(report: Report) -> list[tuple[int, int]]:
     """``(attempts, how many stable tests had that many)``, fewest attempts first."""
-    groups = Counter(t.attempts for t in report.tests if t.status == "stable")
-    return sorted(groups.items())
+    return sorted(Counter(t.attempts for t in report.tests if t.status == "stable").items())
 
 
 STATUS_TEXT = {
@@ -287,11 +283,10 @@ STATUS_TEXT = {
 def status_text(test: TestResult) -> str:
     """What a finding is: its kinds and isolation state, or its status."""
     flake = test.flake
+    if test.status == "broken" and test.check is None:
+        return "broken: failed in every attempt"
     if test.status in STATUS_TEXT:
-        text = STATUS_TEXT[test.status]
-        if test.status == "broken" and test.check is None:
-            text = "broken: failed in every attempt"
-        return text
+        return STATUS_TEXT[test.status]
     text = kinds_text(flake) + (f" · {flake_state(flake)}" if flake is not None else "")
     if test.status == "not-idempotent":
         return f"{text} · not idempotent: never failed in a plain run"
@@ -327,9 +322,9 @@ def members_text(group: Group) -> str:
 
 
 def shared_text(group: Group) -> str:
-    """Where a collision group's tests use their shared path, and the fix:
-    ``written at fs/tests/setup.py:21, fs/tests/setup.py:27 (in 31 test files): give
-    each worker its own -- tmp_path, or worker_id in the name`` ("" for other groups)."""
+    """Where a collision group's tests fail over their shared path, and the fix:
+    ``failing at fs/tests/setup.py:21 (in 31 test files): each test is fine alone;
+    ...`` ("" for other groups)."""
     shared = group.shared
     if shared is None:
         return ""
@@ -354,24 +349,34 @@ def collision_text(reproducer: Reproducer | None) -> str:
     return f"{partner}{over}, at the same time on another worker"
 
 
+def relation_items(flake: Flake | Finding, members: int | None = None) -> dict[str, list[str]]:
+    """A flake's (or an isolation finding's) related tests, by label: the test it collides
+    with, polluter sets (with what they left), cleaners, state-setter sets, every item
+    (``members`` bounds a long set)."""
+    evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
+    found: dict[str, list[str]] = {}
+    if collision_text(flake.reproducer):
+        found["collides with"] = [collision_text(flake.reproducer)]
+    if flake.polluters:  # each set minimal on its own
+        leaks = evidence.get("polluter_leaks")
+        found["polluters"] = set_texts(flake.polluters, leaks=leaks, members=members)
+    if flake.cleaners:
+        found["cleaners"] = list(flake.cleaners)
+    if flake.state_setters:
+        leaks = evidence.get("state_setter_leaks")
+        found["state-setters"] = set_texts(flake.state_setters, leaks=leaks, members=members)
+    return found
+
+
 def relation_texts(flake: Flake | Finding, ref: str, limit: int | None = SHOW) -> dict[str, str]:
-    """A flake's (or an isolation finding's) relations, by label: the test it collides
-    with, polluters (with what they left), cleaners, state-setters, and ``dates``
-    (its coming dates' words); each list bounded by ``limit`` (None: all)."""
+    """:func:`relation_items` as one text each, each list bounded by ``limit`` (None:
+    all), and ``dates`` (its coming dates' words)."""
     evidence = flake.evidence if isinstance(flake.evidence, dict) else {}
     out = {}
-    if collision_text(flake.reproducer):
-        out["collides with"] = collision_text(flake.reproducer)
-    for label, sets, leaks, noun in (
-        ("polluters", flake.polluters, "polluter_leaks", "polluter sets"),
-        ("state-setters", flake.state_setters, "state_setter_leaks", "state-setter sets"),
-    ):
-        if sets:  # each set minimal on its own: ``a + b; or c``
-            members = None if limit is None else MEMBERS
-            texts = set_texts(sets, leaks=evidence.get(leaks), members=members)
-            out[label] = listing(texts, noun, ref=ref, limit=limit, sep="; or ")
-    if flake.cleaners:
-        out["cleaners"] = listing(flake.cleaners, "cleaners", ref=ref, limit=limit)
+    for label, items in relation_items(flake, None if limit is None else MEMBERS).items():
+        # counted as ``68 cleaners`` or ``12 polluter sets``; sets: ``a + b; or c``
+        noun, sep = ("cleaners", ", ") if label == "cleaners" else (f"{label[:-1]} sets", "; or ")
+        out[label] = listing(items, noun, ref=ref, limit=limit, sep=sep)
     if isinstance(evidence.get("dates"), dict):
         out["dates"] = dates_text(evidence["dates"])
     return out

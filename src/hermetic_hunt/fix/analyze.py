@@ -385,7 +385,6 @@ class Analyzer:
         targets: list[ast.expr] = (
             node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]  # type: ignore[attr-defined]
         )
-        deleting = isinstance(node, ast.Delete)
         for target in targets:
             if isinstance(target, ast.Name) and target.id in frame.declared:
                 stmt = frame.module.globals.get(target.id)
@@ -408,24 +407,20 @@ class Analyzer:
             elif isinstance(target, ast.Subscript):
                 ref = self.resolve(frame, target.value)
                 if isinstance(ref, _Ext) and ref.name == _ENVIRON:
-                    yield self._environ_item(frame, node, target, deleting)
+                    yield self._environ_item(frame, node, target)
                 elif isinstance(ref, _Root):
                     yield self._effect(frame, node, "mutate", holder=ref.holder, deep=ref.depth > 0)
 
-    def _environ_item(
-        self, frame: _Frame, node: ast.stmt, target: ast.Subscript, deleting: bool
-    ) -> Effect:
-        key_node = target.slice
-        name = _const_str(key_node)
-        rewrite = None
+    def _environ_item(self, frame: _Frame, node: ast.stmt, target: ast.Subscript) -> Effect:
+        deleting, rewrite = isinstance(node, ast.Delete), None
         if frame.depth == 0:
-            key = frame.module.segment(key_node)
-            if deleting and isinstance(node, ast.Delete) and len(node.targets) == 1:
+            key = frame.module.segment(target.slice)
+            if isinstance(node, ast.Delete) and len(node.targets) == 1:
                 rewrite = _rewrite(node, f"monkeypatch.delenv({key})")
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 value = frame.module.segment(node.value)
                 rewrite = _rewrite(node, f"monkeypatch.setenv({key}, {value})")
-        return self._env(frame, node, name, deleting, rewrite)
+        return self._env(frame, node, _const_str(target.slice), deleting, rewrite)
 
     def _env(
         self, frame: _Frame, node: ast.AST, key: str | None, deleting: bool, rewrite: Rewrite | None

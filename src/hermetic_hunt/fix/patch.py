@@ -152,7 +152,7 @@ class Draft:
     _params: dict[int, list[str]] = field(default_factory=dict)
     #: Statements put first in each function (by its line), fixtures defined,
     #: fixture names chosen: what the suggestion added, so it adds each once.
-    prepended: dict[int, set[str]] = field(default_factory=dict)
+    prepended: set[tuple[int, str]] = field(default_factory=set)
     fixtures: set[str] = field(default_factory=set)
     names: dict[str, str] = field(default_factory=dict)
     _above: list[str] = field(default_factory=list)

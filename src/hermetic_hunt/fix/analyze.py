@@ -41,31 +41,15 @@ EffectKind = Literal[
 #: Kinds of effect that outlive the test (the others are facts for advice).
 LASTING = frozenset({"env", "cwd", "sys.path", "rebind", "mutate"})
 
+#: Methods that change their container in place, by container (and a registry's verbs).
 _MUTATORS = frozenset(
     {
-        "append",
-        "extend",
-        "insert",
-        "remove",
-        "pop",
-        "popitem",
-        "clear",
-        "update",
-        "setdefault",
-        "add",
-        "discard",
-        "sort",
-        "reverse",
-        "appendleft",
-        "extendleft",
-        "__setitem__",
-        "__delitem__",
-        "difference_update",
-        "intersection_update",
-        "symmetric_difference_update",
-        "register",
-        "subscribe",
-        "connect",
+        *("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse"),  # list
+        *("popitem", "update", "setdefault", "__setitem__", "__delitem__"),  # dict
+        *("add", "discard", "difference_update"),  # set
+        *("intersection_update", "symmetric_difference_update"),  # set
+        *("appendleft", "extendleft"),  # deque
+        *("register", "subscribe", "connect"),  # registries
     }
 )
 _ENVIRON = "os.environ"

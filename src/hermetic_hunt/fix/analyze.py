@@ -61,16 +61,9 @@ _CLOCK = frozenset(
     {
         "time.sleep",  # not a reading: what a deadline races (fix advice names it)
         "asyncio.sleep",
-        "time.time",
-        "time.time_ns",
-        "time.monotonic",
-        "time.perf_counter",
-        "time.localtime",
-        "time.gmtime",
-        "time.strftime",
-        "datetime.datetime.now",
-        "datetime.datetime.utcnow",
-        "datetime.datetime.today",
+        *("time.time", "time.time_ns", "time.monotonic", "time.perf_counter"),
+        *("time.localtime", "time.gmtime", "time.strftime"),
+        *("datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today"),
         "datetime.date.today",
     }
 )

@@ -41,31 +41,15 @@ EffectKind = Literal[
 #: Kinds of effect that outlive the test (the others are facts for advice).
 LASTING = frozenset({"env", "cwd", "sys.path", "rebind", "mutate"})
 
+#: Methods that change their container in place, by container (and a registry's verbs).
 _MUTATORS = frozenset(
     {
-        "append",
-        "extend",
-        "insert",
-        "remove",
-        "pop",
-        "popitem",
-        "clear",
-        "update",
-        "setdefault",
-        "add",
-        "discard",
-        "sort",
-        "reverse",
-        "appendleft",
-        "extendleft",
-        "__setitem__",
-        "__delitem__",
-        "difference_update",
-        "intersection_update",
-        "symmetric_difference_update",
-        "register",
-        "subscribe",
-        "connect",
+        *("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse"),  # list
+        *("popitem", "update", "setdefault", "__setitem__", "__delitem__"),  # dict
+        *("add", "discard", "difference_update"),  # set
+        *("intersection_update", "symmetric_difference_update"),  # set
+        *("appendleft", "extendleft"),  # deque
+        *("register", "subscribe", "connect"),  # registries
     }
 )
 _ENVIRON = "os.environ"
@@ -77,16 +61,9 @@ _CLOCK = frozenset(
     {
         "time.sleep",  # not a reading: what a deadline races (fix advice names it)
         "asyncio.sleep",
-        "time.time",
-        "time.time_ns",
-        "time.monotonic",
-        "time.perf_counter",
-        "time.localtime",
-        "time.gmtime",
-        "time.strftime",
-        "datetime.datetime.now",
-        "datetime.datetime.utcnow",
-        "datetime.datetime.today",
+        *("time.time", "time.time_ns", "time.monotonic", "time.perf_counter"),
+        *("time.localtime", "time.gmtime", "time.strftime"),
+        *("datetime.datetime.now", "datetime.datetime.utcnow", "datetime.datetime.today"),
         "datetime.date.today",
     }
 )
@@ -181,10 +158,8 @@ def mutated_arguments(test: TestEffects) -> list[tuple[str, int, str]]:
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             subscripts = [t for t in targets if isinstance(t, ast.Subscript)]
             if subscripts:
-                target, how = (
-                    subscripts[0].value,
-                    "[...] =" if not isinstance(node, ast.Delete) else "del [...]",
-                )
+                target = subscripts[0].value
+                how = "del [...]" if isinstance(node, ast.Delete) else "[...] ="
         if isinstance(target, ast.Name) and target.id in names and target.id not in found:
             found[target.id] = (target.id, getattr(node, "lineno", test.function.lineno), how)
     return list(found.values())
@@ -256,14 +231,11 @@ class _Func:
 
 @dataclass(frozen=True)
 class _Class:
+    """A class, or (``instance``) ``self`` in one of its methods."""
+
     module: Module
     node: ast.ClassDef
-
-
-@dataclass(frozen=True)
-class _Self:
-    module: Module
-    cls: ast.ClassDef
+    instance: bool = False
 
 
 @dataclass(frozen=True)
@@ -272,7 +244,7 @@ class _Root:
     depth: int
 
 
-_Ref = _Mod | _Ext | _Func | _Class | _Self | _Root | None
+_Ref = _Mod | _Ext | _Func | _Class | _Root | None
 
 
 @dataclass
@@ -346,11 +318,8 @@ class Analyzer:
         function = module.function(name.classes, name.function) if module and name else None
         if name is None or module is None or function is None:
             return None
-        found = TestEffects(name, module, function)
-        seen: set[tuple[str, int]] = set()
-        walked = list(self._walk(module, function, module.nested(name.classes), 0, None, "", seen))
-        found.effects = _dedupe(sorted(walked, key=lambda e: e.site))
-        return found
+        walked = self._walk(module, function, module.nested(name.classes), 0, None, "", set())
+        return TestEffects(name, module, function, _dedupe(sorted(walked, key=lambda e: e.site)))
 
     # -- reading a function ----------------------------------------------------------
 
@@ -393,7 +362,6 @@ class Analyzer:
         targets: list[ast.expr] = (
             node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]  # type: ignore[attr-defined]
         )
-        deleting = isinstance(node, ast.Delete)
         for target in targets:
             if isinstance(target, ast.Name) and target.id in frame.declared:
                 stmt = frame.module.globals.get(target.id)
@@ -416,24 +384,20 @@ class Analyzer:
             elif isinstance(target, ast.Subscript):
                 ref = self.resolve(frame, target.value)
                 if isinstance(ref, _Ext) and ref.name == _ENVIRON:
-                    yield self._environ_item(frame, node, target, deleting)
+                    yield self._environ_item(frame, node, target)
                 elif isinstance(ref, _Root):
                     yield self._effect(frame, node, "mutate", holder=ref.holder, deep=ref.depth > 0)
 
-    def _environ_item(
-        self, frame: _Frame, node: ast.stmt, target: ast.Subscript, deleting: bool
-    ) -> Effect:
-        key_node = target.slice
-        name = _const_str(key_node)
-        rewrite = None
+    def _environ_item(self, frame: _Frame, node: ast.stmt, target: ast.Subscript) -> Effect:
+        deleting, rewrite = isinstance(node, ast.Delete), None
         if frame.depth == 0:
-            key = frame.module.segment(key_node)
-            if deleting and isinstance(node, ast.Delete) and len(node.targets) == 1:
+            key = frame.module.segment(target.slice)
+            if isinstance(node, ast.Delete) and len(node.targets) == 1:
                 rewrite = _rewrite(node, f"monkeypatch.delenv({key})")
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 value = frame.module.segment(node.value)
                 rewrite = _rewrite(node, f"monkeypatch.setenv({key}, {value})")
-        return self._env(frame, node, name, deleting, rewrite)
+        return self._env(frame, node, _const_str(target.slice), deleting, rewrite)
 
     def _env(
         self, frame: _Frame, node: ast.AST, key: str | None, deleting: bool, rewrite: Rewrite | None
@@ -452,7 +416,7 @@ class Analyzer:
         if isinstance(ref, _Mod):
             stmt = ref.module.globals.get(attr)
             return Holder(ref.module.rel, None, attr, shape_of(stmt))
-        if isinstance(ref, _Class):
+        if isinstance(ref, _Class) and not ref.instance:
             stmt = _class_names(ref.node).get(attr)
             return Holder(ref.module.rel, ref.node.name, attr, shape_of(stmt))
         return None  # self.x = ...: an instance attribute, gone with the instance
@@ -530,7 +494,7 @@ class Analyzer:
 
     def _name(self, frame: _Frame, name: str) -> _Ref:
         if name == "self" and frame.cls is not None:
-            return _Self(frame.module, frame.cls)
+            return _Class(frame.module, frame.cls, instance=True)
         if name in frame.local:
             return None
         if name in ("set", "frozenset"):
@@ -571,24 +535,18 @@ class Analyzer:
         if isinstance(ref, _Ext):
             return _Ext(f"{ref.name}.{attr}")
         if isinstance(ref, _Class):
-            return self._class_member(ref.module, ref.node, attr, instance=False)
-        if isinstance(ref, _Self):
-            return self._class_member(ref.module, ref.cls, attr, instance=True)
+            return self._class_member(ref, attr)
         if isinstance(ref, _Root):
             return _Root(ref.holder, ref.depth + 1)
         return None
 
-    def _class_member(
-        self, module: Module, cls: ast.ClassDef, attr: str, *, instance: bool
-    ) -> _Ref:
-        stmt = _class_names(cls).get(attr)
+    def _class_member(self, ref: _Class, attr: str) -> _Ref:
+        stmt = _class_names(ref.node).get(attr)
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return _Func(module, stmt, cls)
-        if stmt is not None:
-            return _Root(Holder(module.rel, cls.name, attr, shape_of(stmt)), 0)
-        if instance:
+            return _Func(ref.module, stmt, ref.node)
+        if stmt is None and ref.instance:
             return None
-        return _Root(Holder(module.rel, cls.name, attr, "other"), 0)
+        return _Root(Holder(ref.module.rel, ref.node.name, attr, shape_of(stmt)), 0)
 
 
 def _is_zero(node: ast.expr) -> bool:

@@ -10,6 +10,7 @@ hold the text it was made from.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -118,8 +119,7 @@ def _verify(
     needed = runs or runs_needed(facts.rate)
     facts_run = run_facts(store, facts.reproducer.run_id)
     place = RunPlace(facts.rootdir, facts_run.settings, facts_run.base_seed)
-    history = RunHistory(store, facts_run.run_id)
-    try:
+    with contextlib.closing(RunHistory(store, facts_run.run_id)) as history:
         verification = verify(
             suggestion.patch,
             facts.reproducer,
@@ -130,8 +130,6 @@ def _verify(
             say=say,
             exclude=tuple(Path(p) for p in store.own_files()),
         )
-    finally:
-        history.close()
     why = f" (enough to be 95% sure a {percent(facts.rate)} flake is gone)" if not runs else ""
     out.lines.append(verification.describe() + (why if verification.runs else ""))
     if verification.control:

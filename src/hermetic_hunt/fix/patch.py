@@ -21,7 +21,6 @@ import os
 import stat
 import tempfile
 import tokenize
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,7 +95,7 @@ class Patch:
             before, after = change.before, change.after
             if encoding == "utf-8-sig":  # the BOM is the encoding's, not the text's
                 before, after = before.removeprefix("\ufeff"), after.removeprefix("\ufeff")
-            if _universal(current) != before:
+            if current.replace("\r\n", "\n").replace("\r", "\n") != before:  # as text mode reads it
                 raise PatchConflict(
                     f"{change.path} changed since the patch was made: run 'hermetic-hunt fix' again"
                 )
@@ -109,11 +108,6 @@ class Patch:
         for target, encoded in targets:
             _replace(target, encoded)
         return [t for t, _ in targets]
-
-
-def _universal(text: str) -> str:
-    """``text`` as reading it in text mode gives it (universal newlines)."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _replace(target: Path, data: bytes) -> None:
@@ -158,22 +152,18 @@ class Draft:
     _params: dict[int, list[str]] = field(default_factory=dict)
     #: Statements put first in each function (by its line), fixtures defined,
     #: fixture names chosen: what the suggestion added, so it adds each once.
-    prepended: dict[int, set[str]] = field(default_factory=dict)
+    prepended: set[tuple[int, str]] = field(default_factory=set)
     fixtures: set[str] = field(default_factory=set)
     names: dict[str, str] = field(default_factory=dict)
     _above: list[str] = field(default_factory=list)
     _above_line: int = 0
-
-    @property
-    def lines(self) -> list[str]:
-        return self.module.lines
 
     def _add(self, line: int, col: int, end_line: int, end_col: int, text: str) -> None:
         self.ops.append(_Op(line, col, end_line, end_col, text, len(self.ops)))
 
     def replace(self, line: int, col: int, end_line: int, end_col: int, text: str) -> None:
         """Replace a span given in ``ast`` coordinates (1-based lines, byte columns)."""
-        first, last = self.lines[line - 1], self.lines[end_line - 1]
+        first, last = self.module.lines[line - 1], self.module.lines[end_line - 1]
         self._add(line - 1, _char_col(first, col), end_line - 1, _char_col(last, end_col), text)
 
     def rewrite(self, line: int, col: int, end_line: int, end_col: int, text: str) -> None:
@@ -181,7 +171,7 @@ class Draft:
         that ends its last line: it spoke of the code replaced (``# never put back``
         after the ``os.environ[...] = ...`` that ``monkeypatch.setenv`` puts back).
         A line that goes on after the statement (``a = 1; b = 2  # c``) keeps it."""
-        last = self.lines[end_line - 1]
+        last = self.module.lines[end_line - 1]
         rest = last[_char_col(last, end_col) :]
         if rest.lstrip().startswith("#"):
             end_col = len(last.rstrip("\r\n").encode("utf-8"))
@@ -191,10 +181,10 @@ class Draft:
         """Insert whole lines before line ``before`` (1-based; past the end: append)."""
         text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
         index = before - 1
-        if index >= len(self.lines):
-            if self.lines and not self.lines[-1].endswith("\n"):
+        if index >= len(self.module.lines):
+            if self.module.lines and not self.module.lines[-1].endswith("\n"):
                 text = "\n" + text
-            index = len(self.lines)
+            index = len(self.module.lines)
         self._add(index, 0, index, 0, text)
 
     # -- functions ---------------------------------------------------------------
@@ -224,41 +214,34 @@ class Draft:
         """Where a new parameter goes: (line, col, no parameters yet, ends with a comma)."""
         start = function.lineno - 1
         end = (function.body[0].lineno - 1) if function.body else start + 1
-        source = "".join(self.lines[start : max(end, start + 1)])
-        try:
-            return self._scan(
-                tokenize.generate_tokens(io.StringIO(source).readline), function, start
-            )
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            return None
-
-    @staticmethod
-    def _scan(
-        tokens: Iterator[tokenize.TokenInfo], function: FunctionNode, start: int
-    ) -> tuple[int, int, bool, bool] | None:
-        seen_name = False
+        source = "".join(self.module.lines[start : max(end, start + 1)])
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
         depth = 0
         last: tuple[int, int, str] | None = None  # last significant token inside the parens
         opened = None
-        for token in tokens:
-            if not seen_name:
-                seen_name = token.type == tokenize.NAME and token.string == function.name
-                continue
-            if token.type == tokenize.OP and token.string == "(":
-                depth += 1
-                if depth == 1:
-                    opened = (token.end[0], token.end[1])
-                    continue
-            elif token.type == tokenize.OP and token.string == ")":
-                depth -= 1
-                if depth == 0:
-                    if last is None and opened is not None:
-                        return start + opened[0] - 1, opened[1], True, False
-                    if last is None:
-                        return None
-                    return start + last[0] - 1, last[1], False, last[2] == ","
-            if depth >= 1 and token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
-                last = (token.end[0], token.end[1], token.string)
+        noise = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT)
+        try:
+            for token in tokens:
+                if token.type == tokenize.NAME and token.string == function.name:
+                    break
+            for token in tokens:
+                if token.type == tokenize.OP and token.string == "(":
+                    depth += 1
+                    if depth == 1:
+                        opened = (token.end[0], token.end[1])
+                        continue
+                elif token.type == tokenize.OP and token.string == ")":
+                    depth -= 1
+                    if depth == 0:
+                        if last is None and opened is not None:
+                            return start + opened[0] - 1, opened[1], True, False
+                        if last is None:
+                            return None
+                        return start + last[0] - 1, last[1], False, last[2] == ","
+                if depth >= 1 and token.type not in noise:
+                    last = (token.end[0], token.end[1], token.string)
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            pass
         return None
 
     def prepend(self, function: FunctionNode, statements: list[str]) -> bool:
@@ -270,7 +253,7 @@ class Draft:
             line = before = body[1 if is_docstring(body[0]) else 0].lineno
             if line == function.lineno:
                 return False  # def f(): pass -- a one-line function
-        indent = indent_of(self.lines[line - 1])
+        indent = indent_of(self.module.lines[line - 1])
         self.insert_lines(before, [indent + s for s in statements])
         return True
 
@@ -279,10 +262,10 @@ class Draft:
     def insert_above(self, stmt: ast.stmt, block: list[str]) -> None:
         """Insert a block of top-level code above ``stmt`` (its decorators and comments)."""
         line = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))])
-        while line > 1 and self.lines[line - 2].lstrip().startswith("#"):
+        while line > 1 and self.module.lines[line - 2].lstrip().startswith("#"):
             line -= 1
         lines = [*block, "", ""]
-        if line > 1 and self.lines[line - 2].strip():
+        if line > 1 and self.module.lines[line - 2].strip():
             lines = ["", "", *lines]
         self.insert_lines(line, lines)
 
@@ -326,7 +309,7 @@ class Draft:
             index = self._above_line - 1
             text = "".join(f"{s}\n" for s in sorted(self._above)) + "\n"
             ops.append(_Op(index, 0, index, 0, text, -1))
-        lines = list(self.lines)
+        lines = list(self.module.lines)
         size = len(lines)
         for op in sorted(ops, key=lambda o: (o.line, o.col, o.order), reverse=True):
             if op.line >= size:

@@ -172,11 +172,6 @@ class Project:
             self._real_root = None
         self._modules: dict[Path, Module | None] = {}
 
-    def rel(self, path: Path) -> str:
-        return (
-            path.relative_to(self.rootdir) if path.is_relative_to(self.rootdir) else path
-        ).as_posix()
-
     def inside(self, path: Path) -> bool:
         """``path`` is below the rootdir, as written and once resolved (``..`` and
         symbolic links followed): a nodeid from a database cannot lead outside."""
@@ -213,7 +208,7 @@ class Project:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             return None
-        module = Module(path, self.rel(path), text, tree)
+        module = Module(path, path.relative_to(self.rootdir).as_posix(), text, tree)
         self._modules[path] = module
         module.imports = self._resolve_imports(module)
         return module
@@ -237,29 +232,21 @@ class Project:
         parts = dotted.split(".")
         if not all(p.isidentifier() for p in parts):
             return None
-        for root in self._roots(near):
-            base = root.joinpath(*parts)
-            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-                if self._exists(candidate):
-                    return candidate
-        return None
+        found = (p for root in self._roots(near) for p in self._files(root.joinpath(*parts)))
+        return next(found, None)
 
-    def _exists(self, path: Path) -> bool:
-        if path in self._modules:
-            return self._modules[path] is not None
-        return path.is_file()
+    def _files(self, base: Path, package: bool = False) -> Iterator[Path]:
+        """``base``.py then ``base``/__init__.py (a ``package``: only the latter), those
+        that are files (one already read: that parsed)."""
+        for path in (base.with_suffix(".py"), base / "__init__.py")[package:]:
+            if (self._modules[path] is not None) if path in self._modules else path.is_file():
+                yield path
 
     def _relative(self, module: Module, level: int, name: str | None) -> Path | None:
-        folder = module.path.parent
-        for _ in range(level - 1):
-            folder = folder.parent
-        base = folder.joinpath(*(name or "").split(".")) if name else folder
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if name is None and candidate.name != "__init__.py":
-                continue
-            if self._exists(candidate) and self.inside(candidate):
-                return candidate
-        return None
+        parents = module.path.parents  # past the filesystem's root: the root
+        folder = parents[min(level - 1, len(parents) - 1)]
+        base = folder.joinpath(*name.split(".")) if name else folder
+        return next((p for p in self._files(base, not name) if self.inside(p)), None)
 
     def _resolve_imports(self, module: Module) -> dict[str, ImportRef]:
         found: dict[str, ImportRef] = {}
@@ -279,26 +266,21 @@ class Project:
     def _from_import(
         self, module: Module, stmt: ast.ImportFrom, found: dict[str, ImportRef]
     ) -> None:
-        base = stmt.module or ""
-        if stmt.level:
-            owner = self._relative(module, stmt.level, stmt.module)
-        else:
-            owner = self.find(base, module.path) if base else None
+        def locate(dotted: str | None) -> Path | None:
+            if stmt.level:
+                return self._relative(module, stmt.level, dotted)
+            return self.find(dotted, module.path) if dotted else None
+
+        owner = locate(stmt.module)
         for alias in stmt.names:
             if alias.name == "*":
                 continue
-            name = alias.asname or alias.name
-            external = f"{base}.{alias.name}" if base else alias.name
+            external = f"{stmt.module}.{alias.name}" if stmt.module else alias.name
             text = ast.unparse(ast.ImportFrom(stmt.module, [alias], stmt.level))
-            sub = None
-            if stmt.level:
-                sub = self._relative(module, stmt.level, external)
-            elif base:
-                sub = self.find(external, module.path)
             # a submodule of ours, else a name of a module of ours, else an external name
-            path = sub or owner
-            attr = None if sub else alias.name
-            found[name] = ImportRef(path, attr, external, stmt.lineno, text)
+            sub = locate(external)
+            ref = ImportRef(sub or owner, None if sub else alias.name, external, stmt.lineno, text)
+            found[alias.asname or alias.name] = ref
 
     def dotted_name(self, path: Path, near: Path) -> str | None:
         """How ``near`` would import the module at ``path`` (``shop.catalog``)."""

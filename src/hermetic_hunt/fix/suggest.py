@@ -277,11 +277,10 @@ def _restore(plan: _Plan, draft: Draft, test: TestEffects, effect: Effect) -> st
         if not draft.add_param(func, "monkeypatch"):
             return None
         statement = f'monkeypatch.setattr({owner}, "{holder.name}", {value})'
-        prepended = draft.prepended.setdefault(func.lineno, set())
-        if statement not in prepended:
+        if (func.lineno, statement) not in draft.prepended:
             if not draft.prepend(func, [statement]):
                 return None
-            prepended.add(statement)
+            draft.prepended.add((func.lineno, statement))
         return f"{statement} first: monkeypatch puts it back after the test"
     name = _fixture_name(draft, f"restore_{holder.name}")
     block = _snapshot(name, target, holder.shape, deep=effect.deep)
@@ -745,14 +744,13 @@ def _network(plan: _Plan) -> None:
     me = plan.test(facts.nodeid)
     if me is None:
         return
-    draft = plan.draft(me.module)
     names = [
         ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in me.function.decorator_list
     ]
     if f"pytest.mark.{marker}" in names:
-        plan.drafts.clear()
         plan.reason = f"no patch: it is marked {marker} already"
         return
+    draft = plan.draft(me.module)
     draft.ensure_import("import pytest", "pytest")
     indent = indent_of(me.module.lines[me.function.lineno - 1])
     first = min([me.function.lineno, *(d.lineno for d in me.function.decorator_list)])

@@ -43,20 +43,9 @@ CONTROL_TRIES = 3
 #: Never copied: version control, environments, caches, build output.
 IGNORED = frozenset(
     {
-        ".git",
-        ".hg",
-        ".svn",
-        ".tox",
-        ".nox",
-        ".venv",
-        "venv",
-        "node_modules",
-        "__pycache__",
-        ".pytest_cache",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".hypothesis",
-        ".eggs",
+        *(".git", ".hg", ".svn"),
+        *(".tox", ".nox", ".venv", "venv", "node_modules"),
+        *("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".eggs"),
     }
 )
 
@@ -238,8 +227,7 @@ def verify(
                 while not _same(control[-1], reproducer) and len(control) < CONTROL_TRIES:
                     control.append(runner.run(probe))
             if not _same(control[-1], reproducer):
-                last = control[-1]
-                why = last.detail or last.outcome
+                why = control[-1].detail or control[-1].outcome
                 return Verification(
                     "no-control",
                     control=f"passes without the patch ({len(control)} of {len(control)})",

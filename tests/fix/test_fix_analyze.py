@@ -176,6 +176,14 @@ def test_nodeids_are_taken_apart_or_refused(nodeid, expected):
     assert NodeName.parse(nodeid) == expected
 
 
+def test_a_relative_import_past_the_filesystems_root_is_unknown_not_a_crash(tmp_path):
+    depth = len(tmp_path.parts) + 2  # more dots than there are folders above the file
+    project = write(tmp_path, {"tests/test_a.py": f"from {'.' * depth} import x\n"})
+    module = project.module("tests/test_a.py")
+    assert module is not None
+    assert module.imports["x"].path is None
+
+
 def test_files_outside_the_rootdir_or_unparsable_are_unknown(tmp_path):
     project = write(tmp_path / "root", {"tests/test_a.py": "def test_it(:\n"})
     (tmp_path / "outside.py").write_text("X = 1\n")

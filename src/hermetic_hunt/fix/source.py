@@ -243,8 +243,10 @@ class Project:
                 yield path
 
     def _relative(self, module: Module, level: int, name: str | None) -> Path | None:
-        parents = module.path.parents  # past the filesystem's root: the root
-        folder = parents[min(level - 1, len(parents) - 1)]
+        parents = module.path.parents
+        if level >= len(parents):  # the filesystem's root or past it: not the project's
+            return None
+        folder = parents[level - 1]
         base = folder.joinpath(*name.split(".")) if name else folder
         return next((p for p in self._files(base, not name) if self.inside(p)), None)
 

@@ -23,7 +23,7 @@ from helpers import (
 )
 
 from hermetic_hunt.errors import BadDatabase, UnknownId
-from hermetic_hunt.models import Failure
+from hermetic_hunt.models import Failure, Violation
 from hermetic_hunt.report import model, render
 from hermetic_hunt.report.html import bars, breakable, command, folded
 from hermetic_hunt.report.load import load_report
@@ -545,6 +545,25 @@ def test_a_passing_test_whose_finding_is_a_blocked_call_has_its_flake_in_the_vio
     html = render(report_of(tmp_path / "flakes.db"), "html")
     section = html[html.index('<h2 id="violations">') : html.index('<h2 id="tests">')]
     assert "flake <strong>F9</strong>: network" in section
+
+
+def test_a_test_with_two_blocked_calls_names_its_flake_once_after_both(tmp_path):
+    rows = sample(tmp_path / "flakes.db")
+    run = rows.run()
+    calls = [Violation("create_connection", "status.example.invalid", 443, "health.py:10"),
+             Violation("getaddrinfo", "metrics.example.invalid", 80, "health.py:12")]  # fmt: skip
+    rows.attempts(run, VIOLATOR, "PPPP", violations=calls)
+    rows.flake(VIOLATOR, "F9", kinds=["network"])
+    rows.close()
+    text = render(report_of(tmp_path / "flakes.db"), "text")
+    section = text[text.index("network violations") :]
+    assert section.count("flake F9: network") == 1
+    block = section.split(f"  {VIOLATOR}\n")[1].splitlines()
+    assert [line.split(" in ")[0].strip() for line in block[:3]] == [
+        "create_connection status.example.invalid:443",
+        "getaddrinfo metrics.example.invalid:80",
+        "flake F9: network",
+    ]
 
 
 def _collided(tmp_path: Path, count: int) -> Path:

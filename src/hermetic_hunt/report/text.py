@@ -120,14 +120,15 @@ def _violations(report: Report) -> list[str]:
         return []
     by_test = {t.nodeid: t for t in report.tests}
     out = ["", "network violations (outbound calls the guard blocked, even where the test passed):"]
-    seen: set[str] = set()
+    calls: dict[str, list[str]] = {}
     for v in report.violations:
-        if v.nodeid not in seen:
-            seen.add(v.nodeid)
-            out.append(f"  {clean(v.nodeid)}")
         call = f"{clean(v.op)} {clean(v.target)}"
-        out.append(f"      {call} in {v.attempts} attempt(s), first A{v.first_attempt_id}")
-        test = by_test.get(v.nodeid)
+        text = f"      {call} in {v.attempts} attempt(s), first A{v.first_attempt_id}"
+        calls.setdefault(v.nodeid, []).append(text)
+    for nodeid, lines in calls.items():
+        out += [f"  {clean(nodeid)}", *lines]
+        test = by_test.get(nodeid)
+        # (once for the test, after its last blocked call)
         if test is not None and test.flake is not None and test.status != "flaky":
             out.append(f"      flake {test.flake.flake_id}: {kinds_text(test.flake)}")
             if test.replay:

@@ -74,19 +74,9 @@ MAX_PER_ATTEMPT = 20
 _OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 _SECRET = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "PRIVATE")
 _SIGNALS = tuple(
-    getattr(signal, name)
-    for name in (
-        "SIGINT",
-        "SIGTERM",
-        "SIGHUP",
-        "SIGALRM",
-        "SIGUSR1",
-        "SIGUSR2",
-        "SIGCHLD",
-        "SIGPIPE",
-        "SIGQUIT",
-    )
-    if hasattr(signal, name)
+    getattr(signal, f"SIG{name}")
+    for name in ("INT", "TERM", "HUP", "ALRM", "USR1", "USR2", "CHLD", "PIPE", "QUIT")
+    if hasattr(signal, f"SIG{name}")
 )
 _PROC = Path("/proc/self")
 

@@ -482,15 +482,7 @@ def _child(
         if engine.settings.mode != "off" and all(step.mode != "off" for step in job.steps):
             # A thread a test leaves keeps the guard on it after the test's attempt.
             guard_between_attempts()
-        config = engine.config
-
-        def serialize(report: Any) -> dict[str, Any]:
-            data: dict[str, Any] = config.hook.pytest_report_to_serializable(
-                config=config, report=report
-            )
-            return data
-
-        hang = _HangDump(temp, engine.settings.test_timeout, _faulthandler_timer(config))
+        hang = _HangDump(temp, engine.settings.test_timeout, _faulthandler_timer(engine.config))
 
         def on_step(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> None:
             assert channel is not None
@@ -498,7 +490,7 @@ def _child(
             hang.arm()
 
         hang.arm()
-        outcome = engine.run(session, job, on_step=on_step, serialize=serialize, contain=True)
+        outcome = engine.run(session, job, on_step=on_step, serialize=True, contain=True)
         hang.disarm()
         channel.write(wire.end_line(outcome.status, outcome.detail, outcome.leaks))
     except BaseException as exc:  # a child must never return into pytest

@@ -192,7 +192,7 @@ class StepRunner:
         executor: AttemptExecutor,
         *,
         on_step: OnStep | None = None,
-        serialize: Any = None,
+        serialize: bool = False,
         watch_leaks: bool = True,
         import_seed: str | None = None,
     ) -> None:
@@ -363,7 +363,7 @@ class StepRunner:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A failing phase's report, serialised for the process that prints."""
-        if self.executor.slot is None or self._serialize is None:
+        if self.executor.slot is None or not self._serialize or self._config is None:
             return
         if getattr(report, "context", None) is not None and report.when == "call":  # a subtest's
             if report.failed:
@@ -378,4 +378,5 @@ class StepRunner:
             # ("contains 1 failed subtest") when the terminal asks its status.
             self._status(report)
         if report.failed:
-            self._reports.append(self._serialize(report))
+            hook = self._config.hook.pytest_report_to_serializable
+            self._reports.append(hook(config=self._config, report=report))

@@ -219,19 +219,17 @@ class Child:
 
     def exited(self, ready: Sequence[int] = ()) -> bool:
         """The child is gone (reaped here; :attr:`status` is its wait status)."""
-        if self.status is not None:
-            return True
-        if self.pidfd is not None and self.pidfd not in ready:
-            return False
+        if self.status is None and (self.pidfd is None or self.pidfd in ready):
+            self._wait(os.WNOHANG)
+        return self.status is not None
+
+    def _wait(self, options: int) -> None:
         try:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status = os.waitpid(self.pid, options)
         except ChildProcessError:
-            self.status = 0
-            return True
-        if pid == 0:
-            return False
-        self.status = status
-        return True
+            pid, status = self.pid, 0
+        if pid:
+            self.status = status
 
     def stderr_tail(self) -> str:
         try:
@@ -263,11 +261,8 @@ class Child:
     def reap(self) -> int:
         """Wait for the child; its exit status as ``os.waitstatus_to_exitcode`` gives it."""
         if self.status is None:
-            try:
-                _, self.status = os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                self.status = 0
-        return os.waitstatus_to_exitcode(self.status)
+            self._wait(0)
+        return os.waitstatus_to_exitcode(self.status or 0)
 
     def cleanup(self) -> None:
         for fd in (self.fd, self.pidfd):
@@ -677,13 +672,12 @@ def run_job(
                 return False
             steps += child.steps_done
             rejected += child.rejected
+            code = child.reap()
             if setup.new_group:
-                child.reap()
                 child.end_group()
             end = child.end or {}
             status = str(end.get("status") or "")
             index = child.steps_done
-            code = child.reap()
             if status and status != "aborted":
                 detail = str(end.get("detail") or "")
                 sink([wire.end_line(status, detail, wire.round_leaks(end), steps=steps,

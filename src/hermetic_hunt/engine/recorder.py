@@ -42,14 +42,11 @@ class Fold:
         location: str | None = None,
     ) -> None:
         """Fold one phase report (``exc_type``/``location``: named from the exception)."""
-        outcome = report.outcome
-        failed = report.failed or outcome == "rerun"
+        failed = report.failed or report.outcome == "rerun"
         xfail = getattr(report, "wasxfail", None) is not None
         if failed and self.outcome not in FAILING:
             self.outcome = "failed"
             self.phase = report.when
-            if xfail and report.passed:
-                self.outcome = "xpassed"
             self.failure = failures.from_report(
                 report, rootdir, exc_type=exc_type, location=location
             )

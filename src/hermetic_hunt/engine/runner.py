@@ -239,13 +239,11 @@ class StepRunner:
         functions run twice in one process. A doctest item, or another
         plugin's item, is not made to be run again (a doctest's namespace is
         cleared after its run), and no plain pytest run would do it."""
-        repeats = self.job.repeats
+        steps = self.job.steps
         return {
             index
-            for index, step in enumerate(self.job.steps)
-            if index < len(repeats)
-            and repeats[index] == 2
-            and not isinstance(self.items.get(step.nodeid), pytest.Function)
+            for index, repeat in enumerate(self.job.repeats)
+            if repeat == 2 and not isinstance(self.items.get(steps[index].nodeid), pytest.Function)
         }
 
     def run(self, session: pytest.Session) -> Outcome:

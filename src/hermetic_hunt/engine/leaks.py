@@ -187,8 +187,7 @@ def _modules(before: Any, after: Any, rootdir: str | None) -> Iterator[Leak]:
         return
     root = os.path.join(os.path.realpath(rootdir), "")
     for name in itertools.islice(reversed(list(sys.modules)), min(after - before, 50)):
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
+        path = getattr(sys.modules.get(name), "__file__", None)
         if (
             isinstance(path, str)
             and os.path.isabs(path)
@@ -653,12 +652,7 @@ class Writes:
                     paths.append(port)
 
     def _in_home(self, path: str) -> bool:
-        return (
-            bool(self.home)
-            and path.startswith(self.home)
-            and not path.startswith(self.installs)
-            and f"{os.sep}__pycache__{os.sep}" not in path
-        )
+        return bool(self.home) and path.startswith(self.home) and not path.startswith(self.installs)
 
     def _note(self, path: Any, dir_fd: Any = None) -> None:
         if path is None or isinstance(path, int):
@@ -670,17 +664,16 @@ class Writes:
         except (OSError, TypeError, ValueError):
             return
         text = os.path.normpath(text)
-        if text.startswith(self.root):
-            if f"{os.sep}__pycache__{os.sep}" in text:
-                return
-        elif text.startswith(self.temp):
+        if text.startswith(self.temp) and not text.startswith(self.root):
             # The top-level entry is what a leak names; the hunt's and pytest's own
             # directories (tmp_path & co.) are not the test's.
             top = text[len(self.temp) :].split(os.sep, 1)[0]
             if top.startswith(_OWN_TEMP):
                 return
             text = self.temp + top
-        elif not self._in_home(text):
+        elif f"{os.sep}__pycache__{os.sep}" in text or not (
+            text.startswith(self.root) or self._in_home(text)
+        ):
             return
         if self.paths is not None and text not in self.paths:
             self.paths.append(text)

@@ -15,16 +15,12 @@ Timing conditions (``docs/sandbox.md``): a seeded attempt's clock profile
 attempt opens and put back when it closes (before the runner's leak checks,
 unless the test changed it itself: that is the test's own leak).
 
-Each execution's phase reports are folded as pytest makes them
-(:class:`~hermetic_hunt.engine.recorder.Fold`); after its teardown the
-executor adds its own facts (seed, clock, journal...) to the fold and keeps
-it until the runner takes the step's executions (:meth:`AttemptExecutor.take`)
-and builds their attempts, with what the step left behind. Nothing of ours
-is put on pytest's report objects: they are pytest's, and other processes
-(xdist, a journal-keeping failure) serialise them. An exception that
-escapes the protocol (``pytest.exit()``, ``KeyboardInterrupt`` or a
-``RecursionError`` the test provoked) ends the execution as a failed
-attempt of that test (:meth:`AttemptExecutor.abandon`).
+Each execution's phase reports are folded as
+:mod:`hermetic_hunt.engine.recorder` says, until the runner takes them
+(:meth:`AttemptExecutor.take`). An exception that escapes the protocol
+(``pytest.exit()``, ``KeyboardInterrupt`` or a ``RecursionError`` the test
+provoked) ends the execution as a failed attempt of that test
+(:meth:`AttemptExecutor.abandon`).
 """
 
 from __future__ import annotations

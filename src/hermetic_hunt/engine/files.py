@@ -22,11 +22,9 @@ else to the attempt whose real-time window contains its modification time
 (the directory's, for a deleted file); with several workers more than one
 attempt can fit, and the detail says so.
 
-Caches and tool directories are not watched: ``.git``, ``.hg``, ``.svn``,
-``__pycache__``, ``.pytest_cache``, ``.mypy_cache``, ``.ruff_cache``,
-``.hypothesis``, ``.tox``, ``.nox``, ``node_modules``, ``*.egg-info``,
-virtual environments (a folder with ``pyvenv.cfg``), ``.coverage*`` and the
-hunt's own database and reports.
+Caches, tool directories (:data:`_SKIP_DIRS`, ``*.egg-info``), virtual
+environments (a folder with ``pyvenv.cfg``), ``.coverage*`` and the hunt's
+own database and reports are not watched.
 """
 
 from __future__ import annotations

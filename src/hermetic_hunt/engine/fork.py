@@ -641,17 +641,14 @@ def run_job(
     stop: Callable[[], bool] | None = None,
     tick: Callable[[], None] | None = None,
 ) -> bool:
-    """Run ``job`` in forked children until every step ran; lines go to ``sink``.
+    """Run ``job`` in forked children until every step ran (a crash costs one step:
+    see the module docstring); lines go to ``sink``.
 
-    A child that dies costs the step it was running (a ``crashed`` attempt,
-    its standard error as the excerpt); a step that ends its child's run
-    (``aborted``) is a failed attempt; either way the rest of the job
-    continues in a new child. ``sink`` gets exactly one ``end`` line, last,
-    made here (with the steps that came and the lines rejected) -- unless
-    ``stop()`` turns true after a batch of lines: then the child is killed
-    and False returned. ``tick()`` is called whenever the child has been
-    quiet for :data:`TICK` seconds. Ctrl-C kills the child, hands over what
-    it had finished and re-raises.
+    ``sink`` gets exactly one ``end`` line, last, made here (with the steps that
+    came and the lines rejected) -- unless ``stop()`` turns true after a batch
+    of lines: then the child is killed and False returned. ``tick()`` is called
+    whenever the child has been quiet for :data:`TICK` seconds. Ctrl-C kills the
+    child, hands over what it had finished and re-raises.
     """
     settings = engine.settings
     remaining = job

@@ -7,13 +7,9 @@ that leave state behind even when no victim exists yet, and isolation tries
 leaking tests first when it looks for polluters.
 
 Checked after every attempt, cheaply (a comparison when nothing changed):
-environment variables, the working directory (changed or deleted), the
-timezone, the locale, ``sys.path``, modules of the project imported at run
-time, warnings filters, the root logger (level and handlers), signal
-handlers, threads and child processes still running, open file descriptors,
-``socket.getdefaulttimeout()``, ``sys.getrecursionlimit()``,
-``sys.getswitchinterval()``, ``tempfile.tempdir``, the asyncio event
-loop policy, and the entries of the round's private temporary folder.
+each row of :data:`RESOURCES` -- the environment, the working directory,
+``sys.path``, the project's modules imported at run time, threads, child
+processes and descriptors still running, and more.
 Files in the rootdir (and in the system's temporary directory, for paths a
 test named outright) are compared at round boundaries (``engine/files.py``:
 a tree walk per attempt would cost more than the attempt).

@@ -7,7 +7,9 @@ after teardown, adds its own facts (seed, clock, journal...); the runner
 builds the :class:`~hermetic_hunt.models.Attempt` from the fold once the
 step is over, with what the step left behind (:meth:`Fold.attempt`): a rerun
 is its own attempt, and an execution that failed stays failed whatever its
-rerun did. Nothing of hermetic-hunt's rides on pytest's report objects.
+rerun did. Nothing of hermetic-hunt's rides on pytest's report objects:
+they are pytest's, and other processes (xdist, a journal-keeping failure)
+serialise them.
 """
 
 from __future__ import annotations

@@ -219,8 +219,6 @@ class StepRunner:
         #: replay) Ctrl-C still interrupts the session.
         self.contain = False
 
-    # -- selection ------------------------------------------------------------
-
     def select(self, items: Sequence[pytest.Item]) -> None:
         """Map the steps' nodeids onto collected items (or raise NotCollected)."""
         by_id = {item.nodeid: item for item in items}
@@ -231,8 +229,6 @@ class StepRunner:
                 "run a new hunt with --hermetic-hunt to find its flakes again"
             )
         self.items = {step.nodeid: by_id[step.nodeid] for step in self.job.steps}
-
-    # -- running ---------------------------------------------------------------
 
     def not_rerun(self) -> set[int]:
         """The second runs of a ``twice`` round that are left out: only test

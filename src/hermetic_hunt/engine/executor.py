@@ -130,14 +130,9 @@ class AttemptExecutor:
         self.hash_seed = process_hash_seed()
         self.handle: Any = None
         self._execution = 0
-        self._seed: int | None = None
-        self._now: float | None = None
-        self._mode = settings.mode
         self._switch: tuple[float, float] | None = None  # (saved, set)
-        self._switched: float | None = None
         self._failed = False
         self._started = 0.0
-        self._began = 0.0
         self._facts: AttemptFacts | None = None
         self._marker_cache: dict[str, tuple[bool, Any]] = {}
         #: The suite seeds ``random`` at import: the stream flows (see engine.rng).
@@ -201,7 +196,7 @@ class AttemptExecutor:
         fold.phase_report(report, str(item.config.rootpath), exc_type, location)
         if report.when == "teardown":
             self._fold = None
-            fold.facts = self._final_facts()
+            self._final_facts(fold)
             self.finished.append(fold)
         return report
 
@@ -238,7 +233,7 @@ class AttemptExecutor:
                 excerpt=f"{text}\n(raised out of pytest's run of the test: it ended the "
                 "test's process; the hunt goes on in a new one)"[-EXCERPT_LIMIT:],
             )
-        fold.facts = self._final_facts()
+        self._final_facts(fold)
         return fold
 
     # -- attempt lifecycle ----------------------------------------------------
@@ -250,9 +245,10 @@ class AttemptExecutor:
         self._facts = None
         self._limit = sys.getrecursionlimit()
         self.rootdir = str(item.config.rootpath)
-        self._fold = Fold(item.nodeid, slot.round_no, slot.position, slot.repeat, self._execution)
+        fold = Fold(item.nodeid, slot.round_no, slot.position, slot.repeat, self._execution)
+        self._fold = fold
         self._started = _PERF()
-        self._began = REAL_TIME()  # wall-clock time no sandbox patches
+        began = REAL_TIME()  # wall-clock time no sandbox patches
         step, timeline = slot.step, slot.timeline
         first = self._execution == 1
         if step.seed is not None and first:
@@ -266,17 +262,25 @@ class AttemptExecutor:
             timeline.wall = second_edge(timeline.wall, seed)
         now = timeline.wall
         mode = step.mode
-        self._seed, self._now, self._mode = seed, now, mode
         interval = step.switch_interval
         if interval is None and slot.condition == "switch":
             interval = switch_interval_for(seed)
-        self._switched = interval
         if interval is not None:
             saved = sys.getswitchinterval()
             sys.setswitchinterval(interval)
             self._switch = (saved, sys.getswitchinterval())
+        # The execution's facts, as Attempt fields (the sandbox's are added as it ends).
+        fold.facts = {
+            "seed": seed,
+            "now": now,
+            "mode": mode,
+            "hash_seed": self.hash_seed,
+            "started": began,
+            "switch_interval": interval,
+            "stress": max(slot.stress, step.stress),
+        }
         if mode == "off":
-            self._seed = self._now = None
+            fold.facts.update(seed=None, now=None)
             return None
         if self.sandbox is None:
             self.sandbox = Sandbox()
@@ -287,12 +291,12 @@ class AttemptExecutor:
         except HuntError as exc:  # a bad marker: the attempt fails, unsandboxed
             spec, error = None, exc
         if spec is None:
-            self._seed, self._now, self._mode = None, None, "off"
+            fold.facts.update(seed=None, now=None, mode="off")
             return error
         spec = replace(spec, elapsed=timeline.elapsed)
         if slot.journal is not None and first:
             spec = replace(spec, mode="replay", replay=slot.journal)
-        self._seed, self._now = spec.seed, spec.now
+        fold.facts.update(seed=spec.seed, now=spec.now)
         if spec.clock == "virtual":
             # Clock references the project bound before the attempt follow it.
             follow_bound_clocks(str(item.config.rootpath))
@@ -340,22 +344,12 @@ class AttemptExecutor:
             if end is not None and slot is not None:
                 slot.timeline.wall, slot.timeline.elapsed = end
 
-    def _final_facts(self) -> dict[str, Any]:
-        """The execution's facts, as :class:`~hermetic_hunt.models.Attempt` fields."""
+    def _final_facts(self, fold: Fold) -> None:
+        """Add the facts known as the execution ends to ``fold`` (its duration, its sandbox's)."""
         facts = self._facts
         self._facts = None
-        slot = self.slot
-        data: dict[str, Any] = {
-            "seed": self._seed,
-            "now": self._now,
-            "mode": self._mode,
-            "hash_seed": self.hash_seed,
-            "duration": _PERF() - self._started,
-            "started": self._began,
-            "switch_interval": self._switched,
-            "stress": max(slot.stress, slot.step.stress) if slot is not None else 0,
-        }
-        self._switched = None
+        data = fold.facts
+        data["duration"] = _PERF() - self._started
         if facts is not None:
             data["profile"] = facts.profile
             data["counts"] = facts.counts or None
@@ -364,4 +358,3 @@ class AttemptExecutor:
             if facts.journal is not None:
                 data["journal"] = journal_format.encode(facts.journal)
                 data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"
-        return data

@@ -51,7 +51,6 @@ class CpuStress:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
-                    close_fds=True,
                 )
             except OSError:
                 break

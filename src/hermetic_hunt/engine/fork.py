@@ -368,10 +368,8 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
     token = secrets.token_hex(12)
     parent = os.getpid()
     # No SIGTERM between the fork and the child's own handler: an abort must
-    # find every child to kill.
-    blocked = hasattr(signal, "pthread_sigmask")
-    if blocked:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    # find every child to kill. (Unix has pthread_sigmask, as it has ``resource``.)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         with warnings.catch_warnings():
             # 3.12+ warns about forking with threads (an xdist worker has
@@ -384,8 +382,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
             _child(engine, session, job, write_fd, token, setup, temp, parent)
         os.close(write_fd)
     finally:
-        if blocked:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     return Child(pid=pid, fd=read_fd, job=job, temp=temp, started=_PERF(),
                  root=str(engine.config.rootpath), seal=wire.seal_prefix(token, pid),
                  pidfd=_pidfd(pid))  # fmt: skip
@@ -459,8 +456,7 @@ def _child(
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        if hasattr(signal, "pthread_sigmask"):  # blocked by spawn() around the fork
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked by spawn()
         for inherited in setup.close_fds:
             with contextlib.suppress(OSError):
                 os.close(inherited)

@@ -149,9 +149,7 @@ class AttemptExecutor:
             return (yield)
         except BaseException as exc:
             if self.slot is not None:
-                fold = self.abandon(exc)
-                if fold is not None:
-                    self.finished.append(fold)
+                self.abandon(exc)
             raise
         finally:
             # An interrupt between setup and teardown skips our teardown hook.
@@ -196,8 +194,7 @@ class AttemptExecutor:
         fold.phase_report(report, str(item.config.rootpath), exc_type, location)
         if report.when == "teardown":
             self._fold = None
-            self._final_facts(fold)
-            self.finished.append(fold)
+            self._finish(fold)
         return report
 
     def take(self) -> list[Fold]:
@@ -205,12 +202,12 @@ class AttemptExecutor:
         finished, self.finished = self.finished, []
         return finished
 
-    def abandon(self, exc: BaseException) -> Fold | None:
-        """The running execution, ended by ``exc`` escaping pytest's protocol.
+    def abandon(self, exc: BaseException) -> None:
+        """The running execution (if it had not ended) is finished, ended by ``exc``
+        escaping pytest's protocol.
 
         The recursion limit goes back to what it was when the execution
         began (a test that lowered it would break every frame that follows).
-        None when the execution had already ended.
         """
         if sys.getrecursionlimit() < self._limit:
             sys.setrecursionlimit(self._limit)
@@ -219,7 +216,7 @@ class AttemptExecutor:
         self._failed = True
         self._close()
         if fold is None:
-            return None
+            return
         if fold.outcome in ("passed", "skipped", "xfailed"):
             frames = [(f.filename, f.lineno or 0) for f in traceback.extract_tb(exc.__traceback__)]
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -233,8 +230,7 @@ class AttemptExecutor:
                 excerpt=f"{text}\n(raised out of pytest's run of the test: it ended the "
                 "test's process; the hunt goes on in a new one)"[-EXCERPT_LIMIT:],
             )
-        self._final_facts(fold)
-        return fold
+        self._finish(fold)
 
     # -- attempt lifecycle ----------------------------------------------------
 
@@ -344,8 +340,9 @@ class AttemptExecutor:
             if end is not None and slot is not None:
                 slot.timeline.wall, slot.timeline.elapsed = end
 
-    def _final_facts(self, fold: Fold) -> None:
-        """Add the facts known as the execution ends to ``fold`` (its duration, its sandbox's)."""
+    def _finish(self, fold: Fold) -> None:
+        """``fold``'s execution ended: the facts known now (its duration, its sandbox's) added,
+        it joins :attr:`finished`."""
         facts = self._facts
         self._facts = None
         data = fold.facts
@@ -358,3 +355,4 @@ class AttemptExecutor:
             if facts.journal is not None:
                 data["journal"] = journal_format.encode(facts.journal)
                 data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"
+        self.finished.append(fold)

@@ -111,13 +111,8 @@ def system_temp() -> str:
 
 
 def private_temp(job_temp: str) -> str:
-    """Give this process (a round's child) a private temporary folder under ``job_temp``.
-
-    Sets ``TMPDIR``, ``TEMP``, ``TMP``, ``tempfile.tempdir`` and pytest's
-    temporary root (``PYTEST_DEBUG_TEMPROOT``: ``tmp_path`` goes under it) to a
-    new empty folder, before the job's first test; returns its path. It goes
-    when the job's folder is removed.
-    """
+    """Give this process (a round's child) a private temporary folder under ``job_temp``,
+    before the job's first test (see the module docstring); returns its path."""
     if not _system:
         _system.append(os.path.realpath(tempfile.gettempdir()))
     path = os.path.join(os.path.realpath(job_temp), "tmp")

@@ -50,7 +50,7 @@ from hermetic_hunt.sandbox import (
 )
 from hermetic_hunt.sandbox.clock import REAL_TIME
 from hermetic_hunt.seeds import attempt_seed, second_edge, switch_interval_for
-from hermetic_hunt.timing import PROFILES, Condition
+from hermetic_hunt.timing import Condition, as_profile
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
 
@@ -257,7 +257,6 @@ class AttemptExecutor:
         elif slot.condition == "edge" and first and step.mode == "seeded":
             timeline.wall = second_edge(timeline.wall, seed)
         now = timeline.wall
-        mode = step.mode
         interval = step.switch_interval
         if interval is None and slot.condition == "switch":
             interval = switch_interval_for(seed)
@@ -269,21 +268,21 @@ class AttemptExecutor:
         fold.facts = {
             "seed": seed,
             "now": now,
-            "mode": mode,
+            "mode": step.mode,
             "hash_seed": self.hash_seed,
             "started": began,
             "switch_interval": interval,
             "stress": max(slot.stress, step.stress),
         }
-        if mode == "off":
+        if step.mode == "off":
             fold.facts.update(seed=None, now=None)
             return None
         if self.sandbox is None:
             self.sandbox = Sandbox()
-        profile: str = step.profile or next((p for p in PROFILES if p == slot.condition), "exact")
+        profile = step.profile or as_profile(slot.condition) or "exact"
         error = None
         try:
-            spec = self.spec_for(item, seed, now, mode, profile)
+            spec = self.spec_for(item, seed, now, step.mode, profile)
         except HuntError as exc:  # a bad marker: the attempt fails, unsandboxed
             spec, error = None, exc
         if spec is None:

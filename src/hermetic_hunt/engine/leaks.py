@@ -439,8 +439,7 @@ class RoundLeaks:
 
     def after_attempt(self, position: int) -> list[Leak]:
         before = self.last or self.start
-        now = Snapshot.take()
-        self.last = now
+        now = self.last = Snapshot.take()
         held = [started for _, _, started in self.held.values()]
         found = diff(before.with_held(held) if held else before, now, self.rootdir)
         if found:

@@ -299,8 +299,7 @@ def _hide(fd: int) -> int:
             os.dup2(fd, target, inheritable=False)
             os.close(fd)
             return target
-    os.set_inheritable(fd, False)
-    return fd
+    return fd  # (a pipe's end: close-on-exec already)
 
 
 class _Channel:
@@ -517,7 +516,6 @@ class _HangDump:
         self.slack = 0.0 if every_step else min(0.5, limit / 10)
         self.armed = -math.inf
         self.fd = os.open(os.path.join(temp, HANG_DUMP), os.O_WRONLY | os.O_CREAT, 0o600)
-        os.set_inheritable(self.fd, False)
 
     def arm(self) -> None:
         now = _PERF()

@@ -86,8 +86,7 @@ def _policy_name(policy: Any) -> str | None:
     """
     if policy is None:
         return None
-    events = sys.modules.get("asyncio")
-    default = getattr(events, "DefaultEventLoopPolicy", None)
+    default = getattr(sys.modules.get("asyncio"), "DefaultEventLoopPolicy", None)
     return None if default is not None and type(policy) is default else type(policy).__name__
 
 

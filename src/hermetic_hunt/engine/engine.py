@@ -11,8 +11,6 @@ probe) -- the same steps, executor and sandbox either way.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from hermetic_hunt.engine import fixture
@@ -98,7 +96,7 @@ class Engine:
         job: Job,
         *,
         on_step: OnStep | None = None,
-        serialize: Any = None,
+        serialize: bool = False,
         watch_leaks: bool = True,
     ) -> StepRunner:
         self.executor.stream = self.import_seeds.where is not None
@@ -118,7 +116,7 @@ class Engine:
         job: Job,
         *,
         on_step: OnStep | None = None,
-        serialize: Any = None,
+        serialize: bool = False,
         runner: StepRunner | None = None,
         contain: bool = False,
     ) -> Outcome:

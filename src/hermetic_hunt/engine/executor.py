@@ -15,16 +15,12 @@ Timing conditions (``docs/sandbox.md``): a seeded attempt's clock profile
 attempt opens and put back when it closes (before the runner's leak checks,
 unless the test changed it itself: that is the test's own leak).
 
-Each execution's phase reports are folded as pytest makes them
-(:class:`~hermetic_hunt.engine.recorder.Fold`); after its teardown the
-executor adds its own facts (seed, clock, journal...) to the fold and keeps
-it until the runner takes the step's executions (:meth:`AttemptExecutor.take`)
-and builds their attempts, with what the step left behind. Nothing of ours
-is put on pytest's report objects: they are pytest's, and other processes
-(xdist, a journal-keeping failure) serialise them. An exception that
-escapes the protocol (``pytest.exit()``, ``KeyboardInterrupt`` or a
-``RecursionError`` the test provoked) ends the execution as a failed
-attempt of that test (:meth:`AttemptExecutor.abandon`).
+Each execution's phase reports are folded as
+:mod:`hermetic_hunt.engine.recorder` says, until the runner takes them
+(:meth:`AttemptExecutor.take`). An exception that escapes the protocol
+(``pytest.exit()``, ``KeyboardInterrupt`` or a ``RecursionError`` the test
+provoked) ends the execution as a failed attempt of that test
+(:meth:`AttemptExecutor.abandon`).
 """
 
 from __future__ import annotations
@@ -54,7 +50,7 @@ from hermetic_hunt.sandbox import (
 )
 from hermetic_hunt.sandbox.clock import REAL_TIME
 from hermetic_hunt.seeds import attempt_seed, second_edge, switch_interval_for
-from hermetic_hunt.timing import PROFILES, Condition
+from hermetic_hunt.timing import Condition, as_profile
 
 _PERF = time.perf_counter  # real, captured before any sandbox patches time
 
@@ -134,14 +130,9 @@ class AttemptExecutor:
         self.hash_seed = process_hash_seed()
         self.handle: Any = None
         self._execution = 0
-        self._seed: int | None = None
-        self._now: float | None = None
-        self._mode = settings.mode
         self._switch: tuple[float, float] | None = None  # (saved, set)
-        self._switched: float | None = None
         self._failed = False
         self._started = 0.0
-        self._began = 0.0
         self._facts: AttemptFacts | None = None
         self._marker_cache: dict[str, tuple[bool, Any]] = {}
         #: The suite seeds ``random`` at import: the stream flows (see engine.rng).
@@ -158,9 +149,7 @@ class AttemptExecutor:
             return (yield)
         except BaseException as exc:
             if self.slot is not None:
-                fold = self.abandon(exc)
-                if fold is not None:
-                    self.finished.append(fold)
+                self.abandon(exc)
             raise
         finally:
             # An interrupt between setup and teardown skips our teardown hook.
@@ -205,8 +194,7 @@ class AttemptExecutor:
         fold.phase_report(report, str(item.config.rootpath), exc_type, location)
         if report.when == "teardown":
             self._fold = None
-            fold.facts = self._final_facts()
-            self.finished.append(fold)
+            self._finish(fold)
         return report
 
     def take(self) -> list[Fold]:
@@ -214,12 +202,12 @@ class AttemptExecutor:
         finished, self.finished = self.finished, []
         return finished
 
-    def abandon(self, exc: BaseException) -> Fold | None:
-        """The running execution, ended by ``exc`` escaping pytest's protocol.
+    def abandon(self, exc: BaseException) -> None:
+        """The running execution (if it had not ended) is finished, ended by ``exc``
+        escaping pytest's protocol.
 
         The recursion limit goes back to what it was when the execution
         began (a test that lowered it would break every frame that follows).
-        None when the execution had already ended.
         """
         if sys.getrecursionlimit() < self._limit:
             sys.setrecursionlimit(self._limit)
@@ -228,7 +216,7 @@ class AttemptExecutor:
         self._failed = True
         self._close()
         if fold is None:
-            return None
+            return
         if fold.outcome in ("passed", "skipped", "xfailed"):
             frames = [(f.filename, f.lineno or 0) for f in traceback.extract_tb(exc.__traceback__)]
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -242,8 +230,7 @@ class AttemptExecutor:
                 excerpt=f"{text}\n(raised out of pytest's run of the test: it ended the "
                 "test's process; the hunt goes on in a new one)"[-EXCERPT_LIMIT:],
             )
-        fold.facts = self._final_facts()
-        return fold
+        self._finish(fold)
 
     # -- attempt lifecycle ----------------------------------------------------
 
@@ -254,9 +241,10 @@ class AttemptExecutor:
         self._facts = None
         self._limit = sys.getrecursionlimit()
         self.rootdir = str(item.config.rootpath)
-        self._fold = Fold(item.nodeid, slot.round_no, slot.position, slot.repeat, self._execution)
+        fold = Fold(item.nodeid, slot.round_no, slot.position, slot.repeat, self._execution)
+        self._fold = fold
         self._started = _PERF()
-        self._began = REAL_TIME()  # wall-clock time no sandbox patches
+        began = REAL_TIME()  # wall-clock time no sandbox patches
         step, timeline = slot.step, slot.timeline
         first = self._execution == 1
         if step.seed is not None and first:
@@ -269,34 +257,41 @@ class AttemptExecutor:
         elif slot.condition == "edge" and first and step.mode == "seeded":
             timeline.wall = second_edge(timeline.wall, seed)
         now = timeline.wall
-        mode = step.mode
-        self._seed, self._now, self._mode = seed, now, mode
         interval = step.switch_interval
         if interval is None and slot.condition == "switch":
             interval = switch_interval_for(seed)
-        self._switched = interval
         if interval is not None:
             saved = sys.getswitchinterval()
             sys.setswitchinterval(interval)
             self._switch = (saved, sys.getswitchinterval())
-        if mode == "off":
-            self._seed = self._now = None
+        # The execution's facts, as Attempt fields (the sandbox's are added as it ends).
+        fold.facts = {
+            "seed": seed,
+            "now": now,
+            "mode": step.mode,
+            "hash_seed": self.hash_seed,
+            "started": began,
+            "switch_interval": interval,
+            "stress": max(slot.stress, step.stress),
+        }
+        if step.mode == "off":
+            fold.facts.update(seed=None, now=None)
             return None
         if self.sandbox is None:
             self.sandbox = Sandbox()
-        profile: str = step.profile or next((p for p in PROFILES if p == slot.condition), "exact")
+        profile = step.profile or as_profile(slot.condition) or "exact"
         error = None
         try:
-            spec = self.spec_for(item, seed, now, mode, profile)
+            spec = self.spec_for(item, seed, now, step.mode, profile)
         except HuntError as exc:  # a bad marker: the attempt fails, unsandboxed
             spec, error = None, exc
         if spec is None:
-            self._seed, self._now, self._mode = None, None, "off"
+            fold.facts.update(seed=None, now=None, mode="off")
             return error
         spec = replace(spec, elapsed=timeline.elapsed)
         if slot.journal is not None and first:
             spec = replace(spec, mode="replay", replay=slot.journal)
-        self._seed, self._now = spec.seed, spec.now
+        fold.facts.update(seed=spec.seed, now=spec.now)
         if spec.clock == "virtual":
             # Clock references the project bound before the attempt follow it.
             follow_bound_clocks(str(item.config.rootpath))
@@ -344,22 +339,13 @@ class AttemptExecutor:
             if end is not None and slot is not None:
                 slot.timeline.wall, slot.timeline.elapsed = end
 
-    def _final_facts(self) -> dict[str, Any]:
-        """The execution's facts, as :class:`~hermetic_hunt.models.Attempt` fields."""
+    def _finish(self, fold: Fold) -> None:
+        """``fold``'s execution ended: the facts known now (its duration, its sandbox's) added,
+        it joins :attr:`finished`."""
         facts = self._facts
         self._facts = None
-        slot = self.slot
-        data: dict[str, Any] = {
-            "seed": self._seed,
-            "now": self._now,
-            "mode": self._mode,
-            "hash_seed": self.hash_seed,
-            "duration": _PERF() - self._started,
-            "started": self._began,
-            "switch_interval": self._switched,
-            "stress": max(slot.stress, slot.step.stress) if slot is not None else 0,
-        }
-        self._switched = None
+        data = fold.facts
+        data["duration"] = _PERF() - self._started
         if facts is not None:
             data["profile"] = facts.profile
             data["counts"] = facts.counts or None
@@ -368,4 +354,4 @@ class AttemptExecutor:
             if facts.journal is not None:
                 data["journal"] = journal_format.encode(facts.journal)
                 data["journal_format"] = f"{facts.journal.mode}/{journal_format.VERSION}"
-        return data
+        self.finished.append(fold)

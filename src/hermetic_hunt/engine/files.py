@@ -22,11 +22,9 @@ else to the attempt whose real-time window contains its modification time
 (the directory's, for a deleted file); with several workers more than one
 attempt can fit, and the detail says so.
 
-Caches and tool directories are not watched: ``.git``, ``.hg``, ``.svn``,
-``__pycache__``, ``.pytest_cache``, ``.mypy_cache``, ``.ruff_cache``,
-``.hypothesis``, ``.tox``, ``.nox``, ``node_modules``, ``*.egg-info``,
-virtual environments (a folder with ``pyvenv.cfg``), ``.coverage*`` and the
-hunt's own database and reports.
+Caches, tool directories (:data:`_SKIP_DIRS`, ``*.egg-info``), virtual
+environments (a folder with ``pyvenv.cfg``), ``.coverage*`` and the hunt's
+own database and reports are not watched.
 """
 
 from __future__ import annotations
@@ -93,12 +91,7 @@ class FileWatch:
         tree: dict[str, tuple[float, int]] = {}
         stack = [self.rootdir]
         while stack:
-            folder = stack.pop()
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
-                continue
-            for entry in entries:
+            for entry in _scan(stack.pop()):
                 if len(tree) >= MAX_ENTRIES:
                     self.too_large = True
                     return tree
@@ -120,22 +113,16 @@ class FileWatch:
 
     def _temp_entries(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        try:
-            entries = list(os.scandir(self.tempdir))
-        except OSError:
-            return out
-        for entry in entries:
+        for entry in _scan(self.tempdir):
             if entry.name.startswith(_TEMP_PREFIXES) or self.rootdir.startswith(
                 entry.path + os.sep
             ):
                 continue
-            try:
+            with contextlib.suppress(OSError):
                 out[entry.path] = entry.stat(follow_symlinks=False).st_mtime
-            except OSError:
-                continue
         return out
 
-    def check(self, *, clean: bool = True) -> list[Change]:
+    def check(self) -> list[Change]:
         """What changed since the last check; created rootdir files are removed."""
         if self.too_large:
             return []
@@ -163,17 +150,15 @@ class FileWatch:
         for folder in added_folders:
             if not any(f == folder or f.startswith(folder + os.sep) for f in filled):
                 changes.append(Change(folder + os.sep, "added", 0.0))
-        if clean:
-            # Outermost first: what is inside a removed folder went with it.
-            removed: list[str] = []
-            added = {c.path.rstrip(os.sep) for c in changes if c.change == "added"}
-            for path in sorted(added.union(added_folders)):
-                if not any(path.startswith(r + os.sep) for r in removed):
-                    _remove(path)
-                    removed.append(path)
-            # (a folder the tree had holds nothing added: the walk names a folder first)
-            now = {path: value for path, value in now.items() if path in self._tree}
-        self._tree = now
+        # Outermost first: what is inside a removed folder went with it.
+        removed: list[str] = []
+        added = {c.path.rstrip(os.sep) for c in changes if c.change == "added"}
+        for path in sorted(added.union(added_folders)):
+            if not any(path.startswith(r + os.sep) for r in removed):
+                _remove(path)
+                removed.append(path)
+        # (a folder the tree had holds nothing added: the walk names a folder first)
+        self._tree = {path: value for path, value in now.items() if path in self._tree}
         temp = self._temp_entries()
         for path in temp.keys() - self._temp.keys():
             changes.append(Change(path, "added", temp[path], temp=True))
@@ -218,13 +203,18 @@ def _stream_files() -> set[tuple[int, int]]:
     """``(device, inode)`` of the regular files this process's stdout and stderr write to."""
     out = set()
     for fd in (1, 2):
-        try:
+        with contextlib.suppress(OSError):
             info = os.fstat(fd)
-        except OSError:
-            continue
-        if stat.S_ISREG(info.st_mode):
-            out.add((info.st_dev, info.st_ino))
+            if stat.S_ISREG(info.st_mode):
+                out.add((info.st_dev, info.st_ino))
     return out
+
+
+def _scan(folder: str) -> list[os.DirEntry[str]]:
+    try:
+        return list(os.scandir(folder))
+    except OSError:
+        return []
 
 
 def _remove(path: str) -> None:

@@ -219,19 +219,17 @@ class Child:
 
     def exited(self, ready: Sequence[int] = ()) -> bool:
         """The child is gone (reaped here; :attr:`status` is its wait status)."""
-        if self.status is not None:
-            return True
-        if self.pidfd is not None and self.pidfd not in ready:
-            return False
+        if self.status is None and (self.pidfd is None or self.pidfd in ready):
+            self._wait(os.WNOHANG)
+        return self.status is not None
+
+    def _wait(self, options: int) -> None:
         try:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status = os.waitpid(self.pid, options)
         except ChildProcessError:
-            self.status = 0
-            return True
-        if pid == 0:
-            return False
-        self.status = status
-        return True
+            pid, status = self.pid, 0
+        if pid:
+            self.status = status
 
     def stderr_tail(self) -> str:
         try:
@@ -263,11 +261,8 @@ class Child:
     def reap(self) -> int:
         """Wait for the child; its exit status as ``os.waitstatus_to_exitcode`` gives it."""
         if self.status is None:
-            try:
-                _, self.status = os.waitpid(self.pid, 0)
-            except ChildProcessError:
-                self.status = 0
-        return os.waitstatus_to_exitcode(self.status)
+            self._wait(0)
+        return os.waitstatus_to_exitcode(self.status or 0)
 
     def cleanup(self) -> None:
         for fd in (self.fd, self.pidfd):
@@ -304,8 +299,7 @@ def _hide(fd: int) -> int:
             os.dup2(fd, target, inheritable=False)
             os.close(fd)
             return target
-    os.set_inheritable(fd, False)
-    return fd
+    return fd  # (a pipe's end: close-on-exec already)
 
 
 class _Channel:
@@ -373,10 +367,8 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
     token = secrets.token_hex(12)
     parent = os.getpid()
     # No SIGTERM between the fork and the child's own handler: an abort must
-    # find every child to kill.
-    blocked = hasattr(signal, "pthread_sigmask")
-    if blocked:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    # find every child to kill. (Unix has pthread_sigmask, as it has ``resource``.)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         with warnings.catch_warnings():
             # 3.12+ warns about forking with threads (an xdist worker has
@@ -389,8 +381,7 @@ def spawn(engine: Engine, session: pytest.Session, job: Job, setup: ChildSetup) 
             _child(engine, session, job, write_fd, token, setup, temp, parent)
         os.close(write_fd)
     finally:
-        if blocked:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     return Child(pid=pid, fd=read_fd, job=job, temp=temp, started=_PERF(),
                  root=str(engine.config.rootpath), seal=wire.seal_prefix(token, pid),
                  pidfd=_pidfd(pid))  # fmt: skip
@@ -464,8 +455,7 @@ def _child(
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        if hasattr(signal, "pthread_sigmask"):  # blocked by spawn() around the fork
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked by spawn()
         for inherited in setup.close_fds:
             with contextlib.suppress(OSError):
                 os.close(inherited)
@@ -482,15 +472,7 @@ def _child(
         if engine.settings.mode != "off" and all(step.mode != "off" for step in job.steps):
             # A thread a test leaves keeps the guard on it after the test's attempt.
             guard_between_attempts()
-        config = engine.config
-
-        def serialize(report: Any) -> dict[str, Any]:
-            data: dict[str, Any] = config.hook.pytest_report_to_serializable(
-                config=config, report=report
-            )
-            return data
-
-        hang = _HangDump(temp, engine.settings.test_timeout, _faulthandler_timer(config))
+        hang = _HangDump(temp, engine.settings.test_timeout, _faulthandler_timer(engine.config))
 
         def on_step(index: int, attempts: list[Attempt], reports: list[dict[str, Any]]) -> None:
             assert channel is not None
@@ -498,7 +480,7 @@ def _child(
             hang.arm()
 
         hang.arm()
-        outcome = engine.run(session, job, on_step=on_step, serialize=serialize, contain=True)
+        outcome = engine.run(session, job, on_step=on_step, serialize=True, contain=True)
         hang.disarm()
         channel.write(wire.end_line(outcome.status, outcome.detail, outcome.leaks))
     except BaseException as exc:  # a child must never return into pytest
@@ -534,7 +516,6 @@ class _HangDump:
         self.slack = 0.0 if every_step else min(0.5, limit / 10)
         self.armed = -math.inf
         self.fd = os.open(os.path.join(temp, HANG_DUMP), os.O_WRONLY | os.O_CREAT, 0o600)
-        os.set_inheritable(self.fd, False)
 
     def arm(self) -> None:
         now = _PERF()
@@ -654,17 +635,14 @@ def run_job(
     stop: Callable[[], bool] | None = None,
     tick: Callable[[], None] | None = None,
 ) -> bool:
-    """Run ``job`` in forked children until every step ran; lines go to ``sink``.
+    """Run ``job`` in forked children until every step ran (a crash costs one step:
+    see the module docstring); lines go to ``sink``.
 
-    A child that dies costs the step it was running (a ``crashed`` attempt,
-    its standard error as the excerpt); a step that ends its child's run
-    (``aborted``) is a failed attempt; either way the rest of the job
-    continues in a new child. ``sink`` gets exactly one ``end`` line, last,
-    made here (with the steps that came and the lines rejected) -- unless
-    ``stop()`` turns true after a batch of lines: then the child is killed
-    and False returned. ``tick()`` is called whenever the child has been
-    quiet for :data:`TICK` seconds. Ctrl-C kills the child, hands over what
-    it had finished and re-raises.
+    ``sink`` gets exactly one ``end`` line, last, made here (with the steps that
+    came and the lines rejected) -- unless ``stop()`` turns true after a batch
+    of lines: then the child is killed and False returned. ``tick()`` is called
+    whenever the child has been quiet for :data:`TICK` seconds. Ctrl-C kills the
+    child, hands over what it had finished and re-raises.
     """
     settings = engine.settings
     remaining = job
@@ -685,13 +663,12 @@ def run_job(
                 return False
             steps += child.steps_done
             rejected += child.rejected
+            code = child.reap()
             if setup.new_group:
-                child.reap()
                 child.end_group()
             end = child.end or {}
             status = str(end.get("status") or "")
             index = child.steps_done
-            code = child.reap()
             if status and status != "aborted":
                 detail = str(end.get("detail") or "")
                 sink([wire.end_line(status, detail, wire.round_leaks(end), steps=steps,

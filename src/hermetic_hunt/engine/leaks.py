@@ -7,13 +7,9 @@ that leave state behind even when no victim exists yet, and isolation tries
 leaking tests first when it looks for polluters.
 
 Checked after every attempt, cheaply (a comparison when nothing changed):
-environment variables, the working directory (changed or deleted), the
-timezone, the locale, ``sys.path``, modules of the project imported at run
-time, warnings filters, the root logger (level and handlers), signal
-handlers, threads and child processes still running, open file descriptors,
-``socket.getdefaulttimeout()``, ``sys.getrecursionlimit()``,
-``sys.getswitchinterval()``, ``tempfile.tempdir``, the asyncio event
-loop policy, and the entries of the round's private temporary folder.
+each row of :data:`RESOURCES` -- the environment, the working directory,
+``sys.path``, the project's modules imported at run time, threads, child
+processes and descriptors still running, and more.
 Files in the rootdir (and in the system's temporary directory, for paths a
 test named outright) are compared at round boundaries (``engine/files.py``:
 a tree walk per attempt would cost more than the attempt).
@@ -74,19 +70,9 @@ MAX_PER_ATTEMPT = 20
 _OWNED_ENV = frozenset({"PYTEST_CURRENT_TEST"})
 _SECRET = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "PRIVATE")
 _SIGNALS = tuple(
-    getattr(signal, name)
-    for name in (
-        "SIGINT",
-        "SIGTERM",
-        "SIGHUP",
-        "SIGALRM",
-        "SIGUSR1",
-        "SIGUSR2",
-        "SIGCHLD",
-        "SIGPIPE",
-        "SIGQUIT",
-    )
-    if hasattr(signal, name)
+    getattr(signal, f"SIG{name}")
+    for name in ("INT", "TERM", "HUP", "ALRM", "USR1", "USR2", "CHLD", "PIPE", "QUIT")
+    if hasattr(signal, f"SIG{name}")
 )
 _PROC = Path("/proc/self")
 
@@ -100,8 +86,7 @@ def _policy_name(policy: Any) -> str | None:
     """
     if policy is None:
         return None
-    events = sys.modules.get("asyncio")
-    default = getattr(events, "DefaultEventLoopPolicy", None)
+    default = getattr(sys.modules.get("asyncio"), "DefaultEventLoopPolicy", None)
     return None if default is not None and type(policy) is default else type(policy).__name__
 
 
@@ -125,13 +110,8 @@ def system_temp() -> str:
 
 
 def private_temp(job_temp: str) -> str:
-    """Give this process (a round's child) a private temporary folder under ``job_temp``.
-
-    Sets ``TMPDIR``, ``TEMP``, ``TMP``, ``tempfile.tempdir`` and pytest's
-    temporary root (``PYTEST_DEBUG_TEMPROOT``: ``tmp_path`` goes under it) to a
-    new empty folder, before the job's first test; returns its path. It goes
-    when the job's folder is removed.
-    """
+    """Give this process (a round's child) a private temporary folder under ``job_temp``,
+    before the job's first test (see the module docstring); returns its path."""
     if not _system:
         _system.append(os.path.realpath(tempfile.gettempdir()))
     path = os.path.join(os.path.realpath(job_temp), "tmp")
@@ -197,8 +177,7 @@ def _modules(before: Any, after: Any, rootdir: str | None) -> Iterator[Leak]:
         return
     root = os.path.join(os.path.realpath(rootdir), "")
     for name in itertools.islice(reversed(list(sys.modules)), min(after - before, 50)):
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
+        path = getattr(sys.modules.get(name), "__file__", None)
         if (
             isinstance(path, str)
             and os.path.isabs(path)
@@ -459,8 +438,7 @@ class RoundLeaks:
 
     def after_attempt(self, position: int) -> list[Leak]:
         before = self.last or self.start
-        now = Snapshot.take()
-        self.last = now
+        now = self.last = Snapshot.take()
         held = [started for _, _, started in self.held.values()]
         found = diff(before.with_held(held) if held else before, now, self.rootdir)
         if found:
@@ -663,12 +641,7 @@ class Writes:
                     paths.append(port)
 
     def _in_home(self, path: str) -> bool:
-        return (
-            bool(self.home)
-            and path.startswith(self.home)
-            and not path.startswith(self.installs)
-            and f"{os.sep}__pycache__{os.sep}" not in path
-        )
+        return bool(self.home) and path.startswith(self.home) and not path.startswith(self.installs)
 
     def _note(self, path: Any, dir_fd: Any = None) -> None:
         if path is None or isinstance(path, int):
@@ -680,17 +653,16 @@ class Writes:
         except (OSError, TypeError, ValueError):
             return
         text = os.path.normpath(text)
-        if text.startswith(self.root):
-            if f"{os.sep}__pycache__{os.sep}" in text:
-                return
-        elif text.startswith(self.temp):
+        if text.startswith(self.temp) and not text.startswith(self.root):
             # The top-level entry is what a leak names; the hunt's and pytest's own
             # directories (tmp_path & co.) are not the test's.
             top = text[len(self.temp) :].split(os.sep, 1)[0]
             if top.startswith(_OWN_TEMP):
                 return
             text = self.temp + top
-        elif not self._in_home(text):
+        elif f"{os.sep}__pycache__{os.sep}" in text or not (
+            text.startswith(self.root) or self._in_home(text)
+        ):
             return
         if self.paths is not None and text not in self.paths:
             self.paths.append(text)

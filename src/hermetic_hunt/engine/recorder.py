@@ -7,7 +7,9 @@ after teardown, adds its own facts (seed, clock, journal...); the runner
 builds the :class:`~hermetic_hunt.models.Attempt` from the fold once the
 step is over, with what the step left behind (:meth:`Fold.attempt`): a rerun
 is its own attempt, and an execution that failed stays failed whatever its
-rerun did. Nothing of hermetic-hunt's rides on pytest's report objects.
+rerun did. Nothing of hermetic-hunt's rides on pytest's report objects:
+they are pytest's, and other processes (xdist, a journal-keeping failure)
+serialise them.
 """
 
 from __future__ import annotations
@@ -42,14 +44,11 @@ class Fold:
         location: str | None = None,
     ) -> None:
         """Fold one phase report (``exc_type``/``location``: named from the exception)."""
-        outcome = report.outcome
-        failed = report.failed or outcome == "rerun"
+        failed = report.failed or report.outcome == "rerun"
         xfail = getattr(report, "wasxfail", None) is not None
         if failed and self.outcome not in FAILING:
             self.outcome = "failed"
             self.phase = report.when
-            if xfail and report.passed:
-                self.outcome = "xpassed"
             self.failure = failures.from_report(
                 report, rootdir, exc_type=exc_type, location=location
             )

@@ -192,7 +192,7 @@ class StepRunner:
         executor: AttemptExecutor,
         *,
         on_step: OnStep | None = None,
-        serialize: Any = None,
+        serialize: bool = False,
         watch_leaks: bool = True,
         import_seed: str | None = None,
     ) -> None:
@@ -219,8 +219,6 @@ class StepRunner:
         #: replay) Ctrl-C still interrupts the session.
         self.contain = False
 
-    # -- selection ------------------------------------------------------------
-
     def select(self, items: Sequence[pytest.Item]) -> None:
         """Map the steps' nodeids onto collected items (or raise NotCollected)."""
         by_id = {item.nodeid: item for item in items}
@@ -232,20 +230,16 @@ class StepRunner:
             )
         self.items = {step.nodeid: by_id[step.nodeid] for step in self.job.steps}
 
-    # -- running ---------------------------------------------------------------
-
     def not_rerun(self) -> set[int]:
         """The second runs of a ``twice`` round that are left out: only test
         functions run twice in one process. A doctest item, or another
         plugin's item, is not made to be run again (a doctest's namespace is
         cleared after its run), and no plain pytest run would do it."""
-        repeats = self.job.repeats
+        steps = self.job.steps
         return {
             index
-            for index, step in enumerate(self.job.steps)
-            if index < len(repeats)
-            and repeats[index] == 2
-            and not isinstance(self.items.get(step.nodeid), pytest.Function)
+            for index, repeat in enumerate(self.job.repeats)
+            if repeat == 2 and not isinstance(self.items.get(steps[index].nodeid), pytest.Function)
         }
 
     def run(self, session: pytest.Session) -> Outcome:
@@ -363,7 +357,7 @@ class StepRunner:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """A failing phase's report, serialised for the process that prints."""
-        if self.executor.slot is None or self._serialize is None:
+        if self.executor.slot is None or not self._serialize or self._config is None:
             return
         if getattr(report, "context", None) is not None and report.when == "call":  # a subtest's
             if report.failed:
@@ -378,4 +372,5 @@ class StepRunner:
             # ("contains 1 failed subtest") when the terminal asks its status.
             self._status(report)
         if report.failed:
-            self._reports.append(self._serialize(report))
+            hook = self._config.hook.pytest_report_to_serializable
+            self._reports.append(hook(config=self._config, report=report))

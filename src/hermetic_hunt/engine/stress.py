@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from types import TracebackType
 
 #: The busy loop: spins, and leaves once its parent process is gone.
 BUSY_LOOP = (
@@ -52,7 +51,6 @@ class CpuStress:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
-                    close_fds=True,
                 )
             except OSError:
                 break
@@ -73,10 +71,5 @@ class CpuStress:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

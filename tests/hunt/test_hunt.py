@@ -286,8 +286,9 @@ def test_steady():
 def test_hangs_on_its_third_run():
     runs = int(COUNTER.read_text())
     COUNTER.write_text(str(runs + 1))
-    while runs == 2:  # a busy loop: sleeps are virtual in a hunt
-        pass
+    # a busy loop, on one line: the stop finds it there wherever the loop is
+    # (sleeps are virtual in a hunt)
+    while runs == 2: pass
 
 def test_also_steady():
     pass

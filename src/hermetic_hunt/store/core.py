@@ -359,10 +359,8 @@ class Store:
         """
         if not records:
             return []
-        total = sum(len(r) if isinstance(r, Columns) else 1 for r in records)
         with self.transaction() as conn:
             (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()
-            ids = list(range(last + 1, last + 1 + total))
             rows: list[tuple[Any, ...]] = []
             failures: list[tuple[Any, ...]] = []
             violations: list[tuple[Any, ...]] = []
@@ -397,9 +395,10 @@ class Store:
                 "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)", journals
             )
             conn.execute(
-                "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, records[0].run_id)
+                "UPDATE runs SET attempts = attempts + ? WHERE id = ?",
+                (next_id - 1 - last, records[0].run_id),
             )
-        return ids
+        return list(range(last + 1, next_id))
 
     def defer_indexes(self) -> bool:
         """Before a hunt's first attempt: when ``attempts`` holds none, drop its indexes
@@ -451,14 +450,10 @@ class Store:
 
     # -- a little disk space for the last write -------------------------------------------
 
-    @property
-    def reserve_path(self) -> Path:
-        return self.path.with_name(self.path.name + "-reserve")
-
     def own_files(self) -> tuple[str, ...]:
         """Every file this database writes beside itself (none is a test's leak)."""
         db = str(self.path)
-        return (db, f"{db}-wal", f"{db}-shm", f"{db}-journal", str(self.reserve_path))
+        return (db, f"{db}-wal", f"{db}-shm", f"{db}-journal", f"{db}-reserve")
 
     def keep_reserve(self) -> None:
         """Set :data:`RESERVE_BYTES` of disk aside next to the database while a hunt writes.
@@ -467,7 +462,7 @@ class Store:
         the run's final status be written (else it would stay ``running``).
         Without the space to make it, the hunt goes on without a reserve.
         """
-        path = self.reserve_path
+        path = self.path.with_name(self.path.name + "-reserve")
         try:
             with path.open("wb") as handle:
                 handle.write(bytes(RESERVE_BYTES))

@@ -170,10 +170,8 @@ def run_facts(store: Store, run_id: int | None) -> RunFacts:
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise BadDatabase(f"{store.path}: run {run_id} has a damaged argv; re-run the hunt")
     invocation_dir, rootdir = row["invocation_dir"], row["rootdir"]
-    if (
-        whole_or(row["base_seed"]) is None
-        or not isinstance(invocation_dir, str)
-        or (not isinstance(rootdir, str))
+    if whole_or(row["base_seed"]) is None or not (
+        isinstance(invocation_dir, str) and isinstance(rootdir, str)
     ):
         raise BadDatabase(f"{store.path}: run {run_id} is damaged; re-run the hunt")
     return RunFacts(

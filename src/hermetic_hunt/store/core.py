@@ -238,11 +238,8 @@ class Store:
             how = "replaced" if not same else "overwritten"
         target = _free_name(self.path)
         try:
-            copy = sqlite3.connect(target)
-            try:
+            with contextlib.closing(sqlite3.connect(target)) as copy:
                 self.conn.backup(copy)
-            finally:
-                copy.close()
             conn = connect(target, read_only=False)
         except (sqlite3.Error, OSError) as exc:
             raise BadDatabase(

@@ -244,10 +244,9 @@ class _Merger:
             "AND position = ? AND execution = ?",
             (self.runs[run_id], *place),
         )
-        if found is None:
-            return None
-        self.attempts[src_id] = int(found)
-        return self.attempts[src_id]
+        if found is not None:
+            self.attempts[src_id] = int(found)
+        return self.attempts.get(src_id)
 
     def run_id(self, src_id: Any) -> int | None:
         return self.runs.get(src_id) if is_whole(src_id) else None
@@ -286,9 +285,7 @@ class _Merger:
         if isinstance(repro, dict):
             runs.add(repro.get("run_id"))
         runs.discard(None)
-        if not runs:
-            return bool(self.new_runs)
-        return any(r in self.new_runs for r in runs)
+        return any(r in self.new_runs for r in runs) if runs else bool(self.new_runs)
 
     def _translated(self, flake: dict[str, Any]) -> dict[str, Any]:
         """``flake`` with its run and attempt ids in dest numbering."""

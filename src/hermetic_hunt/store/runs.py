@@ -64,9 +64,7 @@ def finish_run(
 ) -> None:
     """The run's last write. On a full disk, the reserve is given back and it is tried again."""
     params = (status, real_now_iso(), rounds_done, exit_status, run_id)
-    sql = (
-        "UPDATE runs SET status = ?, finished_at = ?, rounds_done = ?, exit_status = ? WHERE id = ?"
-    )
+    sql = update("runs", ("status", "finished_at", "rounds_done", "exit_status"))
     try:
         store.execute(sql, params)
     except BadDatabase:

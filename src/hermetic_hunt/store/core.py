@@ -438,12 +438,8 @@ class Store:
             conn.executemany(
                 "INSERT INTO leaks (run_id, round, attempt_id, resource, name, change, detail, "
                 "persisted) VALUES (?,?,?,?,?,?,?,?)",
-                [
-                    (run_id, round_no, attempt_id, leak.resource, leak.name, leak.change,
-                     leak.detail, int(persisted))
-                    for round_no, attempt_id, leak, persisted in rows
-                ],
-            )  # fmt: skip
+                [(run_id, r, a, *leak.to_json(), int(kept)) for r, a, leak, kept in rows],
+            )
 
     # -- a little disk space for the last write -------------------------------------------
 

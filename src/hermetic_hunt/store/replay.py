@@ -115,7 +115,7 @@ class ReplaySource:
     def run_settings(self, run_id: int | None) -> Settings:
         """The settings the hunt of ``run_id`` ran with (defaults for an older database)."""
         with self._reading():
-            return runs.run_settings(self.store, run_id)
+            return runs.settings_of(runs.row_of(self.store, run_id))
 
     def run_location(self, run_id: int) -> tuple[str, str] | None:
         """``(rootdir, invocation_dir)`` of a run, as the hunt recorded them."""

@@ -109,7 +109,6 @@ class RunHistory:
             return self._conn.execute(sql, params).fetchall()
 
     def _attempts(self, where: str, params: Sequence[Any]) -> list[Attempt]:
-        """The run's attempts of ``SELECT ... where`` (:func:`attempts.read`)."""
         with self._lock:
             return attempts.read(self._conn, where, params)
 
@@ -200,14 +199,12 @@ class RunHistory:
 
     def tests(self) -> list[str]:
         if self._tests is None:
-            self._tests = [
-                nodeid
-                for (nodeid,) in self._rows(
-                    "SELECT nodeid FROM tests WHERE id IN "
-                    "(SELECT test_id FROM attempts WHERE run_id = ?) ORDER BY id",
-                    (self.run_id,),
-                )
-            ]
+            rows = self._rows(
+                "SELECT nodeid FROM tests WHERE id IN "
+                "(SELECT test_id FROM attempts WHERE run_id = ?) ORDER BY id",
+                (self.run_id,),
+            )
+            self._tests = [nodeid for (nodeid,) in rows]
         return list(self._tests)
 
     def representative(self, nodeid: str) -> Attempt | None:

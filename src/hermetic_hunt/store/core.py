@@ -457,8 +457,7 @@ class Store:
         """
         path = self.path.with_name(self.path.name + "-reserve")
         try:
-            with path.open("wb") as handle:
-                handle.write(bytes(RESERVE_BYTES))
+            path.write_bytes(bytes(RESERVE_BYTES))
         except OSError:
             with contextlib.suppress(OSError):
                 path.unlink()

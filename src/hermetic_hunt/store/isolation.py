@@ -128,13 +128,12 @@ class RunHistory:
     def round_attempts(self, attempt: Attempt) -> list[Attempt]:
         """Every attempt of ``attempt``'s round (of this run), on every worker, in order."""
         key = attempt.round_no
-        cached = self._rounds.get(key)
-        if cached is None:
-            cached = self._rounds[key] = self._attempts(
+        if key not in self._rounds:
+            self._rounds[key] = self._attempts(
                 "WHERE a.run_id = ? AND a.round = ? ORDER BY a.worker, a.position, a.execution",
                 (self.run_id, key),
             )
-        return cached
+        return self._rounds[key]
 
     def in_default_round(self, nodeid: str) -> Attempt | None:
         """``nodeid``'s attempt in the run's default round -- what a plain ``pytest``

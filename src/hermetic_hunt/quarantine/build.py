@@ -86,18 +86,17 @@ def quarantine_list(
         past: History = history(
             flake.nodeid, runs, tallies, [r for r in replays if r.flake_id == flake.flake_id]
         )
+        label = f"{flake.flake_id} {clean(flake.nodeid)}"
         if past.status == "fixed":
-            left_out.append(f"{flake.flake_id} {clean(flake.nodeid)}: {past.status_text()}")
+            left_out.append(f"{label}: {past.status_text()}")
             continue
         state = confirmation(flake)
         if flake.confirmed is not True and confirmed_only:
-            left_out.append(f"{flake.flake_id} {clean(flake.nodeid)}: {state} (--confirmed-only)")
+            left_out.append(f"{label}: {state} (--confirmed-only)")
             continue
         test = tests.get(flake.nodeid)
         if test is not None and test.exposure is not None and test.exposure not in CI_EXPOSURES:
-            left_out.append(
-                f"{flake.flake_id} {clean(flake.nodeid)}: {EXPOSURE_TEXT[test.exposure]}"
-            )
+            left_out.append(f"{label}: {EXPOSURE_TEXT[test.exposure]}")
             continue
         # (no rate for a finding the calendar decides: its share is the hunt clock's)
         dated = test is not None and calendar_dates(test) is not None
@@ -109,17 +108,16 @@ def quarantine_list(
     for test in report.tests:
         if test.nodeid in listed or test.failures <= test.with_violations:
             continue  # a flake (above), or it only failed by a sandbox violation
+        label = clean(test.nodeid)
         if test.status == "sandbox-incompatible":
-            left_out.append(
-                f"{clean(test.nodeid)}: fails only under the sandbox (plain runs pass it)"
-            )
+            left_out.append(f"{label}: fails only under the sandbox (plain runs pass it)")
             continue
         if confirmed_only:
-            left_out.append(f"{clean(test.nodeid)}: {test.status}, not isolated (--confirmed-only)")
+            left_out.append(f"{label}: {test.status}, not isolated (--confirmed-only)")
             continue
         why = "fails every time" if test.status == "broken" else "failed in the hunt"
         entry = Entry(test.nodeid, None, (test.status,), test.rate or None, f"{why} (not isolated)")
-        _add(entries, left_out, entry, clean(test.nodeid))
+        _add(entries, left_out, entry, label)
     newest = runs[-1] if runs else None
     commit = f" on {newest.git_sha[:10]}" if newest and newest.git_sha else ""
     name = output or "FILE"

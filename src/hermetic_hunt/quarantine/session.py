@@ -55,7 +55,7 @@ class Quarantine:
     def install(cls, config: pytest.Config, value: str) -> None:
         path = Path(config.invocation_params.dir, value).expanduser()
         try:
-            text = path.read_text(encoding="utf-8")
+            entries = parse(path.read_text(encoding="utf-8"), value)
         except FileNotFoundError:
             raise pytest.UsageError(
                 f"--hermetic-quarantine: {value} does not exist: write one with "
@@ -63,8 +63,6 @@ class Quarantine:
             ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise pytest.UsageError(f"--hermetic-quarantine: cannot read {value}: {exc}") from None
-        try:
-            entries = parse(text, value)
         except HuntError as exc:
             raise pytest.UsageError(f"--hermetic-quarantine: {exc}") from None
         config.pluginmanager.register(cls(config, path, entries), "hermetic-hunt-quarantine")

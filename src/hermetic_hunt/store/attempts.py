@@ -92,10 +92,8 @@ def column_rows(
             values.append(column)
     rows: Iterable[tuple[Any, ...]] = zip(*values, strict=False)  # (repeat() is endless)
     if columns.aside:
-        keep = [True] * len(columns)
-        for index, _ in columns.aside:
-            keep[index] = False
-        rows = itertools.compress(rows, keep)
+        aside = {index for index, _ in columns.aside}
+        rows = itertools.compress(rows, [i not in aside for i in range(len(columns))])
     return _insert(columns.fields), list(rows)
 
 

@@ -238,11 +238,8 @@ class Store:
             how = "replaced" if not same else "overwritten"
         target = _free_name(self.path)
         try:
-            copy = sqlite3.connect(target)
-            try:
+            with contextlib.closing(sqlite3.connect(target)) as copy:
                 self.conn.backup(copy)
-            finally:
-                copy.close()
             conn = connect(target, read_only=False)
         except (sqlite3.Error, OSError) as exc:
             raise BadDatabase(
@@ -359,10 +356,8 @@ class Store:
         """
         if not records:
             return []
-        total = sum(len(r) if isinstance(r, Columns) else 1 for r in records)
         with self.transaction() as conn:
             (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM attempts").fetchone()
-            ids = list(range(last + 1, last + 1 + total))
             rows: list[tuple[Any, ...]] = []
             failures: list[tuple[Any, ...]] = []
             violations: list[tuple[Any, ...]] = []
@@ -397,9 +392,10 @@ class Store:
                 "INSERT INTO journals (attempt_id, format, size, data) VALUES (?,?,?,?)", journals
             )
             conn.execute(
-                "UPDATE runs SET attempts = attempts + ? WHERE id = ?", (total, records[0].run_id)
+                "UPDATE runs SET attempts = attempts + ? WHERE id = ?",
+                (next_id - 1 - last, records[0].run_id),
             )
-        return ids
+        return list(range(last + 1, next_id))
 
     def defer_indexes(self) -> bool:
         """Before a hunt's first attempt: when ``attempts`` holds none, drop its indexes
@@ -442,23 +438,15 @@ class Store:
             conn.executemany(
                 "INSERT INTO leaks (run_id, round, attempt_id, resource, name, change, detail, "
                 "persisted) VALUES (?,?,?,?,?,?,?,?)",
-                [
-                    (run_id, round_no, attempt_id, leak.resource, leak.name, leak.change,
-                     leak.detail, int(persisted))
-                    for round_no, attempt_id, leak, persisted in rows
-                ],
-            )  # fmt: skip
+                [(run_id, r, a, *leak.to_json(), int(kept)) for r, a, leak, kept in rows],
+            )
 
     # -- a little disk space for the last write -------------------------------------------
-
-    @property
-    def reserve_path(self) -> Path:
-        return self.path.with_name(self.path.name + "-reserve")
 
     def own_files(self) -> tuple[str, ...]:
         """Every file this database writes beside itself (none is a test's leak)."""
         db = str(self.path)
-        return (db, f"{db}-wal", f"{db}-shm", f"{db}-journal", str(self.reserve_path))
+        return (db, f"{db}-wal", f"{db}-shm", f"{db}-journal", f"{db}-reserve")
 
     def keep_reserve(self) -> None:
         """Set :data:`RESERVE_BYTES` of disk aside next to the database while a hunt writes.
@@ -467,10 +455,9 @@ class Store:
         the run's final status be written (else it would stay ``running``).
         Without the space to make it, the hunt goes on without a reserve.
         """
-        path = self.reserve_path
+        path = self.path.with_name(self.path.name + "-reserve")
         try:
-            with path.open("wb") as handle:
-                handle.write(bytes(RESERVE_BYTES))
+            path.write_bytes(bytes(RESERVE_BYTES))
         except OSError:
             with contextlib.suppress(OSError):
                 path.unlink()

@@ -35,15 +35,15 @@ def _decode(raw: bytes) -> str:
 
 
 def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
-    if read_only:
-        uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
-        wal = path.with_name(path.name + "-wal")
-        if not wal.exists():
-            # No write-ahead log: no hunt is writing it now, and a reader must
-            # not create the -wal and -shm files a WAL-mode reader would.
-            conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
-            conn.text_factory = _decode
-            return conn
+    uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+    wal = path.with_name(path.name + "-wal")
+    if not read_only:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+    elif not wal.exists():
+        # No write-ahead log: no hunt is writing it now, and a reader must
+        # not create the -wal and -shm files a WAL-mode reader would.
+        conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
+    else:
         conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -59,8 +59,6 @@ def connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
                     "directory"
                 ) from None
             conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, isolation_level=None)
-    else:
-        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
     conn.text_factory = _decode
     return conn
 
@@ -105,35 +103,29 @@ def check_types(conn: sqlite3.Connection, path: Path) -> None:
             raise BadDatabase(
                 f"{path} has no table {table!r}: it is damaged or was edited (re-run the hunt)"
             )
-        _check_table(conn, path, table, columns)
-
-
-def _check_table(
-    conn: sqlite3.Connection, path: Path, table: str, columns: list[tuple[str, tuple[str, ...]]]
-) -> None:
-    present = {str(name) for _, name, *_ in conn.execute(f"PRAGMA table_info({quote(table)})")}
-    for name, _ in columns:
-        if name not in present:
-            raise BadDatabase(
-                f"{path}: table {table!r} has no column {name!r}: it is damaged or was "
-                "edited (re-run the hunt)"
-            )
-    tests = [
-        f"typeof({quote(name)}) NOT IN ({', '.join(repr(t) for t in allowed)})"
-        for name, allowed in columns
-    ]
-    typeofs = ", ".join(f"typeof({quote(name)})" for name, _ in columns)
-    row = conn.execute(
-        f"SELECT rowid, {typeofs} FROM {quote(table)} "  # noqa: S608 - the schema's own names
-        f"WHERE {' OR '.join(tests)} LIMIT 1"
-    ).fetchone()
-    if row is None:
-        return
-    rowid, *kinds = row
-    for (name, allowed), kind in zip(columns, kinds, strict=True):
-        if kind not in allowed:
-            wanted = " or ".join(a for a in allowed)
-            raise BadDatabase(
-                f"{path}: {table}.{name} of row {rowid} is {kind}, where hermetic-hunt "
-                f"writes {wanted}: the database is damaged or was edited (re-run the hunt)"
-            )
+        names = {str(name) for _, name, *_ in conn.execute(f"PRAGMA table_info({quote(table)})")}
+        for name, _ in columns:
+            if name not in names:
+                raise BadDatabase(
+                    f"{path}: table {table!r} has no column {name!r}: it is damaged or was "
+                    "edited (re-run the hunt)"
+                )
+        tests = [
+            f"typeof({quote(name)}) NOT IN ({', '.join(repr(t) for t in allowed)})"
+            for name, allowed in columns
+        ]
+        typeofs = ", ".join(f"typeof({quote(name)})" for name, _ in columns)
+        row = conn.execute(
+            f"SELECT rowid, {typeofs} FROM {quote(table)} "  # noqa: S608 - the schema's own names
+            f"WHERE {' OR '.join(tests)} LIMIT 1"
+        ).fetchone()
+        if row is None:
+            continue
+        rowid, *kinds = row
+        for (name, allowed), kind in zip(columns, kinds, strict=True):
+            if kind not in allowed:
+                raise BadDatabase(
+                    f"{path}: {table}.{name} of row {rowid} is {kind}, where hermetic-hunt "
+                    f"writes {' or '.join(allowed)}: the database is damaged or was edited "
+                    "(re-run the hunt)"
+                )

@@ -110,7 +110,6 @@ class RunHistory:
             return self._conn.execute(sql, params).fetchall()
 
     def _attempts(self, where: str, params: Sequence[Any]) -> list[Attempt]:
-        """The run's attempts of ``SELECT ... where`` (:func:`attempts.read`)."""
         with self._lock:
             return attempts.read(self._conn, where, params)
 
@@ -130,13 +129,12 @@ class RunHistory:
     def round_attempts(self, attempt: Attempt) -> list[Attempt]:
         """Every attempt of ``attempt``'s round (of this run), on every worker, in order."""
         key = attempt.round_no
-        cached = self._rounds.get(key)
-        if cached is None:
-            cached = self._rounds[key] = self._attempts(
+        if key not in self._rounds:
+            self._rounds[key] = self._attempts(
                 "WHERE a.run_id = ? AND a.round = ? ORDER BY a.worker, a.position, a.execution",
                 (self.run_id, key),
             )
-        return cached
+        return self._rounds[key]
 
     def in_default_round(self, nodeid: str) -> Attempt | None:
         """``nodeid``'s attempt in the run's default round -- what a plain ``pytest``
@@ -206,14 +204,12 @@ class RunHistory:
 
     def tests(self) -> list[str]:
         if self._tests is None:
-            self._tests = [
-                nodeid
-                for (nodeid,) in self._rows(
-                    "SELECT nodeid FROM tests WHERE id IN "
-                    "(SELECT test_id FROM attempts WHERE run_id = ?) ORDER BY id",
-                    (self.run_id,),
-                )
-            ]
+            rows = self._rows(
+                "SELECT nodeid FROM tests WHERE id IN "
+                "(SELECT test_id FROM attempts WHERE run_id = ?) ORDER BY id",
+                (self.run_id,),
+            )
+            self._tests = [nodeid for (nodeid,) in rows]
         return list(self._tests)
 
     def representative(self, nodeid: str) -> Attempt | None:

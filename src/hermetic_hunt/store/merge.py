@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,11 +52,6 @@ _SAME = {
     "replays": ("target", "started_at", "outcome", "detail", "environment"),
     "fixes": ("flake_id", "created_at", "patch_sha", "outcome"),
 }
-
-
-def names(columns: Iterable[str]) -> str:
-    """A comma-separated list of quoted column names."""
-    return ", ".join(quote(c) for c in columns)
 
 
 @dataclass
@@ -179,21 +174,20 @@ class _Merger:
     ) -> list[dict[str, Any]]:
         """The rows of ``table`` in the input (or ``conn``), by column name."""
         columns = self._columns(table)
+        names = ", ".join(map(quote, columns))
         cursor = (conn or self.src).execute(
-            f"SELECT {names(columns)} FROM {quote(table)} WHERE {where} ORDER BY rowid",  # noqa: S608
+            f"SELECT {names} FROM {quote(table)} WHERE {where} ORDER BY rowid",  # noqa: S608
             list(params),
         )
         return [dict(zip(columns, row, strict=True)) for row in cursor]
 
-    def _copy(self, table: str, where: str, params: Sequence[Any], remap: Remap) -> int:
-        """Copy matching rows with new ids; returns how many."""
-        rows = self._rows(table, where, params)
-        for row in rows:
+    def _copy(self, table: str, where: str, params: Sequence[Any], remap: Remap) -> None:
+        """Copy matching rows with new ids."""
+        for row in self._rows(table, where, params):
             row.pop("id", None)
             for column, mapper in remap.items():
                 row[column] = mapper(row[column])
             insert(self.dst, table, row)
-        return len(rows)
 
     # -- runs, tests, attempts ----------------------------------------------------
 
@@ -218,14 +212,13 @@ class _Merger:
         self.tests = {src_id: ids[nodeid] for src_id, nodeid in rows}
 
     def _attempts(self, src_run: int) -> None:
-        (next_id,) = self.dst.execute("SELECT coalesce(max(id), 0) + 1 FROM attempts").fetchone()
+        (first,) = self.dst.execute("SELECT coalesce(max(id), 0) + 1 FROM attempts").fetchone()
         rows = self._rows("attempts", "run_id = ?", [src_run])
         ids = [row["id"] for row in rows]
-        for row in rows:
+        for next_id, row in enumerate(rows, start=first):
             self.attempts[row["id"]] = next_id
             row.update(id=next_id, run_id=self.runs[src_run], test_id=self.tests[row["test_id"]])
             insert(self.dst, "attempts", row)
-            next_id += 1
         self.summary.attempts += len(rows)
         remap: Remap = {"attempt_id": self.attempts.__getitem__}
         for chunk, marks in chunks(ids):
@@ -251,10 +244,9 @@ class _Merger:
             "AND position = ? AND execution = ?",
             (self.runs[run_id], *place),
         )
-        if found is None:
-            return None
-        self.attempts[src_id] = int(found)
-        return self.attempts[src_id]
+        if found is not None:
+            self.attempts[src_id] = int(found)
+        return self.attempts.get(src_id)
 
     def run_id(self, src_id: Any) -> int | None:
         return self.runs.get(src_id) if is_whole(src_id) else None
@@ -293,9 +285,7 @@ class _Merger:
         if isinstance(repro, dict):
             runs.add(repro.get("run_id"))
         runs.discard(None)
-        if not runs:
-            return bool(self.new_runs)
-        return any(r in self.new_runs for r in runs)
+        return any(r in self.new_runs for r in runs) if runs else bool(self.new_runs)
 
     def _translated(self, flake: dict[str, Any]) -> dict[str, Any]:
         """``flake`` with its run and attempt ids in dest numbering."""

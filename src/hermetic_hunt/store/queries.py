@@ -30,7 +30,7 @@ from hermetic_hunt.store.rows import (
     named,
     scalar,
 )
-from hermetic_hunt.untrusted import is_whole
+from hermetic_hunt.untrusted import is_whole, whole_or
 
 
 def _runs_clause(runs: Sequence[int] | None, column: str) -> tuple[str, list[Any]]:
@@ -277,7 +277,7 @@ def counterpart(store: Store, nodeid: str, near: int, *, failing: bool) -> int |
         """,  # noqa: S608 - constants and placeholders only
         (nodeid, near, near, near),
     )
-    return int(found) if found is not None else None
+    return whole_or(found)
 
 
 def first_failing_attempt(store: Store, nodeid: str) -> int | None:
@@ -287,7 +287,7 @@ def first_failing_attempt(store: Store, nodeid: str) -> int | None:
         f"WHERE t.nodeid = ? AND a.outcome IN {FAIL_SQL} AND {PLAIN_SQL}",
         (nodeid,),
     )
-    return int(found) if found is not None else None
+    return whole_or(found)
 
 
 def isolation_steps(store: Store, flake_id: str) -> list[StepRow]:

@@ -3,7 +3,7 @@
 Everything read here comes from a database that may have been handed over
 by CI: attempts, flakes and runs are validated by the modules of their
 tables (:mod:`~hermetic_hunt.store.attempts`, :mod:`~hermetic_hunt.store.flakes`,
-:mod:`~hermetic_hunt.store.runs`); journals are measured in SQL before they
+:mod:`~hermetic_hunt.store.runs`); journals are measured in SQL as they
 are fetched, so an oversized blob is never read into memory, and decoded by
 :func:`hermetic_hunt.journal.decode`.
 """
@@ -90,22 +90,20 @@ class ReplaySource:
         where = f"the journal of A{attempt_id}"
         with self._reading():
             found = self.conn.execute(
-                "SELECT length(data), typeof(data) FROM journals WHERE attempt_id = ?",
-                (attempt_id,),
+                "SELECT length(data), typeof(data), CASE WHEN length(data) <= ? THEN data END "
+                "FROM journals WHERE attempt_id = ?",
+                (MAX_COMPRESSED, attempt_id),
             ).fetchone()
-            if found is None:
-                return None
-            size, kind = found
-            if kind not in ("blob", "text"):
-                raise BadJournal(f"{where}: stored as {kind}, not as bytes; run a new hunt")
-            if not isinstance(size, int) or size > MAX_COMPRESSED:
-                raise BadJournal(
-                    f"{where}: journal is {size:,} bytes, over the {MAX_COMPRESSED:,} limit; "
-                    "run a new hunt"
-                )
-            (blob,) = self.conn.execute(
-                "SELECT data FROM journals WHERE attempt_id = ?", (attempt_id,)
-            ).fetchone()
+        if found is None:
+            return None
+        size, kind, blob = found
+        if kind not in ("blob", "text"):
+            raise BadJournal(f"{where}: stored as {kind}, not as bytes; run a new hunt")
+        if not isinstance(size, int) or size > MAX_COMPRESSED:
+            raise BadJournal(
+                f"{where}: journal is {size:,} bytes, over the {MAX_COMPRESSED:,} limit; "
+                "run a new hunt"
+            )
         return blob.encode("utf-8", "surrogateescape") if isinstance(blob, str) else bytes(blob)
 
     def run_environment(self, run_id: int) -> dict[str, Any] | None:
@@ -115,7 +113,7 @@ class ReplaySource:
     def run_settings(self, run_id: int | None) -> Settings:
         """The settings the hunt of ``run_id`` ran with (defaults for an older database)."""
         with self._reading():
-            return runs.run_settings(self.store, run_id)
+            return runs.settings_of(runs.row_of(self.store, run_id))
 
     def run_location(self, run_id: int) -> tuple[str, str] | None:
         """``(rootdir, invocation_dir)`` of a run, as the hunt recorded them."""

@@ -231,8 +231,6 @@ class AttemptDetail:
 
     def parsed_counts(self) -> dict[str, int]:
         """The per-source read counts (``{}`` when absent or malformed)."""
-        if not self.counts:
-            return {}
         value = json_or(self.counts)
         if not isinstance(value, dict):
             return {}

@@ -64,9 +64,7 @@ def finish_run(
 ) -> None:
     """The run's last write. On a full disk, the reserve is given back and it is tried again."""
     params = (status, real_now_iso(), rounds_done, exit_status, run_id)
-    sql = (
-        "UPDATE runs SET status = ?, finished_at = ?, rounds_done = ?, exit_status = ? WHERE id = ?"
-    )
+    sql = update("runs", ("status", "finished_at", "rounds_done", "exit_status"))
     try:
         store.execute(sql, params)
     except BadDatabase:
@@ -78,7 +76,7 @@ def finish_run(
 # -- reading a run back --------------------------------------------------------------
 
 
-def _row(store: Store, run_id: int | None) -> sqlite3.Row | None:
+def row_of(store: Store, run_id: int | None) -> sqlite3.Row | None:
     """The row of run ``run_id`` (None: no such run)."""
     return next(iter(named(store.conn, "SELECT * FROM runs WHERE id = ?", (run_id,))), None)
 
@@ -100,20 +98,15 @@ def settings_of(row: sqlite3.Row | None) -> Settings:
     return settings
 
 
-def run_settings(store: Store, run_id: int | None) -> Settings:
-    """The settings the hunt of ``run_id`` ran with (defaults for an older database)."""
-    return settings_of(_row(store, run_id))
-
-
 def run_context(store: Store, run_id: int | None) -> tuple[str, str]:
     """(rootdir, integration marker) of run ``run_id`` (the newest run when None)."""
-    row = _row(store, newest(store) if run_id is None else run_id)
+    row = row_of(store, newest(store) if run_id is None else run_id)
     return (text_or(row["rootdir"]) if row else ""), settings_of(row).integration_marker
 
 
 def environment(store: Store, run_id: int) -> dict[str, Any] | None:
     """The environment the hunt of ``run_id`` recorded (None: none, or malformed)."""
-    row = _row(store, run_id)
+    row = row_of(store, run_id)
     value = json_or(row["environment"]) if row else None
     return value if isinstance(value, dict) else None
 
@@ -163,17 +156,15 @@ def run_facts(store: Store, run_id: int | None) -> RunFacts:
         run_id = newest(store)
         if run_id is None:
             raise UnknownId(f"{store.path} holds no run yet: hunt first (pytest --hermetic-hunt=N)")
-    row = _row(store, run_id)
+    row = row_of(store, run_id)
     if row is None:
         raise UnknownId(f"run {run_id} is not in {store.path}: see 'hermetic-hunt list'")
     argv = json_or(row["argv"])
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise BadDatabase(f"{store.path}: run {run_id} has a damaged argv; re-run the hunt")
     invocation_dir, rootdir = row["invocation_dir"], row["rootdir"]
-    if (
-        whole_or(row["base_seed"]) is None
-        or not isinstance(invocation_dir, str)
-        or (not isinstance(rootdir, str))
+    if whole_or(row["base_seed"]) is None or not (
+        isinstance(invocation_dir, str) and isinstance(rootdir, str)
     ):
         raise BadDatabase(f"{store.path}: run {run_id} is damaged; re-run the hunt")
     return RunFacts(

@@ -100,10 +100,6 @@ class History(Protocol):
         """What each test of the run left behind at the end of a round, by nodeid."""
         ...
 
-    def overlapping(self, attempt: Attempt) -> list[Attempt]:
-        """Attempts on other workers that ran at the same real time and wrote paths."""
-        ...
-
     def round_attempts(self, attempt: Attempt) -> list[Attempt]:
         """Every attempt of ``attempt``'s round, on every worker (its run's)."""
         ...

@@ -171,12 +171,10 @@ class Shared:
     case's probe numbers that showed it.
     """
 
-    sample: tuple[str, ...]
     shown: frozenset[Shown]
     sides: tuple[tuple[Step, ...], tuple[Step, ...]]
     hash_seed: int
     probes: tuple[int, ...]
-    runs: int
     failed_runs: int
 
     @property
@@ -258,12 +256,10 @@ def confirm(
     if not shown:
         return None
     return Shared(
-        sample=tuple(ordered),
         shown=frozenset(shown),
         sides=(side_a, side_b),
         hash_seed=hash_seed,
         probes=tuple(range(first, case.step_no() + 1)),
-        runs=TOGETHER_RUNS,
         failed_runs=failed_runs,
     )
 
@@ -440,12 +436,12 @@ class Crossed:
             what = "; ".join(shown[:3]) or "failures at the same code"
             how = (
                 f"fails while another worker uses {self.shown_as} at the same time ({what}): "
-                f"{len(v.sample)} of the tests that use it, run by two processes at once, "
-                f"failed in {v.failed_runs} of {v.runs} runs, and each process alone passed"
+                f"{len(v.sides[0])} of the tests that use it, run by two processes at once, "
+                f"failed in {v.failed_runs} of {TOGETHER_RUNS} runs, and each process alone passed"
             )
         case.claim("collision", how, numbers)
         self._facts(case, partner, len(self.explained))
-        if len(v.sample) <= 2:  # the probe's sides are this pair
+        if len(v.sides[0]) <= 2:  # the probe's sides are this pair
             self._pair(case, self.explained[0], confirmed=not self.lead_id or None)
         else:
             self._sides(case, self.explained[0])

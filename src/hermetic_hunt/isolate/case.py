@@ -184,11 +184,6 @@ class Case:
         self.explained: list[Attempt] = []
         #: The shared resources its failures crossed (:class:`.shared.Crossed`).
         self.crossings: list[Any] = []
-        self.failing: list[Attempt] = []
-        self.passing: list[Attempt] = []
-        self.violating: list[Attempt] = []
-        self.repeated_only = False
-        self.target: Attempt | None = None
         self._sort()
         self.finding = Finding(nodeid)
         self.needs: set[str] = set()  # work left for phase 2: "order", "brittle"

@@ -169,7 +169,8 @@ def isolate(
         checkout=FileWatch(facts.rootdir, own=store.own_files()) if facts.rootdir else None,
     )  # fmt: skip
     report.fork = runner.fork
-    work = _Work(store, flaky, history, runner, settings, rows, report, say, opts.extras_budget)
+    work = _Work(store, flaky, history, runner, settings, rows, report,
+                 say or (lambda line: None), opts.extras_budget)  # fmt: skip
     try:
         _sandbox_off(store, found.always_failing, runner, facts, report)
         if flaky:
@@ -203,7 +204,7 @@ class _Work:
     settings: ClassifySettings
     rows: dict[str, tuple[int, str]]
     report: IsolationReport
-    say: Callable[[str], None] | None
+    say: Callable[[str], None]
     extras_seconds: float | None = None
     saved: dict[str, int] = field(default_factory=dict)  # nodeid -> probes already stored
     done: int = 0
@@ -227,11 +228,10 @@ class _Work:
         found = shared.resources(self.flaky, self.history.round_attempts)
         if not found:
             return
-        if self.say is not None:
-            self.say(
-                f"hermetic-hunt: {len(found)} path(s) that tests on several workers used at "
-                "once: probing each with two processes"
-            )
+        self.say(
+            f"hermetic-hunt: {len(found)} path(s) that tests on several workers used at "
+            "once: probing each with two processes"
+        )
         taken: dict[str, set[int]] = {}
         for resource in found:
             try:
@@ -239,8 +239,7 @@ class _Work:
             except BudgetExceeded:
                 return  # the time is up: what is left is isolated as usual (or pending)
             except Exception as exc:  # a bug must not cost the isolation of every test
-                if self.say is not None:
-                    self.say(f"hermetic-hunt: the probe of {resource.path} failed: {exc!r}")
+                self.say(f"hermetic-hunt: the probe of {resource.path} failed: {exc!r}")
 
     def _probe_resource(self, resource: shared.Resource, taken: dict[str, set[int]]) -> None:
         tests = resource.tests()
@@ -306,14 +305,13 @@ class _Work:
         groups = sorted(groups_of(self.flaky), key=self.priority(known))
         self.total = len(groups)
         self.report.rates.update({self.rows[g.lead][1]: _rate(self.flaky[g.lead]) for g in groups})
-        if self.say is not None:
-            alike = sum(len(g.members) for g in groups if len(g.members) > 1)
-            how = f" ({alike} of them parametrizations that fail alike)" if alike else ""
-            self.say(
-                f"hermetic-hunt: isolating {len(self.flaky)} test(s) in {len(groups)} "
-                f"finding(s){how} · budget {self.settings.budget} probes each, "
-                f"{format_seconds(round(self.report.time_budget, 1))} in all"
-            )
+        alike = sum(len(g.members) for g in groups if len(g.members) > 1)
+        how = f" ({alike} of them parametrizations that fail alike)" if alike else ""
+        self.say(
+            f"hermetic-hunt: isolating {len(self.flaky)} test(s) in {len(groups)} "
+            f"finding(s){how} · budget {self.settings.budget} probes each, "
+            f"{format_seconds(round(self.report.time_budget, 1))} in all"
+        )
         leads = [self.classifier(g.lead) for g in groups]
         by_lead = dict(zip((g.lead for g in groups), groups, strict=True))
         alone: list[Classifier] = []
@@ -386,12 +384,11 @@ class _Work:
                 row, flake_id = rows[finding.nodeid]
                 flakes.save_finding(self.store, row, self.report.run_id, finding)
                 self.report.flakes.append((flake_id, finding))
-                if self.say is not None:
-                    self.say(
-                        f"hermetic-hunt: {flake_id} · victim of {' + '.join(polluters.nodeids)}"
-                        f" · found by the polluter probe · {len(finding.probes)} probes · "
-                        f"{format_seconds(round(finding.probe_seconds, 1))}"
-                    )
+                self.say(
+                    f"hermetic-hunt: {flake_id} · victim of {' + '.join(polluters.nodeids)}"
+                    f" · found by the polluter probe · {len(finding.probes)} probes · "
+                    f"{format_seconds(round(finding.probe_seconds, 1))}"
+                )
 
     def _step_for(self, nodeid: str) -> Step:
         return recorded_step(self.history, self.settings, nodeid)
@@ -420,15 +417,14 @@ class _Work:
     def finish(self, case: Classifier) -> None:
         verdict = self.store_result(case)
         self.done += 1
-        if self.say is not None:
-            _, flake_id = self.rows[case.nodeid]
-            kinds = ", ".join(verdict.kinds) or verdict.status
-            state = f" [{verdict.status}]" if verdict.status not in ("isolated", "pending") else ""
-            self.say(
-                f"hermetic-hunt: {flake_id} {self.done}/{max(self.total, self.done)} · {kinds}"
-                f"{state} · {len(verdict.probes)} probes · "
-                f"{format_seconds(round(verdict.probe_seconds, 1))}"
-            )
+        _, flake_id = self.rows[case.nodeid]
+        kinds = ", ".join(verdict.kinds) or verdict.status
+        state = f" [{verdict.status}]" if verdict.status not in ("isolated", "pending") else ""
+        self.say(
+            f"hermetic-hunt: {flake_id} {self.done}/{max(self.total, self.done)} · {kinds}"
+            f"{state} · {len(verdict.probes)} probes · "
+            f"{format_seconds(round(verdict.probe_seconds, 1))}"
+        )
 
     def adopt(self, lead: Classifier, g: Group) -> list[Classifier]:
         """The other instances of ``lead``'s group: a sample probed, the rest take

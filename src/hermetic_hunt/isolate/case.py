@@ -120,12 +120,6 @@ class Deadline:
     at: float
     seconds: float
 
-    def check(self) -> None:
-        if self.passed:
-            raise TimeBudgetExceeded(
-                f"isolation time budget of {format_seconds(round(self.seconds, 1))} reached"
-            )
-
     @property
     def passed(self) -> bool:
         return time.perf_counter() >= self.at
@@ -151,10 +145,6 @@ class ClassifySettings:
     #: the coming dates a ``time`` flake is replayed at.
     dates: Dates = field(default_factory=Dates.from_now)
     today_window: Dates = field(default_factory=Dates.from_now)
-
-    @property
-    def deadline_passed(self) -> bool:
-        return self.deadline is not None and self.deadline.passed
 
 
 class Case:
@@ -227,9 +217,11 @@ class Case:
 
     def _spend(self, count: int = 1) -> None:
         """Count probes against the budgets; BudgetExceeded (reason kept) when over."""
+        deadline = self.settings.deadline
         try:
-            if self.settings.deadline is not None:
-                self.settings.deadline.check()
+            if deadline is not None and deadline.passed:
+                seconds = format_seconds(round(deadline.seconds, 1))
+                raise TimeBudgetExceeded(f"isolation time budget of {seconds} reached")
             for _ in range(count):
                 self.budget.spend()
         except BudgetExceeded as exc:

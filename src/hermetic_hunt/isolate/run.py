@@ -268,7 +268,8 @@ class _Work:
             also = shared.confirm_member(case, verdict, self._step_for, f"shared {rel}")
             return also, list(case.finding.probes)
 
-        alone = None if self.settings.deadline_passed else probe_member
+        deadline = self.settings.deadline
+        alone = None if deadline is not None and deadline.passed else probe_member
         found = shared.members(resource, verdict, self.flaky, self.history.round_attempts,
                                alone, taken)  # fmt: skip
         leads = bool(found.explained.get(lead))

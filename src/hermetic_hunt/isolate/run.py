@@ -1,11 +1,12 @@
 """An isolation run: a hunt's flaky tests -> classifiers and probes -> ``flakes`` rows.
 
-Called after the rounds of ``pytest --hermetic-hunt`` (:func:`isolate_after_hunt`)
-and by ``hermetic-hunt isolate`` (:func:`isolate_database`). Both read the
-run back from the database, start probe servers that collect what the hunt
-collected (:mod:`hermetic_hunt.isolate.probes`), classify every flaky test
-(:mod:`hermetic_hunt.isolate.classifier`) and store each result as soon as it is known,
-so an interrupted isolation keeps what it finished. Parametrizations that
+Called after the rounds of ``pytest --hermetic-hunt`` (:func:`isolate`, with the
+hunt's own :class:`Invocation`) and by ``hermetic-hunt isolate``
+(:func:`isolate_database`). Both read the run back from the database, start
+probe servers that collect what the hunt collected
+(:mod:`hermetic_hunt.isolate.probes`), classify every flaky test
+(:mod:`hermetic_hunt.isolate.classifier`) and store each result as soon as it
+is known, so an interrupted isolation keeps what it finished. Parametrizations that
 fail alike are isolated once (:mod:`.groups`); the most exposed flakes go
 first, within the probe and time budgets; :mod:`.summary` words the result.
 
@@ -540,24 +541,7 @@ def _sandbox_off(
         report.checks.append((nodeid, text))
 
 
-# -- the two doors -------------------------------------------------------------
-
-
-def isolate_after_hunt(
-    store: Store,
-    run_id: int,
-    settings: Settings,
-    workers: int,
-    invocation: Invocation,
-    say: Callable[[str], None] | None = None,
-    rounds_seconds: float | None = None,
-) -> IsolationReport:
-    """Isolation at the end of ``pytest --hermetic-hunt``, with the hunt's own ``invocation``.
-
-    ``rounds_seconds``: how long the rounds took (the ``auto`` time budget).
-    """
-    opts = IsolationOptions.of(settings, workers, rounds_seconds)
-    return isolate(store, run_id, opts, invocation, say=say)
+# -- the command's door ---------------------------------------------------------
 
 
 def isolate_database(

@@ -290,21 +290,17 @@ class _Work:
         if probes:
             self.crossed.setdefault(nodeid, []).append(shared.Crossed.probes_only(probes))
 
-    def priority(self, known: dict[str, tuple[str, list[str]]]) -> Callable[[Group], Any]:
+    def priority(self, g: Group, known: dict[str, tuple[str, list[str]]]) -> tuple[Any, ...]:
         """Most valuable first: what CI sees, then fail rate, then not yet explained."""
-
-        def key(g: Group) -> tuple[int, int, float, str]:
-            attempts = self.flaky[g.lead]
-            plain_failures = any(a.failed and is_plain(a.repeat) for a in attempts)
-            tier = 0 if plain_failures else (1 if any(a.failed for a in attempts) else 2)
-            status, kinds = known.get(g.lead, ("pending", []))
-            explained = status == "isolated" and bool(kinds) and kinds != ["unexplained"]
-            return (tier, int(explained), -_rate(attempts), g.lead)
-
-        return key
+        attempts = self.flaky[g.lead]
+        plain_failures = any(a.failed and is_plain(a.repeat) for a in attempts)
+        tier = 0 if plain_failures else (1 if any(a.failed for a in attempts) else 2)
+        status, kinds = known.get(g.lead, ("pending", []))
+        explained = status == "isolated" and bool(kinds) and kinds != ["unexplained"]
+        return (tier, int(explained), -_rate(attempts), g.lead)
 
     def run(self, known: dict[str, tuple[str, list[str]]]) -> None:
-        groups = sorted(groups_of(self.flaky), key=self.priority(known))
+        groups = sorted(groups_of(self.flaky), key=lambda g: self.priority(g, known))
         self.total = len(groups)
         self.report.rates.update({self.rows[g.lead][1]: _rate(self.flaky[g.lead]) for g in groups})
         alike = sum(len(g.members) for g in groups if len(g.members) > 1)

@@ -330,11 +330,7 @@ class ProbeRunner:
     @contextlib.contextmanager
     def _slot(self, stress: int) -> Iterator[None]:
         """One of the ``parallel`` slots; all of them, and busy processes, for stress."""
-        if not stress:
-            with self._slots:
-                yield
-            return
-        with self._every_slot(), CpuStress(stress):
+        with self._every_slot() if stress else self._slots, CpuStress(stress):
             yield
 
     @contextlib.contextmanager

@@ -238,7 +238,6 @@ def confirm(
     purpose = f"{shown_as}: both sides at the same time"
     runs = [case.probe_together(purpose, [list(side_a), list(side_b)], hash_seed)
             for _ in range(TOGETHER_RUNS)]  # fmt: skip
-    # What a side failed only with the other side running, run by run.
     new = [set().union(*(_failures(r) - base for r, base in zip(results, baseline, strict=True)))
            for results in runs]  # fmt: skip
     shown: set[Shown] = set().union(*new)

@@ -181,7 +181,6 @@ def _with_interval(step: Step) -> str:
 
 
 def _condition_text(step: Step) -> str:
-    """Every timing condition ``step`` ran under, in words."""
     parts = []
     if step.profile is not None and step.profile != "exact":
         parts.append(_under_profile(step))

@@ -444,7 +444,6 @@ class ProbeRunner:
             return self._results([s for probe in probes for s in probe.steps], answers, started)
 
     def _requests(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        """A request for each job, each with an id of its own."""
         with self._lock:
             ids = [next(self._ids) for _ in jobs]
         return [wire.probe_request(i, job, self.timeout) for i, job in zip(ids, jobs, strict=True)]

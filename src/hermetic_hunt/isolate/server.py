@@ -333,7 +333,6 @@ class Server:
 
 
 def _wait_for(path: str, seconds: float) -> None:
-    """Until ``path`` exists, at most ``seconds``."""
     until = _PERF() + seconds
     while not os.path.exists(path) and _PERF() < until:
         time.sleep(0.002)

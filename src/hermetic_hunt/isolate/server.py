@@ -151,15 +151,7 @@ class Server:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        self.send(
-            {
-                "op": "ready",
-                "collected": [item.nodeid for item in session.items],
-                "hash_seed": os.environ.get("PYTHONHASHSEED"),
-                "fork": self.fork,
-                "pid": os.getpid(),
-            }
-        )
+        self.send({"op": "ready", "collected": [item.nodeid for item in session.items]})
         try:
             self.serve(session)
         except SystemExit:

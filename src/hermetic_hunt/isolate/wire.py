@@ -17,7 +17,7 @@ partner holds the shared path), at most :data:`AFTER_WAIT` seconds later.
 
 Server -> client (its response pipe)::
 
-    {"op": "ready", "collected": ["nodeid", ...], "hash_seed": "123", "fork": true}
+    {"op": "ready", "collected": ["nodeid", ...]}
     {"op": "result", "id": 7, "status": "completed" | "timeout" | "error",
      "duration": 0.03, "detail": "", "steps": [{attempt}, ...]}
 

@@ -206,7 +206,7 @@ class _Work:
     rows: dict[str, tuple[int, str]]
     report: IsolationReport
     say: Callable[[str], None]
-    extras_seconds: float | None = None
+    extras_seconds: float
     saved: dict[str, int] = field(default_factory=dict)  # nodeid -> probes already stored
     done: int = 0
     total: int = 0
@@ -391,16 +391,11 @@ class _Work:
     def _step_for(self, nodeid: str) -> Step:
         return recorded_step(self.history, self.settings, nodeid)
 
-    def extras_deadline(self) -> Deadline | None:
+    def extras_deadline(self) -> Deadline:
         """The cleaner searches' time, counted from now (they start once every
         flake has its verdict), within the isolation's overall budget."""
-        overall = self.settings.deadline
-        if self.extras_seconds is None:
-            return overall
-        at = _PERF() + self.extras_seconds
-        if overall is not None:
-            at = min(at, overall.at)
-        return Deadline(at, self.extras_seconds)
+        at, overall = _PERF() + self.extras_seconds, self.settings.deadline
+        return Deadline(min(at, overall.at) if overall else at, self.extras_seconds)
 
     def store_result(self, case: Classifier) -> Finding:
         verdict = case.result()

@@ -479,8 +479,7 @@ class _Pool:
         self.runner = runner
         # Each classifier waits on one probe at a time: several per probe slot
         # keep the slots busy while others read the database or decide.
-        self.threads = max(4, 4 * runner.parallel)
-        self.pool = ThreadPoolExecutor(max_workers=self.threads)
+        self.pool = ThreadPoolExecutor(max_workers=max(4, 4 * runner.parallel))
 
     def __enter__(self) -> _Pool:
         return self

@@ -429,18 +429,12 @@ class Crossed:
         if len(v.sides[0]) <= 2:  # the probe's sides are this pair
             self._pair(case, self.explained[0], confirmed=not self.lead_id or None)
         else:
-            self._sides(case, self.explained[0])
-
-    def _sides(self, case: Case, attempt: Attempt) -> None:
-        """The reproducer: the sides the resource's probe ran, this test last on the
-        first (a narrow race a single pair seldom shows; the sides do). Confirmed
-        when they are the probe's own (this test leads)."""
-        v = self.verdict
-        assert v is not None
-        mine = [s for s in v.sides[0] if s.nodeid != case.nodeid]
-        steps = [*mine, Step.of(attempt, now=None) if mine else Step.of(attempt)]
-        case.reproduce(steps, v.hash_seed, confirmed=True if not self.lead_id else None,
-                       together=list(v.sides[1]), resource=self.shown_as)  # fmt: skip
+            # The reproducer: the sides the probe ran, this test last on the first (a narrow
+            # race a single pair seldom shows; the sides do), confirmed when they are its own.
+            mine = [s for s in v.sides[0] if s.nodeid != nodeid]  # never empty: over 2 steps
+            case.reproduce([*mine, Step.of(self.explained[0], now=None)], v.hash_seed,
+                           confirmed=not self.lead_id or None, together=list(v.sides[1]),
+                           resource=self.shown_as)  # fmt: skip
 
     def _facts(self, case: Case, partner: str, explained: int) -> None:
         case.facts["collision"] = {

@@ -187,16 +187,6 @@ class History:
     def tests(self) -> list[str]:
         return list(dict.fromkeys(a.nodeid for a in self.attempts))
 
-    def overlapping(self, attempt: Attempt) -> list[Attempt]:
-        if attempt.started is None:
-            return []
-        end = attempt.started + attempt.duration
-        return [
-            a for a in self.attempts
-            if a.worker != attempt.worker and a.round_no == attempt.round_no and a.writes
-            and a.started is not None and a.started < end and a.started + a.duration > attempt.started
-        ]  # fmt: skip
-
     def representative(self, nodeid: str) -> Attempt | None:
         mine = [a for a in self.attempts if a.nodeid == nodeid]
         return min(mine, key=lambda a: (a.failed, a.attempt_id)) if mine else None

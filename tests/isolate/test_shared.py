@@ -159,9 +159,6 @@ class Record:
     def leaks(self) -> dict:
         return {}
 
-    def overlapping(self, attempt: Attempt) -> list[Attempt]:
-        return [a for a in self.attempts if shared.ran_beside(attempt, a) and a.writes]
-
     def round_attempts(self, attempt: Attempt) -> list[Attempt]:
         return [a for a in self.attempts if a.round_no == attempt.round_no]
 

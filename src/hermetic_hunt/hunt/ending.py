@@ -68,17 +68,16 @@ def _finish_run(hunt: HuntState, rounds: Rounds, status: str, exit_status: int) 
 
 def _isolate(hunt: HuntState, rounds: Rounds) -> None:
     """Why each flake flakes, in fresh processes (see isolate.run)."""
-    from hermetic_hunt.isolate.run import Invocation, isolate_after_hunt
+    from hermetic_hunt.isolate.run import Invocation, IsolationOptions, isolate
     from hermetic_hunt.isolate.wire import probe_args
 
     config = hunt.config
     quiet = hunt.terminal.reporter is None or config.get_verbosity() < -1
     params = config.invocation_params
     invocation = Invocation(str(params.dir), tuple(probe_args([str(a) for a in params.args])))
-    hunt.isolation = isolate_after_hunt(
-        hunt.store, hunt.run_id, hunt.settings, hunt.workers, invocation,
-        say=None if quiet else hunt.terminal.line, rounds_seconds=rounds.seconds,
-    )  # fmt: skip
+    opts = IsolationOptions.of(hunt.settings, hunt.workers, rounds.seconds)
+    hunt.isolation = isolate(hunt.store, hunt.run_id, opts, invocation,
+                             say=None if quiet else hunt.terminal.line)  # fmt: skip
 
 
 def _past_dates_only(hunt: HuntState, rounds: Rounds, session: pytest.Session) -> None:

@@ -56,10 +56,8 @@ def victims_of(
     steps = {n: step_for(n) for n in names}
     sweep = Probe(FOUND_BY, (*polluters.steps, *(steps[n] for n in names)), polluters.hash_seed)
     swept = prober.run(sweep)
-    after = swept.steps[len(polluters.steps) :]
-    failed = [a for a in after if a.outcome in FAILING]
     out = []
-    for attempt in failed:
+    for attempt in (a for a in swept.steps[len(polluters.steps) :] if a.outcome in FAILING):
         if deadline is not None and deadline.passed:
             break
         finding = _confirm(polluters, steps[attempt.nodeid], attempt, prober, (sweep, swept))

@@ -100,10 +100,6 @@ class History(Protocol):
         """What each test of the run left behind at the end of a round, by nodeid."""
         ...
 
-    def overlapping(self, attempt: Attempt) -> list[Attempt]:
-        """Attempts on other workers that ran at the same real time and wrote paths."""
-        ...
-
     def round_attempts(self, attempt: Attempt) -> list[Attempt]:
         """Every attempt of ``attempt``'s round, on every worker (its run's)."""
         ...
@@ -127,12 +123,6 @@ class Deadline:
 
     at: float
     seconds: float
-
-    def check(self) -> None:
-        if self.passed:
-            raise TimeBudgetExceeded(
-                f"isolation time budget of {format_seconds(round(self.seconds, 1))} reached"
-            )
 
     @property
     def passed(self) -> bool:
@@ -159,10 +149,6 @@ class ClassifySettings:
     #: the coming dates a ``time`` flake is replayed at.
     dates: Dates = field(default_factory=Dates.from_now)
     today_window: Dates = field(default_factory=Dates.from_now)
-
-    @property
-    def deadline_passed(self) -> bool:
-        return self.deadline is not None and self.deadline.passed
 
 
 class Case:
@@ -192,14 +178,9 @@ class Case:
         self.explained: list[Attempt] = []
         #: The shared resources its failures crossed (:class:`.shared.Crossed`).
         self.crossings: list[Any] = []
-        self.failing: list[Attempt] = []
-        self.passing: list[Attempt] = []
-        self.violating: list[Attempt] = []
-        self.repeated_only = False
         #: Its probes run in a process that imports the suite again, not in a fork of
         #: the collected session (:func:`.alone.stale`).
         self.fresh = False
-        self.target: Attempt | None = None
         self._sort()
         self.finding = Finding(nodeid)
         self.needs: set[str] = set()  # work left for phase 2: "order", "brittle"
@@ -243,9 +224,11 @@ class Case:
 
     def _spend(self, count: int = 1) -> None:
         """Count probes against the budgets; BudgetExceeded (reason kept) when over."""
+        deadline = self.settings.deadline
         try:
-            if self.settings.deadline is not None:
-                self.settings.deadline.check()
+            if deadline is not None and deadline.passed:
+                seconds = format_seconds(round(deadline.seconds, 1))
+                raise TimeBudgetExceeded(f"isolation time budget of {seconds} reached")
             for _ in range(count):
                 self.budget.spend()
         except BudgetExceeded as exc:

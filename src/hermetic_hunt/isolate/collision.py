@@ -105,7 +105,11 @@ def check(case: Case) -> bool:
     target = case.target
     if target is None:
         return False
-    found = suspects(target, case.history.overlapping(target))
+    # Earliest first: of suspects that rank alike, the first seen is kept.
+    ran = sorted(
+        case.history.round_attempts(target), key=lambda a: (a.started or 0.0, a.attempt_id or 0)
+    )
+    found = suspects(target, ran)
     if found:
         case.facts["collision_suspects"] = [
             {"partner": s.partner.nodeid, "attempt": s.partner.attempt_id, "resource": s.resource}

@@ -596,11 +596,9 @@ def default_order(case: Case) -> None:
     def before(members: Sequence[str]) -> bool:
         return all(where.get(m, me) < me for m in members)
 
-    if v.polluters and not any(before(s) for s in v.polluters):
-        case.facts["default_order"] = False  # no polluter set runs before it
-        return
-    if not v.polluters and any(before(s) for s in v.state_setters):
-        case.facts["default_order"] = False  # a state-setter runs before it
+    # No polluter set runs before it (a victim), or a state-setter does (brittle).
+    if any(before(s) for s in v.polluters or v.state_setters) != bool(v.polluters):
+        case.facts["default_order"] = False
         return
     if me > DEFAULT_ORDER_LIMIT:
         return

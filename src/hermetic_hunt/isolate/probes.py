@@ -330,11 +330,7 @@ class ProbeRunner:
     @contextlib.contextmanager
     def _slot(self, stress: int) -> Iterator[None]:
         """One of the ``parallel`` slots; all of them, and busy processes, for stress."""
-        if not stress:
-            with self._slots:
-                yield
-            return
-        with self._every_slot(), CpuStress(stress):
+        with self._every_slot() if stress else self._slots, CpuStress(stress):
             yield
 
     @contextlib.contextmanager
@@ -448,7 +444,6 @@ class ProbeRunner:
             return self._results([s for probe in probes for s in probe.steps], answers, started)
 
     def _requests(self, jobs: Sequence[Job]) -> list[dict[str, Any]]:
-        """A request for each job, each with an id of its own."""
         with self._lock:
             ids = [next(self._ids) for _ in jobs]
         return [wire.probe_request(i, job, self.timeout) for i, job in zip(ids, jobs, strict=True)]

@@ -1,11 +1,12 @@
 """An isolation run: a hunt's flaky tests -> classifiers and probes -> ``flakes`` rows.
 
-Called after the rounds of ``pytest --hermetic-hunt`` (:func:`isolate_after_hunt`)
-and by ``hermetic-hunt isolate`` (:func:`isolate_database`). Both read the
-run back from the database, start probe servers that collect what the hunt
-collected (:mod:`hermetic_hunt.isolate.probes`), classify every flaky test
-(:mod:`hermetic_hunt.isolate.classifier`) and store each result as soon as it is known,
-so an interrupted isolation keeps what it finished. Parametrizations that
+Called after the rounds of ``pytest --hermetic-hunt`` (:func:`isolate`, with the
+hunt's own :class:`Invocation`) and by ``hermetic-hunt isolate``
+(:func:`isolate_database`). Both read the run back from the database, start
+probe servers that collect what the hunt collected
+(:mod:`hermetic_hunt.isolate.probes`), classify every flaky test
+(:mod:`hermetic_hunt.isolate.classifier`) and store each result as soon as it
+is known, so an interrupted isolation keeps what it finished. Parametrizations that
 fail alike are isolated once (:mod:`.groups`); the most exposed flakes go
 first, within the probe and time budgets; :mod:`.summary` words the result.
 
@@ -169,7 +170,8 @@ def isolate(
         checkout=FileWatch(facts.rootdir, own=store.own_files()) if facts.rootdir else None,
     )  # fmt: skip
     report.fork = runner.fork
-    work = _Work(store, flaky, history, runner, settings, rows, report, say, opts.extras_budget)
+    work = _Work(store, flaky, history, runner, settings, rows, report,
+                 say or (lambda line: None), opts.extras_budget)  # fmt: skip
     try:
         _sandbox_off(store, found.always_failing, runner, facts, report)
         if flaky:
@@ -203,8 +205,8 @@ class _Work:
     settings: ClassifySettings
     rows: dict[str, tuple[int, str]]
     report: IsolationReport
-    say: Callable[[str], None] | None
-    extras_seconds: float | None = None
+    say: Callable[[str], None]
+    extras_seconds: float
     saved: dict[str, int] = field(default_factory=dict)  # nodeid -> probes already stored
     done: int = 0
     total: int = 0
@@ -227,11 +229,10 @@ class _Work:
         found = shared.resources(self.flaky, self.history.round_attempts)
         if not found:
             return
-        if self.say is not None:
-            self.say(
-                f"hermetic-hunt: {len(found)} path(s) that tests on several workers used at "
-                "once: probing each with two processes"
-            )
+        self.say(
+            f"hermetic-hunt: {len(found)} path(s) that tests on several workers used at "
+            "once: probing each with two processes"
+        )
         taken: dict[str, set[int]] = {}
         for resource in found:
             try:
@@ -239,8 +240,7 @@ class _Work:
             except BudgetExceeded:
                 return  # the time is up: what is left is isolated as usual (or pending)
             except Exception as exc:  # a bug must not cost the isolation of every test
-                if self.say is not None:
-                    self.say(f"hermetic-hunt: the probe of {resource.path} failed: {exc!r}")
+                self.say(f"hermetic-hunt: the probe of {resource.path} failed: {exc!r}")
 
     def _probe_resource(self, resource: shared.Resource, taken: dict[str, set[int]]) -> None:
         tests = resource.tests()
@@ -269,7 +269,8 @@ class _Work:
             also = shared.confirm_member(case, verdict, self._step_for, f"shared {rel}")
             return also, list(case.finding.probes)
 
-        alone = None if self.settings.deadline_passed else probe_member
+        deadline = self.settings.deadline
+        alone = None if deadline is not None and deadline.passed else probe_member
         found = shared.members(resource, verdict, self.flaky, self.history.round_attempts,
                                alone, taken)  # fmt: skip
         leads = bool(found.explained.get(lead))
@@ -289,31 +290,26 @@ class _Work:
         if probes:
             self.crossed.setdefault(nodeid, []).append(shared.Crossed.probes_only(probes))
 
-    def priority(self, known: dict[str, tuple[str, list[str]]]) -> Callable[[Group], Any]:
+    def priority(self, g: Group, known: dict[str, tuple[str, list[str]]]) -> tuple[Any, ...]:
         """Most valuable first: what CI sees, then fail rate, then not yet explained."""
-
-        def key(g: Group) -> tuple[int, int, float, str]:
-            attempts = self.flaky[g.lead]
-            plain_failures = any(a.failed and is_plain(a.repeat) for a in attempts)
-            tier = 0 if plain_failures else (1 if any(a.failed for a in attempts) else 2)
-            status, kinds = known.get(g.lead, ("pending", []))
-            explained = status == "isolated" and bool(kinds) and kinds != ["unexplained"]
-            return (tier, int(explained), -_rate(attempts), g.lead)
-
-        return key
+        attempts = self.flaky[g.lead]
+        plain_failures = any(a.failed and is_plain(a.repeat) for a in attempts)
+        tier = 0 if plain_failures else (1 if any(a.failed for a in attempts) else 2)
+        status, kinds = known.get(g.lead, ("pending", []))
+        explained = status == "isolated" and bool(kinds) and kinds != ["unexplained"]
+        return (tier, int(explained), -_rate(attempts), g.lead)
 
     def run(self, known: dict[str, tuple[str, list[str]]]) -> None:
-        groups = sorted(groups_of(self.flaky), key=self.priority(known))
+        groups = sorted(groups_of(self.flaky), key=lambda g: self.priority(g, known))
         self.total = len(groups)
         self.report.rates.update({self.rows[g.lead][1]: _rate(self.flaky[g.lead]) for g in groups})
-        if self.say is not None:
-            alike = sum(len(g.members) for g in groups if len(g.members) > 1)
-            how = f" ({alike} of them parametrizations that fail alike)" if alike else ""
-            self.say(
-                f"hermetic-hunt: isolating {len(self.flaky)} test(s) in {len(groups)} "
-                f"finding(s){how} · budget {self.settings.budget} probes each, "
-                f"{format_seconds(round(self.report.time_budget, 1))} in all"
-            )
+        alike = sum(len(g.members) for g in groups if len(g.members) > 1)
+        how = f" ({alike} of them parametrizations that fail alike)" if alike else ""
+        self.say(
+            f"hermetic-hunt: isolating {len(self.flaky)} test(s) in {len(groups)} "
+            f"finding(s){how} · budget {self.settings.budget} probes each, "
+            f"{format_seconds(round(self.report.time_budget, 1))} in all"
+        )
         leads = [self.classifier(g.lead) for g in groups]
         by_lead = dict(zip((g.lead for g in groups), groups, strict=True))
         alone: list[Classifier] = []
@@ -386,26 +382,20 @@ class _Work:
                 row, flake_id = rows[finding.nodeid]
                 flakes.save_finding(self.store, row, self.report.run_id, finding)
                 self.report.flakes.append((flake_id, finding))
-                if self.say is not None:
-                    self.say(
-                        f"hermetic-hunt: {flake_id} · victim of {' + '.join(polluters.nodeids)}"
-                        f" · found by the polluter probe · {len(finding.probes)} probes · "
-                        f"{format_seconds(round(finding.probe_seconds, 1))}"
-                    )
+                self.say(
+                    f"hermetic-hunt: {flake_id} · victim of {' + '.join(polluters.nodeids)}"
+                    f" · found by the polluter probe · {len(finding.probes)} probes · "
+                    f"{format_seconds(round(finding.probe_seconds, 1))}"
+                )
 
     def _step_for(self, nodeid: str) -> Step:
         return recorded_step(self.history, self.settings, nodeid)
 
-    def extras_deadline(self) -> Deadline | None:
+    def extras_deadline(self) -> Deadline:
         """The cleaner searches' time, counted from now (they start once every
         flake has its verdict), within the isolation's overall budget."""
-        overall = self.settings.deadline
-        if self.extras_seconds is None:
-            return overall
-        at = _PERF() + self.extras_seconds
-        if overall is not None:
-            at = min(at, overall.at)
-        return Deadline(at, self.extras_seconds)
+        at, overall = _PERF() + self.extras_seconds, self.settings.deadline
+        return Deadline(min(at, overall.at) if overall else at, self.extras_seconds)
 
     def store_result(self, case: Classifier) -> Finding:
         verdict = case.result()
@@ -420,15 +410,14 @@ class _Work:
     def finish(self, case: Classifier) -> None:
         verdict = self.store_result(case)
         self.done += 1
-        if self.say is not None:
-            _, flake_id = self.rows[case.nodeid]
-            kinds = ", ".join(verdict.kinds) or verdict.status
-            state = f" [{verdict.status}]" if verdict.status not in ("isolated", "pending") else ""
-            self.say(
-                f"hermetic-hunt: {flake_id} {self.done}/{max(self.total, self.done)} · {kinds}"
-                f"{state} · {len(verdict.probes)} probes · "
-                f"{format_seconds(round(verdict.probe_seconds, 1))}"
-            )
+        _, flake_id = self.rows[case.nodeid]
+        kinds = ", ".join(verdict.kinds) or verdict.status
+        state = f" [{verdict.status}]" if verdict.status not in ("isolated", "pending") else ""
+        self.say(
+            f"hermetic-hunt: {flake_id} {self.done}/{max(self.total, self.done)} · {kinds}"
+            f"{state} · {len(verdict.probes)} probes · "
+            f"{format_seconds(round(verdict.probe_seconds, 1))}"
+        )
 
     def adopt(self, lead: Classifier, g: Group) -> list[Classifier]:
         """The other instances of ``lead``'s group: a sample probed, the rest take
@@ -490,8 +479,7 @@ class _Pool:
         self.runner = runner
         # Each classifier waits on one probe at a time: several per probe slot
         # keep the slots busy while others read the database or decide.
-        self.threads = max(4, 4 * runner.parallel)
-        self.pool = ThreadPoolExecutor(max_workers=self.threads)
+        self.pool = ThreadPoolExecutor(max_workers=max(4, 4 * runner.parallel))
 
     def __enter__(self) -> _Pool:
         return self
@@ -543,24 +531,7 @@ def _sandbox_off(
         report.checks.append((nodeid, text))
 
 
-# -- the two doors -------------------------------------------------------------
-
-
-def isolate_after_hunt(
-    store: Store,
-    run_id: int,
-    settings: Settings,
-    workers: int,
-    invocation: Invocation,
-    say: Callable[[str], None] | None = None,
-    rounds_seconds: float | None = None,
-) -> IsolationReport:
-    """Isolation at the end of ``pytest --hermetic-hunt``, with the hunt's own ``invocation``.
-
-    ``rounds_seconds``: how long the rounds took (the ``auto`` time budget).
-    """
-    opts = IsolationOptions.of(settings, workers, rounds_seconds)
-    return isolate(store, run_id, opts, invocation, say=say)
+# -- the command's door ---------------------------------------------------------
 
 
 def isolate_database(

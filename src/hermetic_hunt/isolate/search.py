@@ -208,9 +208,8 @@ class Search(Generic[T]):
     rate: float = 1.0
     probes: int = 0
     notes: list[str] = field(default_factory=list)
-    #: Probabilistic searches also probe the empty subset; did it show the signal?
-    baseline_checked: bool = False
-    baseline_shown: bool = False
+    #: Did the empty subset show the signal? (probabilistic searches probe it; None: not yet)
+    baseline: bool | None = None
 
 
 def find_culprits(
@@ -309,17 +308,16 @@ def _probabilistic(oracle: Oracle[T], rate: float, confidence: float, search: Se
         f"the signal shows in about {rate:.0%} of runs: every 'no' now rests on "
         f"{oracle.repeats} runs ({confidence:.0%} confidence)"
     )
-    if not search.baseline_checked:
-        search.baseline_checked = True
+    if search.baseline is None:
         shown = sum(oracle.run_once([]) for _ in range(oracle.repeats))
+        search.baseline = bool(shown)
         if shown:
-            search.baseline_shown = True
             search.notes.append(
                 f"the signal shows without any candidate too ({shown} of {oracle.repeats} "
                 "runs): it is not caused by them"
             )
             return False
-    return not search.baseline_shown
+    return not search.baseline
 
 
 def _not_minimal(subset: list[T], oracle: Oracle[T]) -> list[T] | None:

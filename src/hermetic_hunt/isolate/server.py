@@ -88,7 +88,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     spec = json.loads(os.environ[wire.ENV])
     settings = Settings.from_json(spec.get("settings"))
-    server = Server(config, spec, Engine(config, settings))
+    server = Server(spec, Engine(config, settings))
     config.pluginmanager.register(server, "hermetic-hunt-probe-server")
 
 
@@ -131,8 +131,7 @@ class _Probe:
 class Server:
     """Serves probe requests from the collected session."""
 
-    def __init__(self, config: pytest.Config, spec: dict[str, Any], engine: Engine) -> None:
-        self.config = config
+    def __init__(self, spec: dict[str, Any], engine: Engine) -> None:
         self.engine = engine
         self.requests = int(spec["requests"])
         self.responses = int(spec["responses"])
@@ -151,15 +150,7 @@ class Server:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        self.send(
-            {
-                "op": "ready",
-                "collected": [item.nodeid for item in session.items],
-                "hash_seed": os.environ.get("PYTHONHASHSEED"),
-                "fork": self.fork,
-                "pid": os.getpid(),
-            }
-        )
+        self.send({"op": "ready", "collected": [item.nodeid for item in session.items]})
         try:
             self.serve(session)
         except SystemExit:
@@ -333,7 +324,6 @@ class Server:
 
 
 def _wait_for(path: str, seconds: float) -> None:
-    """Until ``path`` exists, at most ``seconds``."""
     until = _PERF() + seconds
     while not os.path.exists(path) and _PERF() < until:
         time.sleep(0.002)

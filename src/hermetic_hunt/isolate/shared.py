@@ -137,18 +137,12 @@ def resources(
 ) -> list[Resource]:
     """The resources the failures of ``failing`` crossed (a twice round's second runs
     too: another worker can break those as well), most failing tests first."""
-    found: list[Crossing] = []
-    for nodeid in sorted(failing):
-        for attempt in failing[nodeid]:
-            if attempt.failed:
-                found.extend(crossings(attempt, round_of(attempt)))
+    found = [c for nodeid in sorted(failing) for attempt in failing[nodeid] if attempt.failed
+             for c in crossings(attempt, round_of(attempt))]  # fmt: skip
     by_path: dict[str, Resource] = {}
     # Shortest first: a path inside one already seen joins it.
     for crossing in sorted(found, key=lambda c: (len(c.path), c.path)):
-        home = next(
-            (r for r in by_path.values() if _inside(crossing.path, r.path)),
-            None,
-        )
+        home = next((r for r in by_path.values() if _inside(crossing.path, r.path)), None)
         if home is None:
             home = by_path[crossing.path] = Resource(crossing.path)
         home.crossings.append(crossing)
@@ -171,12 +165,10 @@ class Shared:
     case's probe numbers that showed it.
     """
 
-    sample: tuple[str, ...]
     shown: frozenset[Shown]
     sides: tuple[tuple[Step, ...], tuple[Step, ...]]
     hash_seed: int
     probes: tuple[int, ...]
-    runs: int
     failed_runs: int
 
     @property
@@ -235,36 +227,28 @@ def confirm(
     """
     ordered = [n for n in tests if n != case.nodeid] + [case.nodeid]
     steps = [step_for(nodeid) for nodeid in ordered]
-    # The first step starts where its attempt started; the rest follow on its timeline.
-    side_a = (steps[0], *map(_following, steps[1:]))
-    reverse = steps[::-1]
-    side_b = (reverse[0], *map(_following, reverse[1:]))
+    # A side's first step starts where its attempt started; the rest follow on its timeline.
+    side_a, side_b = ((side[0], *map(_following, side[1:])) for side in (steps, steps[::-1]))
     first = case.step_no() + 1
     purpose = f"{shown_as}: one side alone"
     alone = [case.probe(purpose, list(side), hash_seed) for side in (side_a, side_b)]
     if any(result.status != "completed" for result in alone):
         return None
     baseline = [_failures(result) for result in alone]
-    shown: set[Shown] = set()
-    failed_runs = 0
-    for _ in range(TOGETHER_RUNS):
-        results = case.probe_together(
-            f"{shown_as}: both sides at the same time", [list(side_a), list(side_b)], hash_seed
-        )
-        new = set().union(*(_failures(r) - base for r, base in zip(results, baseline, strict=True)))
-        if new:
-            failed_runs += 1
-            shown |= new
+    purpose = f"{shown_as}: both sides at the same time"
+    runs = [case.probe_together(purpose, [list(side_a), list(side_b)], hash_seed)
+            for _ in range(TOGETHER_RUNS)]  # fmt: skip
+    new = [set().union(*(_failures(r) - base for r, base in zip(results, baseline, strict=True)))
+           for results in runs]  # fmt: skip
+    shown: set[Shown] = set().union(*new)
     if not shown:
         return None
     return Shared(
-        sample=tuple(ordered),
         shown=frozenset(shown),
         sides=(side_a, side_b),
         hash_seed=hash_seed,
         probes=tuple(range(first, case.step_no() + 1)),
-        runs=TOGETHER_RUNS,
-        failed_runs=failed_runs,
+        failed_runs=sum(1 for found in new if found),
     )
 
 
@@ -286,13 +270,10 @@ def confirm_member(
     if alone.status != "completed" or not others:
         return frozenset()
     base = _failures(alone)
-    shown: set[Shown] = set()
-    for _ in range(MEMBER_RUNS):
-        results = case.probe_together(
-            f"{shown_as}: beside the other side", [side_a, others], shared.hash_seed
-        )
-        shown |= {f for f in _failures(results[0]) - base if f[0] == case.nodeid}
-    return frozenset(shown)
+    purpose = f"{shown_as}: beside the other side"
+    runs = [case.probe_together(purpose, [side_a, others], shared.hash_seed)
+            for _ in range(MEMBER_RUNS)]  # fmt: skip
+    return frozenset(f for r in runs for f in _failures(r[0]) - base if f[0] == case.nodeid)
 
 
 def explained(
@@ -440,26 +421,20 @@ class Crossed:
             what = "; ".join(shown[:3]) or "failures at the same code"
             how = (
                 f"fails while another worker uses {self.shown_as} at the same time ({what}): "
-                f"{len(v.sample)} of the tests that use it, run by two processes at once, "
-                f"failed in {v.failed_runs} of {v.runs} runs, and each process alone passed"
+                f"{len(v.sides[0])} of the tests that use it, run by two processes at once, "
+                f"failed in {v.failed_runs} of {TOGETHER_RUNS} runs, and each process alone passed"
             )
         case.claim("collision", how, numbers)
         self._facts(case, partner, len(self.explained))
-        if len(v.sample) <= 2:  # the probe's sides are this pair
+        if len(v.sides[0]) <= 2:  # the probe's sides are this pair
             self._pair(case, self.explained[0], confirmed=not self.lead_id or None)
         else:
-            self._sides(case, self.explained[0])
-
-    def _sides(self, case: Case, attempt: Attempt) -> None:
-        """The reproducer: the sides the resource's probe ran, this test last on the
-        first (a narrow race a single pair seldom shows; the sides do). Confirmed
-        when they are the probe's own (this test leads)."""
-        v = self.verdict
-        assert v is not None
-        mine = [s for s in v.sides[0] if s.nodeid != case.nodeid]
-        steps = [*mine, Step.of(attempt, now=None) if mine else Step.of(attempt)]
-        case.reproduce(steps, v.hash_seed, confirmed=True if not self.lead_id else None,
-                       together=list(v.sides[1]), resource=self.shown_as)  # fmt: skip
+            # The reproducer: the sides the probe ran, this test last on the first (a narrow
+            # race a single pair seldom shows; the sides do), confirmed when they are its own.
+            mine = [s for s in v.sides[0] if s.nodeid != nodeid]  # never empty: over 2 steps
+            case.reproduce([*mine, Step.of(self.explained[0], now=None)], v.hash_seed,
+                           confirmed=not self.lead_id or None, together=list(v.sides[1]),
+                           resource=self.shown_as)  # fmt: skip
 
     def _facts(self, case: Case, partner: str, explained: int) -> None:
         case.facts["collision"] = {

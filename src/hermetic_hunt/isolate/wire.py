@@ -17,7 +17,7 @@ partner holds the shared path), at most :data:`AFTER_WAIT` seconds later.
 
 Server -> client (its response pipe)::
 
-    {"op": "ready", "collected": ["nodeid", ...], "hash_seed": "123", "fork": true}
+    {"op": "ready", "collected": ["nodeid", ...]}
     {"op": "result", "id": 7, "status": "completed" | "timeout" | "error",
      "duration": 0.03, "detail": "", "steps": [{attempt}, ...]}
 
@@ -42,6 +42,7 @@ from hermetic_hunt.engine.runner import Job
 from hermetic_hunt.findings import ProbeResult
 from hermetic_hunt.models import Attempt
 from hermetic_hunt.project import files_of
+from hermetic_hunt.untrusted import text_or
 
 #: Environment variable that hands a probe server its settings (JSON).
 ENV = "HERMETIC_HUNT_PROBE"
@@ -85,24 +86,18 @@ def probe_args(argv: Sequence[str]) -> list[str]:
     runs the tests it names.
     """
     out: list[str] = []
-    args = list(argv)
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
+    args = iter(argv)
+    for arg in args:
         name, has_value, _ = arg.partition("=")
         if arg == "--":
-            out.extend(args[index - 1 :])
-            break
+            return [*out, arg, *args]
         if name.startswith(_DROP_PREFIXES) or name in _DROP_WITH_VALUE:
             if not has_value:
-                index += 1  # the value is the next argument
+                next(args, None)  # the value is the next argument
             continue
-        if arg in _DROP_FLAGS:
-            continue
-        if arg.startswith("-n") and arg[2:].replace("auto", "1").isdigit():
-            continue  # -n2, -nauto
-        out.append(arg)
+        workers = arg.startswith("-n") and arg[2:].replace("auto", "1").isdigit()  # -n2, -nauto
+        if arg not in _DROP_FLAGS and not workers:
+            out.append(arg)
     return out
 
 
@@ -179,14 +174,10 @@ def result(request_id: int, status: str, detail: str = "", attempts: Sequence[At
 
 def result_from(message: dict[str, Any]) -> ProbeResult:
     """A ``result`` message as a :class:`~hermetic_hunt.findings.ProbeResult`."""
-    steps = engine_wire.attempts_in({"attempts": message.get("steps")})
-    status = message.get("status")
-    duration = message.get("duration")
-    detail = message.get("detail")
+    status, duration = message.get("status"), message.get("duration")
     return ProbeResult(
-        status="completed" if status == "completed" else "timeout" if status == "timeout"
-        else "error",
-        steps=tuple(steps),
+        status=status if status in ("completed", "timeout") else "error",
+        steps=tuple(engine_wire.attempts_in({"attempts": message.get("steps")})),
         duration=float(duration) if isinstance(duration, (int, float)) else 0.0,
-        detail=detail if isinstance(detail, str) else "",
-    )  # fmt: skip
+        detail=text_or(message.get("detail")),
+    )

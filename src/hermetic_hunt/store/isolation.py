@@ -148,19 +148,6 @@ class RunHistory:
         )
         return found[0] if found else None
 
-    def overlapping(self, attempt: Attempt) -> list[Attempt]:
-        """Attempts on other workers of ``attempt``'s round that ran at the same real
-        time and wrote paths (what a collision's partner is among), earliest first."""
-        if attempt.started is None:
-            return []
-        return self._attempts(
-            "WHERE a.run_id = ? AND a.round = ? AND a.worker != ? AND "
-            "a.writes IS NOT NULL AND a.started IS NOT NULL AND a.started < ? AND "
-            "a.started + a.duration > ? ORDER BY a.started, a.id",
-            (attempt.run_id, attempt.round_no, attempt.worker,
-             attempt.started + attempt.duration, attempt.started),
-        )  # fmt: skip
-
     def writes(self) -> dict[str, set[str]]:
         """The paths each test of the run wrote in the hunt, by nodeid."""
         out: dict[str, set[str]] = {}

@@ -152,23 +152,17 @@ class Plan:
 
 def resolve(target: Target, source: Source) -> Plan:
     """The plan of ``target`` (UnknownId, BadJournal, BadDatabase on bad input)."""
-    if target.kind == "attempt":
-        assert target.number is not None
-        attempt = source.attempt(target.number)
-        if attempt is None:
+    if target.kind in ("attempt", "flake"):
+        is_attempt = target.kind == "attempt"
+        found = source.attempt(target.number or 0) if is_attempt else source.flake(target.ref)
+        if found is None:
             raise UnknownId(
-                f"{target.path} has no attempt {target.ref}: see 'hermetic-hunt list' for the "
-                "ids it holds"
+                f"{target.path} has no {target.kind} {target.ref}: see 'hermetic-hunt list' "
+                f"for the {'ids' if is_attempt else 'flakes'} it holds"
             )
-        return _attempt_plan(target, attempt, source)
-    if target.kind == "flake":
-        flake = source.flake(target.ref)
-        if flake is None:
-            raise UnknownId(
-                f"{target.path} has no flake {target.ref}: see 'hermetic-hunt list' for the "
-                "flakes it holds"
-            )
-        return _flake_plan(target, flake, source)
+        if isinstance(found, Attempt):
+            return _attempt_plan(target, found, source)
+        return _flake_plan(target, found, source)
     flake = source.flake_of(target.ref)
     if flake is not None:
         return _flake_plan(target, flake, source)

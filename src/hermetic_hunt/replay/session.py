@@ -307,19 +307,14 @@ class ReplayRunner:
 
         beside = Beside(self.engine, session, Job(self.together))
         beside.release()
-        self._wait_for_partner()
+        # Until the partner holds the shared path (it exists), at most PARTNER_WAIT.
+        until, path = time.monotonic() + PARTNER_WAIT, self.resource
+        while path is not None and not path.exists() and time.monotonic() < until:
+            time.sleep(0.005)
         try:
             yield
         finally:
             self.reporter.partner = beside.finish(self.engine.settings.probe_timeout)
-
-    def _wait_for_partner(self) -> None:
-        """Until the partner holds the shared path (it exists), at most PARTNER_WAIT."""
-        until = time.monotonic() + PARTNER_WAIT
-        while self.resource is not None and time.monotonic() < until:
-            if self.resource.exists():
-                return
-            time.sleep(0.005)
 
 
 #: Options that choose which tests run or where: a replay's reproducer decides.

@@ -314,7 +314,6 @@ class XdistController:
         self.numnodes = numnodes
         self.scheduler: HuntScheduling | None = None
         self._specs_left = 0
-        self._saved_hash_seed: str | None = None
         self._vary_hash_seed = "PYTHONHASHSEED" not in os.environ
         self._next_slot = 0
         self.hash_seeds: dict[str, str] = {}
@@ -342,8 +341,8 @@ class XdistController:
         self._next_slot += 1
         if self._specs_left > 0:
             self._set_hash_seed(self._next_slot)
-        else:
-            self._restore_hash_seed()
+        elif self._vary_hash_seed:  # every worker started: unset again, as the user had it
+            os.environ.pop("PYTHONHASHSEED", None)
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[WORKERINPUT_KEY] = self.hunt.settings.to_json()
@@ -371,21 +370,9 @@ class XdistController:
             self._set_hash_seed(self._next_slot)
 
     def _set_hash_seed(self, incarnation: int) -> None:
-        if not self._vary_hash_seed:
-            return
-        if self._saved_hash_seed is None:
-            self._saved_hash_seed = os.environ.get("PYTHONHASHSEED", "")
-        seed = worker_hash_seed(self.hunt.settings.base_seed, incarnation)
-        os.environ["PYTHONHASHSEED"] = str(seed)
-
-    def _restore_hash_seed(self) -> None:
-        if self._saved_hash_seed is None:
-            return
-        if self._saved_hash_seed:
-            os.environ["PYTHONHASHSEED"] = self._saved_hash_seed
-        else:
-            os.environ.pop("PYTHONHASHSEED", None)
-        self._saved_hash_seed = None
+        if self._vary_hash_seed:  # (else every worker runs under the user's)
+            seed = worker_hash_seed(self.hunt.settings.base_seed, incarnation)
+            os.environ["PYTHONHASHSEED"] = str(seed)
 
 
 def worker_settings(config: pytest.Config) -> Settings | None:

@@ -199,12 +199,12 @@ def parse_horizon(text: str) -> int:
 _DAY_TEXT = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})\s*$")
 
 
-def parse_today(text: str) -> str | float:
-    """``--hermetic-hunt-today``: ``now`` or ``commit`` (kept as words; the plugin
-    resolves them) or a day ``YYYY-MM-DD`` (-> its midnight, UTC epoch seconds)."""
+def parse_today(text: str) -> str | float | None:
+    """``--hermetic-hunt-today``: ``now`` -> None (the run's today), ``commit`` (the plugin
+    resolves it) or a day ``YYYY-MM-DD`` -> its midnight (UTC epoch seconds)."""
     value = text.strip().lower()
     if value in ("now", "commit"):
-        return value
+        return None if value == "now" else value
     match = _DAY_TEXT.match(value)
     try:
         if match is None:

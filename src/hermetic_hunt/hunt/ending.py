@@ -34,8 +34,7 @@ def finish(hunt: HuntState, rounds: Rounds, interrupts: Interrupts, session: pyt
     interrupted = (
         interrupted
         or exitstatus == pytest.ExitCode.INTERRUPTED
-        or bool(session.shouldfail)
-        or bool(session.shouldstop)
+        or bool(session.shouldfail or session.shouldstop)
         or hunt.error is not None
     )
     found = tallies.failed_attempts or tallies.violation_attempts

@@ -136,10 +136,7 @@ class HuntScheduling:
         name = _worker(node)
         own = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else -1
         waiting = [slot for slot in free if self.backlog.get(slot)]
-        if own in free and not waiting:
-            self.node2slot[node] = own
-        else:
-            self.node2slot[node] = (waiting or free or [len(used)])[0]
+        self.node2slot[node] = (waiting or ([own] if own in free else free) or [len(used)])[0]
         self.running[node] = None
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
@@ -278,11 +275,9 @@ class HuntScheduling:
         """Start the next round when the current one is over."""
         if self.has_pending or self._done:
             return
-        if self.hunt.error is not None or self.hunt.stopping():
-            self._done = True
-            return
         assert self._rounds is not None
-        round_no = next(self._rounds, None)
+        stop = self.hunt.error is not None or self.hunt.stopping()
+        round_no = None if stop else next(self._rounds, None)
         if round_no is None:
             self._done = True
             return

@@ -305,10 +305,8 @@ def _flake_plan(target: Target, flake: Flake, source: Source) -> Plan:
 
 def needs_reexec(needed: int | None, environ: dict[str, str] | os._Environ[str]) -> bool:
     """Whether this process's PYTHONHASHSEED differs from the one ``needed``."""
-    if needed is None:
-        return False
     current = environ.get("PYTHONHASHSEED", "")
-    return not (current.isdigit() and int(current) == needed)
+    return needed is not None and not (current.isdigit() and int(current) == needed)
 
 
 # -- where the printed command runs ------------------------------------------

@@ -28,7 +28,9 @@ from typing import Any
 import pytest
 
 from hermetic_hunt import environment, pasteable, stats
+from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.engine import Conflicts, refuse_conflicts, stop_on_collection_errors
+from hermetic_hunt.engine.executor import process_hash_seed
 from hermetic_hunt.engine.runner import Job, StepRunner
 from hermetic_hunt.errors import BadDatabase, HuntError
 from hermetic_hunt.models import (
@@ -86,8 +88,6 @@ def configure_replay(config: pytest.Config, value: str, marker: str | None = Non
     ignored = _own_selection(config)
     if ignored:
         plan.notes.append(f"{', '.join(ignored)} ignored: the reproducer decides what runs")
-    # Imported only now: a process about to restart under another hash seed
-    # never pays for the sandbox and the executor.
     from hermetic_hunt.engine.engine import Engine
 
     if getattr(config.option, "hermetic_seed", None) is None and plan.steps[-1].seed is not None:
@@ -241,8 +241,6 @@ class ReplayRunner:
         return True
 
     def _forked(self, session: pytest.Session) -> None:
-        from hermetic_hunt.engine import wire
-        from hermetic_hunt.engine.executor import process_hash_seed
         from hermetic_hunt.engine.fork import ChildSetup, run_job
 
         reporter = self.reporter
@@ -272,8 +270,6 @@ class ReplayRunner:
 
     def _show(self, session: pytest.Session, message: dict[str, Any]) -> None:
         """One step of the deciding run as pytest reports (failing ones as the child sent them)."""
-        from hermetic_hunt.engine import wire
-
         hook = session.config.hook
         failing = [r for r in message.get("reports") or [] if isinstance(r, dict)]
         for data in failing:

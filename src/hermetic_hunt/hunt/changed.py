@@ -89,10 +89,8 @@ class DependencyGraph:
                         continue
                     base = ".".join([*parts[:keep], *([base] if base else [])])
                 names = [base] + [f"{base}.{a.name}" if base else a.name for a in node.names]
-            for name in names:
-                target = self._file(self.modules.get(name))
-                if target is not None and target != path:
-                    found.add(target)
+            targets = {self._file(self.modules.get(name)) for name in names}
+            found.update(target for target in targets if target not in (None, path))
         return found
 
     def closure(self, path: Path) -> set[Path]:

@@ -158,8 +158,7 @@ class Rounds:
     def _check_files(self, round_no: int) -> None:
         """Files the round left in the checkout: each a leak of the attempt that wrote it."""
         hunt = self.hunt
-        changes = hunt.files.check() if hunt.files is not None else []
-        if not changes or hunt.files is None:
+        if hunt.files is None or not (changes := hunt.files.check()):
             return
         ran = attempts.read(hunt.store.conn, "WHERE a.run_id = ? AND a.round = ?",
                             (hunt.run_id, round_no))  # fmt: skip

@@ -359,7 +359,7 @@ class XdistController:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if error is not None:
             # A replacement worker is about to start: give it a fresh,
-            # recorded hash seed (restored by pytest_xdist_newgateway).
+            # recorded hash seed (unset again by pytest_xdist_newgateway).
             self._specs_left = 1
             self._next_slot += 1
             self._set_hash_seed(self._next_slot)

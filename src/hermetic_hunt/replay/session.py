@@ -343,9 +343,7 @@ def _own_selection(config: pytest.Config) -> list[str]:
 
 def _pytest_entry() -> list[str] | None:
     """How this process was started as pytest (None: not from pytest's command line)."""
-    if not sys.argv or not sys.argv[0]:
-        return None
-    argv0 = Path(sys.argv[0])
+    argv0 = Path(sys.argv[0] if sys.argv else "")  # ("": not pytest's name either)
     if argv0.name == "__main__.py" and argv0.parent.name == "pytest":
         return ["-m", "pytest"]
     if argv0.name in ("pytest", "py.test") and argv0.is_file():

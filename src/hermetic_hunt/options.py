@@ -54,9 +54,8 @@ def parse_hunt(text: str) -> tuple[int | None, float | None]:
 def parse_choice(option: str, text: str, choices: tuple[_Word, ...]) -> _Word:
     """One of ``choices`` (``--hermetic-hunt-mode``: one of :data:`MODES`, ...)."""
     value = text.strip().lower()
-    for choice in choices:
-        if choice == value:
-            return choice
+    if value in choices:
+        return choices[choices.index(value)]
     raise BadOption(f"{option}: expected one of {', '.join(choices)}, got {text!r}")
 
 

@@ -97,8 +97,7 @@ class HuntController(HuntState):
         return [
             f"hermetic-hunt: run {self.run_id} · {s.describe_length} · mode {s.mode} · "
             f"order {s.order} · time {s.time.spec()}{shard} · base seed {s.base_seed} "
-            f"(--hermetic-seed={s.base_seed}) "
-            f"· database {where}"
+            f"(--hermetic-seed={s.base_seed}) · database {where}"
         ]
 
     def set_tests(self, nodeids: Sequence[str]) -> None:

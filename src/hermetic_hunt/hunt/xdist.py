@@ -250,16 +250,13 @@ class HuntScheduling:
         if all(seeds) and seeds[0] != seeds[1]:
             from hermetic_hunt.isolate.wire import probe_args
 
-            args = [
-                a
-                for a in probe_args([str(a) for a in self.config.invocation_params.args])
-                if not re.fullmatch(r"-[qv]+|--quiet|--verbose", a)
-            ]
-            commands = [
-                f"PYTHONHASHSEED={seed} {shlex.join(['pytest', '--collect-only', '-q', *args])}"
-                for seed in seeds
-            ]
-            see = f"; compare: {commands[0]} with: {commands[1]}"
+            given = probe_args([str(a) for a in self.config.invocation_params.args])
+            args = [a for a in given if not re.fullmatch(r"-[qv]+|--quiet|--verbose", a)]
+            command = shlex.join(["pytest", "--collect-only", "-q", *args])
+            see = (
+                f"; compare: PYTHONHASHSEED={seeds[0]} {command} "
+                f"with: PYTHONHASHSEED={seeds[1]} {command}"
+            )
         return (
             f"workers collected different tests: {what}. A hunt gives each worker its own "
             "PYTHONHASHSEED and this suite's collection depends on it (a parametrization "
@@ -448,11 +445,7 @@ class XdistWorker:
 
     def _loop(self, session: pytest.Session, commands: queue.Queue[Any], interactor: Any,
               setup: ChildSetup, hash_seed: int | None) -> None:  # fmt: skip
-        while True:
-            command = commands.get()
-            if command is _CLOSED:
-                break
-            name, kwargs = command
+        for name, kwargs in iter(commands.get, _CLOSED):
             if name == "shutdown":
                 break
             if name != COMMAND:

@@ -321,11 +321,9 @@ def location_arg(rootdir: str, invocation_dir: str, cwd: str) -> str | None:
     elsewhere: it must not point a command at arbitrary places).
     """
     here = Path(cwd).resolve()
-    candidates: list[Path] = [Path(rootdir)]
-    try:
-        relative = Path(rootdir).relative_to(invocation_dir)
-    except ValueError:
-        relative = None
+    root = Path(rootdir)
+    candidates = [root]
+    relative = root.relative_to(invocation_dir) if root.is_relative_to(invocation_dir) else None
     if relative is not None and relative.parts and ".." not in relative.parts:
         candidates.append(here / relative)
     for candidate in candidates:

@@ -19,9 +19,9 @@ session finish (flush, isolation, status) -> terminal summary.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Generator, Sequence
+from time import perf_counter
 from typing import Any
 
 import pytest
@@ -38,8 +38,6 @@ from hermetic_hunt.hunt.signals import Interrupts
 from hermetic_hunt.hunt.state import HuntState
 from hermetic_hunt.models import Attempt, RunInfo
 from hermetic_hunt.store import runs
-
-_PERF = time.perf_counter
 
 
 class HuntController(HuntState):
@@ -83,7 +81,7 @@ class HuntController(HuntState):
         except HuntError as exc:  # a full disk before the first round: nothing to keep
             raise pytest.UsageError(str(exc)) from None
         self.session = session
-        self.rounds.started = _PERF()
+        self.rounds.started = perf_counter()
         if self.terminal.reporter is not None:
             # A file name per attempt and a percentage that passes 100% in the
             # first round say nothing in a hunt: the progress lines replace them.
@@ -116,7 +114,7 @@ class HuntController(HuntState):
             # -q hides pytest's header: keep ours, as pytest-randomly keeps its seed.
             for text in self.pytest_report_header(self.config):
                 self.terminal.line(text)
-        self.rounds.started = _PERF()
+        self.rounds.started = perf_counter()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         # On xdist's controller too: it replays the workers' failed reports (once each).
@@ -177,11 +175,11 @@ class HuntController(HuntState):
         if self._finished:
             return
         self._finished = True
-        self.rounds.seconds = _PERF() - self.rounds.started
+        self.rounds.seconds = perf_counter() - self.rounds.started
         self.rounds.end_stress()
         ending.finish(self, self.rounds, self.interrupts, session, int(exitstatus),
                       interrupted=self.interrupted)  # fmt: skip
 
     def summary_header(self) -> str:
-        seconds = self.rounds.seconds if self._finished else _PERF() - self.rounds.started
+        seconds = self.rounds.seconds if self._finished else perf_counter() - self.rounds.started
         return ending.summary_header(self, self.rounds, seconds)

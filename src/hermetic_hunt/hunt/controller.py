@@ -41,11 +41,7 @@ from hermetic_hunt.store import runs
 
 
 class HuntController(HuntState):
-    """pytest plugin on the session-owning process of a hunt: its set-up and hooks.
-
-    ``rounds``: its rounds and their barrier; ``intake`` (the state's): what
-    comes back from them.
-    """
+    """pytest plugin on the session-owning process of a hunt: its set-up and hooks."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -251,12 +251,8 @@ class ReplayRunner:
             with self._beside(session):
                 run_job(self.engine, session, self.runner.job, ChildSetup(), lines.extend,
                         hash_seed=hash_seed)  # fmt: skip
-            steps: list[dict[str, Any]] = []
-            for line in lines:
-                with contextlib.suppress(ValueError):  # a line that is not ours
-                    message = wire.decode(line)
-                    if isinstance(message.get("step"), int):
-                        steps.append(message)
+            messages = wire.decode_batch(lines)  # (None: a line that is no JSON object)
+            steps = [m for m in messages if m is not None and isinstance(m.get("step"), int)]
             records = [a for m in steps for a in wire.attempts_in(m)]
             verdict = reporter.verdict_of(records)
             reporter.verdicts.append(verdict)

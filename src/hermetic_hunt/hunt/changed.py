@@ -111,10 +111,8 @@ def why_selected(test_file: Path, changed: set[Path], graph: DependencyGraph) ->
             return f"{(folder / 'conftest.py').relative_to(graph.rootdir).as_posix()} changed"
         if folder == graph.rootdir:
             break
-    touched = sorted(graph.closure(test_file) & changed)
-    if touched:
-        return f"imports {touched[0].relative_to(graph.rootdir).as_posix()}"
-    return None
+    touched = min(graph.closure(test_file) & changed, default=None)  # (the first by path)
+    return None if touched is None else f"imports {touched.relative_to(graph.rootdir).as_posix()}"
 
 
 def select(paths: Iterable[Path], changed: set[Path], rootdir: Path) -> dict[Path, str]:
@@ -179,9 +177,7 @@ class ChangedFilter:
             session.exitstatus = pytest.ExitCode.OK
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if getattr(self.config, "workerinput", None) is not None:
-            return
-        if self.nothing:
+        if self.nothing and getattr(self.config, "workerinput", None) is None:
             terminalreporter.write_line(
                 f"hermetic-hunt: no test changed since {self.described} ({self.sha[:12]}): "
                 "nothing to hunt"

@@ -34,10 +34,8 @@ from hermetic_hunt.store import attempts, runs
 class Rounds:
     """The rounds of one hunt and their barrier (a part of its controller).
 
-    Per planned round: its plan, the slices still running, the step lines
-    planned and received, and whether a slice was cut short. ``completed``
-    counts the rounds whose barrier passed; ``incomplete`` lists the rounds
-    whose step lines did not add up: ``(round, planned, received)``;
+    ``completed`` counts the rounds whose barrier passed; ``incomplete`` lists
+    the rounds whose step lines did not add up: ``(round, planned, received)``;
     ``seconds``: how long the rounds took (set when they end).
     """
 

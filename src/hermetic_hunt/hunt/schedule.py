@@ -115,9 +115,7 @@ def strategy_for(order: str, round_no: int) -> str:
     if round_no == 0:
         return DEFAULT_ROUND
     if order == "auto":
-        if round_no == AUTO_TWICE_ROUND:
-            return "twice"
-        return AUTO_CYCLE[round_no % len(AUTO_CYCLE)]
+        return "twice" if round_no == AUTO_TWICE_ROUND else AUTO_CYCLE[round_no % len(AUTO_CYCLE)]
     return order
 
 

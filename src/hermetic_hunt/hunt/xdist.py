@@ -269,7 +269,6 @@ class HuntScheduling:
         return f"{_worker(node)} (PYTHONHASHSEED={seed})" if seed else _worker(node)
 
     def _advance(self) -> None:
-        """Start the next round when the current one is over."""
         if self.has_pending or self._done:
             return
         assert self._rounds is not None

@@ -117,9 +117,6 @@ def replay(ref: str, pytest_args: tuple[str, ...], db: str, run: bool) -> None:
     sys.exit(subprocess.call([sys.executable, "-m", "pytest", *argv[1:]], env=env))
 
 
-# -- reading a database: report, list, show, merge, demo ---------------------------------
-
-
 def _run_option(help: str) -> Callable[[F], F]:
     return click.option("--run", "run_id", type=click.IntRange(min=1), metavar="R", help=help)
 
@@ -129,11 +126,6 @@ _RUN_OPTION = _run_option("Only run R of the database (default: every run in it)
 
 def _examples(*lines: str) -> str:
     return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines) + "\n"
-
-
-def _finish(found: bool, exit_zero: bool = False) -> None:
-    if found and not exit_zero:
-        click.get_current_context().exit(EXIT_FOUND)
 
 
 @main.command(
@@ -193,7 +185,8 @@ def report(
         click.echo(f"wrote {display_path(outcome.path)} · {outcome.summary}")
     else:
         click.echo(outcome.text or "", nl=False)
-    _finish(outcome.findings, exit_zero)
+    if outcome.findings and not exit_zero:
+        click.get_current_context().exit(EXIT_FOUND)
 
 
 @main.command(
@@ -217,7 +210,8 @@ def list_flakes(db: str, run_id: int | None) -> None:
 
     lines, found = list_lines(db, run=run_id)
     click.echo("\n".join(lines))
-    _finish(found)
+    if found:
+        click.get_current_context().exit(EXIT_FOUND)
 
 
 @main.command(

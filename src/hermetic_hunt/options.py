@@ -54,9 +54,8 @@ def parse_hunt(text: str) -> tuple[int | None, float | None]:
 def parse_choice(option: str, text: str, choices: tuple[_Word, ...]) -> _Word:
     """One of ``choices`` (``--hermetic-hunt-mode``: one of :data:`MODES`, ...)."""
     value = text.strip().lower()
-    for choice in choices:
-        if choice == value:
-            return choice
+    if value in choices:
+        return choices[choices.index(value)]
     raise BadOption(f"{option}: expected one of {', '.join(choices)}, got {text!r}")
 
 
@@ -199,12 +198,12 @@ def parse_horizon(text: str) -> int:
 _DAY_TEXT = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})\s*$")
 
 
-def parse_today(text: str) -> str | float:
-    """``--hermetic-hunt-today``: ``now`` or ``commit`` (kept as words; the plugin
-    resolves them) or a day ``YYYY-MM-DD`` (-> its midnight, UTC epoch seconds)."""
+def parse_today(text: str) -> str | float | None:
+    """``--hermetic-hunt-today``: ``now`` -> None (the run's today), ``commit`` (the plugin
+    resolves it) or a day ``YYYY-MM-DD`` -> its midnight (UTC epoch seconds)."""
     value = text.strip().lower()
     if value in ("now", "commit"):
-        return value
+        return None if value == "now" else value
     match = _DAY_TEXT.match(value)
     try:
         if match is None:

@@ -153,19 +153,17 @@ HUNT_OPTIONS: tuple[HuntOption, ...] = (
 def _dates_from(text: str) -> float | None:
     """``--hermetic-hunt-today``'s first start date (None: the run's today)."""
     value = options.parse_today(text)
-    if value == "now":
-        return None
-    if value == "commit":
-        from hermetic_hunt import vcs
+    if not isinstance(value, str):
+        return value
+    from hermetic_hunt import vcs
 
-        when = vcs.commit_time("HEAD", os.getcwd())
-        if when is None:
-            raise BadOption(
-                f"--hermetic-hunt-today=commit: {os.getcwd()} is not in a git checkout with "
-                "a commit: use now or a day like 2024-02-29"
-            )
-        return when
-    return float(value)
+    when = vcs.commit_time("HEAD", os.getcwd())
+    if when is None:
+        raise BadOption(
+            f"--hermetic-hunt-today=commit: {os.getcwd()} is not in a git checkout with "
+            "a commit: use now or a day like 2024-02-29"
+        )
+    return when
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

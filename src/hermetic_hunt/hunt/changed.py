@@ -89,10 +89,8 @@ class DependencyGraph:
                         continue
                     base = ".".join([*parts[:keep], *([base] if base else [])])
                 names = [base] + [f"{base}.{a.name}" if base else a.name for a in node.names]
-            for name in names:
-                target = self._file(self.modules.get(name))
-                if target is not None and target != path:
-                    found.add(target)
+            targets = {self._file(self.modules.get(name)) for name in names}
+            found.update(target for target in targets if target not in (None, path))
         return found
 
     def closure(self, path: Path) -> set[Path]:
@@ -113,10 +111,8 @@ def why_selected(test_file: Path, changed: set[Path], graph: DependencyGraph) ->
             return f"{(folder / 'conftest.py').relative_to(graph.rootdir).as_posix()} changed"
         if folder == graph.rootdir:
             break
-    touched = sorted(graph.closure(test_file) & changed)
-    if touched:
-        return f"imports {touched[0].relative_to(graph.rootdir).as_posix()}"
-    return None
+    touched = min(graph.closure(test_file) & changed, default=None)  # (the first by path)
+    return None if touched is None else f"imports {touched.relative_to(graph.rootdir).as_posix()}"
 
 
 def select(paths: Iterable[Path], changed: set[Path], rootdir: Path) -> dict[Path, str]:
@@ -181,9 +177,7 @@ class ChangedFilter:
             session.exitstatus = pytest.ExitCode.OK
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if getattr(self.config, "workerinput", None) is not None:
-            return
-        if self.nothing:
+        if self.nothing and getattr(self.config, "workerinput", None) is None:
             terminalreporter.write_line(
                 f"hermetic-hunt: no test changed since {self.described} ({self.sha[:12]}): "
                 "nothing to hunt"

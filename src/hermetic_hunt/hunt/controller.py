@@ -19,9 +19,9 @@ session finish (flush, isolation, status) -> terminal summary.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Generator, Sequence
+from time import perf_counter
 from typing import Any
 
 import pytest
@@ -39,15 +39,9 @@ from hermetic_hunt.hunt.state import HuntState
 from hermetic_hunt.models import Attempt, RunInfo
 from hermetic_hunt.store import runs
 
-_PERF = time.perf_counter
-
 
 class HuntController(HuntState):
-    """pytest plugin on the session-owning process of a hunt: its set-up and hooks.
-
-    ``rounds``: its rounds and their barrier; ``intake`` (the state's): what
-    comes back from them.
-    """
+    """pytest plugin on the session-owning process of a hunt: its set-up and hooks."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -83,7 +77,7 @@ class HuntController(HuntState):
         except HuntError as exc:  # a full disk before the first round: nothing to keep
             raise pytest.UsageError(str(exc)) from None
         self.session = session
-        self.rounds.started = _PERF()
+        self.rounds.started = perf_counter()
         if self.terminal.reporter is not None:
             # A file name per attempt and a percentage that passes 100% in the
             # first round say nothing in a hunt: the progress lines replace them.
@@ -97,8 +91,7 @@ class HuntController(HuntState):
         return [
             f"hermetic-hunt: run {self.run_id} · {s.describe_length} · mode {s.mode} · "
             f"order {s.order} · time {s.time.spec()}{shard} · base seed {s.base_seed} "
-            f"(--hermetic-seed={s.base_seed}) "
-            f"· database {where}"
+            f"(--hermetic-seed={s.base_seed}) · database {where}"
         ]
 
     def set_tests(self, nodeids: Sequence[str]) -> None:
@@ -117,7 +110,7 @@ class HuntController(HuntState):
             # -q hides pytest's header: keep ours, as pytest-randomly keeps its seed.
             for text in self.pytest_report_header(self.config):
                 self.terminal.line(text)
-        self.rounds.started = _PERF()
+        self.rounds.started = perf_counter()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         # On xdist's controller too: it replays the workers' failed reports (once each).
@@ -178,11 +171,11 @@ class HuntController(HuntState):
         if self._finished:
             return
         self._finished = True
-        self.rounds.seconds = _PERF() - self.rounds.started
+        self.rounds.seconds = perf_counter() - self.rounds.started
         self.rounds.end_stress()
         ending.finish(self, self.rounds, self.interrupts, session, int(exitstatus),
                       interrupted=self.interrupted)  # fmt: skip
 
     def summary_header(self) -> str:
-        seconds = self.rounds.seconds if self._finished else _PERF() - self.rounds.started
+        seconds = self.rounds.seconds if self._finished else perf_counter() - self.rounds.started
         return ending.summary_header(self, self.rounds, seconds)

@@ -1,13 +1,9 @@
-"""The end of a hunt: its status, pytest's exit status, isolation.
-
-:func:`finish` runs once the rounds are over (pytest's session finish):
-what is pending is stored, the indexes of the attempts built (when the hunt
-deferred them: :meth:`~hermetic_hunt.store.core.Store.defer_indexes`), the
-run gets its status (``complete``, ``incomplete``, ``interrupted``) and
-pytest its exit status, what pytest's terminal keeps of the attempts is
-condensed (:class:`~.terminal.Terminal`),
-isolation runs when something failed, and a run whose failures all fall on
-dates before today exits 0.
+"""The end of a hunt (:func:`finish`, at pytest's session finish): what is pending
+stored, the attempts' indexes built when the hunt deferred them
+(:meth:`~hermetic_hunt.store.core.Store.defer_indexes`), the run's status
+(``complete``, ``incomplete``, ``interrupted``) and pytest's exit status, the
+terminal condensed (:class:`~.terminal.Terminal`), isolation when something
+failed; a run whose failures all fall on dates before today exits 0.
 """
 
 from __future__ import annotations
@@ -34,8 +30,7 @@ def finish(hunt: HuntState, rounds: Rounds, interrupts: Interrupts, session: pyt
     interrupted = (
         interrupted
         or exitstatus == pytest.ExitCode.INTERRUPTED
-        or bool(session.shouldfail)
-        or bool(session.shouldstop)
+        or bool(session.shouldfail or session.shouldstop)
         or hunt.error is not None
     )
     found = tallies.failed_attempts or tallies.violation_attempts

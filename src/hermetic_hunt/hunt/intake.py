@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import itertools
 import operator
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from time import perf_counter
 from typing import Any, cast
 
 from hermetic_hunt.engine import wire
@@ -35,7 +35,6 @@ from hermetic_hunt.models import FAILING, Attempt, Columns, Leak
 from hermetic_hunt.store import Store
 from hermetic_hunt.store.attempts import first_executions
 
-_PERF = time.perf_counter
 FLUSH_EVERY = 2000
 FLUSH_SECONDS = 2.0
 
@@ -85,7 +84,7 @@ class Intake:
         self._show = show
         self._moved = moved
         self._listing = listing
-        self._last_flush = _PERF()
+        self._last_flush = perf_counter()
 
     def take(
         self, lines: Sequence[bytes], run_id: int, worker: str, round_no: int
@@ -198,7 +197,7 @@ class Intake:
         """Write what is pending (``due``: only once :data:`FLUSH_EVERY` attempts or
         :data:`FLUSH_SECONDS` are reached). Raises :class:`~hermetic_hunt.errors.HuntError`
         on a full disk: nothing is lost, it stays pending."""
-        if due and self.waiting < FLUSH_EVERY and _PERF() - self._last_flush < FLUSH_SECONDS:
+        if due and self.waiting < FLUSH_EVERY and perf_counter() - self._last_flush < FLUSH_SECONDS:
             return
         old = str(self.store.path)
         moved = self.store.reclaim()  # the database is the hunt's: a test that removed it
@@ -208,7 +207,7 @@ class Intake:
             self.store.add_attempts(self.pending, self.test_ids)
             self.stored += self.waiting
             self.pending, self.waiting = [], 0
-        self._last_flush = _PERF()
+        self._last_flush = perf_counter()
 
     def store_leaks(self, run_id: int, round_no: int | None = None) -> None:
         """Write the leaks of ``round_no`` (None: of every round), each with its attempt's id."""

@@ -14,9 +14,9 @@ leaks are stored, and the progress line is printed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from time import perf_counter
 from typing import Any
 
 from hermetic_hunt.engine.files import attribute
@@ -30,16 +30,12 @@ from hermetic_hunt.models import Leak, Settings, Step
 from hermetic_hunt.seeds import round_now
 from hermetic_hunt.store import attempts, runs
 
-_PERF = time.perf_counter
-
 
 class Rounds:
     """The rounds of one hunt and their barrier (a part of its controller).
 
-    Per planned round: its plan, the slices still running, the step lines
-    planned and received, and whether a slice was cut short. ``completed``
-    counts the rounds whose barrier passed; ``incomplete`` lists the rounds
-    whose step lines did not add up: ``(round, planned, received)``;
+    ``completed`` counts the rounds whose barrier passed; ``incomplete`` lists
+    the rounds whose step lines did not add up: ``(round, planned, received)``;
     ``seconds``: how long the rounds took (set when they end).
     """
 
@@ -48,7 +44,7 @@ class Rounds:
         self.completed = 0
         self.incomplete: list[tuple[int, int, int]] = []
         self.plans: dict[int, RoundPlan] = {}
-        self.started = _PERF()
+        self.started = perf_counter()
         self.seconds = 0.0
         self._slices_left: dict[int, int] = {}
         self._planned: dict[int, int] = {}
@@ -64,7 +60,7 @@ class Rounds:
         while self.hunt.error is None:
             if s.rounds is not None and local >= s.rounds:
                 return
-            if s.budget_seconds is not None and local > 0 and _PERF() >= deadline:
+            if s.budget_seconds is not None and local > 0 and perf_counter() >= deadline:
                 return
             yield s.shard.global_round(local)
             local += 1
@@ -135,7 +131,7 @@ class Rounds:
         strategy = plan.strategy if plan is not None else ""
         if plan is not None and plan.condition != "exact":
             strategy = f"{strategy} · {plan.condition}"
-        elapsed = _PERF() - self.started
+        elapsed = perf_counter() - self.started
         hunt.terminal.line(
             line(self.completed, hunt.settings, strategy, hunt.intake.tallies, elapsed)
         )
@@ -158,8 +154,7 @@ class Rounds:
     def _check_files(self, round_no: int) -> None:
         """Files the round left in the checkout: each a leak of the attempt that wrote it."""
         hunt = self.hunt
-        changes = hunt.files.check() if hunt.files is not None else []
-        if not changes or hunt.files is None:
+        if hunt.files is None or not (changes := hunt.files.check()):
             return
         ran = attempts.read(hunt.store.conn, "WHERE a.run_id = ? AND a.round = ?",
                             (hunt.run_id, round_no))  # fmt: skip

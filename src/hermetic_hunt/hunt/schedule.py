@@ -115,18 +115,8 @@ def strategy_for(order: str, round_no: int) -> str:
     if round_no == 0:
         return DEFAULT_ROUND
     if order == "auto":
-        if round_no == AUTO_TWICE_ROUND:
-            return "twice"
-        return AUTO_CYCLE[round_no % len(AUTO_CYCLE)]
+        return "twice" if round_no == AUTO_TWICE_ROUND else AUTO_CYCLE[round_no % len(AUTO_CYCLE)]
     return order
-
-
-def _split_nodeid(nodeid: str) -> tuple[str, str, str]:
-    """(module path, class path, function name without parameters)."""
-    path, _, rest = nodeid.partition("::")
-    parts = rest.split("::") if rest else [""]
-    function = parts[-1].split("[", 1)[0]
-    return path, "::".join(parts[:-1]), function
 
 
 def shuffled(base_seed: int, round_no: int, tests: Sequence[str]) -> list[int]:
@@ -142,7 +132,9 @@ def grouped(base_seed: int, round_no: int, tests: Sequence[str]) -> list[int]:
     """Shuffle modules, then classes within a module, then functions, then ids."""
 
     def key(i: int) -> tuple[int, int, int, int, int]:
-        module, cls, function = _split_nodeid(tests[i])
+        module, _, rest = tests[i].partition("::")
+        *classes, function = rest.split("::") if rest else [""]
+        cls, function = "::".join(classes), function.split("[", 1)[0]
         return (
             round_key(base_seed, round_no, "m", module),
             round_key(base_seed, round_no, "c", module, cls),
@@ -186,16 +178,6 @@ def split(order: Sequence[int], workers: int) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(order[starts[w] : starts[w + 1]]) for w in range(workers))
 
 
-def rotate(slices: tuple[tuple[int, ...], ...], round_no: int) -> tuple[tuple[int, ...], ...]:
-    """Hand slice ``(w + round) % workers`` to worker ``w``.
-
-    With contiguous slices the same part of the order would otherwise always
-    land on the first worker (e.g. under grouped shuffles of few modules).
-    """
-    n = len(slices)
-    return tuple(slices[(w + round_no) % n] for w in range(n))
-
-
 def plan_round(
     base_seed: int,
     round_no: int,
@@ -213,7 +195,11 @@ def plan_round(
     if strategy == DEFAULT_ROUND or (len(tests) < 2 * workers and round_no % 2 == 1):
         slices = pack(ordering, workers, round_no)
     else:
-        slices = rotate(split(ordering, workers), round_no)
+        # Worker w gets slice (w + round) % workers: with contiguous slices the same
+        # part of the order would otherwise always land on the first worker (e.g.
+        # under grouped shuffles of few modules).
+        parts = split(ordering, workers)
+        slices = tuple(parts[(w + round_no) % workers] for w in range(workers))
     return RoundPlan(
         round_no=round_no,
         strategy=strategy,

@@ -76,8 +76,7 @@ class Tallies:
 
     def add(self, attempt: Attempt) -> None:
         """One attempt, whatever it carries (violations, a failure...)."""
-        if attempt.violations:
-            self.violation_attempts += 1
+        self.violation_attempts += bool(attempt.violations)
         a = attempt
         self._one(a.nodeid, a.outcome, a.repeat, a.round_no, a.execution, a.worker)
 

@@ -71,9 +71,11 @@ class Terminal:
     def count(self, counts: dict[str, int]) -> None:
         """What was counted, never sent as reports (passing attempts, a step's passing
         subtests), by pytest's category: for pytest's last line."""
+        # A report that stands for one that was counted, not sent (for pytest's last line).
+        counted = pytest.TestReport("hermetic-hunt", ("", None, ""), {}, "passed", None, "call")
         for category, count in counts.items():
             if self.reporter is not None and count:
-                _compat.add_stats(self.reporter, category, [_counted()] * count)
+                _compat.add_stats(self.reporter, category, [counted] * count)
 
     def hide_tracebacks(self) -> None:
         """A hunt's failures are expected: no traceback per attempt unless ``--tb`` asks.
@@ -117,11 +119,6 @@ class Terminal:
 
 #: pytest's categories of failing reports, and where their repeats are counted.
 REPEATED = {"failed": "repeated failures", "error": "repeated errors"}
-
-
-def _counted() -> pytest.TestReport:
-    """A report that stands for one that was counted, not sent (for pytest's last line)."""
-    return pytest.TestReport("hermetic-hunt", ("", None, ""), {}, "passed", None, "call")
 
 
 def _keep_subtest_values(report: Any, data: dict[str, Any]) -> None:

@@ -136,10 +136,7 @@ class HuntScheduling:
         name = _worker(node)
         own = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else -1
         waiting = [slot for slot in free if self.backlog.get(slot)]
-        if own in free and not waiting:
-            self.node2slot[node] = own
-        else:
-            self.node2slot[node] = (waiting or free or [len(used)])[0]
+        self.node2slot[node] = (waiting or ([own] if own in free else free) or [len(used)])[0]
         self.running[node] = None
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
@@ -253,16 +250,13 @@ class HuntScheduling:
         if all(seeds) and seeds[0] != seeds[1]:
             from hermetic_hunt.isolate.wire import probe_args
 
-            args = [
-                a
-                for a in probe_args([str(a) for a in self.config.invocation_params.args])
-                if not re.fullmatch(r"-[qv]+|--quiet|--verbose", a)
-            ]
-            commands = [
-                f"PYTHONHASHSEED={seed} {shlex.join(['pytest', '--collect-only', '-q', *args])}"
-                for seed in seeds
-            ]
-            see = f"; compare: {commands[0]} with: {commands[1]}"
+            given = probe_args([str(a) for a in self.config.invocation_params.args])
+            args = [a for a in given if not re.fullmatch(r"-[qv]+|--quiet|--verbose", a)]
+            command = shlex.join(["pytest", "--collect-only", "-q", *args])
+            see = (
+                f"; compare: PYTHONHASHSEED={seeds[0]} {command} "
+                f"with: PYTHONHASHSEED={seeds[1]} {command}"
+            )
         return (
             f"workers collected different tests: {what}. A hunt gives each worker its own "
             "PYTHONHASHSEED and this suite's collection depends on it (a parametrization "
@@ -275,14 +269,11 @@ class HuntScheduling:
         return f"{_worker(node)} (PYTHONHASHSEED={seed})" if seed else _worker(node)
 
     def _advance(self) -> None:
-        """Start the next round when the current one is over."""
         if self.has_pending or self._done:
             return
-        if self.hunt.error is not None or self.hunt.stopping():
-            self._done = True
-            return
         assert self._rounds is not None
-        round_no = next(self._rounds, None)
+        stop = self.hunt.error is not None or self.hunt.stopping()
+        round_no = None if stop else next(self._rounds, None)
         if round_no is None:
             self._done = True
             return
@@ -314,7 +305,6 @@ class XdistController:
         self.numnodes = numnodes
         self.scheduler: HuntScheduling | None = None
         self._specs_left = 0
-        self._saved_hash_seed: str | None = None
         self._vary_hash_seed = "PYTHONHASHSEED" not in os.environ
         self._next_slot = 0
         self.hash_seeds: dict[str, str] = {}
@@ -342,8 +332,8 @@ class XdistController:
         self._next_slot += 1
         if self._specs_left > 0:
             self._set_hash_seed(self._next_slot)
-        else:
-            self._restore_hash_seed()
+        elif self._vary_hash_seed:  # every worker started: unset again, as the user had it
+            os.environ.pop("PYTHONHASHSEED", None)
 
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput[WORKERINPUT_KEY] = self.hunt.settings.to_json()
@@ -365,27 +355,15 @@ class XdistController:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if error is not None:
             # A replacement worker is about to start: give it a fresh,
-            # recorded hash seed (restored by pytest_xdist_newgateway).
+            # recorded hash seed (unset again by pytest_xdist_newgateway).
             self._specs_left = 1
             self._next_slot += 1
             self._set_hash_seed(self._next_slot)
 
     def _set_hash_seed(self, incarnation: int) -> None:
-        if not self._vary_hash_seed:
-            return
-        if self._saved_hash_seed is None:
-            self._saved_hash_seed = os.environ.get("PYTHONHASHSEED", "")
-        seed = worker_hash_seed(self.hunt.settings.base_seed, incarnation)
-        os.environ["PYTHONHASHSEED"] = str(seed)
-
-    def _restore_hash_seed(self) -> None:
-        if self._saved_hash_seed is None:
-            return
-        if self._saved_hash_seed:
-            os.environ["PYTHONHASHSEED"] = self._saved_hash_seed
-        else:
-            os.environ.pop("PYTHONHASHSEED", None)
-        self._saved_hash_seed = None
+        if self._vary_hash_seed:  # (else every worker runs under the user's)
+            seed = worker_hash_seed(self.hunt.settings.base_seed, incarnation)
+            os.environ["PYTHONHASHSEED"] = str(seed)
 
 
 def worker_settings(config: pytest.Config) -> Settings | None:
@@ -466,11 +444,7 @@ class XdistWorker:
 
     def _loop(self, session: pytest.Session, commands: queue.Queue[Any], interactor: Any,
               setup: ChildSetup, hash_seed: int | None) -> None:  # fmt: skip
-        while True:
-            command = commands.get()
-            if command is _CLOSED:
-                break
-            name, kwargs = command
+        for name, kwargs in iter(commands.get, _CLOSED):
             if name == "shutdown":
                 break
             if name != COMMAND:

@@ -152,23 +152,17 @@ class Plan:
 
 def resolve(target: Target, source: Source) -> Plan:
     """The plan of ``target`` (UnknownId, BadJournal, BadDatabase on bad input)."""
-    if target.kind == "attempt":
-        assert target.number is not None
-        attempt = source.attempt(target.number)
-        if attempt is None:
+    if target.kind in ("attempt", "flake"):
+        is_attempt = target.kind == "attempt"
+        found = source.attempt(target.number or 0) if is_attempt else source.flake(target.ref)
+        if found is None:
             raise UnknownId(
-                f"{target.path} has no attempt {target.ref}: see 'hermetic-hunt list' for the "
-                "ids it holds"
+                f"{target.path} has no {target.kind} {target.ref}: see 'hermetic-hunt list' "
+                f"for the {'ids' if is_attempt else 'flakes'} it holds"
             )
-        return _attempt_plan(target, attempt, source)
-    if target.kind == "flake":
-        flake = source.flake(target.ref)
-        if flake is None:
-            raise UnknownId(
-                f"{target.path} has no flake {target.ref}: see 'hermetic-hunt list' for the "
-                "flakes it holds"
-            )
-        return _flake_plan(target, flake, source)
+        if isinstance(found, Attempt):
+            return _attempt_plan(target, found, source)
+        return _flake_plan(target, found, source)
     flake = source.flake_of(target.ref)
     if flake is not None:
         return _flake_plan(target, flake, source)
@@ -311,10 +305,8 @@ def _flake_plan(target: Target, flake: Flake, source: Source) -> Plan:
 
 def needs_reexec(needed: int | None, environ: dict[str, str] | os._Environ[str]) -> bool:
     """Whether this process's PYTHONHASHSEED differs from the one ``needed``."""
-    if needed is None:
-        return False
     current = environ.get("PYTHONHASHSEED", "")
-    return not (current.isdigit() and int(current) == needed)
+    return needed is not None and not (current.isdigit() and int(current) == needed)
 
 
 # -- where the printed command runs ------------------------------------------
@@ -329,11 +321,9 @@ def location_arg(rootdir: str, invocation_dir: str, cwd: str) -> str | None:
     elsewhere: it must not point a command at arbitrary places).
     """
     here = Path(cwd).resolve()
-    candidates: list[Path] = [Path(rootdir)]
-    try:
-        relative = Path(rootdir).relative_to(invocation_dir)
-    except ValueError:
-        relative = None
+    root = Path(rootdir)
+    candidates = [root]
+    relative = root.relative_to(invocation_dir) if root.is_relative_to(invocation_dir) else None
     if relative is not None and relative.parts and ".." not in relative.parts:
         candidates.append(here / relative)
     for candidate in candidates:

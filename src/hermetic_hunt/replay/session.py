@@ -28,7 +28,9 @@ from typing import Any
 import pytest
 
 from hermetic_hunt import environment, pasteable, stats
+from hermetic_hunt.engine import wire
 from hermetic_hunt.engine.engine import Conflicts, refuse_conflicts, stop_on_collection_errors
+from hermetic_hunt.engine.executor import process_hash_seed
 from hermetic_hunt.engine.runner import Job, StepRunner
 from hermetic_hunt.errors import BadDatabase, HuntError
 from hermetic_hunt.models import (
@@ -86,8 +88,6 @@ def configure_replay(config: pytest.Config, value: str, marker: str | None = Non
     ignored = _own_selection(config)
     if ignored:
         plan.notes.append(f"{', '.join(ignored)} ignored: the reproducer decides what runs")
-    # Imported only now: a process about to restart under another hash seed
-    # never pays for the sandbox and the executor.
     from hermetic_hunt.engine.engine import Engine
 
     if getattr(config.option, "hermetic_seed", None) is None and plan.steps[-1].seed is not None:
@@ -241,8 +241,6 @@ class ReplayRunner:
         return True
 
     def _forked(self, session: pytest.Session) -> None:
-        from hermetic_hunt.engine import wire
-        from hermetic_hunt.engine.executor import process_hash_seed
         from hermetic_hunt.engine.fork import ChildSetup, run_job
 
         reporter = self.reporter
@@ -253,12 +251,8 @@ class ReplayRunner:
             with self._beside(session):
                 run_job(self.engine, session, self.runner.job, ChildSetup(), lines.extend,
                         hash_seed=hash_seed)  # fmt: skip
-            steps: list[dict[str, Any]] = []
-            for line in lines:
-                with contextlib.suppress(ValueError):  # a line that is not ours
-                    message = wire.decode(line)
-                    if isinstance(message.get("step"), int):
-                        steps.append(message)
+            messages = wire.decode_batch(lines)  # (None: a line that is no JSON object)
+            steps = [m for m in messages if m is not None and isinstance(m.get("step"), int)]
             records = [a for m in steps for a in wire.attempts_in(m)]
             verdict = reporter.verdict_of(records)
             reporter.verdicts.append(verdict)
@@ -272,8 +266,6 @@ class ReplayRunner:
 
     def _show(self, session: pytest.Session, message: dict[str, Any]) -> None:
         """One step of the deciding run as pytest reports (failing ones as the child sent them)."""
-        from hermetic_hunt.engine import wire
-
         hook = session.config.hook
         failing = [r for r in message.get("reports") or [] if isinstance(r, dict)]
         for data in failing:
@@ -307,19 +299,14 @@ class ReplayRunner:
 
         beside = Beside(self.engine, session, Job(self.together))
         beside.release()
-        self._wait_for_partner()
+        # Until the partner holds the shared path (it exists), at most PARTNER_WAIT.
+        until, path = time.monotonic() + PARTNER_WAIT, self.resource
+        while path is not None and not path.exists() and time.monotonic() < until:
+            time.sleep(0.005)
         try:
             yield
         finally:
             self.reporter.partner = beside.finish(self.engine.settings.probe_timeout)
-
-    def _wait_for_partner(self) -> None:
-        """Until the partner holds the shared path (it exists), at most PARTNER_WAIT."""
-        until = time.monotonic() + PARTNER_WAIT
-        while self.resource is not None and time.monotonic() < until:
-            if self.resource.exists():
-                return
-            time.sleep(0.005)
 
 
 #: Options that choose which tests run or where: a replay's reproducer decides.
@@ -352,9 +339,7 @@ def _own_selection(config: pytest.Config) -> list[str]:
 
 def _pytest_entry() -> list[str] | None:
     """How this process was started as pytest (None: not from pytest's command line)."""
-    if not sys.argv or not sys.argv[0]:
-        return None
-    argv0 = Path(sys.argv[0])
+    argv0 = Path(sys.argv[0] if sys.argv else "")  # ("": not pytest's name either)
     if argv0.name == "__main__.py" and argv0.parent.name == "pytest":
         return ["-m", "pytest"]
     if argv0.name in ("pytest", "py.test") and argv0.is_file():

@@ -121,7 +121,7 @@ def stale(case: Case, step: Step, hash_seed: int, rate: float) -> bool:
     stated confidence (one when it failed every time; none past
     :data:`MAX_FRESH`). All pass -> the case's probes import the suite again
     (:attr:`.Case.fresh`) and the order decides (a victim: a test that removes
-    it); a failure that is one, the last resorts still find it. Not for a case
+    it); a real race still shows in the last resorts' reruns. Not for a case
     whose probes import it again already, nor in a run where no test wrote a file
     (nothing changed what the import set up)."""
     runs = repeats_for(rate, case.settings.confidence, cap=MAX_FRESH + 1)

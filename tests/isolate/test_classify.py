@@ -403,6 +403,34 @@ def test_a_victim_of_a_polluter_from_an_earlier_round_gets_it(file_now: bool) ->
     check_evidence(verdict)
 
 
+class Drifting(Disk):
+    """From the search among the tests that wrote a file on, another probe has
+    broken the file for good (as probes of other tests append to it)."""
+
+    def run(self, probe: Probe) -> ProbeResult:
+        if probe.purpose.startswith("tests of earlier rounds"):
+            self.broken = True
+        if getattr(self, "broken", False):
+            self.file = False
+            return World.run(self, probe)
+        return super().run(probe)
+
+
+def test_a_set_is_not_claimed_when_the_test_alone_fails_too_right_after_it() -> None:
+    """The file is gone from the moment the search starts, whatever imports it again:
+    the set shows the failure every time, and so does the test alone right after --
+    what other probes left decides it, not the set."""
+    world = Drifting()
+    history = rounds_over_a_file(world)
+    world.file = False
+    verdict = classify(world, history, "reads-file")
+    assert "victim" not in verdict.kinds
+    assert verdict.polluters == []
+    assert any("and so did the test alone right after" in note for note in verdict.notes)
+    purposes = [p.purpose for p, _ in verdict.probes]
+    assert purposes[purposes.index("confirm again") + 1] == "confirm: it alone"
+
+
 def removes_once(state: dict, step: Step, hs: int, world: World) -> Attempt:
     """Removes the file; fails when it is gone (``os.remove``)."""
     assert isinstance(world, Disk)

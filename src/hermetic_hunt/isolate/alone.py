@@ -401,12 +401,27 @@ def consistent(
     case: Case, steps: list[Step], hash_seed: int, check: Callable[[ProbeResult], bool],
     what: str,
 ) -> bool:  # fmt: skip
-    """A deterministic cause shows in every run: ``CONFIRM - 1`` more runs."""
+    """A deterministic cause shows in every run: ``CONFIRM - 1`` more runs.
+
+    For a case whose probes import the suite again (:attr:`.Case.fresh`: state
+    outside the process decides it), each run of a sequence is followed by the
+    test alone, which must not show it: what earlier probes left there must
+    not be what shows."""
     for _ in range(CONFIRM - 1):
         if not check(case.probe("confirm again", steps, hash_seed)):
             case.finding.notes.append(
                 f"{what} showed once, not {CONFIRM} times in a row: not claimed "
                 "(the test may fail at random)"
+            )
+            return False
+        if (
+            case.fresh
+            and len(steps) > 1
+            and check(case.probe("confirm: it alone", steps[-1:], hash_seed))
+        ):
+            case.finding.notes.append(
+                f"{what} showed, and so did the test alone right after: what earlier probes "
+                "left outside the process decides it, not the set: not claimed"
             )
             return False
     return True

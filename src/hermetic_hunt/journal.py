@@ -1,15 +1,7 @@
 """The journal of one attempt: what it consumed from each nondeterministic source.
 
-A journal is JSON, gzip-compressed in the database (``journals.data``)::
-
-    {"format": "hermetic-hunt-journal", "version": 1,
-     "test": "tests/test_x.py::test_y", "mode": "seeded" | "record",
-     "seed": 123, "now": 1700000000.0, "random_seed": "9f0c..." | null,
-     "config": {"clock": "virtual", "rng": "all", "tick": 1e-06},
-     "events": {"time": [...], "monotonic": [...], "perf_counter": [...],
-                "sleep": [...], "urandom": ["hex", ...]},
-     "counts": {"time": 3, ...}, "overflow": [], "threads": 1,
-     "fingerprint": {"python": "3.11.7", "platform": "...", "tz": null, ...}}
+A journal is JSON, gzip-compressed in the database (``journals.data``); its
+fields and limits are in docs/sandbox.md, 'Journals and counts'.
 
 Seeded journals are explanations (the values are re-derivable from the
 seed); record journals are reproducers (real values, fed back on replay).

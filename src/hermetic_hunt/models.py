@@ -126,13 +126,9 @@ def exposure(
     dates fails at today's (None: not a calendar-decided flake, or not checked);
     ``past_only``: it failed only at instants before today, and at none of
     the coming dates (``past``: no CI run will see it).
-    Each kind's rule is its row's ``exposure`` (:mod:`hermetic_hunt.kinds`):
-    kinds a plain run shows on any day (``any-run``: random, hash-order,
-    network, concurrency) are ``normal``; order dependence is ``normal`` only when
-    the default order shows it; a calendar-decided time flake is ``dates``
-    unless it fails today; a test that fails only as a second run in one process is
-    ``repeat``. What isolation could not explain failed in shuffled rounds:
-    ``order``. A kind shown alone in fresh processes (random, concurrency...)
+    Each kind's rule is its row's ``exposure`` (:mod:`hermetic_hunt.kinds`);
+    what each level means is in docs/isolation.md, 'What CI will see:
+    exposure'. A kind shown alone in fresh processes (random, concurrency...)
     outranks how the hunt happened to see the test fail.
     """
     if status == "broken":

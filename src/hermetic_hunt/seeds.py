@@ -248,11 +248,7 @@ def second_edge(wall: float, seed: int) -> float:
     """Where the attempt with ``seed`` starts in an ``edge`` round: 1-20 ms
     (whole milliseconds, drawn from the seed) before the first whole second
     after ``wall``. Never before ``wall``: the round's clock only moves on.
-
-    Code that compares ``int(time.time())`` (or a timestamp's second) before
-    and after a short call breaks there; a round's first attempt alone gets
-    such a start by chance (:data:`SECOND_EDGE`), every attempt of an edge
-    round gets one.
+    Why, in docs/sandbox.md, 'Second edges'.
     """
     before = 1 + Stream("edge", seed).below(20)
     millis = math.ceil(round(wall * 1000, 6))  # the first whole millisecond not before it

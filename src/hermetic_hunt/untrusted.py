@@ -1,22 +1,15 @@
 """Values from a database someone else wrote: JSON read within bounds, text shown inert.
 
-A ``flakes.db`` handed over by CI is input from elsewhere (see
-``docs/guarantees.md``). The helpers every reader uses:
-
-* :func:`load_json` -- stored JSON, refused (``ValueError``) when it is not
-  text, longer than :data:`MAX_JSON_CHARS`, malformed, or nested deeper than
-  :data:`MAX_JSON_DEPTH` (the structures hermetic-hunt writes are at most 4
-  levels deep; a deeper one would make a recursive reader overflow);
-* :func:`is_whole`, :func:`is_number` -- the type checks of a stored value
-  (``True`` is not the number 1; ``nan`` and ``inf`` are not numbers), and
-  :func:`whole_or`, :func:`number_or`, :func:`text_or` -- a stored value, or
-  a default when it is not of its type;
-* :func:`whole`, :func:`number`, :func:`text`, :func:`items` -- one field of a
-  decoded value checked for its type (``ValueError`` naming the field), for
-  the codecs of what crosses a process boundary (``Attempt.from_json``...);
-* :func:`clean` -- text with every control character (newlines, tabs,
-  ANSI escapes, bidi overrides, NUL) shown as ``\\xNN`` / ``\\uNNNN``, so a
-  value printed on a terminal or in an error message is one inert line.
+A ``flakes.db`` handed over by CI is input from elsewhere (docs/database.md,
+'Treat a database as untrusted'; ``docs/guarantees.md``). The helpers every
+reader uses: :func:`load_json` for stored JSON, bounded in size and nesting
+(the structures hermetic-hunt writes are at most 4 levels deep; a deeper one
+would make a recursive reader overflow); :func:`is_whole`, :func:`whole_or`
+and their kin for a stored value's type; :func:`whole`, :func:`number`,
+:func:`text` and :func:`items` for one field of a decoded value, in the
+codecs of what crosses a process boundary (``Attempt.from_json``...); and
+:func:`clean`, so that a value printed on a terminal or in an error message
+is one inert line.
 
 Pure: no SQLite, pytest or click.
 """

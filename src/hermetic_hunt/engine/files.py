@@ -1,21 +1,13 @@
 """Files a round (or an isolation probe) leaves in the checkout and in the temporary directory.
 
-A CI run starts from a clean checkout; a round that writes into the working
-tree leaves files the next round would find. At every round boundary (all
-workers done with the round) the hunt compares the rootdir with how it was
-before the round:
-
-* files the round **created** are named (a leak of the test that wrote them)
-  and removed, so the next round starts from the tree the hunt started from;
-* **pre-existing** files the round changed or deleted are named and never
-  touched;
-* new entries at the top of the system's temporary directory that are still
-  there are named only when a test of the round wrote them from Python (its
-  audit hook saw the path) -- and left alone: they are not ours to remove.
-  Tests that follow ``TMPDIR``/``tempfile`` write into the round's private
-  temporary folder instead (``engine/leaks.py``), which only the round's
-  processes use; other processes on the machine (pip, another hunt) write
-  here, and are no test's leak.
+Compared at every round boundary (all workers done with the round): files
+the round created in the rootdir are named and removed, pre-existing ones it
+changed or deleted are named and never touched (docs/how-it-works.md, 'A
+round is a fresh run'). New entries at the top of the system's temporary
+directory are named only when a test of the round wrote them from Python
+(its audit hook saw the path), and left alone: they are not ours to remove,
+and other processes (pip, another hunt) write there too. Tests that follow
+``TMPDIR`` write into the round's private folder instead (``engine/leaks.py``).
 
 Each checkout file is attributed to the attempt that wrote it from Python,
 else to the attempt whose real-time window contains its modification time

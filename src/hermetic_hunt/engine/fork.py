@@ -2,35 +2,19 @@
 
 Every job -- a hunt round's slice on one worker, an isolation probe -- runs
 in a child forked from a pytest session that collected the suite and ran
-nothing. To the tests the child is a fresh ``pytest`` process: module
-globals, class attributes, caches, fixtures of every scope, the working
-directory, the environment and threads all start as a new run would have
-them, while collection is paid once. Inside the job state flows from test to
-test exactly as in a plain run.
+nothing: to its tests a fresh ``pytest`` process, with collection paid once.
+What starts fresh, why a crash costs only the step it was running, and how
+the child's end of the pipe is kept private (a random high close-on-exec
+descriptor closed in forks, every line sealed, the round's end learnt from
+the child's exit and never from an end of file) are in docs/how-it-works.md,
+'A round is a fresh run'.
 
-The child writes one line per finished step the moment the step is over
-(:mod:`hermetic_hunt.engine.wire`), so when it dies (``os._exit``, a
-segfault, ``SIGKILL``, the OOM killer) only the step it was running is lost:
-:func:`run_job` stores that step as ``crashed`` and goes on with the rest of
-the job in a new child. A step that ends its process otherwise (it called
-``pytest.exit()``, raised ``KeyboardInterrupt``, broke the recursion limit)
-is a failed attempt of that test, and the rest runs in a new child too.
-Where ``os.fork`` is missing, a job runs in a process of its own
-(:mod:`hermetic_hunt.isolate.server` in one-shot mode).
-
-**The channel is private.** The tests of a job run in the child, so the
-child's end of the pipe is kept out of their reach: it is moved to a random
-high descriptor, close-on-exec (a ``subprocess`` never has it), and closed
-in every process the child forks (``os.register_at_fork``: a
-``ProcessPoolExecutor``'s workers, a test's own ``os.fork()``). Every line
-is sealed with the job's random token and the pid of the writer at the
-moment it writes (:func:`hermetic_hunt.engine.wire.seal`); the parent keeps
-only lines sealed by its child and counts the rest as ``rejected``. The
-parent learns that a round ended from the child's exit (a pidfd, or
-``waitpid``), never from an end of file that a descendant could hold off:
-after the exit it reads what is already in the pipe, without blocking, and
-stops. The one ``end`` line of a job is the parent's, with how many step
-lines came and how many were rejected.
+:func:`run_job` stores the step a dying child was running as ``crashed``; a
+step that ends its process otherwise (``pytest.exit()``,
+``KeyboardInterrupt``, the recursion limit) is a failed attempt of that
+test. Either way the rest of the job runs in a new child. The one ``end``
+line of a job is the parent's. Where ``os.fork`` is missing, a job runs in a
+process of its own (:mod:`hermetic_hunt.isolate.server` in one-shot mode).
 
 The child never returns into pytest: it leaves with ``os._exit``, so no
 cache, junit or coverage file is written on behalf of a job.

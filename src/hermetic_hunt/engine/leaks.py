@@ -1,42 +1,19 @@
 """What a test leaves behind: the process state after each attempt, compared.
 
-Modelled on CPython's regrtest ``save_env``: after every attempt the engine
-looks at the resources a test can change and not put back, and names what
-changed. A leak is a polluter in the making -- the report lists the tests
-that leave state behind even when no victim exists yet, and isolation tries
-leaking tests first when it looks for polluters.
+Modelled on CPython's regrtest ``save_env``. What is compared, when a change
+counts (a value once the round has torn down its fixtures; a running thing
+once it outlives its test, or the wider fixture that started it, and then as
+that fixture's) and why a leak matters are in docs/how-it-works.md, 'What a
+test leaves behind'.
 
-Checked after every attempt, cheaply (a comparison when nothing changed):
-each row of :data:`RESOURCES` -- the environment, the working directory,
-``sys.path``, the project's modules imported at run time, threads, child
-processes and descriptors still running, and more.
-Files in the rootdir (and in the system's temporary directory, for paths a
-test named outright) are compared at round boundaries (``engine/files.py``:
-a tree walk per attempt would cost more than the attempt).
-
-**A private temporary folder per round.** Each process that runs a round's
-tests (a forked child, :func:`private_temp`) gets a fresh, empty folder of
-its own as ``TMPDIR``/``TEMP``/``TMP``, ``tempfile.tempdir`` and pytest's
-temporary root (``tmp_path`` lives under it), removed with the job. So what
-appears there is exactly what the round's tests -- and the processes they
-started, which inherit ``TMPDIR`` -- left: pip or another hunt writing into
-the system's temporary directory at the same time cannot show up in a
-round, and an entry is named as a leak of the attempt after which it
-appeared (its ``tempfile`` leak names it as it would be in the system's
-temporary directory).
-
-Which attempt wrote a file the round left behind is known exactly for files
-written from Python: an audit hook (:class:`Writes`) notes the paths each
-attempt opened for writing, renamed, created or removed. (Files written by a
-subprocess or a C extension are attributed by their modification time.)
-
-Value changes (an environment variable, the cwd...) count as leaks only when
-they are still in place when the round has torn down its fixtures: a
-module-scoped fixture that sets and later unsets a variable leaves nothing
-behind. Running things (threads, processes, descriptors) count when they
-outlive the test that started them -- or, when a fixture wider than a test
-started them in its setup (a session fixture's server thread), when they
-outlive that fixture's teardown, and then as the fixture's.
+Each row of :data:`RESOURCES` is checked after every attempt, cheaply (a
+comparison when nothing changed). Files are compared at round boundaries
+(``engine/files.py``): a tree walk per attempt would cost more than the
+attempt. :func:`private_temp` gives each process running a round a fresh
+temporary folder, so what appears there is the round's own and nobody
+else's (docs/limitations.md, 'Temporary files'). :class:`Writes`, an audit
+hook, names the attempt that wrote a file from Python; a file written by a
+subprocess or a C extension is attributed by its modification time.
 """
 
 from __future__ import annotations

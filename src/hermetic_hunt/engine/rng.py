@@ -1,23 +1,14 @@
 """The global ``random`` stream as a plain run has it, when the suite seeds it at import.
 
-A module that calls ``random.seed(1234)`` at import makes the global stream
-deterministic for the whole session: each test draws where the tests before
-it stopped, so two tests can flip each other depending on how much of the
-stream earlier tests consumed -- order dependence that plain ``pytest``
-shows every time. Reseeding ``random`` per attempt (the sandbox's way to
-make a test's draws depend on its seed alone) would hide that and turn it
-into a ``random`` flake that no plain run shows; a forked child would also
-lose the seed (``random`` reseeds itself from the OS after a fork).
-
-So :class:`ImportSeeds` watches ``random.seed`` while pytest collects (test
-modules and their conftests are imported then) and notes the calls with a
-seed made from files under the rootdir. When there is one, the engine lets
-the stream flow: the sandbox neither seeds nor restores it
-(``SandboxSpec.stream``), a forked child starts from the parent's
-post-collection state (:func:`stream_state`, :func:`resume`), and an
-attempt that draws from it leaves a ``random`` leak naming the import-time
-seed, so isolation names the consuming test as polluter or state-setter.
-A seed in a conftest loaded before the session (the rootdir's own) is not
+Why reseeding per attempt would hide this order dependence, and what a
+report then says, is in docs/isolation.md, 'The kinds' ("The global
+``random`` stream seeded at import"). :class:`ImportSeeds` watches
+``random.seed`` while pytest collects and notes the calls with a seed made
+from files under the rootdir. When there is one, the sandbox neither seeds
+nor restores the stream (``SandboxSpec.stream``), and a forked child starts
+from the parent's post-collection state (:func:`stream_state`,
+:func:`resume`; ``random`` would reseed itself from the OS after a fork). A
+seed in a conftest loaded before the session (the rootdir's own) is not
 seen.
 """
 

@@ -30,11 +30,9 @@ not come from the child that owns it (forged by a test, or written by a
 process it forked). ``leaks`` names what the round left behind, by position
 (see :class:`hermetic_hunt.engine.leaks.RoundLeaks`).
 
-On the private channel between a round's child and its parent every line is
-*sealed*: prefixed with the job's random token and the pid of the process
-that wrote it (:func:`seal`), and the parent keeps only the lines that carry
-its child's (:func:`seal_prefix`). From the parent on, lines travel unsealed, in
-batches, to the hunt's controller (xdist) and are decoded once, there.
+On the round's private channel every line is *sealed* (:func:`seal`: the
+job's random token and the writer's pid); why, in docs/how-it-works.md, 'A
+round is a fresh run'. From the parent on, lines travel unsealed.
 """
 
 from __future__ import annotations

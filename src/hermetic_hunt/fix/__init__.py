@@ -1,17 +1,12 @@
 """From a finding to a fix: suggested changes, as patches, verified on a copy.
 
 * :mod:`.source` -- the project's source, read and parsed (pure, ``ast``);
-* :mod:`.analyze` -- what a test changes and leaves behind: environment
-  variables, the working directory, ``sys.path``, module globals rebound,
-  registries and other module-level containers mutated, through the
-  project functions it calls (pure);
+* :mod:`.analyze` -- what a test changes that outlives it (pure);
 * :mod:`.patch` -- edits to source files, as unified diffs (pure);
 * :mod:`.suggest` -- one :class:`~.suggest.Suggestion` per flake, for its
-  kind: the concrete change with file and line, and a patch where one can
-  be written (pure: reports call it);
+  kind (pure: reports call it);
 * :mod:`.verify` -- a patch applied to a temporary copy of the rootdir and
-  the flake's reproducer run there, N times, by the isolation's probe
-  servers;
+  the flake's reproducer run there, N times;
 * :mod:`.command` -- ``hermetic-hunt fix ID``: suggest, verify, store, and
   with ``--apply`` write the patch to the checkout.
 

@@ -3,22 +3,10 @@
 :func:`suggest` turns a flake's :class:`~hermetic_hunt.findings.FixFacts`
 and the project's source into a :class:`Suggestion`: the concrete changes,
 each with file and line, advice for what cannot be patched, and a
-:class:`~hermetic_hunt.fix.patch.Patch` where one can be written:
-
-* **victim** -- with a cleaner: the cleaner's reset as a fixture the
-  victim uses; else the polluter's own line that leaks the state, made to
-  put it back: ``monkeypatch.setenv`` / ``delenv`` / ``chdir`` /
-  ``syspath_prepend`` / ``setattr`` instead of the direct change, or a
-  fixture that snapshots and restores a registry the polluter fills;
-* **brittle** -- the state-setter's set-up as a fixture the test uses;
-* **self-polluting** -- the state the test leaves for its second run,
-  restored after it (the same fixtures);
-* **network** -- mark it with the integration marker, or mock the call
-  (never verified: the verification would reach the network);
-* **random** -- draw from an injected, seeded generator;
-* **time** -- inject the clock or freeze it, at the failing instant;
-* **hash-order**, **concurrency**, **unexplained** -- advice with the
-  places that matter.
+:class:`~hermetic_hunt.fix.patch.Patch` where one can be written. What each
+kind gets is in docs/fixes.md, 'What `fix` suggests, kind by kind' (one
+function per kind here, registered by :func:`suggests`); a network patch is
+never verified, since the verification would reach the network.
 
 Nothing here runs a test: :mod:`hermetic_hunt.fix.verify` does, on a copy.
 """

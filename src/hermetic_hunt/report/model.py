@@ -6,21 +6,9 @@ fail rate, interval or bound, flake and replay command -- that the
 renderers (:mod:`hermetic_hunt.report`) print. Nothing here touches SQLite,
 click or pytest.
 
-A test's *status* (``TestResult.status``), from its counted attempts
-(passed + failed; skipped attempts are not counted):
-
-* ``flaky`` -- passed and failed;
-* ``broken`` -- failed every time (and did not pass with the sandbox off);
-* ``sandbox-incompatible`` -- failed every time under the sandbox but passed
-  its ``sandbox-off`` check (a run without the sandbox);
-* ``not-idempotent`` -- never failed in a plain run, but failed as the
-  second run of a test run twice in one process (a ``twice`` round);
-* ``stable`` -- never failed;
-* ``skipped`` -- skipped in every attempt (nothing to count).
-
-Findings are shown as :class:`Group` objects: one test, or the
-parametrizations of one test function that fail the same way (same status,
-kinds and failure signature). Each has an *exposure*
+A test's *status* (:func:`status_of`, from its counted attempts) is defined
+in docs/reports.md, 'Every test has a status'. Findings are shown as
+:class:`Group` objects, each with an *exposure*
 (:func:`hermetic_hunt.models.exposure`): what a CI run will see of it;
 reports list them by exposure, then by how surely they fail.
 """

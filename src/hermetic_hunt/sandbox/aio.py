@@ -1,9 +1,8 @@
 """Virtual asyncio time: a seeded attempt's event loops run on its virtual clock.
 
-An asyncio selector loop reads ``time.monotonic()`` for its clock (the
-attempt's virtual monotonic clock already) and waits for its next timer in
-``selector.select(timeout)``. Under a frozen clock that wait would never
-end: the loop would sleep in real time while its clock stands still. So,
+What a test sees is in docs/sandbox.md, 'Virtual asyncio time'. The loop's
+clock is ``time.monotonic()`` (virtual already); under a frozen clock its
+wait for the next timer in ``selector.select(timeout)`` would never end. So,
 in a seeded attempt, the ``select`` of the running loop's selector:
 
 1. polls without waiting; anything ready is returned at once;
@@ -11,22 +10,16 @@ in a seeded attempt, the ``select`` of the running loop's selector:
    registered but the loop's own wake-up pipe, and no thread alive that
    this process started after its first attempt began (a plugin's own
    threads, such as pytest-rerunfailures' server, do not count) -- moves
-   the virtual clock to the next timer (``advance(timeout)``) and returns:
-   ``asyncio.sleep(5)``, ``wait_for(..., timeout=...)`` and loop timers
-   take no real time and always fire in the same order;
-3. otherwise (a socket, a subprocess pipe, a thread that may call
-   ``call_soon_threadsafe``) waits in real time as a plain loop would, and
-   moves the virtual clock by the timeout if nothing came.
+   the virtual clock to the next timer (``advance(timeout)``) and returns;
+3. otherwise waits in real time as a plain loop would, and moves the
+   virtual clock by the timeout if nothing came.
 
 Step 2 is what Go's ``synctest`` calls "durably blocked": only the loop's
-own timers can happen next. Step 3 keeps tests with real I/O correct (they
-are not faster). ``select`` of any other selector (``subprocess``'s own, a
-loop in another thread) is left alone.
-
-Under a noisy clock profile ``asyncio.sleep(d)`` lasts ``d x f`` like
-``time.sleep(d)`` (the loop's ``call_later`` for a sleep's timer is
-stretched); timeouts are not: a test whose work races its timeout shows it.
-The CPython details this relies on are in :mod:`hermetic_hunt._compat`.
+own timers can happen next. ``select`` of any other selector
+(``subprocess``'s own, a loop in another thread) is left alone. Under a
+noisy profile the loop's ``call_later`` for a sleep's timer is stretched;
+timeouts are not. The CPython details this relies on are in
+:mod:`hermetic_hunt._compat`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """The per-attempt sandbox -- the only module that imports hermetic.
 
 Every attempt of a hunt runs inside one sandbox keyed to its own seed and
-virtual start time. The engine is ours (``docs/sandbox.md`` says how it
-works, ``docs/limitations.md`` what it cannot do; it closes the
-hermetic-sandbox 0.1 gaps listed in ``../shared/HERMETIC-SANDBOX-NOTES.md``)
-and keeps hermetic-sandbox's public contract for the code under test:
-
-* ``@pytest.mark.hermetic(**kwargs)`` configures the attempt's sandbox with
-  hermetic's own keyword arguments;
-* the ``hermetic_sandbox`` fixture and ``hermetic.current()`` return a real
-  ``hermetic.SandboxHandle`` (``.seed``, ``.clock.advance()``, ``.real``,
-  ``.allow_network()``);
-* blocked network calls raise ``hermetic.NetworkBlockedError`` (a
-  ``ConnectionRefusedError``), replay divergence ``hermetic.ReplayExhausted``.
+virtual start time. The engine is ours, and keeps hermetic-sandbox's public
+contract for the code under test: the marker's keyword arguments, a real
+``hermetic.SandboxHandle`` from the ``hermetic_sandbox`` fixture and
+``hermetic.current()``, ``hermetic.NetworkBlockedError`` and
+``hermetic.ReplayExhausted`` (``docs/sandbox.md`` says how it works and the
+contract, ``docs/limitations.md`` what it cannot do; it closes the
+hermetic-sandbox 0.1 gaps listed in ``../shared/HERMETIC-SANDBOX-NOTES.md``).
 
 Entering and leaving costs a fixed number of dict updates, whatever the
 number of modules loaded: nothing here scans ``sys.modules``.

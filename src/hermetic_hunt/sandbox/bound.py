@@ -1,12 +1,10 @@
 """Clock references bound before the attempt: found once, made to follow the attempt's clock.
 
 An attempt patches the ``time`` module's functions (:data:`clock.TIME_PATCH`).
-Code that took a reference to the real function before that -- ``from time
-import monotonic``, a class attribute ``clock = time.monotonic``, a default
-argument ``def __init__(self, clock=time.monotonic)``, an object built at
-import time that stored ``time.monotonic`` -- would read the real clock
-while the test's sleeps are virtual: a TTL cache test that sleeps 90% of its
-TTL then sees no time pass and is never caught.
+Code that took a reference to the real function before that (the forms
+listed below) would read the real clock while the test's sleeps are
+virtual: a TTL cache test that sleeps 90% of its TTL then sees no time pass
+and is never caught.
 
 :func:`follow` finds those references in the project's own modules (files
 under the rootdir, not in a ``site-packages`` folder, not pytest's, xdist's,

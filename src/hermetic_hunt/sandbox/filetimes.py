@@ -4,19 +4,16 @@ A seeded attempt's wall clock is on its start date (a month's last day, a
 coming year), while the files it writes get their times from the real
 clock. A test that compares the two -- a cache that is stale when its file
 is older than a minute, a lock broken when its file's time is in the past --
-would fail on every virtual date, and on none in CI. So, while a seeded
-attempt runs, ``os.stat``, ``os.lstat`` and ``os.fstat`` (and through them
-``os.path.getmtime``, ``pathlib.Path.stat``, ``shutil.copystat``) report
-file times as the virtual clock would have given them, and ``os.utime``
-takes virtual times.
+would fail on every virtual date, and on none in CI. Which calls report
+virtual times (the ``os`` module's) and which do not is in
+docs/limitations.md, 'File times are real outside the ``os`` module'.
 
 The mapping is the one the clock itself keeps (:data:`MAP`): the
 ``(real, virtual)`` instants where the distance between the two clocks
 changed (a virtual sleep, a jump, the slow drift of readings), so a file
 written before a virtual ``sleep(3600)`` is an hour older after it, as it
 would be on a real machine, and a file last touched before the round began
-keeps its real age. Only paths through the ``os`` module: ``os.scandir``
-entries' ``stat()`` and C code read the real times.
+keeps its real age.
 """
 
 from __future__ import annotations

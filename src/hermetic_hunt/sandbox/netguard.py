@@ -1,33 +1,17 @@
 """The network guard: every way out is stopped before a packet or lookup leaves.
 
-Python-level wrappers (installed per attempt) stop the documented entry
-points before the real function is called, and record each blocked call as a
-violation, even when the test then swallows the error:
-
-* ``socket.socket``: ``connect``, ``connect_ex`` (returns ``ECONNREFUSED``,
-  keeping its no-raise contract), ``sendto``, ``sendmsg``;
-* resolvers: ``getaddrinfo``, ``gethostbyname``, ``gethostbyname_ex``,
-  ``gethostbyaddr``, ``getnameinfo`` (in both ``socket`` and ``_socket``);
-* ``socket.create_connection``;
-* asyncio's ``loop.getaddrinfo`` / ``loop.getnameinfo`` (checked in the
-  coroutine, so the violation names the test's line, not the thread pool the
-  loop resolves in);
-* raw ``_socket.socket(...)`` objects made during the attempt (the C type is
-  immutable, so ``_socket.socket`` is swapped for a guarded subclass).
-
-Before any check, a host is made *exact* (a ``str``/``bytes`` subclass is
-judged by its characters, never by its overridden methods: :func:`exact`)
-and the name ``localhost`` -- exactly that text -- is rewritten to the
-literal loopback address of the socket's family (``::1`` for ``AF_INET6``,
-``127.0.0.1`` otherwise: :func:`loopback_literal`), so the name never
-reaches the resolver. Any other spelling (``LOCALHOST``, ``localhost.``,
-`` localhost``) is a name for a resolver, and blocked.
-
+What is stopped, what "loopback" means, why names are judged before the C
+call and what the guard does not cover are in docs/sandbox.md, 'The network
+guard'. How, here: Python-level wrappers (installed per attempt) stop each
+entry point before the real function is called and record each blocked call
+as a violation, even when the test then swallows the error. asyncio's
+``loop.getaddrinfo`` / ``loop.getnameinfo`` are checked in the coroutine, so
+the violation names the test's line, not the thread pool the loop resolves
+in; ``_socket.socket`` is swapped for a guarded subclass (the C type is
+immutable). Before any check a host is made exact (:func:`exact`) and
+``localhost`` becomes its family's loopback literal (:func:`loopback_literal`).
 Underneath, one audit hook (installed once, inert outside attempts) catches
-whatever slips past the wrappers: a raw socket made before the attempt, a C
-extension calling the socket module. Loopback and unix sockets are allowed
-unless configured otherwise; allowlisted hosts (``network=[...]``) and the
-addresses they resolved to are allowed.
+whatever slips past the wrappers.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Clock profiles: how a seeded attempt's virtual clock misbehaves, drawn from its seed.
 
-A profile is one of :data:`hermetic_hunt.models.PROFILES`:
-
-* ``exact`` -- no noise: wall time moves only by sleeps, the monotonic
-  clocks by a microsecond per reading (the virtual clock as it always was).
-* ``jitter`` -- every reading (``time``, ``monotonic``, ``perf_counter``,
-  ``datetime.now``...) first advances the clock by 0-50 microseconds, and
-  every ``sleep(d)`` (``time.sleep``, ``asyncio.sleep``) lasts ``d x f``:
-  ``f`` is 1 + a Lomax (Pareto II) draw with scale 0.05 and shape 1.2,
-  capped at 2 -- half the sleeps overshoot by less than 4%, a quarter by
-  more than 11%, one in nine by more than 25%, 2.6% reach the cap (twice
-  their duration), none go beyond it.
-* ``slow`` -- a slow machine: every reading advances the clock by
-  0.5-1.5 ms, and every sleep lasts ``d x f`` with ``f`` uniform in
-  [1, 1.5).
+A profile is one of :data:`hermetic_hunt.models.PROFILES`; what each does to
+a reading and to a sleep, and the calibration (no sleep lasts more than
+twice its duration), are in docs/sandbox.md, 'Clock profiles (seeded mode)'.
+``jitter``'s factor is 1 + a Lomax (Pareto II) draw, capped at 2.
 
 The draws come from two streams keyed by the attempt's seed, one for
 readings and one for sleeps (each a ``random.Random`` seeded with a BLAKE2b
@@ -22,10 +12,6 @@ across Python versions), so the same seed gives the same readings: a
 timing flake found this way replays by seed. Sleeps have their own stream
 so that an extra clock reading (a fixture set up alone rather than by an
 earlier test) does not change how long the test's own sleeps last.
-
-Calibration (``docs/sandbox.md``): no sleep lasts more than twice its
-duration, so a test with a 2x margin on its sleeps never fails under a
-profile; the overshoots stay within what loaded CI runners show.
 """
 
 from __future__ import annotations

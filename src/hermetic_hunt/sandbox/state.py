@@ -1,12 +1,9 @@
 """What a sandbox changes in the process, saved at enter and put back at exit.
 
-A sandbox undoes its *own* changes only: the global ``random`` state it
-seeded, and what ``@pytest.mark.hermetic(env=..., scrub_env=True,
-fs="isolate")`` set (those variables, ``tempfile.tempdir``, the working
-directory it moved to). Whatever the test itself changed -- the
-environment, the working directory, the timezone -- stays changed, as in a
-plain pytest run, where such a change pollutes the tests after it; the
-engine's leak checks (:mod:`hermetic_hunt.engine.leaks`) record it.
+A sandbox undoes its *own* changes only (which, in docs/sandbox.md,
+'Modes'); whatever the test itself changed stays changed, as in a plain
+pytest run, and the engine's leak checks (:mod:`hermetic_hunt.engine.leaks`)
+record it.
 
 The global ``random`` state (2.5 KB) is the dearest thing to save:
 :class:`RawRandomState` copies the bytes of CPython's ``_random.Random``

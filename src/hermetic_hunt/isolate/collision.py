@@ -9,11 +9,11 @@ pure), the partner alone, then a probe pair
 :data:`PAIR_RUNS` times. Said only here: the pair counts towards
 :data:`PAIR_FAILS` only when it failed the flaky test as it failed in the
 hunt (the same exception at the same line as one of its failing attempts:
-beside the partner it may fail some other way too, which explains none of
-its failures); the partner is started first and the flaky test as soon as
-the partner holds the resource (the path exists, at most 2 s later). The
-pair is the reproducer (``Reproducer.together``): a replay runs it the same
-way.
+beside the partner it may fail some other way too -- a real collision, but
+not what broke this attempt: a polluted victim that also shares a folder);
+the partner is started first and the flaky test as soon as the partner
+holds the resource (the path exists, at most 2 s later). The pair is the
+reproducer (``Reproducer.together``): a replay runs it the same way.
 """
 
 from __future__ import annotations
@@ -116,10 +116,7 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
     if alone.status != "completed" or any(a.failed for a in alone.steps):
         return False
     shown = [case.step_no()]
-    # A run of the pair counts when the test fails there as it failed in the hunt:
-    # failing some other way beside the partner (a collision that is real, but
-    # not what broke this attempt: a polluted victim that also shares a folder)
-    # explains none of its failures.
+    # Only a failure as in the hunt counts (the module docstring says why).
     ways = {attempt.signature for attempt in case.failing}
     failed = 0
     for run in range(PAIR_RUNS):

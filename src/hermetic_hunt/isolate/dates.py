@@ -104,9 +104,7 @@ def check(case: Case) -> None:
         tried += len(result.steps)
         hits = [t for t, a in zip(batch, result.steps, strict=False) if case.same_attempt(a)]
         if hits:
-            # Confirmed in a process that runs on that date from its first
-            # import on, as a plain pytest run then would: a failure that needs
-            # the modules imported today and the test run then is no CI's.
+            # Confirmed whole on that date (the module docstring says why).
             alone = [replace(step, now=hits[0])]
             whole = case.probe("at the coming dates (alone)", alone, hash_seed, hits[0])
             if case.same(whole):
@@ -122,13 +120,10 @@ def check(case: Case) -> None:
         "checked_from": iso(now),
         "checked_until": iso(checked_until),
         "instants": tried,
-        # A failure at the failing attempt's time of day, within a day from now
-        # and on the days after it: a run at that time on any day sees it.
+        # At its time of day on every day: a run at that time on any day sees it.
         "fails_now": found == now or daily,
         "daily": daily,
         "next_failure": iso(found) if found is not None else None,
-        # Every failure the hunt saw was before today, and no coming date
-        # fails it: CI will never see it.
         # A coming date failed it only in a process that imported its modules
         # today (the hunt's, forked from one collection): run whole on that
         # date it passed.

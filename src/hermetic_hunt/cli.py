@@ -2,13 +2,8 @@
 
 Each command parses its options, calls one function of the core, prints what
 it returns and maps :class:`~hermetic_hunt.errors.HuntError` to a one-line
-error with a documented exit status (see ``docs/cli.md``):
-
-* 0 -- success (``report``/``list``: nothing found; ``demo``: the demo ran)
-* 1 -- ``report``/``list``: flaky, broken or sandbox-incompatible tests or
-  violations were found; ``demo``: the hunt itself did not run to the end
-* 2 -- usage error (bad option, unknown command)
-* 3 -- bad input: missing/invalid database, unknown id, corrupt journal
+error with a documented exit status (the table is in docs/cli.md, "Exit
+statuses").
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """``--hermetic-hunt-changed[=BASE]``: hunt only the tests a change touches.
 
-A test is selected when its file was added or changed since ``BASE``
-(committed or not, plus untracked files), when a ``conftest.py`` above it
-changed, or when its module imports -- directly or through other modules
-of the project -- a module whose file changed. The import graph is cheap
+Which tests are selected and which ``BASE`` is the default are in
+docs/ci.md, "Pull requests: hunt what changed". The import graph is cheap
 to know here: collection imported every test module already, so each
 import statement is resolved through ``sys.modules`` and only files under
-the rootdir are followed. ``BASE`` defaults to the merge base of ``HEAD``
-with the default branch (``origin/HEAD``, else main or master): what a
-pull request changes.
+the rootdir are followed.
 
 The base is resolved once on the controller and handed to xdist workers
 (``workerinput``), so every process selects the same tests. A hunt that

@@ -4,16 +4,13 @@ One :class:`HuntController` is registered on the process that owns the
 session: the only process of a ``-n 0`` hunt (:mod:`.local` forks the
 rounds from it) or xdist's controller (:mod:`.xdist` schedules the rounds
 onto workers). Either way it is the single writer of the database. It sets
-the hunt up (the run row, the header, the test list, collection errors) and
-has three parts, which share its state (:class:`~.state.HuntState`):
-:class:`~.rounds.Rounds` plans the rounds and holds their barrier,
-:class:`~.intake.Intake` takes the lines of finished steps in and stores
-their attempts in batches, :mod:`.ending` ends the hunt (status, isolation,
-what the terminal keeps).
+the hunt up (the run row, the header, the test list, collection errors);
+its parts (:class:`~.rounds.Rounds`, :class:`~.intake.Intake`,
+:mod:`.ending`: docs/architecture.md, the ``hunt/`` row) share its state
+(:class:`~.state.HuntState`).
 
 Order of phases: configure (options, database opened) -> session start (run
-row) -> collection -> rounds (each ends at a barrier: attempts stored and
-counted against the plan, files checked, leaks stored, progress printed) ->
+row) -> collection -> rounds (each ends at its barrier: :mod:`.rounds`) ->
 session finish (flush, isolation, status) -> terminal summary.
 """
 

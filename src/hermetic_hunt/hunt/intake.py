@@ -1,18 +1,11 @@
 """The hunt's hot path: lines of finished steps in, attempts stored in batches.
 
-The controller hands over every batch of lines a round's process sent
-(:meth:`Intake.take`; :mod:`hermetic_hunt.engine.wire` frames them). A batch
-is parsed at once and its attempts decoded a batch at a time
-(:meth:`Attempt.many_from_json <hermetic_hunt.models.Attempt.many_from_json>`):
-the plain ones -- most of a hunt's -- stay columns of values, checked a
-column at a time, counted (:class:`~hermetic_hunt.hunt.tally.Tallies`) and
-inserted as rows; only an attempt that carries more (a failure, violations,
-leaks, writes) becomes an :class:`~hermetic_hunt.models.Attempt` (a row of
-its run kept on the side: :attr:`Columns.aside <hermetic_hunt.models.Columns.aside>`,
-or on its own). Decoded
-attempts wait in :attr:`Intake.pending`, in the order they came, and are
-written in one transaction every :data:`FLUSH_EVERY` attempts or
-:data:`FLUSH_SECONDS` (and at each round's barrier).
+The path of a batch (one parse, plain attempts checked a column at a time
+and kept as columns, the rest decoded whole) is in docs/architecture.md,
+"The path of one attempt", step 5. Decoded attempts wait in
+:attr:`Intake.pending`, in the order they came, and are written in one
+transaction every :data:`FLUSH_EVERY` attempts or :data:`FLUSH_SECONDS`
+(and at each round's barrier).
 
 A line that is no JSON object, an attempt that fails its checks, a test the
 hunt did not schedule: rejected and counted (:attr:`Intake.rejected`), never

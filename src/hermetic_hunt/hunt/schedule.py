@@ -1,23 +1,9 @@
 """Which test runs where and when: rounds x orders x workers -> plans.
 
-A hunt is a sequence of rounds. Each round runs every selected test exactly
-once, in an order derived from the base seed and the round number, split into
-one contiguous, balanced slice per worker. Everything here is a pure function
-of ``(base_seed, tests, workers, round, strategy)``: timing never changes what
-a worker runs, so two hunts with the same base seed produce the same
-per-worker sequences.
-
-Two kinds of round keep tests that belong together in one process, whatever
-the worker count:
-
-* Round 0 of every hunt is the **default** round: the tests in collection
-  order, all in one process -- exactly a plain ``pytest`` run. A test that
-  passes there is not broken, and whether a victim fails in a normal run is
-  read from it.
-* A suite with fewer than two tests per worker would otherwise never run two
-  of its tests in one process (a brittle test would always run alone): its
-  odd rounds are **packed**, every test on one worker (which one turns with
-  the round).
+Everything here is a pure function of ``(base_seed, tests, workers, round,
+strategy)``: timing never changes what a worker runs. The orders, the
+default round (round 0) and the packed rounds of a small suite are in
+docs/how-it-works.md, "The schedule".
 
 Attributes of a :class:`RoundPlan` (its invariants):
 
@@ -28,14 +14,11 @@ Attributes of a :class:`RoundPlan` (its invariants):
   others empty.
 * ``round_no`` is the *global* round: shard K of M runs rounds
   K-1, K-1+M, K-1+2M, ... so shards never repeat each other's rounds.
-* ``twice``: each worker runs every test of its slice twice in a row (the
-  second run in the same process finds tests that are not idempotent).
-  Its attempts are stored with ``repeat`` 1 and 2: the first run is a
-  fresh process's first run of the test, a plain attempt that counts like
-  any other; only the second is *repeated* and never counts towards a
-  test's fail rate (:data:`hermetic_hunt.models.REPEATED_RUN`).
-* ``condition`` is the round's timing condition (:func:`condition_for`): a
-  pure function of the base seed, the round, the time mix and the mode.
+* ``twice``: each worker runs every test of its slice twice in a row; only
+  the second run (``repeat`` 2) is *repeated* and never counts towards a
+  fail rate (:data:`hermetic_hunt.models.REPEATED_RUN`; docs/how-it-works.md,
+  "A twice round").
+* ``condition`` is the round's timing condition (:func:`condition_for`).
 """
 
 from __future__ import annotations

@@ -1,25 +1,16 @@
 """SIGTERM and SIGHUP end a hunt the way Ctrl-C does; on one xdist worker, only that worker.
 
-What ``timeout``, ``docker stop``, a closed terminal and a cancelled CI job
-send: by default they kill the process on the spot, the run stays
-``running`` and the batch in hand is lost. During a hunt the controller
-turns them into ``KeyboardInterrupt``, so they take the Ctrl-C path (every
-finished attempt stored, the run ``interrupted``, exit status 2). The first
-signal interrupts; any later one -- SIGINT too -- is noted and ignored until
-the controller has stored what finished (:meth:`Interrupts.stored`), so
-pressing Ctrl-C again or a second ``docker stop`` never cuts the final write
-short.
-
-An xdist worker is one process of many: a SIGTERM, SIGHUP or another signal
-that ends a process by default (:data:`WORKER_ENDING`) and reaches it (alone,
-from a user's ``kill`` or a supervisor, or with its whole group) ends that
-worker, not the hunt. While it runs a job it hands on the
-lines of the steps that finished (:class:`Terminated`), then dies of the
-signal as if it had no handler: the controller sees a worker that went down,
-stores the step it was running as ``crashed`` and starts a replacement for the
-rest of its share, as after ``kill -9``. When the whole group is signalled the
-controller's own handler ends the hunt. A round's child keeps the default (it
-dies; its parent hands on what it had finished).
+What each signal does to a hunt, at ``-n 0`` and under xdist, and the run's
+status and exit status, is in docs/guarantees.md, "What survives which
+fault". By default they kill the process on the spot (the run stays
+``running``, the batch in hand is lost), so during a hunt the controller
+turns them into ``KeyboardInterrupt``; the first signal interrupts, any
+later one -- SIGINT too -- is noted and ignored until the controller has
+stored what finished (:meth:`Interrupts.stored`). An xdist worker that a signal ending a process
+by default (:data:`WORKER_ENDING`) reaches, while it runs a job, hands on
+the lines of the steps that finished (:class:`Terminated`), then dies of the
+signal as if it had no handler. A round's child keeps the default (it dies;
+its parent hands on what it had finished).
 
 Only the main thread may set handlers, and a handler someone else installed
 (a test framework, the user's conftest) is left alone.

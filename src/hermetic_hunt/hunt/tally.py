@@ -1,11 +1,10 @@
 """Running per-test tallies of a hunt (the progress line and the end summary).
 
-Only plain attempts count towards a test's outcome. A ``twice`` round's
-first run of a test (``repeat`` 1) is one: the test's first run in a fresh
-process, like any other. Its second run (:data:`~hermetic_hunt.models.REPEATED_RUN`)
-is not; it only nominates tests whose second run in one process failed after
-a first that passed -- candidates for *self-polluting*, checked by isolation
-in a fresh process.
+Only plain attempts count towards a test's outcome: a ``twice`` round's
+second run (:data:`~hermetic_hunt.models.REPEATED_RUN`) only nominates
+tests whose second run in one process failed after a first that passed --
+candidates for *self-polluting*, checked by isolation in a fresh process
+(docs/how-it-works.md, "A twice round").
 
 Kept as attempts come in, never recounted, and most of them a batch at a
 time (:meth:`Tallies.add_columns`: counters updated in C): :attr:`Tallies.flaky`

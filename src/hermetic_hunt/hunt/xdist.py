@@ -1,25 +1,23 @@
 """pytest-xdist glue: the hunt scheduler (controller) and the job loop (worker).
 
-The controller decides everything. Round by round, it sends every worker
-its share of the round as one command (``hermetic_hunt_job``: a
-:class:`~hermetic_hunt.engine.runner.Job` in its own codec, ``Job.to_json``:
-the tests in order, where the round's clock starts, its timing conditions).
-The worker runs the job in a child forked from its collected,
-never-run session (:func:`hermetic_hunt.engine.fork.run_job`) and forwards
-the child's lines in batches -- not the several messages per test of
-xdist's own protocol -- through xdist's ``runtest_protocol_complete``
-event, whose ``item_index`` a scheduler may interpret as it likes (here: a
-batch of lines). The next round starts when every worker finished this
-one: then the checkout is put back (:mod:`.files`), as a new CI run would
-find it.
+The controller decides everything (docs/how-it-works.md, "Transports"):
+round by round, it sends every worker its share as one command
+(``hermetic_hunt_job``: a :class:`~hermetic_hunt.engine.runner.Job` in its
+own codec, ``Job.to_json``). The worker runs the job in a child forked from
+its collected, never-run session (:func:`hermetic_hunt.engine.fork.run_job`)
+and forwards the child's lines in batches -- not the several messages per
+test of xdist's own protocol -- through xdist's
+``runtest_protocol_complete`` event, whose ``item_index`` a scheduler may
+interpret as it likes (here: a batch of lines). The next round starts when
+every worker finished this one: then the checkout is put back
+(:mod:`.files`), as a new CI run would find it.
 
-Workers whose interpreter randomises hashes are started with a
-PYTHONHASHSEED derived from the base seed and their slot, so hash-order
-flakes are seen across workers and can be replayed. A collection that
-differs between workers only in order (a parametrization over a ``set``
-under another hash seed) is mapped by nodeid; collections that truly differ
-stop the hunt at once with a one-line error naming the first differing test,
-each worker's hash seed, and the ``--collect-only`` commands that show it.
+Workers get a PYTHONHASHSEED derived from the base seed and their slot. A
+collection that differs between workers only in order (a parametrization
+over a ``set`` under another hash seed) is mapped by nodeid; collections
+that truly differ stop the hunt at once with a one-line error naming the
+first differing test, each worker's hash seed, and the ``--collect-only``
+commands that show it.
 """
 
 from __future__ import annotations

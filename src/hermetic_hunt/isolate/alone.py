@@ -58,10 +58,7 @@ def names(steps: Sequence[Step]) -> str:
 def alone(case: Case) -> None:
     """The failing attempt alone, repeated, with everything it was given.
 
-    Three runs; when they agree, more, until the other outcome would have
-    shown (at the hunt's own rate of it, the low end of its 95% interval)
-    with the stated confidence, at most 12 runs: a test that failed in 10%
-    of the hunt's attempts is not "passing alone" after three clean runs.
+    How many runs: docs/isolation.md, "The procedure" (Phase 1), at most 12.
     """
     target = case.target
     assert target is not None

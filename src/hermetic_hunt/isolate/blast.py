@@ -1,14 +1,9 @@
 """Blast radius: every victim of a polluter, from one probe.
 
-A hunt's rounds put a polluter before only some of the tests it breaks: a
-victim the order never placed after it passes every round and looks
-stable. Once isolation knows a polluter set, one probe runs it followed by
-every other collected test (forked from the collected session, like every
-probe). Each test that fails there is checked: it must pass alone and fail
-after the polluters alone three times in a row (an order-dependent claim's
-rule, :mod:`hermetic_hunt.isolate.order`); then it is reported as a victim
-of its own, *found by the polluter probe* (not observed in rounds), with
-its reproducer (the polluters, then it) to replay.
+Why and how (one polluter probe, each test that fails there checked alone
+and three times after the polluters alone, the order-dependent claim's
+rule of :mod:`hermetic_hunt.isolate.order`) are in docs/isolation.md,
+"Blast radius: every victim of a polluter".
 
 Pure over a prober (:class:`~hermetic_hunt.isolate.case.Prober`) and a
 function that gives each test the step to run it with; probes stop when

@@ -1,10 +1,7 @@
 """One test under isolation: the state the phases share, and how they probe.
 
-:class:`Case` holds one flaky test's attempts, the probes run for it and
-what they showed; the phases (:mod:`.alone`, :mod:`.order`) work on a case
-and :class:`~hermetic_hunt.isolate.classifier.Classifier` drives them. A
-:class:`Prober` runs probes (:mod:`.probes`), a :class:`History` reads the
-hunt's record (:mod:`hermetic_hunt.store.isolation`).
+A :class:`Case` per test; a :class:`Prober` runs probes (:mod:`.probes`), a
+:class:`History` reads the hunt's record (:mod:`hermetic_hunt.store.isolation`).
 """
 
 from __future__ import annotations

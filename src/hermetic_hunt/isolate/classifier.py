@@ -3,29 +3,10 @@
 A :class:`Classifier` takes one test's attempts from a hunt, asks a
 :class:`Prober` to run probes (sequences of attempts in a fresh process,
 with explicit seed, start time and hash seed) and claims a kind only when a
-probe showed it. Steps, in order (``docs/isolation.md`` has the long form):
+probe showed it. The steps, in order, are in docs/isolation.md, "The
+procedure, one factor at a time"; order-dependent claims need their
+reproducer to show three times in a row.
 
-1. *Alone*, with the failing attempt's seed, start time and hash seed,
-   repeated (until the hunt's rate of the other outcome would have shown).
-   Fails every time -> controlled by the sandbox: vary only the
-   seed (``random``), only the start time (``time``), only
-   ``PYTHONHASHSEED`` (``hash-order``); none of them -> ``brittle`` when the
-   sequence before a passing attempt makes it pass (state-setters). Fails
-   sometimes -> ``concurrency`` (identical inputs, different outcomes).
-2. Passes alone -> when it failed while another worker ran a test that
-   touched the same path, the two at the same time in two processes
-   (``collision``, :mod:`.collision`); else run it twice in one process (``self-polluting``), then
-   the sequence that preceded the failure on its worker: fails -> ``victim``,
-   polluters by delta debugging (:mod:`hermetic_hunt.isolate.search`), then
-   cleaners among the other tests.
-3. Neither -> many identical reruns (seeded and record mode), other hash
-   seeds, else ``unexplained`` with what was tried.
-
-Order-dependent claims need their reproducer to show three times in a row,
-so that a test failing at random now and then is not taken for a victim.
-
-Blocked network calls seen by a probe make ``network``. A ``time`` flake is
-replayed at the coming real dates (:mod:`.dates`): the next date it fails.
 The work is split in three phases (:meth:`Classifier.environment`,
 :meth:`Classifier.order`, :meth:`Classifier.extras`): the driver runs phase
 1 for every flake before phase 2 starts, so the repeated alone runs of one

@@ -1,29 +1,19 @@
 """Collisions: a test that fails only while another worker runs a particular test.
 
-The most common xdist flake: two tests use one fixed resource (a folder under
-the test directory, a database file, a port) and break each other when two
-workers run them at the same time; ``-n 0`` never shows it. The procedure:
-
-1. **Suspects, from the hunt's record.** The failing attempt's real-time
-   interval (``attempts.started`` + ``duration``), the attempts on *other*
-   workers of its round that overlapped it, and the paths each wrote
-   (``attempts.writes``, seen by the audit hook: files opened for writing,
-   folders created, files and folders removed). A suspect is an overlapping
-   attempt that touched the same path, or a path inside the same folder;
-   the shared path is the **resource** (the one the failure's message names
-   first). :func:`suspects` is pure.
-2. **A two-process probe.** The partner alone (it must pass), then the pair
-   started at the same moment in two fresh processes (a probe pair: the
-   probe server forks both behind gates, starts the partner and the flaky
-   test as soon as the partner holds the resource (the path exists, at most
-   2 s later): :meth:`hermetic_hunt.isolate.probes.ProbeRunner.run_together`), up to
-   :data:`PAIR_RUNS` times. The flaky test already passed alone every time
-   (phase 1). When :data:`PAIR_FAILS` runs of the pair failed the flaky test
-   as it failed in the hunt (the same exception at the same line as one of its
-   failing attempts: beside the partner it may fail some other way too, which
-   explains none of its failures), ``collision`` is claimed with the partner
-   and the resource, and the pair is the reproducer (``Reproducer.together``):
-   a replay runs it the same way.
+Two tests use one fixed resource (a folder, a database file, a port) and
+break each other when two workers run them at the same time; ``-n 0`` never
+shows it. The procedure is in docs/isolation.md, "The procedure, one factor
+at a time" (*Collision*): suspects from the hunt's record (:func:`suspects`,
+pure), the partner alone, then a probe pair
+(:meth:`hermetic_hunt.isolate.probes.ProbeRunner.run_together`) up to
+:data:`PAIR_RUNS` times. Said only here: the pair counts towards
+:data:`PAIR_FAILS` only when it failed the flaky test as it failed in the
+hunt (the same exception at the same line as one of its failing attempts:
+beside the partner it may fail some other way too -- a real collision, but
+not what broke this attempt: a polluted victim that also shares a folder);
+the partner is started first and the flaky test as soon as the partner
+holds the resource (the path exists, at most 2 s later). The pair is the
+reproducer (``Reproducer.together``): a replay runs it the same way.
 """
 
 from __future__ import annotations
@@ -126,10 +116,7 @@ def _confirm(case: Case, target: Attempt, suspect: Suspect) -> bool:
     if alone.status != "completed" or any(a.failed for a in alone.steps):
         return False
     shown = [case.step_no()]
-    # A run of the pair counts when the test fails there as it failed in the hunt:
-    # failing some other way beside the partner (a collision that is real, but
-    # not what broke this attempt: a polluted victim that also shares a folder)
-    # explains none of its failures.
+    # Only a failure as in the hunt counts (the module docstring says why).
     ways = {attempt.signature for attempt in case.failing}
     failed = 0
     for run in range(PAIR_RUNS):

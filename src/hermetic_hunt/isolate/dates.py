@@ -1,35 +1,21 @@
 """When will a ``time`` flake fail for real? Its reproducer at the coming dates.
 
-A ``time`` flake fails at some virtual instants (a month's last day, Feb 29,
-a second before midnight...). What a CI run sees depends on the real
-calendar, and time only moves forward: the flake *fails in normal runs* if
-it fails today or at its time of day on any day (a race with a second's
-boundary fails at the same millisecond tomorrow and the days after),
-*fails on DATE* when a coming date within the horizon fails it, and is
-*past dates only* when every failure the hunt saw was before today and no
-coming date fails it (a hard-coded 2019 instant asserted to be in the
-past): no CI run will ever see it.
-
-"Today" is the run's (:attr:`~hermetic_hunt.models.Settings.today`: fixed
-when the run started and stored), so isolating a stored run again replays
-the same instants, and the next failing date is never before it.
+The exposures this decides (*fails on DATE*, *past dates only*) and the
+candidate instants are in docs/isolation.md, "What CI will see: exposure".
+What the page leaves out: a flake that fails at its time of day on any day
+*fails in normal runs* (a race with a second's boundary fails at the same
+millisecond tomorrow and the days after); "today" is the run's
+(:attr:`~hermetic_hunt.models.Settings.today`, stored), so the next failing
+date is never before it.
 
 A coming date's failure counts only if it is confirmed alone in a process
-that runs on that date from its first import on (its collection included:
-:mod:`hermetic_hunt.sandbox.shift`), as a plain run on that day would. The
-hunt's own processes import the modules once, today: a test comparing a
-value computed at import (``STARTED = time.time()``) with the clock fails
-there on every coming date, and on none in CI. Such a flake, with no
-failure today, is *past dates only* too (its ``imported_apart`` fact names
-the date it failed at in the hunt's process).
-
-The candidates, in time order: today, the instants the hunt's failures ran
-at that are not before today, then for each of the next :data:`DAYS` days
-three instants (the failing attempt's time of day, just after midnight and
-just before midnight, UTC), then the month ends, Feb 28/29 and Dec 31 of
-the following years up to the horizon. They run in batches, the test alone
-at each instant, one after another in one fresh process per batch (a time
-flake's outcome is decided by the instant); the first failure found is
+that runs on that date from its first import on
+(:mod:`hermetic_hunt.sandbox.shift`): the hunt's own processes import the
+modules once, today, so a value computed at import fails there on every
+coming date and on none in CI -- such a flake is *past dates only* (its
+``imported_apart`` fact names the date it failed at in the hunt's process).
+The candidates run in batches, the test alone at each instant, one after
+another in one fresh process per batch; the first failure found is
 confirmed alone in a fresh process of its own.
 """
 
@@ -118,9 +104,7 @@ def check(case: Case) -> None:
         tried += len(result.steps)
         hits = [t for t, a in zip(batch, result.steps, strict=False) if case.same_attempt(a)]
         if hits:
-            # Confirmed in a process that runs on that date from its first
-            # import on, as a plain pytest run then would: a failure that needs
-            # the modules imported today and the test run then is no CI's.
+            # Confirmed whole on that date (the module docstring says why).
             alone = [replace(step, now=hits[0])]
             whole = case.probe("at the coming dates (alone)", alone, hash_seed, hits[0])
             if case.same(whole):
@@ -136,13 +120,10 @@ def check(case: Case) -> None:
         "checked_from": iso(now),
         "checked_until": iso(checked_until),
         "instants": tried,
-        # A failure at the failing attempt's time of day, within a day from now
-        # and on the days after it: a run at that time on any day sees it.
+        # At its time of day on every day: a run at that time on any day sees it.
         "fails_now": found == now or daily,
         "daily": daily,
         "next_failure": iso(found) if found is not None else None,
-        # Every failure the hunt saw was before today, and no coming date
-        # fails it: CI will never see it.
         # A coming date failed it only in a process that imported its modules
         # today (the hunt's, forked from one collection): run whole on that
         # date it passed.

@@ -1,15 +1,11 @@
 """Parametrizations of one test function that flake the same way: one finding.
 
 A suite that parametrizes a flaky test over 76 values flakes 76 times for
-one reason. :func:`group` puts the instances of one test function whose
-failures share a signature (exception type and location) -- and that flaked
-the same way: in plain runs, or only as a ``twice`` round's second run --
-into one :class:`Group`. Isolation explains the group's representative (the
-instance that failed most often), then replays its reproducer with a few
-other instances in its place (:func:`sample`): each that fails the same
-way confirms the group; one that does not is isolated on its own. Every
-instance keeps its own ``flakes`` row; the evidence of each names the
-representative whose probes showed its kinds.
+one reason. :func:`group` puts the instances that flaked alike into one
+:class:`Group`; its representative is isolated and its reproducer replayed
+with a few other instances in its place (:func:`sample`). What counts as
+alike and what each instance's ``flakes`` row holds are in
+docs/isolation.md, "Parametrizations are one finding".
 """
 
 from __future__ import annotations

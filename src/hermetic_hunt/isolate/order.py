@@ -343,11 +343,8 @@ def victim(
 ) -> None:  # fmt: skip
     """The preceding sequence fails: shrink it to minimal polluter sets.
 
-    Cheapest first: tests that left a thread running (repeated probes: a
-    thread acts when it gets to run), the tests that leaked something, the
-    tests that ran before every failure and before no pass (a single
-    deterministic polluter is among them), then the whole sequence, then as
-    it ran.
+    The sequence is shortened cheapest first, as docs/isolation.md, "The
+    procedure" (*Victim*), lists.
     """
     # A thread acts when it gets to run: its test is a probabilistic polluter,
     # tried first, in repeated probes (few tests, cheap).
@@ -447,10 +444,9 @@ def _culprits(
 def cleaners(case: Case) -> None:
     """Tests that, placed between the polluters and the victim, make it pass.
 
-    Extra evidence, searched after every flake has its verdict (phase 3):
-    first among the tests of the victim's and the polluters' files (where
-    state is usually reset), then among all the others; running out of
-    budget leaves the verdict as it is, with a note.
+    Extra evidence, searched after every flake has its verdict (phase 3;
+    where first: docs/isolation.md, "Polluter, cleaner and state-setter
+    search"); running out of budget leaves the verdict as it is, with a note.
     """
     if case.cleaner_work is None:
         return
@@ -573,11 +569,8 @@ def _crossed_facts(case: Case, attempt: Attempt, culprits: Sequence[str], role: 
 def default_order(case: Case) -> None:
     """Does a plain ``pytest`` run -- the collection order -- fail it? What CI sees.
 
-    The ``default_order`` fact. Read from the hunt's default round when it had
-    one (round 0 ran every test in collection order in one process: exactly a
-    plain run); else shown by a probe of every test before it, in collection
-    order -- all of them, not only from its first polluter on: an earlier test
-    can decide whether the polluter pollutes at all.
+    The ``default_order`` fact: from the hunt's default round, else a probe of
+    every test before it (docs/isolation.md, "What CI will see: exposure").
     """
     v, target = case.finding, case.target
     if target is None or not (v.polluters or v.state_setters):

@@ -1,26 +1,17 @@
 """The probe runner: runs isolation probes in fresh processes, in parallel.
 
 A probe is a short sequence of attempts (explicit seed, start time, mode) to
-run in one fresh process with a given ``PYTHONHASHSEED``. Probes never run
-in the hunt's workers.
+run in one fresh process with a given ``PYTHONHASHSEED``, never in the
+hunt's workers. Where ``os.fork`` exists, one long-lived probe server per
+hash seed (:mod:`hermetic_hunt.isolate.server`) forks a child per probe;
+elsewhere (or with ``fork=False``) every probe is a server of its own: why,
+and the limits (parallelism, timeout), in docs/isolation.md, "Fast probes".
 
-Paying pytest's start-up and collection per probe is what makes polluter
-searches slow on large suites. So, where ``os.fork`` exists, the runner
-starts one long-lived *probe server* per hash seed
-(:mod:`hermetic_hunt.isolate.server`): a pytest session that collects the
-suite once and forks a child per probe from that collected, never-run state
--- the child is a fresh process as far as the tests can tell. Elsewhere (or
-with ``fork=False``) every probe is a server of its own that runs one probe
-and exits.
-
-At most ``parallel`` probes run at a time (the hunt's worker count); each is
-stopped after ``timeout`` seconds and reported as ``timeout``. Two probes
-whose tests write the same path (in the hunt, or in an earlier probe) never
-run at the same time: they would collide (:mod:`.collision`); only a probe
-pair (:meth:`ProbeRunner.run_together`) runs them at once, on purpose. What a
-probe creates in the checkout (a folder, a database file its tests leave) is
-removed after it, as the hunt removes what a round created: the next probe
-finds the checkout as isolation found it. A probe whose
+Two probes whose tests write the same path (in the hunt, or in an earlier
+probe) never run at the same time: they would collide (:mod:`.collision`);
+only a probe pair (:meth:`ProbeRunner.run_together`) runs them at once, on
+purpose. What a probe creates in the checkout is removed after it, so the
+next probe finds the checkout as isolation found it. A probe whose
 steps ran under CPU stress (``Step.stress``) runs alone, with that many busy
 processes beside it (:mod:`hermetic_hunt.engine.stress`): its stress must
 not spill over into other probes.

@@ -11,10 +11,8 @@ fail alike are isolated once (:mod:`.groups`); the most exposed flakes go
 first, within the probe and time budgets; :mod:`.summary` words the result.
 
 Tests that failed in every attempt are not flakes: each is run once with
-the sandbox off, in the process that collected it as a plain run does (not
-a fork of it: ``test_checks``, ``sandbox-off``): passing means
-*sandbox-incompatible* (the sandbox or the hunt's forked processes break
-it), failing means *broken*.
+the sandbox off, *sandbox-incompatible* or *broken* (docs/isolation.md,
+"What is stored", ``test_checks``).
 """
 
 from __future__ import annotations

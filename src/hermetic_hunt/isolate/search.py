@@ -9,21 +9,11 @@ original order) and answers whether the probe showed what we look for:
 * cleaners -- "the victim passed with this group between polluters and
   victim" (a pass, and it must hold in every repetition).
 
-Costs, for n candidates: a single deterministic culprit is found by
-bisection in at most ``ceil(log2 n)`` probes, plus one to confirm it and one
-to check that no other culprit set remains (detect-test-pollution's bound,
-``ceil(log2 n) + 3`` with the caller's probe of the whole sequence). Culprits
-that only act together (k tests) make the bisection's answer fail its
-confirmation; the search then falls back to ddmin (Zeller & Hildebrandt,
-2002) from the last subset that was *seen* to show the signal, which finds a
-1-minimal set in about ``k * log2 n`` probes.
-
-Probabilistic culprits: a signal seen once is proof, its absence is not. When
-the confirmation fails, the last positive subset is re-probed to estimate
-how often it shows the signal; every later "no" then rests on
-:func:`repeats_for` runs, enough to see a signal of that rate with the
-stated confidence -- and the empty subset (no candidate at all) is probed as
-often: a signal that shows without any candidate is not theirs.
+The strategies and their costs in probes (bisection, then ddmin from the
+last subset *seen* to show the signal; probabilistic culprits, where every
+later "no" rests on :func:`repeats_for` runs and the empty subset is probed
+as often) are in docs/isolation.md, "Polluter, cleaner and state-setter
+search".
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 """The probe server: a pytest session that collects once and forks a child per probe.
 
-Started by :class:`hermetic_hunt.isolate.probes.ProbeRunner` as
-``python -m pytest <the hunt's arguments> -p hermetic_hunt.isolate.server``
-with ``PYTHONHASHSEED`` set and its settings in ``$HERMETIC_HUNT_PROBE``
-(JSON: the request and response pipe descriptors, whether to fork, the
-hunt's settings and, for a probe of the whole process on another date,
-``collect_at``: epoch seconds its clock is shifted to at import). It
-collects, says ``ready`` (with the collected nodeids) and serves probe
-requests instead of running tests:
-
-* fork mode: each request is a job run in a child forked from the
-  collected, never-run session (:func:`hermetic_hunt.engine.fork.spawn`) --
-  the same engine a hunt's rounds run in. The server reads the child's lines
-  and answers with the steps' attempts; it kills a child (its whole process
-  group) that outlives its timeout.
-* one-shot mode (no ``fork`` on this platform): the server runs one request
-  itself and exits; the client enforces the timeout.
-
-The server never finishes its session normally (``os._exit``): no cache,
-junit or coverage file is written on behalf of a probe.
+How it is started and why (docs/isolation.md, "Fast probes"): by
+:class:`hermetic_hunt.isolate.probes.ProbeRunner`, with ``PYTHONHASHSEED``
+set and its settings in ``$HERMETIC_HUNT_PROBE`` (JSON: the request and
+response pipe descriptors, whether to fork, the hunt's settings and, for a
+probe of the whole process on another date, ``collect_at``: epoch seconds
+its clock is shifted to at import). It collects, says ``ready`` and serves
+probe requests (:mod:`.wire`) instead of running tests: in fork mode each
+in a child forked from the collected, never-run session
+(:func:`hermetic_hunt.engine.fork.spawn`, the engine a hunt's rounds run
+in), killing a child's whole process group that outlives its timeout; in
+one-shot mode it runs one request itself and exits, and the client enforces
+the timeout. It never finishes its session normally (``os._exit``).
 """
 
 from __future__ import annotations

@@ -1,35 +1,16 @@
 """Causes that cross workers: one path that tests on several workers use at once.
 
-Under xdist a test can fail because of what a test on *another* worker does
-at the same time: two workers use one folder under the test directory, one
-SQLite file, one fixed name. In a hunt at ``-n N`` every attempt overlaps the
-other workers' attempts, so running at the same time proves nothing; what
-the hunt's record says is *where*: the paths each attempt wrote
-(``attempts.writes``, an SQLite database it connected to included) and the
-paths its failure names. Before each test is isolated on its own:
-
-1. **Crossings, from the hunt's record** (pure, :func:`crossings`): a failing
-   attempt and an attempt of another worker of its round that ran at the
-   same real time and touched a path it touched (the same path, or one
-   inside the other). Paths inside one another are one *resource*, the
-   outermost (:func:`resources`).
-2. **One probe of each resource** (:func:`confirm`): a sample of the tests
-   that touch it -- one for each way they failed, then their partners --
-   runs as two sides in two fresh processes started at the same moment (the
-   sample, and the sample reversed), and each side also runs alone. A
-   failure a side shows only beside the other side is the other side's
-   doing: the resource is *shared*.
-3. **Attribution** (:func:`explained`): a failure of the hunt is the shared
-   resource's when it crossed the resource, the probe showed that test's
-   failure (or one at the same code location) only with both sides, and the
-   test never failed that way while no other worker ran (the default round,
-   a packed round). The rest of each test's failures is isolated as any
-   failure is -- alone, in order... -- so a victim hidden among the
-   collisions is still found.
-
-The tests explained this way are one finding in the reports: "46 tests
-collide over fs/tests/test_dir". With ``-n 0`` nothing crosses: nothing here
-runs.
+Under xdist running at the same time proves nothing (every attempt overlaps
+the other workers'); the hunt's record says *where*: the paths each attempt
+wrote and the paths its failure names. Before each test is isolated on its
+own, three steps (docs/isolation.md, "Causes that cross workers", says each
+in full): the crossings, from the record (pure, :func:`crossings`; paths
+inside one another are one resource, :func:`resources`); one probe of each
+resource, two sides in two fresh processes and each side alone
+(:func:`confirm`); which failures a shared resource explains
+(:func:`explained`). The rest of each test's failures is isolated as any
+failure is, so a victim hidden among the collisions is still found. With
+``-n 0`` nothing crosses: nothing here runs.
 """
 
 from __future__ import annotations

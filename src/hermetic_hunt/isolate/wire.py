@@ -22,12 +22,9 @@ Server -> client (its response pipe)::
      "duration": 0.03, "detail": "", "steps": [{attempt}, ...]}
 
 A result's steps are the first execution of every step that ran, as
-:meth:`hermetic_hunt.models.Attempt.to_json` writes them. Also
-:func:`probe_args`: the *current* invocation's pytest arguments without
-the options that make no sense in a probe server; :func:`stored_run_args`:
-the arguments of a probe server for a stored run, built only from the
-project's rootdir and the test files the probes need (a stored ``argv`` is
-shown to the user, never executed: see ``docs/guarantees.md``).
+:meth:`hermetic_hunt.models.Attempt.to_json` writes them. Also a probe
+server's pytest arguments: :func:`probe_args` after a hunt,
+:func:`stored_run_args` for a stored run (a stored ``argv`` is never run).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """``pytest --hermetic-quarantine=FILE``: quarantined tests cannot fail the session.
 
-Each collected test the list names gets ``pytest.mark.xfail(strict=False)``
-with the reason ``quarantined: F3 victim (FILE)``: it runs as usual, a
-failure is reported as ``xfailed`` (the session stays green), a pass as
-``xpassed`` (never an error, whatever ``xfail_strict`` says). Everything
-else in the session is untouched.
-
-The controller (the only process under xdist that sees every report) counts
-each quarantined test's passes in a row across sessions in pytest's cache
-(``hermetic-hunt/quarantine``), and names the tests that passed often
-enough to leave: :attr:`~.listfile.Entry.release_after` passes in a row,
-95% sure at the rate the list records. The summary lists the quarantined
-failures with their flake ids.
+What a quarantined test's failure and pass become (``xfail(strict=False)``,
+never an error) and when the summary says it may leave are in
+docs/quarantine.md ("Leaving quarantine" for the streaks). The controller
+(the only process under xdist that sees every report) counts each
+quarantined test's passes in a row across sessions in pytest's cache
+(``hermetic-hunt/quarantine``) and names the tests that reached
+:attr:`~.listfile.Entry.release_after`.
 """
 
 from __future__ import annotations

@@ -2,12 +2,9 @@
 
 No pytest, SQL or hermetic here. The plugin (:mod:`hermetic_hunt.replay.session`)
 turns ``--hermetic-replay-db=PATH::ID`` into a :class:`Target`
-(:func:`parse_target`), asks :func:`resolve` for a :class:`Plan` (which tests
-run, in which order, with which seed, start time, journal and hash seed, and
-what the recorded failure looked like), runs it as an ordinary pytest
-session, and hands what happened to
-:func:`hermetic_hunt.replay.verdict.judge` for the sentence it prints and
-stores.
+(:func:`parse_target`) and asks :func:`resolve` for a :class:`Plan`: which
+tests run, in which order, with which seed, start time, journal and hash
+seed, and what the recorded failure looked like.
 
 Everything read from the database is untrusted: the store validates what it
 reads (a flake's reproducer, its kinds), journals go through

@@ -1,25 +1,14 @@
 """``hermetic-hunt merge``: combine databases from several machines into one.
 
-Invariants of a merge into ``OUT.db``:
-
-* A run is identified by ``runs.uuid``. A run already in ``OUT.db`` is never
-  copied again, so merging the same database twice changes nothing, and no
-  run is lost: every run of every input ends up in ``OUT.db`` exactly once.
-* Row ids are renumbered: runs, attempts (``A...``) and flakes get the next
-  free ids of ``OUT.db``, in the inputs' order, and every reference to them
-  follows (attempts -> runs and tests; failures, journals, violations ->
-  attempts; test checks; reproducer steps; isolation steps and their
-  environments; replays and verified fixes; attempt and run ids in a
-  flake's evidence). Runs keep their commit and branch: history merges.
-* Flakes are one per test. A flake whose test has no flake in ``OUT.db``
-  gets the next free id (``F<n>``); one whose test has is combined with it
-  (:func:`~hermetic_hunt.store.merge_rules.combine_flakes`). An input's
-  flake is merged only if a run it comes from is new to ``OUT.db``, so a
-  second merge of the same input is a no-op.
-* Everything happens in one transaction: an input that cannot be read leaves
-  ``OUT.db`` as it was. Every input is validated (and migrated to this
-  version's schema) by :meth:`Store.open` first, so both sides have the
-  same columns; columns are copied by name.
+The invariants a user sees (a run identified by ``runs.uuid`` lands exactly
+once, ids renumbered with every reference following, one flake per test,
+history kept, one transaction) are in docs/cli.md, "hermetic-hunt merge".
+Besides: an input's flake is merged only if a run it comes from is new to
+``OUT.db`` (so a second merge of the same input is a no-op), and is
+combined by :func:`~hermetic_hunt.store.merge_rules.combine_flakes`. Every
+input is validated (and migrated to this version's schema) by
+:meth:`Store.open` first, so both sides have the same columns; columns are
+copied by name.
 """
 
 from __future__ import annotations

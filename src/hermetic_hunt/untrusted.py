@@ -139,8 +139,9 @@ def text(value: Any, what: str, *, optional: bool = False) -> Any:
 
 
 def items(value: Any, what: str, size: int | None = None) -> list[Any]:
-    """``value`` as a list (of ``size`` elements when given); None is an empty list."""
-    if value is None:
+    """``value`` as a list (of ``size`` elements when given); None is an empty list
+    (not a list of ``size``: a null leak or failure is refused, not built empty)."""
+    if value is None and size is None:
         return []
     if not isinstance(value, list) or (size is not None and len(value) != size):
         kind = f"a list of {size}" if size is not None else "a list"

@@ -224,6 +224,16 @@ def test_a_batch_decodes_as_each_attempt_alone_would_in_order_rejecting_the_same
     assert (list(map(repr, expanded(decoded))), rejected) == (list(map(repr, alone)), refused)
 
 
+def test_a_null_leak_or_violation_in_a_line_is_refused_alone_and_in_a_batch() -> None:
+    """Found by the property above: a null leak raised TypeError (an empty Leak)."""
+    raw = Attempt("t.py::t", "passed").to_json()
+    for key in ("l", "v"):
+        bad = {**raw, key: [None]}
+        with pytest.raises(ValueError):
+            Attempt.from_json(bad)
+        assert Attempt.many_from_json([bad, raw])[1] == 1
+
+
 def test_plain_attempts_come_as_columns_and_the_others_as_attempts_in_order() -> None:
     ran = [Attempt(f"t.py::t{i}", "passed", position=i, seed=i, duration=0.5) for i in range(3)]
     failed = Attempt("t.py::t3", "failed", position=3, failure=Failure("E", "m", "t.py:1"))

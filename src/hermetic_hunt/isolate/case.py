@@ -248,9 +248,9 @@ class Case:
         return result
 
     def probe_many(self, probes: Sequence[Probe]) -> list[ProbeResult]:
-        allowed = [
-            replace(p, unforked=self.fresh or p.unforked) for p in probes[: self.budget.left]
-        ]
+        allowed = list(probes[: self.budget.left])
+        if self.fresh:
+            allowed = [replace(p, unforked=True) for p in allowed]
         self._spend(len(allowed))
         results = self.prober.run_many(allowed)
         self.finding.probes.extend(zip(allowed, results, strict=True))

@@ -157,12 +157,12 @@ class RunHistory:
             (self.run_id,),
         ):
             out.setdefault(text_or(nodeid), set()).update(attempts.writes(value))
+        self._writers = frozenset(out)
         return out
 
     def writers(self) -> frozenset[str]:
-        if self._writers is None:
-            self._writers = frozenset(self.writes())
-        return self._writers
+        """(Read with :meth:`writes`, which isolation calls first for its prober.)"""
+        return self._writers if self._writers is not None else frozenset(self.writes())
 
     def leaks(self) -> dict[str, list[Leak]]:
         """What each test of the run left behind at the end of a round (``persisted``
